@@ -1,0 +1,362 @@
+package checkpoint
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// FormatVersion is the metadata format version this package writes.
+const FormatVersion = 1
+
+// Config holds the coordinator's timing rules. All durations are positive
+// except MinPause, which may be zero.
+type Config struct {
+	// Job is the job's name, recorded in the metadata.
+	Job string
+	// MaxParallelism is the job's number of key groups, recorded in the metadata.
+	MaxParallelism int
+	// Interval is the time between the triggers of two periodic checkpoints.
+	Interval time.Duration
+	// Timeout aborts a checkpoint that has not completed this long after its trigger.
+	Timeout time.Duration
+	// MinPause is the least time between the end of one checkpoint and the
+	// trigger of the next periodic one.
+	MinPause time.Duration
+	// Subtasks is the number of subtasks that acknowledge every checkpoint.
+	Subtasks int
+}
+
+// Action is something the coordinator asks its driver to do.
+type Action interface {
+	isAction()
+	String() string
+}
+
+// ReserveID asks the driver to reserve a fresh checkpoint id durably and to
+// call [Coordinator.Begin] with it.
+type ReserveID struct {
+	// Kind is the kind of the checkpoint about to begin.
+	Kind Kind
+}
+
+// InjectBarriers asks the driver to have every source subtask emit the
+// barrier of checkpoint ID.
+type InjectBarriers struct {
+	// ID is the checkpoint id.
+	ID uint64
+	// Kind is checkpoint or savepoint.
+	Kind Kind
+}
+
+// PersistMetadata asks the driver to write the metadata durably and to call
+// [Coordinator.MetadataPersisted].
+type PersistMetadata struct {
+	// Metadata is the complete description of the checkpoint.
+	Metadata Metadata
+}
+
+// NotifyComplete tells the driver that checkpoint ID is complete: subtasks
+// may now commit what it covers.
+type NotifyComplete struct {
+	// ID is the checkpoint id.
+	ID uint64
+	// Kind is checkpoint or savepoint.
+	Kind Kind
+	// Request is the savepoint request this completion answers, or 0.
+	Request uint64
+	// Final is true when this checkpoint ends the job: either it was a stop
+	// with savepoint, or it was triggered after every source had finished.
+	Final bool
+}
+
+// Abort tells the driver that checkpoint ID will never complete: its
+// partial files may be discarded.
+type Abort struct {
+	// ID is the checkpoint id, or 0 when no id had been reserved yet.
+	ID uint64
+	// Kind is checkpoint or savepoint.
+	Kind Kind
+	// Request is the savepoint request that failed with it, or 0.
+	Request uint64
+	// Reason says why.
+	Reason string
+}
+
+func (ReserveID) isAction()       {}
+func (InjectBarriers) isAction()  {}
+func (PersistMetadata) isAction() {}
+func (NotifyComplete) isAction()  {}
+func (Abort) isAction()           {}
+
+func (a ReserveID) String() string { return fmt.Sprintf("reserve-id kind=%s", a.Kind) }
+func (a InjectBarriers) String() string {
+	return fmt.Sprintf("inject-barriers id=%d kind=%s", a.ID, a.Kind)
+}
+func (a PersistMetadata) String() string {
+	var ops []string
+	for _, op := range a.Metadata.Operators {
+		ops = append(ops, fmt.Sprintf("%s/%d", op.Name, len(op.Subtasks)))
+	}
+	return fmt.Sprintf("persist-metadata id=%d kind=%s operators=[%s]",
+		a.Metadata.ID, a.Metadata.Kind, strings.Join(ops, " "))
+}
+func (a NotifyComplete) String() string {
+	return fmt.Sprintf("notify-complete id=%d kind=%s request=%d final=%t", a.ID, a.Kind, a.Request, a.Final)
+}
+func (a Abort) String() string {
+	return fmt.Sprintf("abort id=%d kind=%s request=%d reason=%q", a.ID, a.Kind, a.Request, a.Reason)
+}
+
+// SubtaskState is the state one subtask contributes for one of its operators.
+type SubtaskState struct {
+	// Operator is the operator's name.
+	Operator string
+	// Parallelism is the operator's parallelism.
+	Parallelism int
+	// Handle points at the written state file.
+	Handle StateHandle
+}
+
+type phase int
+
+const (
+	idle        phase = iota // no checkpoint in flight
+	reserving                // ReserveID returned, waiting for Begin
+	acking                   // barriers injected, waiting for acknowledgements
+	persisting               // metadata being written
+)
+
+type savepointRequest struct {
+	id   uint64
+	stop bool
+}
+
+// Coordinator decides when checkpoints are triggered, collects the
+// acknowledgements and decides when a checkpoint is complete. At most one
+// checkpoint is in flight at a time. See the package documentation.
+type Coordinator struct {
+	cfg Config
+
+	phase       phase
+	id          uint64 // in-flight checkpoint id (acking, persisting)
+	kind        Kind
+	request     savepointRequest // savepoint request served by the in-flight checkpoint
+	final       bool             // in-flight checkpoint was triggered after all sources finished
+	triggeredAt time.Time
+	acked       map[int][]SubtaskState
+
+	started     bool
+	lastTrigger time.Time
+	lastEnd     time.Time
+
+	savepoints      []savepointRequest // queued requests
+	sourcesFinished bool
+	stopped         bool // a final checkpoint completed; nothing more is triggered
+}
+
+// NewCoordinator returns a coordinator in the idle state.
+func NewCoordinator(cfg Config) (*Coordinator, error) {
+	switch {
+	case cfg.Interval <= 0:
+		return nil, fmt.Errorf("checkpoint: interval %v must be positive: set CheckpointInterval, for example to 1s", cfg.Interval)
+	case cfg.Timeout <= 0:
+		return nil, fmt.Errorf("checkpoint: timeout %v must be positive: set CheckpointTimeout, for example to 1m", cfg.Timeout)
+	case cfg.MinPause < 0:
+		return nil, fmt.Errorf("checkpoint: min pause %v must not be negative: set MinPauseBetweenCheckpoints to 0 or more", cfg.MinPause)
+	case cfg.Subtasks <= 0:
+		return nil, fmt.Errorf("checkpoint: %d subtasks: a job needs at least one subtask", cfg.Subtasks)
+	}
+	return &Coordinator{cfg: cfg}, nil
+}
+
+// Tick advances the coordinator's clock to now. It may trigger a periodic
+// checkpoint, a queued savepoint, the final checkpoint, or abort a checkpoint
+// that timed out.
+func (c *Coordinator) Tick(now time.Time) []Action {
+	if !c.started {
+		c.started = true
+		c.lastTrigger = now
+		c.lastEnd = now
+	}
+	if (c.phase == acking || c.phase == persisting) && now.Sub(c.triggeredAt) >= c.cfg.Timeout {
+		if c.phase == acking {
+			return c.abort(now, fmt.Sprintf("not acknowledged by every subtask within the timeout of %v (%d of %d acknowledged)",
+				c.cfg.Timeout, len(c.acked), c.cfg.Subtasks))
+		}
+		// A metadata write in progress cannot be cancelled; its result decides.
+		return nil
+	}
+	if c.phase != idle || c.stopped {
+		return nil
+	}
+	switch {
+	case len(c.savepoints) > 0:
+		c.request = c.savepoints[0]
+		c.savepoints = c.savepoints[1:]
+		return c.reserve(now, KindSavepoint)
+	case c.sourcesFinished:
+		c.final = true
+		return c.reserve(now, KindCheckpoint)
+	case now.Sub(c.lastTrigger) >= c.cfg.Interval && now.Sub(c.lastEnd) >= c.cfg.MinPause:
+		return c.reserve(now, KindCheckpoint)
+	}
+	return nil
+}
+
+// RequestSavepoint queues a savepoint. request identifies it in the
+// [NotifyComplete] or [Abort] that answers it; stop makes it the job's last
+// checkpoint. The savepoint is triggered as soon as no checkpoint is in flight.
+func (c *Coordinator) RequestSavepoint(now time.Time, request uint64, stop bool) []Action {
+	if c.stopped {
+		return []Action{Abort{Kind: KindSavepoint, Request: request, Reason: "the job is finishing"}}
+	}
+	c.savepoints = append(c.savepoints, savepointRequest{id: request, stop: stop})
+	return c.Tick(now)
+}
+
+// SourcesFinished records that every source has emitted its last record.
+// The next checkpoint triggered is the final one; it is triggered at once.
+func (c *Coordinator) SourcesFinished(now time.Time) []Action {
+	c.sourcesFinished = true
+	return c.Tick(now)
+}
+
+// Begin starts the checkpoint whose id the driver reserved after [ReserveID].
+func (c *Coordinator) Begin(now time.Time, id uint64) []Action {
+	if c.phase != reserving {
+		return nil
+	}
+	c.phase = acking
+	c.id = id
+	c.triggeredAt = now
+	c.acked = make(map[int][]SubtaskState, c.cfg.Subtasks)
+	return []Action{InjectBarriers{ID: id, Kind: c.kind}}
+}
+
+// BeginFailed reports that no id could be reserved after [ReserveID].
+func (c *Coordinator) BeginFailed(now time.Time, err error) []Action {
+	if c.phase != reserving {
+		return nil
+	}
+	return c.abort(now, fmt.Sprintf("reserving a checkpoint id: %v", err))
+}
+
+// Ack records that subtask (an index in [0, Config.Subtasks)) has durably
+// written its state for checkpoint id. Acknowledgements of checkpoints that
+// are no longer in flight are ignored.
+func (c *Coordinator) Ack(now time.Time, id uint64, subtask int, states []SubtaskState) []Action {
+	if c.phase != acking || id != c.id || subtask < 0 || subtask >= c.cfg.Subtasks {
+		return nil
+	}
+	if _, dup := c.acked[subtask]; dup {
+		return nil
+	}
+	c.acked[subtask] = states
+	if len(c.acked) < c.cfg.Subtasks {
+		return nil
+	}
+	c.phase = persisting
+	return []Action{PersistMetadata{Metadata: c.metadata(now)}}
+}
+
+// Decline records that a subtask could not take its part of checkpoint id;
+// the checkpoint is aborted.
+func (c *Coordinator) Decline(now time.Time, id uint64, subtask int, reason string) []Action {
+	if c.phase != acking || id != c.id {
+		return nil
+	}
+	return c.abort(now, fmt.Sprintf("declined by subtask %d: %s", subtask, reason))
+}
+
+// MetadataPersisted reports the result of [PersistMetadata]. With a nil err
+// the checkpoint is complete.
+func (c *Coordinator) MetadataPersisted(now time.Time, id uint64, err error) []Action {
+	if c.phase != persisting || id != c.id {
+		return nil
+	}
+	if err != nil {
+		return c.abort(now, fmt.Sprintf("writing metadata: %v", err))
+	}
+	done := NotifyComplete{ID: c.id, Kind: c.kind, Request: c.request.id, Final: c.final || c.request.stop}
+	c.finish(now)
+	if done.Final {
+		c.stopped = true
+		return []Action{done}
+	}
+	return append([]Action{done}, c.Tick(now)...)
+}
+
+// Reset aborts the checkpoint in flight, if any, because the job is being
+// restarted or stopped. Queued savepoint requests stay queued.
+func (c *Coordinator) Reset(now time.Time) []Action {
+	if c.phase == idle {
+		return nil
+	}
+	return c.abort(now, "the job is restarting")
+}
+
+// InFlight returns the id of the checkpoint in flight, or 0.
+func (c *Coordinator) InFlight() uint64 {
+	if c.phase == acking || c.phase == persisting {
+		return c.id
+	}
+	return 0
+}
+
+func (c *Coordinator) reserve(now time.Time, kind Kind) []Action {
+	c.phase = reserving
+	c.kind = kind
+	c.lastTrigger = now
+	return []Action{ReserveID{Kind: kind}}
+}
+
+func (c *Coordinator) abort(now time.Time, reason string) []Action {
+	a := Abort{ID: c.id, Kind: c.kind, Request: c.request.id, Reason: reason}
+	if c.phase == reserving {
+		a.ID = 0
+	}
+	c.finish(now)
+	return []Action{a}
+}
+
+// finish returns the coordinator to idle after a checkpoint ended either way.
+func (c *Coordinator) finish(now time.Time) {
+	c.phase = idle
+	c.id = 0
+	c.kind = ""
+	c.request = savepointRequest{}
+	c.final = false
+	c.acked = nil
+	c.lastEnd = now
+}
+
+func (c *Coordinator) metadata(now time.Time) Metadata {
+	byOp := map[string]*OperatorState{}
+	for _, states := range c.acked {
+		for _, s := range states {
+			op := byOp[s.Operator]
+			if op == nil {
+				op = &OperatorState{Name: s.Operator, Parallelism: s.Parallelism}
+				byOp[s.Operator] = op
+			}
+			op.Subtasks = append(op.Subtasks, s.Handle)
+		}
+	}
+	m := Metadata{
+		FormatVersion:  FormatVersion,
+		ID:             c.id,
+		Kind:           c.kind,
+		Job:            c.cfg.Job,
+		MaxParallelism: c.cfg.MaxParallelism,
+		Triggered:      c.triggeredAt,
+		Completed:      now,
+	}
+	for _, op := range byOp {
+		slices.SortFunc(op.Subtasks, func(a, b StateHandle) int { return a.Subtask - b.Subtask })
+		m.Operators = append(m.Operators, *op)
+	}
+	slices.SortFunc(m.Operators, func(a, b OperatorState) int { return strings.Compare(a.Name, b.Name) })
+	return m
+}

@@ -1,0 +1,169 @@
+package checkpoint
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+var rewrite = flag.Bool("rewrite", false, "rewrite the expected output in testdata/*.txt")
+
+// TestCoordinatorScripts replays every testdata/coordinator_*.txt script.
+//
+// A script is a sequence of commands, each on a line starting with "> ",
+// followed by the actions the coordinator returned, one per line. Time is
+// virtual: "at" sets the clock. Commands:
+//
+//	config interval=D timeout=D minpause=D subtasks=N
+//	at D                    set the clock (offset from the start)
+//	tick
+//	begin ID | begin-fail
+//	ack ID SUBTASK [OPERATOR]
+//	decline ID SUBTASK
+//	persisted ID | persist-fail ID
+//	savepoint REQUEST [stop]
+//	sources-finished
+//	reset
+//
+// Run with -rewrite to regenerate the expected output after a deliberate change.
+func TestCoordinatorScripts(t *testing.T) {
+	files, err := filepath.Glob("testdata/coordinator_*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scripts found: %v", err)
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) { runScript(t, file) })
+	}
+}
+
+func runScript(t *testing.T, file string) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		c     *Coordinator
+		start = time.Unix(1_700_000_000, 0).UTC()
+		now   = start
+		out   strings.Builder
+	)
+	for _, line := range strings.Split(string(data), "\n") {
+		if !strings.HasPrefix(line, "> ") && !strings.HasPrefix(line, "#") {
+			continue // expected output: regenerated below
+		}
+		out.WriteString(line + "\n")
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Fields(strings.TrimPrefix(line, "> "))
+		var actions []Action
+		switch f[0] {
+		case "config":
+			cfg := Config{Job: "job", MaxParallelism: 128}
+			for _, kv := range f[1:] {
+				k, v, _ := strings.Cut(kv, "=")
+				switch k {
+				case "interval":
+					cfg.Interval = mustDuration(t, v)
+				case "timeout":
+					cfg.Timeout = mustDuration(t, v)
+				case "minpause":
+					cfg.MinPause = mustDuration(t, v)
+				case "subtasks":
+					cfg.Subtasks = mustInt(t, v)
+				default:
+					t.Fatalf("%s: unknown config key %q", file, k)
+				}
+			}
+			c, err = NewCoordinator(cfg)
+			if err != nil {
+				fmt.Fprintf(&out, "error: %v\n", err)
+				continue
+			}
+		case "at":
+			now = start.Add(mustDuration(t, f[1]))
+		case "tick":
+			actions = c.Tick(now)
+		case "begin":
+			actions = c.Begin(now, uint64(mustInt(t, f[1])))
+		case "begin-fail":
+			actions = c.BeginFailed(now, errors.New("disk full"))
+		case "ack":
+			op := "op"
+			if len(f) > 3 {
+				op = f[3]
+			}
+			sub := mustInt(t, f[2])
+			actions = c.Ack(now, uint64(mustInt(t, f[1])), sub, []SubtaskState{{
+				Operator: op, Parallelism: 2, Handle: StateHandle{Subtask: sub, File: fmt.Sprintf("%s-%d", op, sub)},
+			}})
+		case "decline":
+			actions = c.Decline(now, uint64(mustInt(t, f[1])), mustInt(t, f[2]), "snapshot failed")
+		case "persisted":
+			actions = c.MetadataPersisted(now, uint64(mustInt(t, f[1])), nil)
+		case "persist-fail":
+			actions = c.MetadataPersisted(now, uint64(mustInt(t, f[1])), errors.New("fsync: input/output error"))
+		case "savepoint":
+			actions = c.RequestSavepoint(now, uint64(mustInt(t, f[1])), len(f) > 2 && f[2] == "stop")
+		case "sources-finished":
+			actions = c.SourcesFinished(now)
+		case "reset":
+			actions = c.Reset(now)
+		default:
+			t.Fatalf("%s: unknown command %q", file, f[0])
+		}
+		for _, a := range actions {
+			out.WriteString(a.String() + "\n")
+		}
+	}
+	got := out.String()
+	if *rewrite {
+		if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if got != string(data) {
+		t.Errorf("%s: output differs (run with -rewrite to accept):\n%s", file, diffLines(string(data), got))
+	}
+}
+
+func diffLines(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	var b strings.Builder
+	for i := 0; i < len(w) || i < len(g); i++ {
+		var wl, gl string
+		if i < len(w) {
+			wl = w[i]
+		}
+		if i < len(g) {
+			gl = g[i]
+		}
+		if wl != gl {
+			fmt.Fprintf(&b, "line %d:\n  want: %s\n  got:  %s\n", i+1, wl, gl)
+		}
+	}
+	return b.String()
+}
+
+func mustDuration(t *testing.T, s string) time.Duration {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func mustInt(t *testing.T, s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

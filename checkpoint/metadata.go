@@ -1,0 +1,74 @@
+package checkpoint
+
+import "time"
+
+// Kind tells a checkpoint from a savepoint.
+type Kind string
+
+const (
+	// KindCheckpoint is a periodic checkpoint, removed under the retention policy.
+	KindCheckpoint Kind = "checkpoint"
+	// KindSavepoint is a user-requested snapshot that is never removed by the engine.
+	KindSavepoint Kind = "savepoint"
+)
+
+// Metadata describes a completed checkpoint or savepoint. Once its file is
+// durably written the checkpoint is complete; the state files it names must
+// all exist and match their checksums.
+type Metadata struct {
+	// FormatVersion is the on-disk format version of this metadata.
+	FormatVersion int `json:"format_version"`
+	// ID is the checkpoint id; ids never repeat within one checkpoint directory.
+	ID uint64 `json:"id"`
+	// Kind is checkpoint or savepoint.
+	Kind Kind `json:"kind"`
+	// Job is the job's name.
+	Job string `json:"job"`
+	// MaxParallelism is the job's number of key groups.
+	MaxParallelism int `json:"max_parallelism"`
+	// Triggered is when the checkpoint was triggered (wall clock, informational).
+	Triggered time.Time `json:"triggered"`
+	// Completed is when every subtask had acknowledged (wall clock, informational).
+	Completed time.Time `json:"completed"`
+	// Operators holds the state of every stateful operator, by name.
+	Operators []OperatorState `json:"operators"`
+}
+
+// OperatorState is the state of one operator across its subtasks.
+type OperatorState struct {
+	// Name is the operator's unique, stable name in the job.
+	Name string `json:"name"`
+	// Parallelism is the operator's parallelism when the checkpoint was taken.
+	Parallelism int `json:"parallelism"`
+	// Subtasks holds one entry per subtask that has state, by subtask index.
+	Subtasks []StateHandle `json:"subtasks"`
+}
+
+// StateHandle points at the state file of one subtask of one operator.
+type StateHandle struct {
+	// Subtask is the subtask index.
+	Subtask int `json:"subtask"`
+	// KeyGroupStart and KeyGroupEnd bound the key groups the subtask owned,
+	// [KeyGroupStart, KeyGroupEnd). Both are 0 for non-keyed operators.
+	KeyGroupStart int `json:"key_group_start"`
+	KeyGroupEnd   int `json:"key_group_end"`
+	// File is the state file's name, relative to the checkpoint's directory.
+	File string `json:"file"`
+	// Size is the file's length in bytes.
+	Size int64 `json:"size"`
+	// CRC32C is the Castagnoli checksum of the whole file.
+	CRC32C uint32 `json:"crc32c"`
+}
+
+// SubtaskSnapshot is what one subtask of one operator contributes to a checkpoint.
+type SubtaskSnapshot struct {
+	// KeyGroups holds keyed state, one opaque blob per key group.
+	KeyGroups map[int][]byte
+	// Entries holds non-keyed operator state (source positions, sink
+	// committables). On restore every subtask receives the entries of all
+	// former subtasks and keeps what it owns.
+	Entries [][]byte
+}
+
+// IsEmpty reports whether the snapshot holds no state at all.
+func (s SubtaskSnapshot) IsEmpty() bool { return len(s.KeyGroups) == 0 && len(s.Entries) == 0 }

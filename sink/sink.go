@@ -1,0 +1,136 @@
+// Package sink defines the two-phase-commit contract between the engine and
+// every exactly-once sink, and the pure bookkeeping the engine uses to honour it.
+//
+// # The contract
+//
+// A sink is split in two halves. A [Writer] lives inside one parallel subtask of
+// the job: it receives batches and writes them into an open transaction. When a
+// checkpoint barrier reaches the subtask, the engine calls [Writer.Prepare]: the
+// open transaction must become durable but stay invisible, and Prepare returns a
+// small serialized description of it, the committable. The engine stores the
+// committable in the checkpoint.
+//
+// A [Committer] makes prepared transactions visible. The engine calls
+// [Committer.Commit] only after the checkpoint that holds the committable has
+// completed (its metadata is durable). A higher completed checkpoint subsumes
+// lower ones: every pending committable with a checkpoint id at or below it is
+// committed, in checkpoint order.
+//
+// # Ordering rules the engine keeps
+//
+//  1. Prepare returns before the subtask acknowledges the checkpoint.
+//  2. Commit is called only for committables covered by a completed checkpoint.
+//  3. On recovery from checkpoint M, every committable stored in M is committed
+//     (again, perhaps) before any new record is written, and only then is
+//     AbortLingering(M) called, once per sink, to remove every other trace of
+//     earlier attempts: open transactions and transactions prepared for
+//     checkpoints that never completed.
+//  4. Commit may be called more than once for the same committable (a crash
+//     after Commit but before the engine recorded it, a retry after a timeout).
+//     It must then succeed without making the data visible twice.
+//
+// docs/sinks.md walks through the failure cases for connector authors.
+package sink
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+)
+
+// Writer writes one subtask's records into an open transaction.
+// A Writer is used by one goroutine at a time.
+type Writer[T any] interface {
+	// Write adds a batch to the open transaction. The batch slice is only
+	// valid during the call; copy what must be kept.
+	Write(ctx context.Context, batch []T) error
+	// Prepare makes the open transaction durable but invisible and returns
+	// its committable, or nil when nothing was written since the last Prepare.
+	// The next Write opens a new transaction.
+	Prepare(ctx context.Context, checkpointID uint64) ([]byte, error)
+	// Close releases resources. It neither commits nor aborts prepared
+	// transactions; an open, unprepared transaction may be discarded.
+	Close() error
+}
+
+// Committer makes prepared transactions visible or removes them.
+// A Committer is used by one goroutine at a time.
+type Committer interface {
+	// Commit makes the transaction described by c visible. It must be
+	// idempotent: committing an already committed committable succeeds and
+	// changes nothing. Errors marked with [Permanent] stop the job; other
+	// errors are retried with backoff.
+	Commit(ctx context.Context, c Committable) error
+	// Abort discards a prepared transaction that no completed checkpoint
+	// covers. Aborting an unknown or already aborted transaction succeeds.
+	Abort(ctx context.Context, c Committable) error
+	// AbortLingering removes every transaction of this sink left behind by
+	// earlier attempts of the job, for every subtask that ever existed,
+	// after the committables of restoredCheckpointID (0 when the job starts
+	// fresh) have been committed.
+	AbortLingering(ctx context.Context, restoredCheckpointID uint64) error
+	// Close releases resources.
+	Close() error
+}
+
+// Committable is a prepared transaction as the engine stores it.
+type Committable struct {
+	// CheckpointID is the checkpoint at whose barrier the transaction was prepared.
+	CheckpointID uint64
+	// Subtask is the index of the writer subtask that prepared it.
+	Subtask int
+	// Data is what [Writer.Prepare] returned.
+	Data []byte
+}
+
+// WriterInfo tells a writer where it runs.
+type WriterInfo struct {
+	// Job is the job's name, stable across restarts.
+	Job string
+	// Sink is the sink operator's name, stable across restarts and unique in the job.
+	Sink string
+	// Subtask is this writer's index, in [0, Parallelism).
+	Subtask int
+	// Parallelism is the number of writer subtasks of this sink.
+	Parallelism int
+	// Logger is the job's logger, annotated with the sink and subtask.
+	Logger *slog.Logger
+}
+
+// CommitterInfo tells a committer which sink it serves.
+type CommitterInfo struct {
+	// Job is the job's name, stable across restarts.
+	Job string
+	// Sink is the sink operator's name, stable across restarts and unique in the job.
+	Sink string
+	// Logger is the job's logger, annotated with the sink.
+	Logger *slog.Logger
+}
+
+// Sink creates the writers and committers of one exactly-once sink.
+type Sink[T any] interface {
+	// NewWriter opens the writer of one subtask.
+	NewWriter(ctx context.Context, info WriterInfo) (Writer[T], error)
+	// NewCommitter opens a committer. The engine may open several.
+	NewCommitter(ctx context.Context, info CommitterInfo) (Committer, error)
+}
+
+// ErrPermanent marks commit errors that retrying cannot fix.
+var ErrPermanent = errors.New("sink: permanent failure")
+
+// Permanent marks err as permanent: the engine stops the job instead of
+// retrying or restarting, and reports err to the user.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return permanentError{err}
+}
+
+// IsPermanent reports whether err was marked with [Permanent].
+func IsPermanent(err error) bool { return errors.Is(err, ErrPermanent) }
+
+type permanentError struct{ err error }
+
+func (p permanentError) Error() string   { return p.err.Error() }
+func (p permanentError) Unwrap() []error { return []error{p.err, ErrPermanent} }

@@ -1,0 +1,42 @@
+// Package source defines the contract between the engine and every source.
+//
+// A source is divided into splits: a file, a Kafka partition, one slice of a
+// generated sequence. Split ids are stable strings. The engine assigns the
+// splits to the parallel subtasks of the source, stores each split's position
+// in every checkpoint, and on restore reopens each split at its recorded
+// position, whatever the new parallelism. A split's position is an opaque
+// byte string owned by the source.
+package source
+
+import (
+	"context"
+	"io"
+)
+
+// Source reads records of type T from a set of splits.
+type Source[T any] interface {
+	// Splits lists the source's splits. It must return the same ids, in the
+	// same order, every time it is called for the same configuration.
+	Splits(ctx context.Context) ([]string, error)
+	// Open opens a reader on split at position, which is nil to start at the
+	// beginning, or a value returned by [Reader.Position] earlier.
+	Open(ctx context.Context, split string, position []byte) (Reader[T], error)
+}
+
+// Reader reads one split. A Reader is used by one goroutine at a time.
+type Reader[T any] interface {
+	// Read fills buf[:n] with the next records. It returns 0, nil when no
+	// record is available right now (the engine waits a little and calls
+	// again), and 0, io.EOF when the split is finished. Read must not block
+	// for long: the engine injects checkpoint barriers between calls.
+	Read(ctx context.Context, buf []T) (n int, err error)
+	// Position returns the position just after the last record returned by
+	// Read; opening the split at this position resumes with the next record.
+	// The returned slice must not be modified later by the reader.
+	Position() []byte
+	// Close releases resources.
+	Close() error
+}
+
+// EOF is returned by [Reader.Read] when a split is finished.
+var EOF = io.EOF
