@@ -289,8 +289,11 @@ func (c *Coordinator) MetadataPersisted(now time.Time, id uint64, err error) []A
 }
 
 // Reset aborts the checkpoint in flight, if any, because the job is being
-// restarted or stopped. Queued savepoint requests stay queued.
+// restarted or stopped. Queued savepoint requests stay queued. Finished
+// sources are forgotten: after a restart they replay from the restored
+// positions and must report again.
 func (c *Coordinator) Reset(now time.Time) []Action {
+	c.sourcesFinished = false
 	if c.phase == idle {
 		return nil
 	}

@@ -1,0 +1,454 @@
+package store
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"math"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/internal/vfs"
+)
+
+// DefaultRetained is the number of completed checkpoints kept when
+// Options.Retained is 0.
+const DefaultRetained = 3
+
+// maxMetadataSize bounds how much of a _metadata file is read: a larger one
+// is corrupt rather than a reason to exhaust memory.
+const maxMetadataSize = 256 << 20
+
+// Options configures a Store. The zero value selects every default.
+type Options struct {
+	// FS is the filesystem the store uses. Default: vfs.Default, the
+	// operating system's. Tests pass an in-memory or error-injecting one.
+	FS vfs.FS
+	// Retained is how many completed checkpoints are kept; older ones are
+	// removed when a newer one completes. Savepoints are never removed.
+	// Default DefaultRetained (3); it must be at least 1. Keep more than 1 so
+	// that a corrupt newest checkpoint leaves an older one to fall back to.
+	Retained int
+	// Logger receives warnings about checkpoints skipped as corrupt and about
+	// failures to remove old checkpoints. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// Store keeps checkpoints and savepoints in a local directory. Its methods
+// are safe for concurrent use; subtasks may write their state concurrently.
+// One directory must be used by one Store at a time.
+type Store struct {
+	fs       vfs.FS
+	dir      string
+	retained int
+	log      *slog.Logger
+
+	// mu serialises ReserveID, Complete (with its retention), Discard and
+	// Latest, so that ids are reserved one at a time and retention never
+	// removes a directory Latest is validating.
+	mu sync.Mutex
+}
+
+// Open returns a Store for dir, creating dir (durably) if needed.
+func Open(dir string, opts Options) (*Store, error) {
+	if dir == "" {
+		return nil, errors.New("checkpoint/store: Open: dir is empty: pass the directory that holds the job's checkpoints")
+	}
+	if opts.Retained < 0 {
+		return nil, fmt.Errorf("checkpoint/store: Options.Retained = %d: must be at least 1 (or 0 for the default, %d)",
+			opts.Retained, DefaultRetained)
+	}
+	s := &Store{fs: opts.FS, dir: filepath.Clean(dir), retained: opts.Retained, log: opts.Logger}
+	if s.fs == nil {
+		s.fs = vfs.Default
+	}
+	if s.retained == 0 {
+		s.retained = DefaultRetained
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if err := s.mkdirAllDurable(filepath.Join(s.dir, savepointsDir)); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// mkdirAllDurable creates dir and its missing parents and syncs the parent
+// of every directory it created, so that they survive a crash.
+func (s *Store) mkdirAllDurable(dir string) error {
+	var created []string
+	for d := dir; ; d = filepath.Dir(d) {
+		_, err := s.fs.Stat(d)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return ioErr("checking directory", d, err)
+		}
+		created = append(created, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if err := s.fs.MkdirAll(dir, 0o755); err != nil {
+		return ioErr("creating directory", dir, err)
+	}
+	for _, d := range created {
+		if err := s.syncDir(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Dir returns the directory of checkpoint or savepoint id. Kinds other than
+// checkpoint.KindSavepoint map to the checkpoint directory.
+func (s *Store) Dir(id uint64, kind checkpoint.Kind) string {
+	if kind == checkpoint.KindSavepoint {
+		return filepath.Join(s.dir, savepointsDir, dirName(id, kind))
+	}
+	return filepath.Join(s.dir, dirName(id, kind))
+}
+
+// ReserveID returns a new checkpoint id, higher than every id reserved
+// before in this directory (recorded in its _ids file) and than every
+// checkpoint or savepoint directory in it, and durably records it before
+// returning, so that ids never repeat across restarts and crashes even when
+// checkpoint directories are deleted. Checkpoints and savepoints share one
+// id sequence.
+func (s *Store) ReserveID() (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	last, err := s.readIDs()
+	if err != nil {
+		return 0, err
+	}
+	for _, kind := range []checkpoint.Kind{checkpoint.KindCheckpoint, checkpoint.KindSavepoint} {
+		ids, err := s.list(kind)
+		if err != nil {
+			return 0, err
+		}
+		if len(ids) > 0 {
+			last = max(last, ids[len(ids)-1])
+		}
+	}
+	if last == math.MaxUint64 {
+		return 0, fmt.Errorf("checkpoint/store: checkpoint ids exhausted in %s", s.dir)
+	}
+	id := last + 1
+	buf := seal(idsMagic, binary.BigEndian.AppendUint64(newEnvelope(8), id))
+	if err := s.writeAtomic(s.dir, idsFile, buf); err != nil {
+		return 0, err
+	}
+	return id, nil
+}
+
+// readIDs returns the id recorded in _ids, 0 if there is none.
+func (s *Store) readIDs() (uint64, error) {
+	path := filepath.Join(s.dir, idsFile)
+	b, err := s.readFile(path, -1)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	p, err := unseal(path, idsMagic, b)
+	if err == nil && len(p) != 8 {
+		err = corruptf(path, "payload is %d bytes, want 8", len(p))
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%w (ids must never repeat: restore the file from a backup, or replace it with one holding an id above every id ever used)", err)
+	}
+	return binary.BigEndian.Uint64(p), nil
+}
+
+// list returns the ids of the directories of the given kind, increasing.
+func (s *Store) list(kind checkpoint.Kind) ([]uint64, error) {
+	dir := filepath.Dir(s.Dir(0, kind))
+	names, err := s.fs.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, ioErr("listing", dir, err)
+	}
+	var ids []uint64
+	for _, name := range names {
+		if id, ok := parseDirName(name, dirPrefix(kind)); ok {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// WriteState writes and syncs the state file of one subtask of an operator
+// for checkpoint or savepoint id, creating its directory if needed, and
+// returns a handle with Subtask, File, Size and CRC32C set; the caller fills
+// in the key group range. The file is not durable until Complete syncs its
+// directory. Writing the same subtask twice replaces the file.
+func (s *Store) WriteState(id uint64, kind checkpoint.Kind, operator string, subtask int, snap checkpoint.SubtaskSnapshot) (checkpoint.StateHandle, error) {
+	if err := checkKind(kind); err != nil {
+		return checkpoint.StateHandle{}, err
+	}
+	if operator == "" {
+		return checkpoint.StateHandle{}, errors.New("checkpoint/store: WriteState: operator name is empty: give every stateful operator a unique name")
+	}
+	if subtask < 0 {
+		return checkpoint.StateHandle{}, fmt.Errorf("checkpoint/store: WriteState: subtask = %d: must be >= 0", subtask)
+	}
+	data, err := encodeState(snap)
+	if err != nil {
+		return checkpoint.StateHandle{}, fmt.Errorf("%w (operator %q, subtask %d)", err, operator, subtask)
+	}
+	dir := s.Dir(id, kind)
+	if err := s.fs.MkdirAll(dir, 0o755); err != nil {
+		return checkpoint.StateHandle{}, ioErr("creating directory", dir, err)
+	}
+	name := stateFileName(operator, subtask)
+	if err := s.writeFile(filepath.Join(dir, name), data); err != nil {
+		return checkpoint.StateHandle{}, err
+	}
+	return checkpoint.StateHandle{Subtask: subtask, File: name, Size: int64(len(data)), CRC32C: checksum(data)}, nil
+}
+
+// Complete makes a checkpoint or savepoint complete by durably writing its
+// metadata, and returns its directory. The state files m names must have
+// been written by WriteState. FormatVersion 0 is set to FormatVersion.
+//
+// The order of the steps is what makes a checkpoint all-or-nothing: the
+// directory is synced (state file names durable), and its parent (the
+// directory itself durable); the metadata is written to a temporary file and
+// synced, renamed to _metadata, and the directory synced again. Only the
+// rename makes the checkpoint visible, and only after everything it refers
+// to is durable.
+//
+// If Complete returns an error, the checkpoint may or may not have become
+// complete (a failed sync says nothing about what reached the disk): the
+// caller must not treat it as aborted (and abort the transactions it
+// covers) but fail over and restore from Latest, which decides.
+//
+// After a checkpoint (not a savepoint) completes, older checkpoints beyond
+// Options.Retained, and directories of checkpoints with lower ids that never
+// completed, are removed. Failures to remove them are logged, not returned:
+// the checkpoint is complete regardless.
+func (s *Store) Complete(m checkpoint.Metadata) (path string, err error) {
+	if err := checkKind(m.Kind); err != nil {
+		return "", err
+	}
+	if m.FormatVersion == 0 {
+		m.FormatVersion = FormatVersion
+	}
+	if m.FormatVersion != FormatVersion {
+		return "", fmt.Errorf("checkpoint/store: Complete: Metadata.FormatVersion = %d: this build writes version %d (or pass 0)",
+			m.FormatVersion, FormatVersion)
+	}
+	dir := s.Dir(m.ID, m.Kind)
+	for _, op := range m.Operators {
+		for _, h := range op.Subtasks {
+			if !validStateFile(h.File) {
+				return "", fmt.Errorf("checkpoint/store: Complete: operator %q subtask %d: state file name %q is not a file written by WriteState",
+					op.Name, h.Subtask, h.File)
+			}
+			fi, err := s.fs.Stat(filepath.Join(dir, h.File))
+			if err != nil {
+				return "", ioErr("checking state file", filepath.Join(dir, h.File), err)
+			}
+			if fi.Size() != h.Size {
+				return "", fmt.Errorf("checkpoint/store: Complete: state file %s is %d bytes but its handle says %d",
+					filepath.Join(dir, h.File), fi.Size(), h.Size)
+			}
+		}
+	}
+	payload, err := json.Marshal(m)
+	if err != nil {
+		return "", fmt.Errorf("checkpoint/store: Complete: encoding metadata of checkpoint %d: %w", m.ID, err)
+	}
+	data := seal(metadataMagic, append(newEnvelope(len(payload)), payload...))
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.fs.MkdirAll(dir, 0o755); err != nil {
+		return "", ioErr("creating directory", dir, err)
+	}
+	if err := s.syncDir(dir); err != nil {
+		return "", err
+	}
+	if err := s.syncDir(filepath.Dir(dir)); err != nil {
+		return "", err
+	}
+	if err := s.writeAtomic(dir, metadataFile, data); err != nil {
+		return "", err
+	}
+	if m.Kind == checkpoint.KindCheckpoint {
+		s.retain(m.ID)
+	}
+	return dir, nil
+}
+
+// retain removes the completed checkpoints beyond the s.retained newest and
+// the incomplete ones older than the checkpoint that just completed. s.mu
+// must be held.
+func (s *Store) retain(completed uint64) {
+	ids, err := s.list(checkpoint.KindCheckpoint)
+	if err != nil {
+		s.log.Warn("checkpoint/store: cannot apply checkpoint retention", "dir", s.dir, "err", err)
+		return
+	}
+	kept := 0
+	for _, id := range slices.Backward(ids) {
+		dir := s.Dir(id, checkpoint.KindCheckpoint)
+		_, err := s.fs.Stat(filepath.Join(dir, metadataFile))
+		switch {
+		case err == nil:
+			kept++
+			if kept <= s.retained {
+				continue
+			}
+		case !errors.Is(err, fs.ErrNotExist):
+			s.log.Warn("checkpoint/store: cannot apply checkpoint retention", "dir", dir, "err", err)
+			continue
+		case id >= completed:
+			continue // may still be in progress
+		}
+		if err := s.remove(dir); err != nil {
+			s.log.Warn("checkpoint/store: cannot remove old checkpoint", "dir", dir, "err", err)
+		}
+	}
+}
+
+// remove removes a checkpoint directory, its metadata first (durably), so
+// that a crash half-way leaves an incomplete checkpoint rather than a
+// complete-looking one with state files missing.
+func (s *Store) remove(dir string) error {
+	err := s.fs.Remove(filepath.Join(dir, metadataFile))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return ioErr("removing", filepath.Join(dir, metadataFile), err)
+	}
+	if err == nil {
+		if err := s.syncDir(dir); err != nil {
+			return err
+		}
+	}
+	if err := s.fs.RemoveAll(dir); err != nil {
+		return ioErr("removing", dir, err)
+	}
+	return nil
+}
+
+// Discard removes the directory of a checkpoint or savepoint that was
+// aborted. It refuses to remove a complete one.
+func (s *Store) Discard(id uint64, kind checkpoint.Kind) error {
+	if err := checkKind(kind); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dir := s.Dir(id, kind)
+	meta := filepath.Join(dir, metadataFile)
+	if _, err := s.fs.Stat(meta); err == nil {
+		return fmt.Errorf("checkpoint/store: Discard: %s %d is complete (%s exists): refusing to remove it", kind, id, meta)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return ioErr("checking", meta, err)
+	}
+	if err := s.fs.RemoveAll(dir); err != nil {
+		return ioErr("removing", dir, err)
+	}
+	return nil
+}
+
+func checkKind(kind checkpoint.Kind) error {
+	if kind != checkpoint.KindCheckpoint && kind != checkpoint.KindSavepoint {
+		return fmt.Errorf("checkpoint/store: kind %q: must be %q or %q", kind, checkpoint.KindCheckpoint, checkpoint.KindSavepoint)
+	}
+	return nil
+}
+
+// writeAtomic replaces dir/name by data durably: it writes and syncs
+// dir/name.tmp, renames it to dir/name and syncs dir.
+func (s *Store) writeAtomic(dir, name string, data []byte) error {
+	tmp, path := filepath.Join(dir, name+tmpSuffix), filepath.Join(dir, name)
+	if err := s.writeFile(tmp, data); err != nil {
+		return err
+	}
+	if err := s.fs.Rename(tmp, path); err != nil {
+		return ioErr("renaming to "+path, tmp, err)
+	}
+	return s.syncDir(dir)
+}
+
+// writeFile creates path, writes data to it and syncs it.
+func (s *Store) writeFile(path string, data []byte) error {
+	f, err := s.fs.Create(path)
+	if err != nil {
+		return ioErr("creating", path, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return ioErr("writing", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return ioErr("syncing", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return ioErr("closing", path, err)
+	}
+	return nil
+}
+
+func (s *Store) syncDir(dir string) error {
+	if err := s.fs.SyncDir(dir); err != nil {
+		return ioErr("syncing directory", dir, err)
+	}
+	return nil
+}
+
+// readFile returns the contents of path. If want >= 0 the file must be want
+// bytes long. A missing, wrong-sized or shrinking file is corrupt, except
+// that a missing file is also fs.ErrNotExist.
+func (s *Store) readFile(path string, want int64) ([]byte, error) {
+	fi, err := s.fs.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, &corruptError{path: path, problem: "file is missing", cause: err}
+	}
+	if err != nil {
+		return nil, ioErr("reading", path, err)
+	}
+	size := fi.Size()
+	switch {
+	case want >= 0 && size != want:
+		return nil, corruptf(path, "file is %d bytes, the metadata records %d (truncated or overwritten?)", size, want)
+	case want < 0 && size > maxMetadataSize:
+		return nil, corruptf(path, "file is %d bytes, more than the %d a metadata file may have", size, maxMetadataSize)
+	}
+	f, err := s.fs.Open(path)
+	if err != nil {
+		return nil, ioErr("opening", path, err)
+	}
+	defer f.Close()
+	b := make([]byte, size)
+	if _, err := io.ReadFull(f, b); errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return nil, corruptf(path, "file shrank to less than %d bytes while being read", size)
+	} else if err != nil {
+		return nil, ioErr("reading", path, err)
+	}
+	return b, nil
+}
+
+// ioErr wraps an I/O error with what the store was doing and the file,
+// unless err already names the file.
+func ioErr(doing, path string, err error) error {
+	if pe, ok := errors.AsType[*fs.PathError](err); ok && pe.Path == path {
+		return fmt.Errorf("checkpoint/store: %s: %w", doing, err)
+	}
+	return fmt.Errorf("checkpoint/store: %s %s: %w", doing, path, err)
+}

@@ -1,0 +1,154 @@
+package vfs
+
+import (
+	"io/fs"
+	"os"
+)
+
+// Operation names passed to the callback of [WithErrors].
+const (
+	OpCreate    = "create"
+	OpOpen      = "open"
+	OpRename    = "rename"
+	OpRemove    = "remove"
+	OpRemoveAll = "removeall"
+	OpMkdirAll  = "mkdirall"
+	OpReadDir   = "readdir"
+	OpStat      = "stat"
+	OpSyncDir   = "syncdir"
+	OpRead      = "read"
+	OpWrite     = "write"
+	OpSync      = "sync"
+	OpClose     = "close"
+)
+
+// WithErrors returns an FS that calls inject before every operation on inner
+// and on the files it opens, with the operation's name (one of the Op constants)
+// and the file's name (for Rename, the old name; for file operations, the
+// name the file was created or opened with). If inject returns an error the
+// operation is not performed and fails with that error, wrapped in an
+// *fs.PathError naming the operation and the file. inject may be called
+// concurrently.
+func WithErrors(inner FS, inject func(op, name string) error) FS {
+	return &errorFS{fs: inner, inject: inject}
+}
+
+type errorFS struct {
+	fs     FS
+	inject func(op, name string) error
+}
+
+func (e *errorFS) check(op, name string) error {
+	if err := e.inject(op, name); err != nil {
+		return &fs.PathError{Op: op, Path: name, Err: err}
+	}
+	return nil
+}
+
+func (e *errorFS) Create(name string) (File, error) {
+	if err := e.check(OpCreate, name); err != nil {
+		return nil, err
+	}
+	f, err := e.fs.Create(name)
+	if err != nil {
+		return nil, err
+	}
+	return &errorFile{e: e, name: name, f: f}, nil
+}
+
+func (e *errorFS) Open(name string) (File, error) {
+	if err := e.check(OpOpen, name); err != nil {
+		return nil, err
+	}
+	f, err := e.fs.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return &errorFile{e: e, name: name, f: f}, nil
+}
+
+func (e *errorFS) Rename(oldname, newname string) error {
+	if err := e.check(OpRename, oldname); err != nil {
+		return err
+	}
+	return e.fs.Rename(oldname, newname)
+}
+
+func (e *errorFS) Remove(name string) error {
+	if err := e.check(OpRemove, name); err != nil {
+		return err
+	}
+	return e.fs.Remove(name)
+}
+
+func (e *errorFS) RemoveAll(name string) error {
+	if err := e.check(OpRemoveAll, name); err != nil {
+		return err
+	}
+	return e.fs.RemoveAll(name)
+}
+
+func (e *errorFS) MkdirAll(dir string, perm os.FileMode) error {
+	if err := e.check(OpMkdirAll, dir); err != nil {
+		return err
+	}
+	return e.fs.MkdirAll(dir, perm)
+}
+
+func (e *errorFS) ReadDir(dir string) ([]string, error) {
+	if err := e.check(OpReadDir, dir); err != nil {
+		return nil, err
+	}
+	return e.fs.ReadDir(dir)
+}
+
+func (e *errorFS) Stat(name string) (os.FileInfo, error) {
+	if err := e.check(OpStat, name); err != nil {
+		return nil, err
+	}
+	return e.fs.Stat(name)
+}
+
+func (e *errorFS) SyncDir(dir string) error {
+	if err := e.check(OpSyncDir, dir); err != nil {
+		return err
+	}
+	return e.fs.SyncDir(dir)
+}
+
+type errorFile struct {
+	e    *errorFS
+	name string
+	f    File
+}
+
+func (f *errorFile) Read(p []byte) (int, error) {
+	if err := f.e.check(OpRead, f.name); err != nil {
+		return 0, err
+	}
+	return f.f.Read(p)
+}
+
+func (f *errorFile) Write(p []byte) (int, error) {
+	if err := f.e.check(OpWrite, f.name); err != nil {
+		return 0, err
+	}
+	return f.f.Write(p)
+}
+
+func (f *errorFile) Sync() error {
+	if err := f.e.check(OpSync, f.name); err != nil {
+		return err
+	}
+	return f.f.Sync()
+}
+
+// Close always closes the underlying file, so an injected Close error does
+// not leak it.
+func (f *errorFile) Close() error {
+	err := f.e.check(OpClose, f.name)
+	if cerr := f.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

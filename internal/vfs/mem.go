@@ -1,0 +1,391 @@
+package vfs
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// MemFS is an in-memory filesystem that remembers what was made durable.
+// It is safe for concurrent use.
+//
+// Durability follows the strictest reasonable reading of POSIX:
+//
+//   - A file's contents become durable only when [File.Sync] is called on it;
+//     after a crash the file holds its contents as of its last Sync (empty if
+//     it was never synced).
+//   - An entry of a directory (a file or subdirectory created, renamed in or
+//     out, or removed) becomes durable only when [MemFS.SyncDir] is called on
+//     that directory. SyncDir makes every pending change of that one
+//     directory durable at once; it does nothing for other directories, not
+//     even parents or children.
+//   - The root directory always exists.
+//
+// Paths are cleaned and treated as rooted: "a/b" and "/a/b" name the same file.
+type MemFS struct {
+	mu   sync.Mutex
+	root *memNode
+}
+
+// memNode is a file or a directory (an inode).
+type memNode struct {
+	isDir bool
+	perm  os.FileMode
+
+	// Directories: the entries as seen now, and as they would be after a crash.
+	entries map[string]*memNode
+	durable map[string]*memNode
+
+	// Files: the contents as seen now, and as they would be after a crash.
+	data   []byte
+	synced []byte
+}
+
+func newDir(perm os.FileMode) *memNode {
+	return &memNode{isDir: true, perm: perm, entries: map[string]*memNode{}, durable: map[string]*memNode{}}
+}
+
+// NewCrashableMem returns an empty in-memory filesystem whose unsynced
+// changes are lost by [MemFS.Crash].
+func NewCrashableMem() *MemFS {
+	return &MemFS{root: newDir(0o755)}
+}
+
+// Crash returns a new MemFS holding only what was durable in fs, as a machine
+// would find its disk after a power loss. fs itself is left unchanged.
+func (m *MemFS) Crash() *MemFS {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return &MemFS{root: crashCopy(m.root)}
+}
+
+// crashCopy returns the durable image of n. A file renamed between two
+// directories that were both synced may appear in both: the model does not
+// tie the two directories together.
+func crashCopy(n *memNode) *memNode {
+	if !n.isDir {
+		return &memNode{perm: n.perm, data: slices.Clone(n.synced), synced: slices.Clone(n.synced)}
+	}
+	c := newDir(n.perm)
+	for name, child := range n.durable {
+		cc := crashCopy(child)
+		c.entries[name] = cc
+		c.durable[name] = cc
+	}
+	return c
+}
+
+// split cleans name and returns its parent directory's elements and its base.
+func split(name string) (dir []string, base string) {
+	p := path.Clean("/" + filepath.ToSlash(name))
+	if p == "/" {
+		return nil, ""
+	}
+	elems := strings.Split(p[1:], "/")
+	return elems[:len(elems)-1], elems[len(elems)-1]
+}
+
+// lookupDir returns the directory named by elems. m.mu must be held.
+func (m *MemFS) lookupDir(op, name string, elems []string) (*memNode, error) {
+	n := m.root
+	for _, e := range elems {
+		c, ok := n.entries[e]
+		if !ok {
+			return nil, &fs.PathError{Op: op, Path: name, Err: fs.ErrNotExist}
+		}
+		if !c.isDir {
+			return nil, &fs.PathError{Op: op, Path: name, Err: errNotDir}
+		}
+		n = c
+	}
+	return n, nil
+}
+
+// lookup returns the node named by name and its parent directory (nil for
+// the root). m.mu must be held.
+func (m *MemFS) lookup(op, name string) (parent, n *memNode, base string, err error) {
+	elems, base := split(name)
+	if base == "" {
+		return nil, m.root, "", nil
+	}
+	parent, err = m.lookupDir(op, name, elems)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	n, ok := parent.entries[base]
+	if !ok {
+		return parent, nil, base, &fs.PathError{Op: op, Path: name, Err: fs.ErrNotExist}
+	}
+	return parent, n, base, nil
+}
+
+var (
+	errNotDir      = errors.New("not a directory")
+	errIsDir       = errors.New("is a directory")
+	errNotEmpty    = errors.New("directory not empty")
+	errNotWritable = errors.New("file not open for writing")
+	errNotReadable = errors.New("file not open for reading")
+)
+
+// Create implements [FS].
+func (m *MemFS) Create(name string) (File, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	elems, base := split(name)
+	if base == "" {
+		return nil, &fs.PathError{Op: "create", Path: name, Err: errIsDir}
+	}
+	parent, err := m.lookupDir("create", name, elems)
+	if err != nil {
+		return nil, err
+	}
+	n, ok := parent.entries[base]
+	switch {
+	case !ok:
+		n = &memNode{perm: 0o644}
+		parent.entries[base] = n
+	case n.isDir:
+		return nil, &fs.PathError{Op: "create", Path: name, Err: errIsDir}
+	default:
+		n.data = nil
+	}
+	return &memFile{fs: m, name: name, n: n, write: true}, nil
+}
+
+// Open implements [FS].
+func (m *MemFS) Open(name string) (File, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, n, _, err := m.lookup("open", name)
+	if err != nil {
+		return nil, err
+	}
+	if n.isDir {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: errIsDir}
+	}
+	return &memFile{fs: m, name: name, n: n, read: true}, nil
+}
+
+// Rename implements [FS].
+func (m *MemFS) Rename(oldname, newname string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	oldParent, n, oldBase, err := m.lookup("rename", oldname)
+	if err != nil {
+		return err
+	}
+	elems, newBase := split(newname)
+	if oldParent == nil || newBase == "" {
+		return &fs.PathError{Op: "rename", Path: oldname, Err: fs.ErrInvalid}
+	}
+	newParent, err := m.lookupDir("rename", newname, elems)
+	if err != nil {
+		return err
+	}
+	if old, ok := newParent.entries[newBase]; ok && old != n {
+		if old.isDir != n.isDir || (old.isDir && len(old.entries) > 0) {
+			return &fs.PathError{Op: "rename", Path: newname, Err: fs.ErrExist}
+		}
+	}
+	delete(oldParent.entries, oldBase)
+	newParent.entries[newBase] = n
+	return nil
+}
+
+// Remove implements [FS].
+func (m *MemFS) Remove(name string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	parent, n, base, err := m.lookup("remove", name)
+	if err != nil {
+		return err
+	}
+	if parent == nil || (n.isDir && len(n.entries) > 0) {
+		return &fs.PathError{Op: "remove", Path: name, Err: errNotEmpty}
+	}
+	delete(parent.entries, base)
+	return nil
+}
+
+// RemoveAll implements [FS].
+func (m *MemFS) RemoveAll(name string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	parent, _, base, err := m.lookup("removeall", name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if parent == nil {
+		return &fs.PathError{Op: "removeall", Path: name, Err: fs.ErrInvalid}
+	}
+	delete(parent.entries, base)
+	return nil
+}
+
+// MkdirAll implements [FS].
+func (m *MemFS) MkdirAll(dir string, perm os.FileMode) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	elems, base := split(dir)
+	if base != "" {
+		elems = append(elems, base)
+	}
+	n := m.root
+	for _, e := range elems {
+		c, ok := n.entries[e]
+		if !ok {
+			c = newDir(perm.Perm())
+			n.entries[e] = c
+		} else if !c.isDir {
+			return &fs.PathError{Op: "mkdir", Path: dir, Err: errNotDir}
+		}
+		n = c
+	}
+	return nil
+}
+
+// ReadDir implements [FS].
+func (m *MemFS) ReadDir(dir string) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, n, _, err := m.lookup("readdir", dir)
+	if err != nil {
+		return nil, err
+	}
+	if !n.isDir {
+		return nil, &fs.PathError{Op: "readdir", Path: dir, Err: errNotDir}
+	}
+	return slices.Sorted(maps.Keys(n.entries)), nil
+}
+
+// Stat implements [FS].
+func (m *MemFS) Stat(name string) (os.FileInfo, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, n, base, err := m.lookup("stat", name)
+	if err != nil {
+		return nil, err
+	}
+	fi := memFileInfo{name: base, size: int64(len(n.data)), mode: n.perm}
+	if n.isDir {
+		fi.mode |= fs.ModeDir
+		fi.size = 0
+	}
+	if base == "" {
+		fi.name = "/"
+	}
+	return fi, nil
+}
+
+// SyncDir implements [FS].
+func (m *MemFS) SyncDir(dir string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, n, _, err := m.lookup("syncdir", dir)
+	if err != nil {
+		return err
+	}
+	if !n.isDir {
+		return &fs.PathError{Op: "syncdir", Path: dir, Err: errNotDir}
+	}
+	n.durable = maps.Clone(n.entries)
+	return nil
+}
+
+// memFile is an open file of a MemFS. Reads and writes share one offset, as
+// with an *os.File.
+type memFile struct {
+	fs          *MemFS
+	name        string
+	n           *memNode
+	read, write bool
+	off         int
+	closed      bool
+}
+
+// check returns an error if f is closed, or if allowed is false (the file
+// was not opened for this operation: why says so). f.fs.mu must be held.
+func (f *memFile) check(op string, allowed bool, why error) error {
+	if f.closed {
+		return &fs.PathError{Op: op, Path: f.name, Err: fs.ErrClosed}
+	}
+	if !allowed {
+		return &fs.PathError{Op: op, Path: f.name, Err: why}
+	}
+	return nil
+}
+
+func (f *memFile) Read(p []byte) (int, error) {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if err := f.check("read", f.read, errNotReadable); err != nil {
+		return 0, err
+	}
+	if f.off >= len(f.n.data) {
+		return 0, io.EOF
+	}
+	k := copy(p, f.n.data[f.off:])
+	f.off += k
+	return k, nil
+}
+
+func (f *memFile) Write(p []byte) (int, error) {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if err := f.check("write", f.write, errNotWritable); err != nil {
+		return 0, err
+	}
+	if end := f.off + len(p); end > len(f.n.data) {
+		// Extend; a gap left by a concurrent truncation reads as zeros.
+		old := len(f.n.data)
+		f.n.data = slices.Grow(f.n.data, end-old)[:end]
+		clear(f.n.data[old:end])
+	}
+	copy(f.n.data[f.off:], p)
+	f.off += len(p)
+	return len(p), nil
+}
+
+func (f *memFile) Sync() error {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if err := f.check("sync", true, nil); err != nil {
+		return err
+	}
+	f.n.synced = slices.Clone(f.n.data)
+	return nil
+}
+
+func (f *memFile) Close() error {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if err := f.check("close", true, nil); err != nil {
+		return err
+	}
+	f.closed = true
+	return nil
+}
+
+type memFileInfo struct {
+	name string
+	size int64
+	mode fs.FileMode
+}
+
+func (fi memFileInfo) Name() string       { return fi.name }
+func (fi memFileInfo) Size() int64        { return fi.size }
+func (fi memFileInfo) Mode() fs.FileMode  { return fi.mode }
+func (fi memFileInfo) ModTime() time.Time { return time.Time{} }
+func (fi memFileInfo) IsDir() bool        { return fi.mode.IsDir() }
+func (fi memFileInfo) Sys() any           { return nil }

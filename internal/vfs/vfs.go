@@ -1,0 +1,102 @@
+// Package vfs is the small filesystem interface through which the checkpoint
+// store does all of its file I/O, in the spirit of Pebble's vfs package.
+//
+// Three implementations are provided:
+//
+//   - [Default] uses the operating system.
+//   - [NewCrashableMem] returns an in-memory filesystem that keeps only what
+//     was made durable (file data by [File.Sync], directory entries by
+//     [FS.SyncDir]); [MemFS.Crash] simulates a power loss, so crash recovery
+//     can be tested without crashing anything.
+//   - [WithErrors] wraps another FS and fails the operations a callback
+//     chooses, to test write failures such as a full or read-only disk.
+package vfs
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+)
+
+// File is an open file: readable if it came from [FS.Open], writable if it
+// came from [FS.Create].
+type File interface {
+	io.Reader
+	io.Writer
+	io.Closer
+	// Sync makes the file's contents durable.
+	Sync() error
+}
+
+// FS is a filesystem. Names are slash- or OS-separated paths as produced by
+// path/filepath. Errors about a named file are *fs.PathError values, so
+// errors.Is(err, fs.ErrNotExist) works on every implementation.
+type FS interface {
+	// Create creates the named file for writing, truncating it if it exists.
+	Create(name string) (File, error)
+	// Open opens the named file for reading.
+	Open(name string) (File, error)
+	// Rename atomically replaces newname by oldname.
+	Rename(oldname, newname string) error
+	// Remove removes the named file or empty directory.
+	Remove(name string) error
+	// RemoveAll removes name and everything below it. It returns nil if name
+	// does not exist.
+	RemoveAll(name string) error
+	// MkdirAll creates dir and any missing parents.
+	MkdirAll(dir string, perm os.FileMode) error
+	// ReadDir returns the names of the entries of dir, sorted.
+	ReadDir(dir string) ([]string, error)
+	// Stat describes the named file.
+	Stat(name string) (os.FileInfo, error)
+	// SyncDir makes the creations, renames and removals of entries in dir
+	// durable. A file written and synced is not durable until the directory
+	// holding its name is synced as well.
+	SyncDir(dir string) error
+}
+
+// Default is the operating system's filesystem.
+var Default FS = osFS{}
+
+type osFS struct{}
+
+func (osFS) Create(name string) (File, error) { return os.Create(name) }
+
+func (osFS) Open(name string) (File, error) { return os.Open(name) }
+
+func (osFS) Rename(oldname, newname string) error { return os.Rename(oldname, newname) }
+
+func (osFS) Remove(name string) error { return os.Remove(name) }
+
+func (osFS) RemoveAll(name string) error { return os.RemoveAll(name) }
+
+func (osFS) MkdirAll(dir string, perm os.FileMode) error { return os.MkdirAll(dir, perm) }
+
+func (osFS) Stat(name string) (os.FileInfo, error) { return os.Stat(name) }
+
+func (osFS) ReadDir(dir string) ([]string, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+func (osFS) SyncDir(dir string) error {
+	f, err := os.Open(filepath.Clean(dir))
+	if err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

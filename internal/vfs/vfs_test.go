@@ -1,0 +1,255 @@
+package vfs
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+func writeFile(t *testing.T, fsys FS, name, data string, sync bool) {
+	t.Helper()
+	f, err := fsys.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(f, data); err != nil {
+		t.Fatal(err)
+	}
+	if sync {
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readFile returns the file's contents, or "<missing>" if it does not exist.
+func readFile(t *testing.T, fsys FS, name string) string {
+	t.Helper()
+	f, err := fsys.Open(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "<missing>"
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestConformance runs the same operations on the OS and on MemFS.
+func TestConformance(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fs   FS
+		root string
+	}{
+		{"os", Default, t.TempDir()},
+		{"mem", NewCrashableMem(), "/data"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fsys, root := tc.fs, tc.root
+			dir := filepath.Join(root, "a", "b")
+			if err := fsys.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := fsys.MkdirAll(dir, 0o755); err != nil {
+				t.Fatalf("MkdirAll of an existing dir: %v", err)
+			}
+			writeFile(t, fsys, filepath.Join(dir, "z"), "zzz", true)
+			writeFile(t, fsys, filepath.Join(dir, "x"), "hello", false)
+			if got := readFile(t, fsys, filepath.Join(dir, "x")); got != "hello" {
+				t.Fatalf("read x = %q", got)
+			}
+			writeFile(t, fsys, filepath.Join(dir, "x"), "hi", false) // truncates
+			if got := readFile(t, fsys, filepath.Join(dir, "x")); got != "hi" {
+				t.Fatalf("read x after re-create = %q", got)
+			}
+			fi, err := fsys.Stat(filepath.Join(dir, "x"))
+			if err != nil || fi.Size() != 2 || fi.IsDir() || fi.Name() != "x" {
+				t.Fatalf("Stat x = %v, %v", fi, err)
+			}
+			if fi, err := fsys.Stat(dir); err != nil || !fi.IsDir() {
+				t.Fatalf("Stat dir = %v, %v", fi, err)
+			}
+			names, err := fsys.ReadDir(dir)
+			if err != nil || !slices.Equal(names, []string{"x", "z"}) {
+				t.Fatalf("ReadDir = %v, %v", names, err)
+			}
+			if err := fsys.Rename(filepath.Join(dir, "x"), filepath.Join(dir, "z")); err != nil {
+				t.Fatal(err)
+			}
+			if got := readFile(t, fsys, filepath.Join(dir, "z")); got != "hi" {
+				t.Fatalf("read z after rename = %q", got)
+			}
+			if err := fsys.SyncDir(dir); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := fsys.Stat(filepath.Join(dir, "x")); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("Stat of renamed-away file: %v", err)
+			}
+			if _, err := fsys.Open(filepath.Join(dir, "nope")); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("Open missing: %v", err)
+			}
+			if _, err := fsys.Create(filepath.Join(root, "nope", "f")); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("Create in missing dir: %v", err)
+			}
+			if err := fsys.Remove(filepath.Join(root, "a")); err == nil {
+				t.Fatal("Remove of a non-empty dir succeeded")
+			}
+			if err := fsys.Remove(filepath.Join(dir, "z")); err != nil {
+				t.Fatal(err)
+			}
+			if err := fsys.RemoveAll(filepath.Join(root, "a")); err != nil {
+				t.Fatal(err)
+			}
+			if err := fsys.RemoveAll(filepath.Join(root, "a")); err != nil {
+				t.Fatalf("RemoveAll of a missing dir: %v", err)
+			}
+			if _, err := fsys.ReadDir(dir); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("ReadDir of removed dir: %v", err)
+			}
+		})
+	}
+}
+
+func TestMemFileModes(t *testing.T) {
+	m := NewCrashableMem()
+	w, err := m.Create("f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(w, "abc"); err != nil {
+		t.Fatal(err)
+	}
+	r, err := m.Open("/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Write([]byte("x")); err == nil {
+		t.Fatal("write to a file opened for reading succeeded")
+	}
+	w.Close()
+	if _, err := w.Write([]byte("x")); !errors.Is(err, fs.ErrClosed) {
+		t.Fatalf("write after close: %v", err)
+	}
+	if _, err := m.Open("/"); err == nil {
+		t.Fatal("Open of a directory succeeded")
+	}
+}
+
+func TestMemCrash(t *testing.T) {
+	m := NewCrashableMem()
+	if err := m.MkdirAll("/d", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SyncDir("/"); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, m, "/d/synced-entry-synced-data", "1", true)
+	writeFile(t, m, "/d/synced-entry-unsynced-data", "2", false)
+	writeFile(t, m, "/d/old", "old", true)
+	writeFile(t, m, "/d/removed", "r", true)
+	if err := m.SyncDir("/d"); err != nil {
+		t.Fatal(err)
+	}
+	// Changes after the last SyncDir of /d.
+	writeFile(t, m, "/d/unsynced-entry", "3", true)
+	writeFile(t, m, "/d/new", "new", true)
+	if err := m.Rename("/d/new", "/d/old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Remove("/d/removed"); err != nil {
+		t.Fatal(err)
+	}
+	// A directory whose entry in its parent is not durable loses everything.
+	if err := m.MkdirAll("/e", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, m, "/e/f", "e", true)
+	if err := m.SyncDir("/e"); err != nil {
+		t.Fatal(err)
+	}
+
+	c := m.Crash()
+	for name, want := range map[string]string{
+		"/d/synced-entry-synced-data":   "1",
+		"/d/synced-entry-unsynced-data": "",
+		"/d/old":                        "old",
+		"/d/removed":                    "r",
+		"/d/unsynced-entry":             "<missing>",
+		"/d/new":                        "<missing>",
+		"/e/f":                          "<missing>",
+	} {
+		if got := readFile(t, c, name); got != want {
+			t.Errorf("after crash %s = %q, want %q", name, got, want)
+		}
+	}
+	// The original is unaffected by Crash.
+	if got := readFile(t, m, "/d/old"); got != "new" {
+		t.Errorf("original /d/old = %q, want new", got)
+	}
+
+	// Once synced, the rename and removal survive.
+	if err := m.SyncDir("/d"); err != nil {
+		t.Fatal(err)
+	}
+	c = m.Crash()
+	for name, want := range map[string]string{
+		"/d/old":     "new",
+		"/d/new":     "<missing>",
+		"/d/removed": "<missing>",
+	} {
+		if got := readFile(t, c, name); got != want {
+			t.Errorf("after sync and crash %s = %q, want %q", name, got, want)
+		}
+	}
+
+	// Rewriting a durable file without syncing it keeps the old contents.
+	writeFile(t, c, "/d/old", "newer", false)
+	if got := readFile(t, c.Crash(), "/d/old"); got != "new" {
+		t.Errorf("unsynced rewrite survived the crash: %q", got)
+	}
+}
+
+func TestWithErrors(t *testing.T) {
+	errDisk := syscall.ENOSPC
+	var calls []string
+	fsys := WithErrors(NewCrashableMem(), func(op, name string) error {
+		calls = append(calls, op+" "+name)
+		if op == OpWrite && strings.HasSuffix(name, "full") {
+			return errDisk
+		}
+		return nil
+	})
+	writeFile(t, fsys, "/ok", "fine", true)
+	if got := readFile(t, fsys, "/ok"); got != "fine" {
+		t.Fatalf("read through WithErrors = %q", got)
+	}
+	f, err := fsys.Create("/full")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.Write([]byte("x"))
+	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "/full") {
+		t.Fatalf("injected error = %v, want ENOSPC naming /full", err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"create /ok", "write /ok", "sync /ok", "close /ok", "open /ok", "read /ok"}
+	if !slices.Equal(calls[:len(want)], want) {
+		t.Fatalf("calls = %v, want prefix %v", calls, want)
+	}
+}

@@ -1,0 +1,177 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/state"
+)
+
+// consumer is an edge seen from its producer: operator op reads it as its
+// input number input.
+type consumer struct{ op, input int }
+
+// build creates the channels and the tasks of one attempt.
+func (j *Job) build(ctx context.Context, rp *restorePoint, events chan<- event, async *sync.WaitGroup) ([]*task, error) {
+	g := &j.g
+	chain := g.chainedTo()
+	head := make([]int, len(g.Operators))
+	consumers := make([][]consumer, len(g.Operators))
+	for i, op := range g.Operators {
+		head[i] = i
+		if chain[i] >= 0 {
+			head[i] = head[chain[i]]
+		}
+		for k, in := range op.Inputs {
+			consumers[in.From] = append(consumers[in.From], consumer{i, k})
+		}
+	}
+	// chans[op][input][producer subtask][consumer subtask]; nil where no
+	// channel exists (chained edges, and forward edges off the diagonal).
+	chans := make([][][][]chan Message, len(g.Operators))
+	for i, op := range g.Operators {
+		if chain[i] >= 0 {
+			continue
+		}
+		chans[i] = make([][][]chan Message, len(op.Inputs))
+		for k, in := range op.Inputs {
+			from := g.Operators[in.From].Parallelism
+			chans[i][k] = make([][]chan Message, from)
+			for u := range from {
+				chans[i][k][u] = make([]chan Message, op.Parallelism)
+				for s := range op.Parallelism {
+					if in.Partitioning != Forward || u == s {
+						chans[i][k][u][s] = make(chan Message, j.opts.ChannelCapacity)
+					}
+				}
+			}
+		}
+	}
+	writer := func(id uint64, kind checkpoint.Kind, operator string, subtask int, snap checkpoint.SubtaskSnapshot) (checkpoint.StateHandle, error) {
+		return j.store.WriteState(id, kind, operator, subtask, snap)
+	}
+	var tasks []*task
+	for h, op := range g.Operators {
+		if head[h] != h {
+			continue
+		}
+		for s := range op.Parallelism {
+			t := &task{
+				index:   len(tasks),
+				subtask: s,
+				name:    fmt.Sprintf("%s[%d]", op.Name, s),
+				mail:    newMailbox(),
+				events:  events,
+				async:   async,
+				writer:  writer,
+				probe:   j.opts.Probe,
+				logger:  j.opts.Logger.With("task", fmt.Sprintf("%s[%d]", op.Name, s)),
+			}
+			for k := range op.Inputs {
+				for u := range chans[h][k] {
+					if c := chans[h][k][u][s]; c != nil {
+						t.inputs = append(t.inputs, c)
+					}
+				}
+			}
+			// Build the chain back to front, so that each operator's
+			// consumers exist when it is created.
+			built := map[int]*member{}
+			for i := len(g.Operators) - 1; i >= h; i-- {
+				if head[i] != h {
+					continue
+				}
+				m, err := j.buildMember(ctx, t, i, s, rp, consumers[i], chain, chans, built)
+				if err != nil {
+					return nil, err
+				}
+				built[i] = m
+				t.members = append([]*member{m}, t.members...)
+			}
+			tasks = append(tasks, t)
+		}
+	}
+	return tasks, nil
+}
+
+// buildMember creates subtask s of operator i inside task t.
+func (j *Job) buildMember(ctx context.Context, t *task, i, s int, rp *restorePoint, cons []consumer,
+	chain []int, chans [][][][]chan Message, built map[int]*member) (*member, error) {
+	spec := &j.g.Operators[i]
+	m := &member{spec: spec}
+	if spec.Keyed {
+		m.keys = state.RangeForSubtask(s, spec.Parallelism, j.opts.MaxParallelism)
+	}
+	var outs []Emitter
+	for _, c := range cons {
+		if chain[c.op] == i {
+			outs = append(outs, chained{op: built[c.op].op, ctx: ctx})
+			continue
+		}
+		in := j.g.Operators[c.op].Inputs[c.input]
+		var targets []chan<- Message
+		for _, ch := range chans[c.op][c.input][s] {
+			if ch != nil {
+				targets = append(targets, ch)
+			}
+		}
+		r := in.NewRouter(ctx, targets, j.opts.BatchSize, j.opts.MaxParallelism)
+		t.routers = append(t.routers, r)
+		outs = append(outs, r)
+	}
+	var out Emitter = fanout(outs)
+	if len(outs) == 1 {
+		out = outs[0]
+	}
+	oc := OperatorContext{
+		Job:            j.g.Job,
+		Operator:       spec.Name,
+		Subtask:        s,
+		Parallelism:    spec.Parallelism,
+		MaxParallelism: j.opts.MaxParallelism,
+		KeyGroups:      m.keys,
+		BatchSize:      j.opts.BatchSize,
+		CommitRetries:  j.opts.CommitRetries,
+		Records:        j.metrics.counter(spec.Name),
+		Logger:         j.opts.Logger.With("operator", spec.Name, "subtask", s),
+	}
+	if rp != nil {
+		snap, err := rp.snapshotFor(spec, m.keys)
+		if err != nil {
+			return nil, err
+		}
+		oc.Restored = snap
+	}
+	var err error
+	if spec.NewSource != nil {
+		m.source, err = spec.NewSource(ctx, oc, out)
+	} else {
+		m.op, err = spec.New(ctx, oc, out)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s[%d]: %w", spec.Name, s, err)
+	}
+	return m, nil
+}
+
+// chained hands batches to the next operator of a chain by a direct call.
+type chained struct {
+	op  Operator
+	ctx context.Context
+}
+
+func (c chained) Emit(batch any) error { return c.op.Process(c.ctx, batch) }
+
+// fanout hands each batch to several consumers in turn.
+type fanout []Emitter
+
+func (f fanout) Emit(batch any) error {
+	for _, e := range f {
+		if err := e.Emit(batch); err != nil {
+			return err
+		}
+	}
+	return nil
+}

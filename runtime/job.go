@@ -1,0 +1,449 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/checkpoint/store"
+	"github.com/exactlyonce/exactly/sink"
+)
+
+// Job is a running job.
+type Job struct {
+	g     Graph
+	opts  Options
+	store *store.Store
+	coord *checkpoint.Coordinator
+
+	requests chan savepointRequest
+	// savepoints holds the requests not yet answered, by request id; only
+	// the driver goroutine touches it and nextRequest.
+	savepoints  map[uint64]savepointRequest
+	nextRequest uint64
+	done        chan struct{}
+	err      error
+
+	metrics Metrics
+}
+
+// Metrics are counters of a running job, safe to read at any time.
+type Metrics struct {
+	// Completed counts completed checkpoints and savepoints.
+	Completed atomic.Int64
+	// LastCompleted is the id of the last completed checkpoint.
+	LastCompleted atomic.Uint64
+	// Aborted counts aborted checkpoints.
+	Aborted atomic.Int64
+	// Restarts counts restarts after failures.
+	Restarts atomic.Int64
+	// records counts records per operator subtask; see Records.
+	records sync.Map // operator name -> *atomic.Int64
+}
+
+// Records returns the number of records the named operator handled, summed
+// over its subtasks and attempts.
+func (m *Metrics) Records(operator string) int64 {
+	if c, ok := m.records.Load(operator); ok {
+		return c.(*atomic.Int64).Load()
+	}
+	return 0
+}
+
+func (m *Metrics) counter(operator string) *atomic.Int64 {
+	c, _ := m.records.LoadOrStore(operator, new(atomic.Int64))
+	return c.(*atomic.Int64)
+}
+
+type savepointRequest struct {
+	stop  bool
+	reply chan savepointResult
+}
+
+type savepointResult struct {
+	path string
+	err  error
+}
+
+// Run runs the job until its sources are finished and all output is
+// committed, or until ctx is cancelled, in which case it stops cleanly and
+// returns ctx.Err().
+func Run(ctx context.Context, g Graph, opts Options) error {
+	j, err := Start(ctx, g, opts)
+	if err != nil {
+		return err
+	}
+	return j.Wait()
+}
+
+// Start validates the job, opens its checkpoint storage and starts it in
+// the background.
+func Start(ctx context.Context, g Graph, opts Options) (*Job, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	if err := g.validate(opts.MaxParallelism); err != nil {
+		return nil, err
+	}
+	st, err := store.Open(opts.CheckpointDir, store.Options{Retained: opts.RetainedCheckpoints, Logger: opts.Logger})
+	if err != nil {
+		return nil, err
+	}
+	subtasks := 0
+	chain := g.chainedTo()
+	for i, op := range g.Operators {
+		if chain[i] < 0 {
+			subtasks += op.Parallelism
+		}
+	}
+	coord, err := checkpoint.NewCoordinator(checkpoint.Config{
+		Job:            g.Job,
+		MaxParallelism: opts.MaxParallelism,
+		Interval:       opts.CheckpointInterval,
+		Timeout:        opts.CheckpointTimeout,
+		MinPause:       opts.MinPauseBetweenCheckpoints,
+		Subtasks:       subtasks,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if opts.Probe == nil {
+		opts.Probe = func(ProbePoint, uint64) {}
+	}
+	j := &Job{g: g, opts: opts, store: st, coord: coord, requests: make(chan savepointRequest),
+		savepoints: map[uint64]savepointRequest{}, done: make(chan struct{})}
+	rp, err := j.initialRestorePoint()
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		defer close(j.done)
+		j.err = j.drive(ctx, rp)
+		for id, req := range j.savepoints {
+			req.reply <- savepointResult{err: fmt.Errorf("savepoint request %d: the job ended before it completed", id)}
+		}
+	}()
+	return j, nil
+}
+
+// Wait blocks until the job ends and returns why.
+func (j *Job) Wait() error {
+	<-j.done
+	return j.err
+}
+
+// Metrics returns the job's counters.
+func (j *Job) Metrics() *Metrics { return &j.metrics }
+
+// Savepoint takes a savepoint and returns its directory. The job goes on.
+func (j *Job) Savepoint(ctx context.Context) (string, error) {
+	return j.savepoint(ctx, false)
+}
+
+// StopWithSavepoint takes a savepoint, commits its output and stops the job;
+// [Job.Wait] then returns nil. It returns the savepoint's directory.
+func (j *Job) StopWithSavepoint(ctx context.Context) (string, error) {
+	return j.savepoint(ctx, true)
+}
+
+func (j *Job) savepoint(ctx context.Context, stop bool) (string, error) {
+	req := savepointRequest{stop: stop, reply: make(chan savepointResult, 1)}
+	select {
+	case j.requests <- req:
+	case <-j.done:
+		return "", fmt.Errorf("savepoint: the job has ended: %v", j.err)
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	select {
+	case r := <-req.reply:
+		return r.path, r.err
+	case <-j.done:
+		return "", fmt.Errorf("savepoint: the job ended before the savepoint completed: %v", j.err)
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// initialRestorePoint finds what the first attempt restores.
+func (j *Job) initialRestorePoint() (*restorePoint, error) {
+	var (
+		md  *checkpoint.Metadata
+		err error
+	)
+	if j.opts.RestoreFrom != "" {
+		md, err = j.store.Load(j.opts.RestoreFrom)
+		if err != nil {
+			return nil, fmt.Errorf("exactly: option RestoreFrom = %q: %w", j.opts.RestoreFrom, err)
+		}
+	} else if md, err = j.store.Latest(); err != nil {
+		return nil, err
+	}
+	if md == nil {
+		return nil, nil
+	}
+	rp := &restorePoint{md: md, store: j.store, cache: map[string]checkpoint.SubtaskSnapshot{}}
+	if err := rp.validate(&j.g, j.opts.MaxParallelism); err != nil {
+		return nil, err
+	}
+	return rp, nil
+}
+
+// drive runs attempts until the job finishes, is cancelled, or the restart
+// strategy gives up.
+func (j *Job) drive(ctx context.Context, rp *restorePoint) error {
+	failures := 0
+	for {
+		res := j.attempt(ctx, rp)
+		if res.err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if res.checkpointed {
+			failures = 0
+		}
+		failures++
+		r := j.opts.Restart
+		if sink.IsPermanent(res.err) || r.MaxAttempts < 0 || failures > r.MaxAttempts {
+			return fmt.Errorf("exactly: job %q failed: %w", j.g.Job, res.err)
+		}
+		backoff := r.InitialBackoff << min(failures-1, 30)
+		if backoff > r.MaxBackoff || backoff <= 0 {
+			backoff = r.MaxBackoff
+		}
+		j.opts.Logger.Warn("job failed; restarting from the latest completed checkpoint",
+			"job", j.g.Job, "error", res.err, "restart", failures, "of", r.MaxAttempts, "backoff", backoff)
+		j.metrics.Restarts.Add(1)
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if res.restorePoint != nil {
+			rp = res.restorePoint
+		}
+	}
+}
+
+type attemptResult struct {
+	err          error
+	checkpointed bool          // a checkpoint completed during the attempt
+	restorePoint *restorePoint // the latest completed checkpoint, if one completed
+}
+
+// attempt runs the job once, from rp (nil: from scratch).
+func (j *Job) attempt(ctx context.Context, rp *restorePoint) attemptResult {
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	restoredID := uint64(0)
+	if rp != nil {
+		restoredID = rp.md.ID
+	}
+	if err := j.restoreSinks(actx, rp); err != nil {
+		return attemptResult{err: err}
+	}
+	events := make(chan event, 64)
+	var async sync.WaitGroup
+	tasks, err := j.build(actx, rp, events, &async)
+	if err != nil {
+		return attemptResult{err: err}
+	}
+	var running sync.WaitGroup
+	for _, t := range tasks {
+		running.Go(func() {
+			if err := t.run(actx); err != nil && actx.Err() == nil {
+				t.report(actx, event{kind: evTaskFailed, err: err})
+			}
+		})
+	}
+	d := &driver{job: j, tasks: tasks, completed: restoredID}
+	res := d.loop(ctx, actx, events)
+	cancel()
+	running.Wait()
+	async.Wait()
+	clean := res.err == nil || ctx.Err() != nil
+	closeCtx, stop := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer stop()
+	for _, t := range tasks {
+		if err := t.close(closeCtx, d.completed, clean); err != nil {
+			j.opts.Logger.Warn("closing an operator failed", "error", err)
+			if res.err == nil {
+				res.err = err
+			}
+		}
+	}
+	for _, a := range j.coord.Reset(time.Now()) {
+		d.do(actx, a)
+	}
+	return res
+}
+
+// restoreSinks commits the restored committables of every operator with a
+// Restore hook and lets it abort lingering transactions, before any task runs.
+func (j *Job) restoreSinks(ctx context.Context, rp *restorePoint) error {
+	for i := range j.g.Operators {
+		op := &j.g.Operators[i]
+		if op.Restore == nil {
+			continue
+		}
+		var (
+			id      uint64
+			entries [][]byte
+		)
+		if rp != nil {
+			id = rp.md.ID
+			var err error
+			if entries, err = rp.entries(op.Name); err != nil {
+				return err
+			}
+		}
+		if err := op.Restore(ctx, id, entries); err != nil {
+			return fmt.Errorf("%s: restoring from checkpoint %d: %w", op.Name, id, err)
+		}
+	}
+	return nil
+}
+
+// driver is one attempt's coordinator loop.
+type driver struct {
+	job        *Job
+	tasks      []*task
+	completed  uint64 // last completed checkpoint
+	sourcesOut int    // source subtasks that reported finished
+	tasksDone  int
+	result     attemptResult
+	finished   bool
+}
+
+func (d *driver) loop(ctx, actx context.Context, events <-chan event) attemptResult {
+	j := d.job
+	tick := time.NewTicker(tickInterval(j.opts.CheckpointInterval))
+	defer tick.Stop()
+	for !d.finished {
+		var actions []checkpoint.Action
+		select {
+		case <-ctx.Done():
+			d.result.err = ctx.Err()
+			return d.result
+		case now := <-tick.C:
+			actions = j.coord.Tick(now)
+		case req := <-j.requests:
+			j.nextRequest++
+			j.savepoints[j.nextRequest] = req
+			actions = j.coord.RequestSavepoint(time.Now(), j.nextRequest, req.stop)
+		case e := <-events:
+			actions = d.handle(e)
+		}
+		for len(actions) > 0 {
+			a := actions[0]
+			actions = append(actions[1:], d.do(actx, a)...)
+		}
+	}
+	return d.result
+}
+
+func (d *driver) handle(e event) []checkpoint.Action {
+	now := time.Now()
+	switch e.kind {
+	case evAck:
+		return d.job.coord.Ack(now, e.id, e.task, e.states)
+	case evDecline:
+		return d.job.coord.Decline(now, e.id, e.task, e.err.Error())
+	case evSourceFinished:
+		d.sourcesOut++
+		if d.sourcesOut == d.sourceSubtasks() {
+			return d.job.coord.SourcesFinished(now)
+		}
+	case evTaskDone:
+		d.tasksDone++
+		if d.tasksDone == len(d.tasks) {
+			d.finished = true
+		}
+	case evTaskFailed:
+		d.result.err = e.err
+		d.finished = true
+	}
+	return nil
+}
+
+func (d *driver) sourceSubtasks() int {
+	n := 0
+	for _, t := range d.tasks {
+		if t.members[0].source != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// do carries out one coordinator action and returns the actions that follow.
+func (d *driver) do(ctx context.Context, a checkpoint.Action) []checkpoint.Action {
+	j := d.job
+	switch a := a.(type) {
+	case checkpoint.ReserveID:
+		id, err := j.store.ReserveID()
+		if err != nil {
+			return j.coord.BeginFailed(time.Now(), err)
+		}
+		return j.coord.Begin(time.Now(), id)
+	case checkpoint.InjectBarriers:
+		for _, t := range d.tasks {
+			if t.members[0].source != nil {
+				t.mail.post(func(m *mailbox) { m.triggers = append(m.triggers, trigger{id: a.ID, kind: a.Kind}) })
+			}
+		}
+	case checkpoint.PersistMetadata:
+		_, err := j.store.Complete(a.Metadata)
+		if err == nil {
+			j.opts.Probe(ProbeMetadataWritten, a.Metadata.ID)
+			md := a.Metadata
+			d.result.restorePoint = &restorePoint{md: &md, store: j.store, cache: map[string]checkpoint.SubtaskSnapshot{}}
+		}
+		return j.coord.MetadataPersisted(time.Now(), a.Metadata.ID, err)
+	case checkpoint.NotifyComplete:
+		d.completed = a.ID
+		d.result.checkpointed = true
+		j.metrics.Completed.Add(1)
+		j.metrics.LastCompleted.Store(a.ID)
+		for _, t := range d.tasks {
+			t.mail.post(func(m *mailbox) {
+				m.completed = max(m.completed, a.ID)
+				if a.Final && t.members[0].source != nil {
+					m.finish = true
+				}
+			})
+		}
+		if req, ok := j.savepoints[a.Request]; ok {
+			delete(j.savepoints, a.Request)
+			req.reply <- savepointResult{path: j.store.Dir(a.ID, a.Kind)}
+		}
+	case checkpoint.Abort:
+		j.metrics.Aborted.Add(1)
+		j.opts.Logger.Warn("checkpoint aborted", "checkpoint", a.ID, "kind", a.Kind, "reason", a.Reason)
+		if a.ID != 0 {
+			if err := j.store.Discard(a.ID, a.Kind); err != nil {
+				j.opts.Logger.Warn("discarding an aborted checkpoint failed", "checkpoint", a.ID, "error", err)
+			}
+		}
+		if req, ok := j.savepoints[a.Request]; ok {
+			delete(j.savepoints, a.Request)
+			req.reply <- savepointResult{err: fmt.Errorf("savepoint aborted: %s", a.Reason)}
+		}
+	}
+	return nil
+}
+
+// tickInterval is how often the driver ticks the coordinator.
+func tickInterval(interval time.Duration) time.Duration {
+	return min(max(interval/10, 5*time.Millisecond), 100*time.Millisecond)
+}
+
+// errJobStructure marks a mismatch between a checkpoint and the job.
+var errJobStructure = errors.New("exactly: the checkpoint does not match the job")

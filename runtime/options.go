@@ -1,0 +1,151 @@
+package runtime
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/exactlyonce/exactly/state"
+)
+
+// Options configures a job run. The zero value of every field means its
+// default; [Options.withDefaults] documents them in one place.
+type Options struct {
+	// CheckpointDir is the directory holding checkpoints. Required.
+	CheckpointDir string
+	// CheckpointInterval is the time between two checkpoint triggers; output
+	// becomes visible at this pace. Default 1s.
+	CheckpointInterval time.Duration
+	// CheckpointTimeout aborts a checkpoint not complete this long after its
+	// trigger. Default 1m.
+	CheckpointTimeout time.Duration
+	// MinPauseBetweenCheckpoints is the least time from the end of one
+	// checkpoint to the next trigger. Default 0.
+	MinPauseBetweenCheckpoints time.Duration
+	// RetainedCheckpoints is how many completed checkpoints are kept. Default 3.
+	RetainedCheckpoints int
+	// Parallelism is the parallelism of operators that set none and do not
+	// inherit their input's. Default 1.
+	Parallelism int
+	// MaxParallelism is the number of key groups; it bounds every
+	// operator's parallelism and cannot change once a checkpoint exists.
+	// Default 128.
+	MaxParallelism int
+	// RestoreFrom is a checkpoint or savepoint directory to start from. When
+	// empty the job resumes from the latest checkpoint in CheckpointDir, or
+	// starts fresh if there is none.
+	RestoreFrom string
+	// Restart decides whether and when a failed job is restarted.
+	Restart RestartStrategy
+	// BatchSize is the number of records per batch between tasks. Default 512.
+	BatchSize int
+	// ChannelCapacity is the number of batches a channel between two tasks
+	// holds before the producer blocks. Default 8.
+	ChannelCapacity int
+	// CommitRetries is how many times a failed commit is retried, with
+	// exponential backoff from 50ms, before the attempt fails. Default 5.
+	CommitRetries int
+	// Logger receives the job's logs. Default slog.Default().
+	Logger *slog.Logger
+	// Probe, when set, is called at the points of the checkpoint protocol
+	// named by [ProbePoint], synchronously. It is for tests and fault
+	// injection: a crash test kills the process from here.
+	Probe func(p ProbePoint, checkpointID uint64)
+}
+
+// RestartStrategy restarts a failed job with exponential backoff.
+type RestartStrategy struct {
+	// MaxAttempts is the number of restarts allowed without a checkpoint
+	// completing in between; 0 means the default, 10; -1 disables restarts.
+	MaxAttempts int
+	// InitialBackoff is the wait before the first restart. Default 100ms.
+	InitialBackoff time.Duration
+	// MaxBackoff caps the wait. Default 10s.
+	MaxBackoff time.Duration
+}
+
+// ProbePoint names a point of the checkpoint protocol.
+type ProbePoint string
+
+const (
+	// ProbeBarrierInjected: a source subtask emitted a barrier.
+	ProbeBarrierInjected ProbePoint = "barrier-injected"
+	// ProbeSnapshotTaken: a subtask took its synchronous snapshot (sinks prepared).
+	ProbeSnapshotTaken ProbePoint = "snapshot-taken"
+	// ProbeMetadataWritten: the metadata is durable, the checkpoint complete,
+	// and no subtask has been told yet. A crash here must not lose the commit.
+	ProbeMetadataWritten ProbePoint = "metadata-written"
+	// ProbeCommitted: a subtask with a checkpoint listener (a sink) has
+	// committed what a checkpoint covers.
+	ProbeCommitted ProbePoint = "committed"
+)
+
+func (o Options) withDefaults() Options {
+	if o.CheckpointInterval == 0 {
+		o.CheckpointInterval = time.Second
+	}
+	if o.CheckpointTimeout == 0 {
+		o.CheckpointTimeout = time.Minute
+	}
+	if o.RetainedCheckpoints == 0 {
+		o.RetainedCheckpoints = 3
+	}
+	if o.Parallelism == 0 {
+		o.Parallelism = 1
+	}
+	if o.MaxParallelism == 0 {
+		o.MaxParallelism = state.DefaultMaxParallelism
+	}
+	if o.Restart.MaxAttempts == 0 {
+		o.Restart.MaxAttempts = 10
+	}
+	if o.Restart.InitialBackoff == 0 {
+		o.Restart.InitialBackoff = 100 * time.Millisecond
+	}
+	if o.Restart.MaxBackoff == 0 {
+		o.Restart.MaxBackoff = 10 * time.Second
+	}
+	if o.BatchSize == 0 {
+		o.BatchSize = 512
+	}
+	if o.ChannelCapacity == 0 {
+		o.ChannelCapacity = 8
+	}
+	if o.CommitRetries == 0 {
+		o.CommitRetries = 5
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// validate reports the first invalid option, naming the field, the value and the fix.
+func (o Options) validate() error {
+	checks := []struct {
+		bad   bool
+		field string
+		value any
+		fix   string
+	}{
+		{o.CheckpointDir == "", "CheckpointDir", `""`, "set it to a directory on durable storage"},
+		{o.CheckpointInterval < 0, "CheckpointInterval", o.CheckpointInterval, "use a positive duration such as 1s"},
+		{o.CheckpointTimeout < 0, "CheckpointTimeout", o.CheckpointTimeout, "use a positive duration such as 1m"},
+		{o.MinPauseBetweenCheckpoints < 0, "MinPauseBetweenCheckpoints", o.MinPauseBetweenCheckpoints, "use 0 or a positive duration"},
+		{o.RetainedCheckpoints < 0, "RetainedCheckpoints", o.RetainedCheckpoints, "keep at least 1"},
+		{o.Parallelism < 0, "Parallelism", o.Parallelism, "use a positive count, at most MaxParallelism"},
+		{o.MaxParallelism < 0 || o.MaxParallelism > 1<<15, "MaxParallelism", o.MaxParallelism, "use a value in [1, 32768]"},
+		{o.Restart.MaxAttempts < -1, "Restart.MaxAttempts", o.Restart.MaxAttempts, "use -1 (no restarts), 0 (default) or a positive count"},
+		{o.Restart.InitialBackoff < 0, "Restart.InitialBackoff", o.Restart.InitialBackoff, "use a positive duration"},
+		{o.Restart.MaxBackoff < 0, "Restart.MaxBackoff", o.Restart.MaxBackoff, "use a positive duration"},
+		{o.BatchSize < 0, "BatchSize", o.BatchSize, "use a positive size such as 512"},
+		{o.ChannelCapacity < 0, "ChannelCapacity", o.ChannelCapacity, "use a positive count such as 8"},
+		{o.CommitRetries < 0, "CommitRetries", o.CommitRetries, "use 0 (default) or a positive count"},
+	}
+	for _, c := range checks {
+		if c.bad {
+			return fmt.Errorf("exactly: option %s = %v is invalid: %s", c.field, c.value, c.fix)
+		}
+	}
+	return nil
+}

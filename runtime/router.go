@@ -1,0 +1,138 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/exactlyonce/exactly/checkpoint"
+)
+
+// Message travels on a channel between two tasks: a batch, a barrier or the
+// end of the stream.
+type Message struct {
+	batch     any    // []T, or nil
+	barrier   uint64 // checkpoint id of a barrier, or 0
+	savepoint bool   // the barrier is a savepoint's
+	eos       bool   // the producer subtask will send nothing more
+}
+
+func barrierMessage(id uint64, kind checkpoint.Kind) Message {
+	return Message{barrier: id, savepoint: kind == checkpoint.KindSavepoint}
+}
+
+var endOfStream = Message{eos: true}
+
+// Router is the producer side of one edge for one producer subtask: it
+// buffers records per consumer subtask and sends full batches.
+type Router interface {
+	Emitter
+	// Flush sends every buffered record.
+	Flush() error
+	// Broadcast flushes, then sends m (a barrier or the end of the stream)
+	// to every consumer subtask.
+	Broadcast(m Message) error
+}
+
+// NewRouter returns the router of an edge whose records are of type T.
+// keyGroup maps a record to its key group and is used with [Hash] only.
+func NewRouter[T any](ctx context.Context, p Partitioning, outs []chan<- Message, batchSize, maxParallelism int, keyGroup func(T) int) Router {
+	r := &router[T]{ctx: ctx, p: p, outs: outs, batchSize: batchSize, maxParallelism: maxParallelism, keyGroup: keyGroup}
+	r.bufs = make([][]T, len(outs))
+	for i := range r.bufs {
+		r.bufs[i] = make([]T, 0, batchSize)
+	}
+	return r
+}
+
+type router[T any] struct {
+	ctx            context.Context
+	p              Partitioning
+	outs           []chan<- Message
+	bufs           [][]T
+	batchSize      int
+	maxParallelism int
+	keyGroup       func(T) int
+	next           int // rebalance: the consumer that gets the next batch
+}
+
+func (r *router[T]) Emit(batch any) error {
+	records, ok := batch.([]T)
+	if !ok {
+		return fmt.Errorf("runtime: router got a %T, want a %T", batch, records)
+	}
+	switch r.p {
+	case Forward:
+		return r.append(0, records)
+	case Rebalance:
+		i := r.next
+		r.next = (r.next + 1) % len(r.outs)
+		return r.append(i, records)
+	}
+	n := len(r.outs)
+	for _, rec := range records {
+		i := r.keyGroup(rec) * n / r.maxParallelism
+		r.bufs[i] = append(r.bufs[i], rec)
+		if len(r.bufs[i]) >= r.batchSize {
+			if err := r.send(i); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// append adds records to consumer i's buffer, sending full batches.
+func (r *router[T]) append(i int, records []T) error {
+	for len(records) > 0 {
+		room := r.batchSize - len(r.bufs[i])
+		take := min(room, len(records))
+		r.bufs[i] = append(r.bufs[i], records[:take]...)
+		records = records[take:]
+		if len(r.bufs[i]) >= r.batchSize {
+			if err := r.send(i); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (r *router[T]) send(i int) error {
+	if err := r.put(i, Message{batch: r.bufs[i]}); err != nil {
+		return err
+	}
+	r.bufs[i] = make([]T, 0, r.batchSize)
+	return nil
+}
+
+func (r *router[T]) put(i int, m Message) error {
+	select {
+	case r.outs[i] <- m:
+		return nil
+	case <-r.ctx.Done():
+		return r.ctx.Err()
+	}
+}
+
+func (r *router[T]) Flush() error {
+	for i := range r.bufs {
+		if len(r.bufs[i]) > 0 {
+			if err := r.send(i); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (r *router[T]) Broadcast(m Message) error {
+	if err := r.Flush(); err != nil {
+		return err
+	}
+	for i := range r.outs {
+		if err := r.put(i, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}

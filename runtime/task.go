@@ -1,0 +1,484 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/state"
+)
+
+// Source subtasks with nothing to read wait this long at first, doubling up
+// to idleMax, before they poll again. A mailbox message wakes them at once.
+const (
+	idleMin = time.Millisecond
+	idleMax = 50 * time.Millisecond
+)
+
+// member is one operator subtask inside a task's chain.
+type member struct {
+	spec   *OperatorSpec
+	op     Operator       // nil for a source
+	source SourceOperator // nil for other operators
+	keys   state.KeyGroupRange
+}
+
+func (m *member) snapshotter() Snapshotter {
+	if m.source != nil {
+		return m.source
+	}
+	s, _ := m.op.(Snapshotter)
+	return s
+}
+
+// trigger asks a source subtask to emit a barrier.
+type trigger struct {
+	id   uint64
+	kind checkpoint.Kind
+}
+
+// mailbox carries the driver's requests to a task without ever blocking the
+// driver: the task drains it between batches.
+type mailbox struct {
+	mu        sync.Mutex
+	triggers  []trigger
+	completed uint64
+	finish    bool
+	wake      chan struct{}
+}
+
+func newMailbox() *mailbox { return &mailbox{wake: make(chan struct{}, 1)} }
+
+func (m *mailbox) post(f func(*mailbox)) {
+	m.mu.Lock()
+	f(m)
+	m.mu.Unlock()
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (m *mailbox) take() (triggers []trigger, completed uint64, finish bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	triggers, m.triggers = m.triggers, nil
+	return triggers, m.completed, m.finish
+}
+
+type eventKind int
+
+const (
+	evAck eventKind = iota
+	evDecline
+	evSourceFinished
+	evTaskDone
+	evTaskFailed
+)
+
+// event is a task's report to the driver.
+type event struct {
+	kind   eventKind
+	task   int
+	id     uint64
+	states []checkpoint.SubtaskState
+	err    error
+}
+
+// task runs one subtask of one chain of operators.
+type task struct {
+	index   int // the subtask's index for the coordinator
+	subtask int
+	name    string
+	members []*member // the head first, then the chained operators in graph order
+	routers []Router
+	inputs  []chan Message // empty for source tasks
+	mail    *mailbox
+	events  chan<- event
+	async   *sync.WaitGroup // snapshot writers
+	writer  stateWriter
+	probe   func(ProbePoint, uint64)
+	logger  *slog.Logger
+
+	notified uint64 // highest completed checkpoint the operators were told about
+}
+
+// stateWriter writes one subtask's snapshot of one operator durably.
+type stateWriter func(id uint64, kind checkpoint.Kind, operator string, subtask int, snap checkpoint.SubtaskSnapshot) (checkpoint.StateHandle, error)
+
+func (t *task) report(ctx context.Context, e event) {
+	e.task = t.index
+	select {
+	case t.events <- e:
+	case <-ctx.Done():
+	}
+}
+
+func (t *task) run(ctx context.Context) error {
+	if t.members[0].source != nil {
+		return t.runSource(ctx)
+	}
+	return t.runOperators(ctx)
+}
+
+// runSource polls the source, emits batches and serves the mailbox between them.
+func (t *task) runSource(ctx context.Context) error {
+	src := t.members[0].source
+	idle := idleMin
+	finished := false
+	wait := time.NewTimer(time.Hour)
+	defer wait.Stop()
+	for {
+		done, err := t.serveMailbox(ctx)
+		if done || err != nil {
+			return err
+		}
+		if !finished {
+			n, fin, err := src.Poll(ctx)
+			if err != nil {
+				return fmt.Errorf("source %s: %w", t.name, err)
+			}
+			if n > 0 {
+				if err := t.flush(); err != nil {
+					return err
+				}
+				idle = idleMin
+				continue
+			}
+			if fin {
+				finished = true
+				t.report(ctx, event{kind: evSourceFinished})
+			}
+		}
+		var timeout <-chan time.Time
+		if !finished {
+			wait.Reset(idle)
+			timeout = wait.C
+			idle = min(2*idle, idleMax)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.mail.wake:
+		case <-timeout:
+		}
+	}
+}
+
+// serveMailbox handles the driver's requests. It returns done when the task
+// has ended its stream.
+func (t *task) serveMailbox(ctx context.Context) (done bool, err error) {
+	select {
+	case <-t.mail.wake:
+	default:
+		return false, nil
+	}
+	return t.drainMailbox(ctx)
+}
+
+func (t *task) drainMailbox(ctx context.Context) (done bool, err error) {
+	triggers, completed, finish := t.mail.take()
+	for _, tr := range triggers {
+		if err := t.checkpoint(ctx, tr.id, tr.kind); err != nil {
+			return false, err
+		}
+		t.probe(ProbeBarrierInjected, tr.id)
+	}
+	if err := t.notifyComplete(ctx, completed); err != nil {
+		return false, err
+	}
+	if finish {
+		return true, t.endStream(ctx)
+	}
+	return false, nil
+}
+
+func (t *task) notifyComplete(ctx context.Context, id uint64) error {
+	if id <= t.notified {
+		return nil
+	}
+	t.notified = id
+	for _, m := range t.members {
+		if l, ok := m.op.(CheckpointListener); ok {
+			if err := l.CheckpointComplete(ctx, id); err != nil {
+				return fmt.Errorf("%s: completing checkpoint %d: %w", m.spec.Name, id, err)
+			}
+			t.probe(ProbeCommitted, id)
+		}
+	}
+	return nil
+}
+
+// endStream tells every consumer that this subtask is done and the driver
+// that the task ended.
+func (t *task) endStream(ctx context.Context) error {
+	for _, r := range t.routers {
+		if err := r.Broadcast(endOfStream); err != nil {
+			return err
+		}
+	}
+	t.report(ctx, event{kind: evTaskDone})
+	return nil
+}
+
+func (t *task) flush() error {
+	for _, r := range t.routers {
+		if err := r.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkpoint snapshots every operator of the chain, forwards the barrier and
+// writes the state on another goroutine, which acknowledges when it is durable.
+func (t *task) checkpoint(ctx context.Context, id uint64, kind checkpoint.Kind) error {
+	type pending struct {
+		m      *member
+		encode func() (checkpoint.SubtaskSnapshot, error)
+	}
+	var snaps []pending
+	for _, m := range t.members {
+		s := m.snapshotter()
+		if s == nil {
+			continue
+		}
+		encode, err := s.Snapshot(ctx, id)
+		if err != nil {
+			return fmt.Errorf("%s[%d]: snapshot for checkpoint %d: %w", m.spec.Name, t.subtask, id, err)
+		}
+		snaps = append(snaps, pending{m, encode})
+	}
+	t.probe(ProbeSnapshotTaken, id)
+	for _, r := range t.routers {
+		if err := r.Broadcast(barrierMessage(id, kind)); err != nil {
+			return err
+		}
+	}
+	t.async.Go(func() {
+		var states []checkpoint.SubtaskState
+		for _, p := range snaps {
+			snap, err := p.encode()
+			if err == nil && snap.IsEmpty() {
+				continue
+			}
+			var h checkpoint.StateHandle
+			if err == nil {
+				h, err = t.writer(id, kind, p.m.spec.Name, t.subtask, snap)
+			}
+			if err != nil {
+				t.logger.Warn("checkpoint declined", "checkpoint", id, "operator", p.m.spec.Name, "error", err)
+				t.report(ctx, event{kind: evDecline, id: id, err: err})
+				return
+			}
+			h.Subtask = t.subtask
+			if p.m.spec.Keyed {
+				h.KeyGroupStart, h.KeyGroupEnd = p.m.keys.Start, p.m.keys.End
+			}
+			states = append(states, checkpoint.SubtaskState{Operator: p.m.spec.Name, Parallelism: p.m.spec.Parallelism, Handle: h})
+		}
+		t.report(ctx, event{kind: evAck, id: id, states: states})
+	})
+	return nil
+}
+
+// input state of a task with input channels.
+type inputs struct {
+	chans    []chan Message
+	blocked  []bool // barrier of the checkpoint being aligned already arrived
+	finished []bool // end of stream arrived
+	live     int    // inputs not finished
+	aligning uint64 // checkpoint being aligned, or 0
+	kind     checkpoint.Kind
+	arrived  int    // barriers of it arrived
+	cases    []reflect.SelectCase
+}
+
+const (
+	caseDone = iota
+	caseMail
+	caseTimer
+	caseInputs
+)
+
+// runOperators reads the input channels, aligns barriers and fires timers.
+func (t *task) runOperators(ctx context.Context) error {
+	in := &inputs{
+		chans:    t.inputs,
+		blocked:  make([]bool, len(t.inputs)),
+		finished: make([]bool, len(t.inputs)),
+		live:     len(t.inputs),
+	}
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	head := t.members[0].op
+	var timerOps []TimerOperator
+	for _, m := range t.members {
+		if to, ok := m.op.(TimerOperator); ok {
+			timerOps = append(timerOps, to)
+		}
+	}
+	for {
+		var timerC <-chan time.Time
+		if next, ok := nextTimer(timerOps); ok {
+			timer.Reset(time.Until(next))
+			timerC = timer.C
+		}
+		which, i, msg := in.receive(ctx, t.mail.wake, timerC)
+		switch which {
+		case caseDone:
+			return ctx.Err()
+		case caseMail:
+			if _, err := t.drainMailbox(ctx); err != nil {
+				return err
+			}
+			continue
+		case caseTimer:
+			now := time.Now()
+			for _, to := range timerOps {
+				if err := to.FireTimers(ctx, now); err != nil {
+					return fmt.Errorf("%s: timers: %w", t.name, err)
+				}
+			}
+			if err := t.flush(); err != nil {
+				return err
+			}
+			continue
+		}
+		switch {
+		case msg.batch != nil:
+			if err := head.Process(ctx, msg.batch); err != nil {
+				return fmt.Errorf("%s: %w", t.name, err)
+			}
+			if err := t.flush(); err != nil {
+				return err
+			}
+		case msg.eos:
+			in.finished[i] = true
+			in.live--
+			if in.live == 0 {
+				// Commit notifications posted before the end of the stream
+				// must be served before the task ends.
+				if _, err := t.drainMailbox(ctx); err != nil {
+					return err
+				}
+				return t.endStream(ctx)
+			}
+			if err := t.maybeAligned(ctx, in); err != nil {
+				return err
+			}
+		default:
+			if err := t.barrier(ctx, in, i, msg.barrier, msg.savepoint); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// barrier handles the barrier of checkpoint id arriving on input i.
+func (t *task) barrier(ctx context.Context, in *inputs, i int, id uint64, savepoint bool) error {
+	switch {
+	case id < in.aligning:
+		return nil // a barrier of an abandoned checkpoint
+	case id > in.aligning:
+		// A newer checkpoint: any alignment in progress is abandoned.
+		clear(in.blocked)
+		in.aligning, in.arrived = id, 0
+		in.kind = checkpoint.KindCheckpoint
+		if savepoint {
+			in.kind = checkpoint.KindSavepoint
+		}
+	}
+	if !in.blocked[i] {
+		in.blocked[i] = true
+		in.arrived++
+	}
+	return t.maybeAligned(ctx, in)
+}
+
+// maybeAligned takes the checkpoint being aligned once its barrier arrived
+// on every live input.
+func (t *task) maybeAligned(ctx context.Context, in *inputs) error {
+	if in.aligning == 0 || in.arrived < in.live {
+		return nil
+	}
+	id, kind := in.aligning, in.kind
+	clear(in.blocked)
+	in.aligning, in.arrived = 0, 0
+	return t.checkpoint(ctx, id, kind)
+}
+
+// receive waits for the next event of a task with inputs: cancellation, mail,
+// a timer, or a message on an input that is neither blocked nor finished.
+func (in *inputs) receive(ctx context.Context, mail <-chan struct{}, timer <-chan time.Time) (which, input int, m Message) {
+	if len(in.chans) == 1 && !in.blocked[0] && !in.finished[0] {
+		select {
+		case <-ctx.Done():
+			return caseDone, 0, m
+		case <-mail:
+			return caseMail, 0, m
+		case <-timer:
+			return caseTimer, 0, m
+		case m = <-in.chans[0]:
+			return caseInputs, 0, m
+		}
+	}
+	if in.cases == nil {
+		in.cases = make([]reflect.SelectCase, caseInputs+len(in.chans))
+		for i := range in.cases {
+			in.cases[i].Dir = reflect.SelectRecv
+		}
+		in.cases[caseDone].Chan = reflect.ValueOf(ctx.Done())
+		in.cases[caseMail].Chan = reflect.ValueOf(mail)
+	}
+	in.cases[caseTimer].Chan = reflect.Value{}
+	if timer != nil {
+		in.cases[caseTimer].Chan = reflect.ValueOf(timer)
+	}
+	for i, c := range in.chans {
+		in.cases[caseInputs+i].Chan = reflect.Value{}
+		if !in.blocked[i] && !in.finished[i] {
+			in.cases[caseInputs+i].Chan = reflect.ValueOf(c)
+		}
+	}
+	chosen, v, _ := reflect.Select(in.cases)
+	if chosen < caseInputs {
+		return chosen, 0, m
+	}
+	return caseInputs, chosen - caseInputs, v.Interface().(Message)
+}
+
+func nextTimer(ops []TimerOperator) (time.Time, bool) {
+	var next time.Time
+	found := false
+	for _, op := range ops {
+		if t, ok := op.NextTimer(); ok && (!found || t.Before(next)) {
+			next, found = t, true
+		}
+	}
+	return next, found
+}
+
+// close releases every operator of the task.
+func (t *task) close(ctx context.Context, completed uint64, clean bool) error {
+	var first error
+	for _, m := range t.members {
+		var c Closer
+		if m.source != nil {
+			c, _ = m.source.(Closer)
+		} else {
+			c, _ = m.op.(Closer)
+		}
+		if c == nil {
+			continue
+		}
+		if err := c.Close(ctx, completed, clean); err != nil && first == nil {
+			first = fmt.Errorf("%s[%d]: close: %w", m.spec.Name, t.subtask, err)
+		}
+	}
+	return first
+}

@@ -1,0 +1,87 @@
+package sink
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// Queue holds the committables of one writer subtask that are prepared but
+// not yet committed. It is pure bookkeeping: it does no I/O.
+//
+// The engine adds each committable returned by Prepare, stores [Queue.Pending]
+// in the checkpoint, and when a checkpoint completes takes [Queue.Covered] and
+// commits them in order, calling [Queue.Done] after each success.
+type Queue struct {
+	pending []Committable // sorted by CheckpointID
+}
+
+// Add records a committable prepared for c.CheckpointID. Committables are
+// added in increasing checkpoint order.
+func (q *Queue) Add(c Committable) {
+	i, _ := slices.BinarySearchFunc(q.pending, c.CheckpointID, func(p Committable, id uint64) int {
+		switch {
+		case p.CheckpointID < id:
+			return -1
+		case p.CheckpointID > id:
+			return 1
+		}
+		return 0
+	})
+	q.pending = slices.Insert(q.pending, i, c)
+}
+
+// Covered returns, oldest first, the pending committables that completed
+// checkpoint id covers: every one prepared at a checkpoint id or below.
+func (q *Queue) Covered(id uint64) []Committable {
+	n := 0
+	for n < len(q.pending) && q.pending[n].CheckpointID <= id {
+		n++
+	}
+	return slices.Clone(q.pending[:n])
+}
+
+// Done removes a committed committable. It must be the oldest pending one.
+func (q *Queue) Done(c Committable) {
+	if len(q.pending) > 0 && q.pending[0].CheckpointID == c.CheckpointID && q.pending[0].Subtask == c.Subtask {
+		q.pending = q.pending[1:]
+	}
+}
+
+// Pending returns every pending committable, oldest first.
+func (q *Queue) Pending() []Committable { return slices.Clone(q.pending) }
+
+// Len returns the number of pending committables.
+func (q *Queue) Len() int { return len(q.pending) }
+
+const committableVersion = 1
+
+// errBadCommittable is wrapped by DecodeCommittable errors.
+var errBadCommittable = errors.New("sink: malformed committable")
+
+// EncodeCommittable serializes c for a checkpoint.
+func EncodeCommittable(c Committable) []byte {
+	b := []byte{committableVersion}
+	b = binary.AppendUvarint(b, c.CheckpointID)
+	b = binary.AppendUvarint(b, uint64(c.Subtask))
+	return append(b, c.Data...)
+}
+
+// DecodeCommittable parses the output of [EncodeCommittable].
+func DecodeCommittable(b []byte) (Committable, error) {
+	if len(b) == 0 || b[0] != committableVersion {
+		return Committable{}, fmt.Errorf("%w: unknown version (a checkpoint from a newer engine?)", errBadCommittable)
+	}
+	b = b[1:]
+	id, n := binary.Uvarint(b)
+	if n <= 0 {
+		return Committable{}, fmt.Errorf("%w: bad checkpoint id", errBadCommittable)
+	}
+	b = b[n:]
+	sub, n := binary.Uvarint(b)
+	if n <= 0 || sub > 1<<31 {
+		return Committable{}, fmt.Errorf("%w: bad subtask", errBadCommittable)
+	}
+	return Committable{CheckpointID: id, Subtask: int(sub), Data: slices.Clone(b[n:])}, nil
+}

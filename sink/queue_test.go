@@ -1,0 +1,81 @@
+package sink
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+)
+
+func TestQueueSubsumption(t *testing.T) {
+	var q Queue
+	for _, id := range []uint64{3, 4, 6} {
+		q.Add(Committable{CheckpointID: id, Data: []byte(fmt.Sprint(id))})
+	}
+	// Checkpoint 4 was aborted on the way; checkpoint 5 completing covers 3 and 4.
+	got := q.Covered(5)
+	if ids := idsOf(got); !reflect.DeepEqual(ids, []uint64{3, 4}) {
+		t.Fatalf("Covered(5) = %v, want [3 4]", ids)
+	}
+	for _, c := range got {
+		q.Done(c)
+	}
+	if ids := idsOf(q.Pending()); !reflect.DeepEqual(ids, []uint64{6}) {
+		t.Fatalf("Pending after commit = %v, want [6]", ids)
+	}
+	if len(q.Covered(5)) != 0 {
+		t.Fatal("nothing below 6 may remain covered")
+	}
+}
+
+func TestQueueOutOfOrderAdd(t *testing.T) {
+	var q Queue
+	q.Add(Committable{CheckpointID: 9})
+	q.Add(Committable{CheckpointID: 2})
+	if ids := idsOf(q.Pending()); !reflect.DeepEqual(ids, []uint64{2, 9}) {
+		t.Fatalf("Pending = %v, want [2 9]", ids)
+	}
+}
+
+func TestQueueDoneIgnoresNonHead(t *testing.T) {
+	var q Queue
+	q.Add(Committable{CheckpointID: 1})
+	q.Add(Committable{CheckpointID: 2})
+	q.Done(Committable{CheckpointID: 2})
+	if q.Len() != 2 {
+		t.Fatalf("Done of a non-head committable removed it; pending %v", idsOf(q.Pending()))
+	}
+}
+
+func TestCommittableRoundTrip(t *testing.T) {
+	c := Committable{CheckpointID: 1 << 40, Subtask: 17, Data: []byte("txn-abc")}
+	got, err := DecodeCommittable(EncodeCommittable(c))
+	if err != nil || !reflect.DeepEqual(got, c) {
+		t.Fatalf("round trip = %+v, %v; want %+v", got, err, c)
+	}
+	enc := EncodeCommittable(c)
+	for i := 0; i < 3; i++ { // version, id and subtask truncated
+		if _, err := DecodeCommittable(enc[:i]); !errors.Is(err, errBadCommittable) {
+			t.Errorf("truncated at %d: err = %v, want errBadCommittable", i, err)
+		}
+	}
+}
+
+func TestPermanent(t *testing.T) {
+	base := errors.New("transaction timed out")
+	err := fmt.Errorf("commit: %w", Permanent(base))
+	if !IsPermanent(err) || !errors.Is(err, base) {
+		t.Fatalf("IsPermanent = %v, Is(base) = %v", IsPermanent(err), errors.Is(err, base))
+	}
+	if IsPermanent(base) || Permanent(nil) != nil {
+		t.Fatal("unmarked errors must not be permanent")
+	}
+}
+
+func idsOf(cs []Committable) []uint64 {
+	var ids []uint64
+	for _, c := range cs {
+		ids = append(ids, c.CheckpointID)
+	}
+	return ids
+}

@@ -1,0 +1,127 @@
+package state
+
+import (
+	"fmt"
+	"slices"
+)
+
+// stateKind identifies the type of a state in snapshot blobs. The values are part of
+// the blob format and must never change.
+type stateKind uint8
+
+const (
+	kindValue  stateKind = 1
+	kindMap    stateKind = 2
+	kindList   stateKind = 3
+	kindTimers stateKind = 4
+)
+
+func (k stateKind) String() string {
+	switch k {
+	case kindValue:
+		return "value"
+	case kindMap:
+		return "map"
+	case kindList:
+		return "list"
+	case kindTimers:
+		return "timers"
+	}
+	return fmt.Sprintf("unknown kind %d", uint8(k))
+}
+
+// timersName is the reserved section name of the timers; state names must be non-empty.
+const timersName = ""
+
+// displayName names a section in error messages.
+func displayName(name string) string {
+	if name == timersName {
+		return "timers"
+	}
+	return fmt.Sprintf("state %q", name)
+}
+
+// table is one piece of keyed state of a backend: a registered state or the timers.
+type table[K comparable] interface {
+	kind() stateKind
+	// capture returns a copy of the state that later mutations do not affect.
+	capture() capturedTable[K]
+	// stage decodes count entries of one blob section; the returned function applies
+	// them. stage does not modify the table, so a failed Restore changes nothing.
+	stage(r *sectionReader[K], count int) (func(), error)
+}
+
+// capturedTable is a table's state captured by Snapshot.
+type capturedTable[K comparable] interface {
+	// encode writes every entry to w. It may run on another goroutine.
+	encode(w *sectionWriter[K]) error
+}
+
+// KeyedBackend holds the keyed state of one subtask of one keyed operator: the states
+// registered with NewValueState, NewMapState and NewListState, and processing-time
+// timers. Every access applies to the current key (SetCurrentKey).
+//
+// A KeyedBackend is not safe for concurrent use; only the function returned by
+// Snapshot may run on another goroutine.
+type KeyedBackend[K comparable] struct {
+	keyCodec       Codec[K]
+	maxParallelism int
+	owned          KeyGroupRange
+	current        K
+	keyBuf         []byte
+	tables         map[string]table[K]
+	names          []string // keys of tables, sorted
+	timers         timerQueue[K]
+}
+
+// NewKeyedBackend returns an empty backend for the subtask that owns the key groups
+// owned of a job with maxParallelism key groups. It panics if maxParallelism is not in
+// [1, MaxParallelismLimit] or owned is not a range within [0, maxParallelism): validate
+// user configuration with ValidateParallelism and derive owned with RangeForSubtask.
+func NewKeyedBackend[K comparable](keyCodec Codec[K], maxParallelism int, owned KeyGroupRange) *KeyedBackend[K] {
+	if err := ValidateParallelism(1, maxParallelism); err != nil {
+		panic(err)
+	}
+	if owned.Start < 0 || owned.Start > owned.End || owned.End > maxParallelism {
+		panic(fmt.Sprintf("state: key group range %v is not within [0, %d)", owned, maxParallelism))
+	}
+	b := &KeyedBackend[K]{
+		keyCodec:       keyCodec,
+		maxParallelism: maxParallelism,
+		owned:          owned,
+		names:          []string{timersName},
+	}
+	b.timers.index = make(map[timerID[K]]int)
+	b.tables = map[string]table[K]{timersName: &b.timers}
+	return b
+}
+
+// SetCurrentKey sets the key that subsequent state accesses and timer registrations
+// apply to.
+func (b *KeyedBackend[K]) SetCurrentKey(k K) { b.current = k }
+
+// CurrentKey returns the key set by SetCurrentKey.
+func (b *KeyedBackend[K]) CurrentKey() K { return b.current }
+
+// KeyGroupOf returns the key group of k.
+func (b *KeyedBackend[K]) KeyGroupOf(k K) int {
+	b.keyBuf = b.keyCodec.Append(b.keyBuf[:0], k)
+	return KeyGroupOf(HashKey(b.keyBuf), b.maxParallelism)
+}
+
+// KeyGroupRange returns the key groups this backend owns.
+func (b *KeyedBackend[K]) KeyGroupRange() KeyGroupRange { return b.owned }
+
+// register adds a named state.
+func (b *KeyedBackend[K]) register(name string, t table[K]) error {
+	if name == timersName {
+		return fmt.Errorf("state: state name is empty: give every state of an operator a unique, non-empty name")
+	}
+	if _, ok := b.tables[name]; ok {
+		return fmt.Errorf("state: state %q is already registered: give every state of an operator a unique name", name)
+	}
+	b.tables[name] = t
+	i, _ := slices.BinarySearch(b.names, name)
+	b.names = slices.Insert(b.names, i, name)
+	return nil
+}

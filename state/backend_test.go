@@ -1,0 +1,674 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fixture is a backend with one state of every kind, as an operator would declare it.
+type fixture struct {
+	b      *KeyedBackend[string]
+	count  *ValueState[string, int64]
+	seen   *MapState[string, string, int]
+	events *ListState[string, string]
+}
+
+func newFixture(t testing.TB, maxP int, owned KeyGroupRange) *fixture {
+	t.Helper()
+	b := NewKeyedBackend[string](StringCodec{}, maxP, owned)
+	count, err := NewValueState[string, int64](b, "count", Int64Codec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen, err := NewMapState[string, string, int](b, "seen", StringCodec{}, IntCodec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := NewListState[string, string](b, "events", StringCodec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{b: b, count: count, seen: seen, events: events}
+}
+
+// subtaskFixture returns the fixture of subtask i of p.
+func subtaskFixture(t testing.TB, i, p, maxP int) *fixture {
+	return newFixture(t, maxP, RangeForSubtask(i, p, maxP))
+}
+
+// must panics on registration errors in table-driven setups.
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+var epoch = time.Unix(1_700_000_000, 0)
+
+// keyState is everything the fixture holds for one key, for comparisons.
+type keyState struct {
+	Count    int64
+	HasCount bool
+	Seen     map[string]int
+	Events   []string
+	Timers   []int64
+}
+
+func (f *fixture) dump(k string) keyState {
+	f.b.SetCurrentKey(k)
+	var s keyState
+	s.Count, s.HasCount = f.count.Value()
+	s.Seen = maps.Collect(f.seen.All())
+	s.Events = f.events.Get()
+	for _, e := range f.b.timers.heap {
+		if e.key == k {
+			s.Timers = append(s.Timers, e.when)
+		}
+	}
+	slices.Sort(s.Timers)
+	return s
+}
+
+func (s keyState) empty() bool {
+	return !s.HasCount && len(s.Seen) == 0 && len(s.Events) == 0 && len(s.Timers) == 0
+}
+
+func (s keyState) String() string { return fmt.Sprintf("%+v", struct{ keyState }{s}) }
+
+func (s keyState) equal(o keyState) bool {
+	return s.Count == o.Count && s.HasCount == o.HasCount && maps.Equal(s.Seen, o.Seen) &&
+		slices.Equal(s.Events, o.Events) && slices.Equal(s.Timers, o.Timers)
+}
+
+// fill gives key i a distinctive state of every kind (some kinds skipped for some keys).
+func (f *fixture) fill(i int) {
+	f.b.SetCurrentKey(fmt.Sprint("key-", i))
+	if i%5 != 0 {
+		f.count.Update(int64(i))
+	}
+	for j := range i % 4 {
+		f.seen.Put(fmt.Sprint("u", j), i*10+j)
+	}
+	for j := range i % 3 {
+		f.events.Add(fmt.Sprint("e", i, "-", j))
+	}
+	if i%2 == 0 {
+		f.b.RegisterTimer(epoch.Add(time.Duration(i) * time.Second))
+		f.b.RegisterTimer(epoch.Add(time.Duration(i+1000) * time.Second))
+	}
+}
+
+func snapshotNow(t testing.TB, b *KeyedBackend[string]) map[int][]byte {
+	t.Helper()
+	blobs, err := b.Snapshot()()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return blobs
+}
+
+func TestValueState(t *testing.T) {
+	f := newFixture(t, 8, KeyGroupRange{0, 8})
+	f.b.SetCurrentKey("a")
+	if _, ok := f.count.Value(); ok {
+		t.Fatal("new key has a value")
+	}
+	f.count.Update(1)
+	f.b.SetCurrentKey("b")
+	f.count.Update(2)
+	if v, ok := f.count.Value(); !ok || v != 2 {
+		t.Fatalf("b = %d, %v", v, ok)
+	}
+	f.b.SetCurrentKey("a")
+	if v, ok := f.count.Value(); !ok || v != 1 {
+		t.Fatalf("a = %d, %v", v, ok)
+	}
+	if f.b.CurrentKey() != "a" {
+		t.Fatalf("CurrentKey() = %q", f.b.CurrentKey())
+	}
+	f.count.Clear()
+	if _, ok := f.count.Value(); ok {
+		t.Fatal("cleared key has a value")
+	}
+	if len(f.count.m) != 1 {
+		t.Fatalf("Clear left the key behind: %v", f.count.m)
+	}
+}
+
+func TestMapState(t *testing.T) {
+	f := newFixture(t, 8, KeyGroupRange{0, 8})
+	f.b.SetCurrentKey("a")
+	f.seen.Put("x", 1)
+	f.seen.Put("y", 2)
+	f.seen.Put("x", 3)
+	f.b.SetCurrentKey("b")
+	if f.seen.Len() != 0 || f.seen.Contains("x") {
+		t.Fatal("b sees a's map")
+	}
+	f.seen.Put("z", 9)
+	f.b.SetCurrentKey("a")
+	if v, ok := f.seen.Get("x"); !ok || v != 3 {
+		t.Fatalf("Get(x) = %d, %v", v, ok)
+	}
+	if _, ok := f.seen.Get("z"); ok {
+		t.Fatal("a sees b's entry")
+	}
+	if got := maps.Collect(f.seen.All()); !maps.Equal(got, map[string]int{"x": 3, "y": 2}) {
+		t.Fatalf("All() = %v", got)
+	}
+	f.seen.Remove("x")
+	f.seen.Remove("nope")
+	if f.seen.Len() != 1 || f.seen.Contains("x") {
+		t.Fatal("Remove failed")
+	}
+	f.seen.Remove("y")
+	if _, ok := f.seen.m["a"]; ok {
+		t.Fatal("removing the last entry left the key behind")
+	}
+	f.b.SetCurrentKey("b")
+	f.seen.Clear()
+	if len(f.seen.m) != 0 {
+		t.Fatalf("Clear left %v", f.seen.m)
+	}
+}
+
+func TestListState(t *testing.T) {
+	f := newFixture(t, 8, KeyGroupRange{0, 8})
+	f.b.SetCurrentKey("a")
+	if f.events.Get() != nil || f.events.Len() != 0 {
+		t.Fatal("new key has a list")
+	}
+	f.events.Add("1")
+	f.events.Add("2")
+	f.b.SetCurrentKey("b")
+	f.events.Add("x")
+	f.b.SetCurrentKey("a")
+	got := f.events.Get()
+	if !slices.Equal(got, []string{"1", "2"}) {
+		t.Fatalf("Get() = %v", got)
+	}
+	got[0] = "mutated"
+	if f.events.Get()[0] != "1" {
+		t.Fatal("Get returned the stored slice")
+	}
+	in := []string{"p", "q"}
+	f.events.Update(in)
+	in[0] = "mutated"
+	if got := slices.Collect(f.events.All()); !slices.Equal(got, []string{"p", "q"}) {
+		t.Fatalf("after Update: %v", got)
+	}
+	f.events.Update(nil)
+	if _, ok := f.events.m["a"]; ok {
+		t.Fatal("Update(nil) left the key behind")
+	}
+	f.b.SetCurrentKey("b")
+	f.events.Clear()
+	if len(f.events.m) != 0 {
+		t.Fatalf("Clear left %v", f.events.m)
+	}
+}
+
+func TestRegisterErrors(t *testing.T) {
+	f := newFixture(t, 8, KeyGroupRange{0, 8})
+	if _, err := NewValueState[string, int](f.b, "count", IntCodec{}); err == nil || !strings.Contains(err.Error(), `"count" is already registered`) {
+		t.Errorf("duplicate name: %v", err)
+	}
+	if _, err := NewListState[string, int](f.b, "seen", IntCodec{}); err == nil {
+		t.Error("duplicate name of another kind accepted")
+	}
+	if _, err := NewMapState[string, int, int](f.b, "", IntCodec{}, IntCodec{}); err == nil || !strings.Contains(err.Error(), "empty") {
+		t.Errorf("empty name: %v", err)
+	}
+}
+
+func TestKeyGroupOfMatchesHash(t *testing.T) {
+	b := NewKeyedBackend[string](StringCodec{}, 128, KeyGroupRange{0, 128})
+	for _, k := range []string{"", "a", "user-42"} {
+		if got, want := b.KeyGroupOf(k), KeyGroupOf(HashKey([]byte(k)), 128); got != want {
+			t.Errorf("KeyGroupOf(%q) = %d, want %d", k, got, want)
+		}
+	}
+	if b.KeyGroupRange() != (KeyGroupRange{0, 128}) {
+		t.Errorf("KeyGroupRange() = %v", b.KeyGroupRange())
+	}
+}
+
+func TestNewKeyedBackendPanicsOnBadRange(t *testing.T) {
+	for _, r := range []KeyGroupRange{{-1, 4}, {5, 4}, {0, 9}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("range %v accepted", r)
+				}
+			}()
+			NewKeyedBackend[string](StringCodec{}, 8, r)
+		}()
+	}
+}
+
+func TestTimers(t *testing.T) {
+	b := NewKeyedBackend[string](StringCodec{}, 8, KeyGroupRange{0, 8})
+	at := func(s int) time.Time { return epoch.Add(time.Duration(s) * time.Second) }
+	if _, ok := b.NextTimer(); ok {
+		t.Fatal("empty backend has a timer")
+	}
+	reg := func(k string, secs ...int) {
+		b.SetCurrentKey(k)
+		for _, s := range secs {
+			b.RegisterTimer(at(s))
+		}
+	}
+	reg("a", 5, 3, 5, 9) // 5 twice: fires once
+	reg("b", 3, 1, 7)
+	reg("c", 3)
+	b.SetCurrentKey("b")
+	b.DeleteTimer(at(7))
+	b.DeleteTimer(at(100)) // not registered: no effect
+	if next, ok := b.NextTimer(); !ok || !next.Equal(at(1)) {
+		t.Fatalf("NextTimer() = %v, %v", next, ok)
+	}
+	if got := b.PopDueTimers(at(0), nil); len(got) != 0 {
+		t.Fatalf("nothing is due at 0, got %v", got)
+	}
+	got := b.PopDueTimers(at(5), nil)
+	want := []struct {
+		k string
+		s int
+	}{{"b", 1}, {"a", 3}, {"b", 3}, {"c", 3}, {"a", 5}}
+	if len(got) != len(want) {
+		t.Fatalf("PopDueTimers(5) = %v", got)
+	}
+	for i, w := range want {
+		if got[i].Key != w.k || !got[i].When.Equal(at(w.s)) {
+			t.Errorf("timer %d = %v@%v, want %v@%v", i, got[i].Key, got[i].When, w.k, at(w.s))
+		}
+	}
+	// A popped timer can be registered again.
+	reg("a", 3)
+	got = b.PopDueTimers(at(100), got[:0])
+	if len(got) != 2 || got[0].Key != "a" || !got[0].When.Equal(at(3)) || !got[1].When.Equal(at(9)) {
+		t.Fatalf("PopDueTimers(100) = %v", got)
+	}
+	if _, ok := b.NextTimer(); ok || len(b.timers.index) != 0 {
+		t.Fatal("timers left after popping all")
+	}
+}
+
+// TestTimerHeapRandomized checks the heap against a sorted model under random
+// registrations and deletions.
+func TestTimerHeapRandomized(t *testing.T) {
+	b := NewKeyedBackend[int](IntCodec{}, 8, KeyGroupRange{0, 8})
+	model := map[timerID[int]]bool{}
+	x := uint64(1)
+	rnd := func(n int) int { x ^= x << 13; x ^= x >> 7; x ^= x << 17; return int(x % uint64(n)) }
+	for range 5000 {
+		k, s := rnd(20), rnd(50)
+		b.SetCurrentKey(k)
+		when := epoch.Add(time.Duration(s) * time.Second)
+		if rnd(3) == 0 {
+			b.DeleteTimer(when)
+			delete(model, timerID[int]{k, when.UnixNano()})
+		} else {
+			b.RegisterTimer(when)
+			model[timerID[int]{k, when.UnixNano()}] = true
+		}
+	}
+	got := b.PopDueTimers(epoch.Add(time.Hour), nil)
+	if len(got) != len(model) {
+		t.Fatalf("popped %d timers, model has %d", len(got), len(model))
+	}
+	for i, tm := range got {
+		if !model[timerID[int]{tm.Key, tm.When.UnixNano()}] {
+			t.Fatalf("popped unknown timer %v", tm)
+		}
+		if i > 0 && tm.When.Before(got[i-1].When) {
+			t.Fatalf("timer %d out of order", i)
+		}
+	}
+}
+
+func TestSnapshotIsolation(t *testing.T) {
+	f := newFixture(t, 16, KeyGroupRange{0, 16})
+	const n = 200
+	for i := range n {
+		f.fill(i)
+	}
+	want := map[string]keyState{}
+	for i := range n {
+		k := fmt.Sprint("key-", i)
+		want[k] = f.dump(k)
+	}
+	encode := f.b.Snapshot()
+
+	// Mutate everything, concurrently with encoding.
+	done := make(chan map[int][]byte)
+	go func() {
+		blobs, err := encode()
+		if err != nil {
+			t.Error(err)
+		}
+		done <- blobs
+	}()
+	for i := range n {
+		f.b.SetCurrentKey(fmt.Sprint("key-", i))
+		switch i % 4 {
+		case 0:
+			f.count.Update(-1)
+			f.seen.Put("u0", -1)
+			f.seen.Put("new", -1)
+			f.events.Add("new")
+		case 1:
+			f.count.Clear()
+			f.seen.Clear()
+			f.events.Update([]string{"replaced"})
+		case 2:
+			f.seen.Remove("u0")
+			f.events.Clear()
+			f.events.Add("after-clear")
+		case 3:
+			f.events.Add("appended")
+			f.b.RegisterTimer(epoch)
+		}
+	}
+	f.b.PopDueTimers(epoch.Add(500*time.Second), nil)
+	blobs := <-done
+
+	r := newFixture(t, 16, KeyGroupRange{0, 16})
+	for kg, blob := range blobs {
+		if err := r.b.Restore(kg, blob); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k, w := range want {
+		if got := r.dump(k); !got.equal(w) {
+			t.Errorf("%s: restored %v, want state at Snapshot %v", k, got, w)
+		}
+	}
+}
+
+// restoreInto restores every blob into the subtask of p that owns it.
+func restoreInto(t *testing.T, blobs map[int][]byte, p, maxP int) []*fixture {
+	t.Helper()
+	fs := make([]*fixture, p)
+	for i := range fs {
+		fs[i] = subtaskFixture(t, i, p, maxP)
+	}
+	for kg, blob := range blobs {
+		if err := fs[SubtaskForKeyGroup(kg, p, maxP)].b.Restore(kg, blob); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return fs
+}
+
+func TestRescaleRoundTrip(t *testing.T) {
+	const maxP, n = 32, 1000
+	src := subtaskFixture(t, 0, 1, maxP)
+	for i := range n {
+		src.fill(i)
+	}
+	want := map[string]keyState{}
+	for i := range n {
+		k := fmt.Sprint("key-", i)
+		want[k] = src.dump(k)
+	}
+	blobs := snapshotNow(t, src.b)
+	for kg := range blobs {
+		if kg < 0 || kg >= maxP {
+			t.Fatalf("blob for key group %d", kg)
+		}
+	}
+
+	check := func(fs []*fixture, p int) {
+		t.Helper()
+		for k, w := range want {
+			owner := SubtaskForKeyGroup(src.b.KeyGroupOf(k), p, maxP)
+			for i, f := range fs {
+				got := f.dump(k)
+				switch {
+				case i == owner && !got.equal(w):
+					t.Errorf("p=%d: owner %d has %s = %v, want %v", p, i, k, got, w)
+				case i != owner && !got.empty():
+					t.Errorf("p=%d: subtask %d is not the owner of %s but has %v", p, i, k, got)
+				}
+			}
+		}
+	}
+	for _, p := range []int{2, 3} {
+		check(restoreInto(t, blobs, p, maxP), p)
+	}
+
+	// Scale 3 -> 1: snapshot every subtask of 3 and restore all into one.
+	three := restoreInto(t, blobs, 3, maxP)
+	merged := map[int][]byte{}
+	for i, f := range three {
+		for kg, blob := range snapshotNow(t, f.b) {
+			if !RangeForSubtask(i, 3, maxP).Contains(kg) {
+				t.Fatalf("subtask %d snapshotted key group %d", i, kg)
+			}
+			merged[kg] = blob
+		}
+	}
+	check(restoreInto(t, merged, 1, maxP), 1)
+	if len(merged) != len(blobs) {
+		t.Errorf("3 -> 1 has %d key groups, 1 had %d", len(merged), len(blobs))
+	}
+}
+
+func TestTimersRescale(t *testing.T) {
+	const maxP = 16
+	src := subtaskFixture(t, 0, 1, maxP)
+	for i := range 100 {
+		src.b.SetCurrentKey(fmt.Sprint("k", i))
+		src.b.RegisterTimer(epoch.Add(time.Duration(i%10) * time.Second))
+	}
+	fs := restoreInto(t, snapshotNow(t, src.b), 3, maxP)
+	var all []Timer[string]
+	for i, f := range fs {
+		ts := f.b.PopDueTimers(epoch.Add(time.Minute), nil)
+		for j, tm := range ts {
+			if SubtaskForKeyGroup(f.b.KeyGroupOf(tm.Key), 3, maxP) != i {
+				t.Errorf("subtask %d got timer of %s", i, tm.Key)
+			}
+			if j > 0 && tm.When.Before(ts[j-1].When) {
+				t.Errorf("subtask %d: timers out of order", i)
+			}
+		}
+		all = append(all, ts...)
+	}
+	if len(all) != 100 {
+		t.Fatalf("restored %d timers, want 100", len(all))
+	}
+}
+
+func TestSnapshotOmitsEmptyKeyGroups(t *testing.T) {
+	f := newFixture(t, 128, KeyGroupRange{0, 128})
+	if blobs := snapshotNow(t, f.b); len(blobs) != 0 {
+		t.Fatalf("empty backend produced %d blobs", len(blobs))
+	}
+	f.b.SetCurrentKey("only")
+	f.count.Update(1)
+	blobs := snapshotNow(t, f.b)
+	if len(blobs) != 1 || blobs[f.b.KeyGroupOf("only")] == nil {
+		t.Fatalf("one key produced blobs for %v", slices.Collect(maps.Keys(blobs)))
+	}
+}
+
+func TestSnapshotKeyOutsideRange(t *testing.T) {
+	f := newFixture(t, 128, KeyGroupRange{0, 1})
+	k := "x"
+	for f.b.KeyGroupOf(k) == 0 {
+		k += "x"
+	}
+	f.b.SetCurrentKey(k)
+	f.count.Update(1)
+	if _, err := f.b.Snapshot()(); err == nil || !strings.Contains(err.Error(), "outside the owned range") {
+		t.Fatalf("Snapshot with a foreign key: %v", err)
+	}
+}
+
+func TestSnapshotEncodeError(t *testing.T) {
+	b := NewKeyedBackend[string](StringCodec{}, 8, KeyGroupRange{0, 8})
+	s, err := NewValueState[string, float64](b, "json", JSONCodec[float64]{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.SetCurrentKey("k")
+	s.Update(math.NaN())
+	if _, err := b.Snapshot()(); err == nil || !strings.Contains(err.Error(), `state "json"`) {
+		t.Fatalf("Snapshot of NaN with JSONCodec: %v", err)
+	}
+}
+
+// validBlob returns a blob holding every kind of section, and its key group.
+func validBlob(t testing.TB) (int, []byte) {
+	f := newFixture(t, 4, KeyGroupRange{0, 4})
+	for i := range 40 {
+		f.fill(i)
+	}
+	blobs := snapshotNow(t, f.b)
+	kg := f.b.KeyGroupOf("key-2")
+	return kg, blobs[kg]
+}
+
+func TestRestoreTruncatedBlobs(t *testing.T) {
+	kg, blob := validBlob(t)
+	for n := range len(blob) {
+		f := newFixture(t, 4, KeyGroupRange{0, 4})
+		err := f.b.Restore(kg, blob[:n])
+		if err == nil {
+			// A cut between sections is a valid, shorter blob; anything else must fail.
+			continue
+		}
+		if !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("truncated at %d: %v does not wrap ErrCorrupt", n, err)
+		}
+		if len(f.count.m)+len(f.seen.m)+len(f.events.m)+len(f.b.timers.heap) != 0 {
+			t.Fatalf("failed restore at %d changed the backend", n)
+		}
+	}
+}
+
+func TestRestoreErrors(t *testing.T) {
+	kg, blob := validBlob(t)
+	otherKG := (kg + 1) % 4
+	tests := []struct {
+		name  string
+		setup func(t *testing.T) *KeyedBackend[string]
+		kg    int
+		blob  []byte
+		want  string
+	}{
+		{"not owned", func(t *testing.T) *KeyedBackend[string] {
+			return newFixture(t, 4, KeyGroupRange{kg, kg}).b
+		}, kg, blob, "outside the owned range"},
+		{"unregistered", func(*testing.T) *KeyedBackend[string] {
+			b := NewKeyedBackend[string](StringCodec{}, 4, KeyGroupRange{0, 4})
+			must(NewMapState[string, string, int](b, "seen", StringCodec{}, IntCodec{}))
+			return b
+		}, kg, blob, `"count" (value), which is not registered: the operator's state declarations must match the checkpoint's`},
+		{"kind mismatch", func(*testing.T) *KeyedBackend[string] {
+			b := NewKeyedBackend[string](StringCodec{}, 4, KeyGroupRange{0, 4})
+			must(NewListState[string, int64](b, "count", Int64Codec{}))
+			must(NewMapState[string, string, int](b, "seen", StringCodec{}, IntCodec{}))
+			must(NewListState[string, string](b, "events", StringCodec{}))
+			return b
+		}, kg, blob, `state "count" is a value state in the checkpoint but registered as a list state`},
+		{"wrong key group", func(t *testing.T) *KeyedBackend[string] {
+			return newFixture(t, 4, KeyGroupRange{0, 4}).b
+		}, otherKG, blob, "in the blob of key group"},
+		{"version", func(t *testing.T) *KeyedBackend[string] {
+			return newFixture(t, 4, KeyGroupRange{0, 4}).b
+		}, kg, append([]byte{9}, blob[1:]...), "format version 9"},
+		{"empty", func(t *testing.T) *KeyedBackend[string] {
+			return newFixture(t, 4, KeyGroupRange{0, 4}).b
+		}, kg, nil, "empty blob"},
+		{"trailing garbage", func(t *testing.T) *KeyedBackend[string] {
+			return newFixture(t, 4, KeyGroupRange{0, 4}).b
+		}, kg, append(slices.Clone(blob), 0xff), "corrupt"},
+		{"duplicate section", func(t *testing.T) *KeyedBackend[string] {
+			return newFixture(t, 4, KeyGroupRange{0, 4}).b
+		}, kg, append(slices.Clone(blob), blob[1:]...), "appears twice"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.setup(t).Restore(tt.kg, tt.blob)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Restore: %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func FuzzRestore(f *testing.F) {
+	kg, blob := validBlob(f)
+	f.Add(kg, blob)
+	f.Add(kg, blob[:len(blob)/2])
+	f.Add(0, []byte{formatVersion, 0, byte(kindTimers), 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Fuzz(func(t *testing.T, kg int, blob []byte) {
+		fx := newFixture(t, 4, KeyGroupRange{0, 4})
+		if fx.b.Restore(kg, blob) != nil {
+			return
+		}
+		// Whatever restores must snapshot and restore again.
+		again := newFixture(t, 4, KeyGroupRange{0, 4})
+		for kg, b := range snapshotNow(t, fx.b) {
+			if err := again.b.Restore(kg, b); err != nil {
+				t.Fatalf("re-restore: %v", err)
+			}
+		}
+	})
+}
+
+func BenchmarkValueStateUpdate(b *testing.B) {
+	const keys = 10_000
+	backend := NewKeyedBackend[int64](Int64Codec{}, DefaultMaxParallelism, KeyGroupRange{0, DefaultMaxParallelism})
+	s, err := NewValueState[int64, int64](backend, "count", Int64Codec{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	i := int64(0)
+	for b.Loop() {
+		backend.SetCurrentKey(i)
+		v, _ := s.Value()
+		s.Update(v + 1)
+		if i++; i == keys {
+			i = 0
+		}
+	}
+}
+
+func BenchmarkSnapshot(b *testing.B) {
+	const keys = 100_000
+	backend := NewKeyedBackend[int64](Int64Codec{}, DefaultMaxParallelism, KeyGroupRange{0, DefaultMaxParallelism})
+	s, err := NewValueState[int64, int64](backend, "count", Int64Codec{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range int64(keys) {
+		backend.SetCurrentKey(i)
+		s.Update(i)
+	}
+	b.Run("capture", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			backend.Snapshot()
+		}
+	})
+	b.Run("capture+encode", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := backend.Snapshot()(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

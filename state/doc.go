@@ -1,0 +1,59 @@
+// Package state holds the keyed state of stream operators: key groups, codecs, and the
+// heap (in-memory) keyed-state backend with Value, Map and List state and per-key
+// processing-time timers, snapshotted per key group and restorable with another
+// parallelism.
+//
+// # Key groups
+//
+// A job has a fixed number of key groups, its max parallelism (DefaultMaxParallelism
+// unless set; it can only be chosen when a job starts without a checkpoint). A key's
+// group is KeyGroupOf(HashKey(encoding of the key), maxParallelism), where the encoding
+// comes from the key's Codec. Subtask i of an operator with parallelism p owns the
+// contiguous range RangeForSubtask(i, p, maxP); SubtaskForKeyGroup inverts it. State is
+// snapshotted one blob per key group, so a checkpoint taken with parallelism p restores
+// with any other parallelism: each new subtask restores the blobs of its own range.
+// HashKey and the codecs' encodings of keys must therefore never change.
+//
+// # Using a backend
+//
+// A KeyedBackend belongs to one subtask and is used from one goroutine. The runtime
+// calls SetCurrentKey before handing a record (or a fired Timer) to user code; every
+// state access and timer registration then applies to that key. States are registered
+// once, by unique name, when the operator opens, and before Restore.
+//
+// # The asynchronous snapshot contract
+//
+// Snapshot runs synchronously at the checkpoint barrier and only captures: it copies the
+// maps that hold the state (cost proportional to the number of keys, no encoding) and
+// returns an encode function. The runtime may call that function later on another
+// goroutine while the backend keeps processing records; it reads only the captured copy
+// and returns the state as of the Snapshot call. Two rules make this safe:
+//
+//   - values are captured shallowly, so a value (or map entry, or list element) that is
+//     or holds a pointer, slice or map must not be mutated after it was stored: store a
+//     new value instead;
+//   - codecs must be safe for concurrent use (the provided ones are stateless).
+//
+// # Blob format
+//
+// Each key group's blob is:
+//
+//	blob    = version:byte section*          (version = 1)
+//	section = name:bytes kind:byte count:uvarint entry*count
+//	bytes   = len:uvarint byte*len
+//
+// Sections appear in order of name. Timers are the section with the empty name (so
+// state names must be non-empty); sections without entries in the key group are left
+// out, and key groups without any state have no blob. Kinds are 1 value, 2 map,
+// 3 list, 4 timers. Entries, in unspecified order, start with the key's encoding as
+// bytes, followed by:
+//
+//	value:  value:bytes
+//	map:    n:uvarint (userKey:bytes userValue:bytes)*n    (n >= 1)
+//	list:   n:uvarint element:bytes*n                      (n >= 1)
+//	timers: when:bytes  (UnixNano, Int64Codec; one entry per timer)
+//
+// Restore checks every key against the key group it is restored into and rejects
+// malformed blobs with an error wrapping ErrCorrupt; it applies nothing unless the whole
+// blob is valid.
+package state

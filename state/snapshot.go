@@ -1,0 +1,258 @@
+package state
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// formatVersion is the first byte of every snapshot blob.
+const formatVersion = 1
+
+// ErrCorrupt is wrapped by Restore's errors for blobs that are not valid snapshots.
+var ErrCorrupt = errors.New("state: corrupt snapshot blob")
+
+func corrupt(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrCorrupt, fmt.Sprintf(format, args...))
+}
+
+// Snapshot captures all keyed state and timers synchronously and returns a function
+// that encodes the capture into one blob per key group (key groups without state are
+// omitted). Capturing copies the maps shallowly (MapState copies each key's map), so it
+// is cheap; the returned function may be called later on another goroutine while
+// the backend keeps processing, and sees the state as of the Snapshot call.
+func (b *KeyedBackend[K]) Snapshot() func() (map[int][]byte, error) {
+	type section struct {
+		name string
+		kind stateKind
+		data capturedTable[K]
+	}
+	sections := make([]section, len(b.names))
+	for i, name := range b.names {
+		t := b.tables[name]
+		sections[i] = section{name: name, kind: t.kind(), data: t.capture()}
+	}
+	keyCodec, maxParallelism, owned := b.keyCodec, b.maxParallelism, b.owned
+	return func() (map[int][]byte, error) {
+		w := &sectionWriter[K]{
+			keyEnc:         appendFunc(keyCodec),
+			maxParallelism: maxParallelism,
+			owned:          owned,
+			entries:        make([][]byte, owned.Len()),
+			counts:         make([]int, owned.Len()),
+			blobs:          make([][]byte, owned.Len()),
+		}
+		for _, s := range sections {
+			if err := s.data.encode(w); err != nil {
+				return nil, fmt.Errorf("state: snapshot %s: %w", displayName(s.name), err)
+			}
+			w.endSection(s.name, s.kind)
+		}
+		out := make(map[int][]byte)
+		for i, blob := range w.blobs {
+			if blob != nil {
+				out[owned.Start+i] = blob
+			}
+		}
+		return out, nil
+	}
+}
+
+// sectionWriter encodes one state at a time into per-key-group sections.
+type sectionWriter[K comparable] struct {
+	keyEnc         func([]byte, K) ([]byte, error)
+	maxParallelism int
+	owned          KeyGroupRange
+	scratch        []byte
+	entries        [][]byte // per owned key group: entries of the current section
+	counts         []int    // per owned key group: entry count of the current section
+	blobs          [][]byte // per owned key group: finished sections
+}
+
+// key starts an entry for k: it writes the length-prefixed key into k's key group and
+// returns that key group's index in w.entries.
+func (w *sectionWriter[K]) key(k K) (int, error) {
+	var err error
+	if w.scratch, err = w.keyEnc(w.scratch[:0], k); err != nil {
+		return 0, fmt.Errorf("key %v: %w", k, err)
+	}
+	kg := KeyGroupOf(HashKey(w.scratch), w.maxParallelism)
+	if !w.owned.Contains(kg) {
+		return 0, fmt.Errorf("key %v is in key group %d, outside the owned range %v: records must be routed to the subtask that owns their key group", k, kg, w.owned)
+	}
+	i := kg - w.owned.Start
+	w.entries[i] = appendPrefixed(w.entries[i], w.scratch)
+	w.counts[i]++
+	return i, nil
+}
+
+// putCount appends a uvarint count to the entry in key group index i.
+func (w *sectionWriter[K]) putCount(i, n int) {
+	w.entries[i] = binary.AppendUvarint(w.entries[i], uint64(n))
+}
+
+// putValue appends the length-prefixed encoding of v to the entry in key group index i.
+func putValue[K comparable, V any](w *sectionWriter[K], i int, enc func([]byte, V) ([]byte, error), v V) error {
+	var err error
+	if w.scratch, err = enc(w.scratch[:0], v); err != nil {
+		return err
+	}
+	w.entries[i] = appendPrefixed(w.entries[i], w.scratch)
+	return nil
+}
+
+// endSection moves the current section's entries into the blobs of the key groups that
+// have any.
+func (w *sectionWriter[K]) endSection(name string, kind stateKind) {
+	for i, n := range w.counts {
+		if n == 0 {
+			continue
+		}
+		blob := w.blobs[i]
+		if blob == nil {
+			blob = []byte{formatVersion}
+		}
+		blob = appendPrefixed(blob, []byte(name))
+		blob = append(blob, byte(kind))
+		blob = binary.AppendUvarint(blob, uint64(n))
+		w.blobs[i] = append(blob, w.entries[i]...)
+		w.entries[i] = w.entries[i][:0]
+		w.counts[i] = 0
+	}
+}
+
+func appendPrefixed(dst, b []byte) []byte {
+	return append(binary.AppendUvarint(dst, uint64(len(b))), b...)
+}
+
+// Restore merges the state of key group kg from blob, produced by Snapshot of a backend
+// with the same max parallelism and any parallelism. Register every state before
+// restoring. Restore fails, and changes nothing, if kg is not owned, the blob is
+// malformed (the error wraps ErrCorrupt), or it holds a state that is not registered
+// or is registered with another kind. A key present in the backend and the blob gets
+// the blob's state.
+func (b *KeyedBackend[K]) Restore(kg int, blob []byte) error {
+	if !b.owned.Contains(kg) {
+		return fmt.Errorf("state: restore key group %d: outside the owned range %v: restore only the key groups that RangeForSubtask gives this subtask", kg, b.owned)
+	}
+	if err := b.restore(kg, blob); err != nil {
+		return fmt.Errorf("state: restore key group %d: %w", kg, err)
+	}
+	return nil
+}
+
+func (b *KeyedBackend[K]) restore(kg int, blob []byte) error {
+	if len(blob) == 0 {
+		return corrupt("empty blob")
+	}
+	if blob[0] != formatVersion {
+		return fmt.Errorf("%w: format version %d, this build reads version %d: restore with the version of exactly that wrote the checkpoint, or a newer one", ErrCorrupt, blob[0], formatVersion)
+	}
+	r := &sectionReader[K]{src: blob[1:], kg: kg, maxParallelism: b.maxParallelism, keyCodec: b.keyCodec}
+	var applies []func()
+	seen := make(map[string]bool)
+	for len(r.src) > 0 {
+		nameBytes, err := r.bytes()
+		if err != nil {
+			return err
+		}
+		name := string(nameBytes)
+		if len(r.src) == 0 {
+			return corrupt("%s: missing kind", displayName(name))
+		}
+		kind := stateKind(r.src[0])
+		r.src = r.src[1:]
+		count, err := r.count()
+		if err != nil {
+			return fmt.Errorf("%s: %w", displayName(name), err)
+		}
+		if seen[name] {
+			return corrupt("%s appears twice", displayName(name))
+		}
+		seen[name] = true
+		t, ok := b.tables[name]
+		if !ok {
+			return fmt.Errorf("checkpoint has %s (%v), which is not registered: the operator's state declarations must match the checkpoint's", displayName(name), kind)
+		}
+		if t.kind() != kind {
+			return fmt.Errorf("%s is a %v state in the checkpoint but registered as a %v state: the operator's state declarations must match the checkpoint's", displayName(name), kind, t.kind())
+		}
+		apply, err := t.stage(r, count)
+		if err != nil {
+			return fmt.Errorf("%s: %w", displayName(name), err)
+		}
+		applies = append(applies, apply)
+	}
+	for _, apply := range applies {
+		apply()
+	}
+	return nil
+}
+
+// sectionReader decodes the sections of one key group's blob.
+type sectionReader[K comparable] struct {
+	src            []byte // unread rest of the blob
+	kg             int
+	maxParallelism int
+	keyCodec       Codec[K]
+}
+
+// count reads a uvarint count, bounded by the bytes left so that corrupt counts cannot
+// cause huge allocations (every counted item takes at least one byte).
+func (r *sectionReader[K]) count() (int, error) {
+	n, w := binary.Uvarint(r.src)
+	if w <= 0 {
+		return 0, corrupt("bad count")
+	}
+	r.src = r.src[w:]
+	if n > uint64(len(r.src)) {
+		return 0, corrupt("count %d exceeds the %d bytes left", n, len(r.src))
+	}
+	return int(n), nil
+}
+
+// bytes reads a length-prefixed byte string; the result aliases the blob.
+func (r *sectionReader[K]) bytes() ([]byte, error) {
+	n, w := binary.Uvarint(r.src)
+	if w <= 0 {
+		return nil, corrupt("bad length")
+	}
+	r.src = r.src[w:]
+	if n > uint64(len(r.src)) {
+		return nil, corrupt("length %d exceeds the %d bytes left", n, len(r.src))
+	}
+	b := r.src[:n]
+	r.src = r.src[n:]
+	return b, nil
+}
+
+// key reads a length-prefixed key and checks that it belongs to the key group.
+func (r *sectionReader[K]) key() (K, error) {
+	var zero K
+	raw, err := r.bytes()
+	if err != nil {
+		return zero, err
+	}
+	if kg := KeyGroupOf(HashKey(raw), r.maxParallelism); kg != r.kg {
+		return zero, corrupt("a key of key group %d in the blob of key group %d (was the checkpoint taken with another max parallelism?)", kg, r.kg)
+	}
+	k, err := r.keyCodec.Decode(raw)
+	if err != nil {
+		return zero, fmt.Errorf("%w: key: %w", ErrCorrupt, err)
+	}
+	return k, nil
+}
+
+// readValue reads a length-prefixed value and decodes it with c.
+func readValue[K comparable, V any](r *sectionReader[K], c Codec[V]) (V, error) {
+	raw, err := r.bytes()
+	if err != nil {
+		var zero V
+		return zero, err
+	}
+	v, err := c.Decode(raw)
+	if err != nil {
+		return v, fmt.Errorf("%w: value: %w", ErrCorrupt, err)
+	}
+	return v, nil
+}

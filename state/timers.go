@@ -1,0 +1,179 @@
+package state
+
+import (
+	"slices"
+	"time"
+)
+
+// Timer is a processing-time timer of one key, returned by PopDueTimers.
+type Timer[K comparable] struct {
+	// Key is the key the timer was registered for.
+	Key K
+	// When is the time the timer is due.
+	When time.Time
+}
+
+// RegisterTimer registers a timer for the current key, due at when. Registering the
+// same key and time again has no effect: the timer fires once. Times are kept as
+// UnixNano, so they must lie between the years 1678 and 2262.
+func (b *KeyedBackend[K]) RegisterTimer(when time.Time) {
+	b.timers.add(b.current, when.UnixNano())
+}
+
+// DeleteTimer removes the current key's timer due at when, if there is one.
+func (b *KeyedBackend[K]) DeleteTimer(when time.Time) {
+	if i, ok := b.timers.index[timerID[K]{b.current, when.UnixNano()}]; ok {
+		b.timers.removeAt(i)
+	}
+}
+
+// NextTimer returns the due time of the earliest pending timer, if any.
+func (b *KeyedBackend[K]) NextTimer() (time.Time, bool) {
+	if len(b.timers.heap) == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(0, b.timers.heap[0].when), true
+}
+
+// PopDueTimers removes all timers due at or before now and appends them to dst in time
+// order; timers due at the same time come out in registration order.
+func (b *KeyedBackend[K]) PopDueTimers(now time.Time, dst []Timer[K]) []Timer[K] {
+	n := now.UnixNano()
+	q := &b.timers
+	for len(q.heap) > 0 && q.heap[0].when <= n {
+		e := q.heap[0]
+		q.removeAt(0)
+		dst = append(dst, Timer[K]{Key: e.key, When: time.Unix(0, e.when)})
+	}
+	return dst
+}
+
+// timerID identifies a timer for deduplication.
+type timerID[K comparable] struct {
+	key  K
+	when int64
+}
+
+type timerEntry[K comparable] struct {
+	key  K
+	when int64  // UnixNano
+	seq  uint64 // registration order, breaks ties between equal times
+}
+
+// timerQueue is a binary min-heap of timers ordered by (when, seq), with an index from
+// timer to heap position for deduplication and deletion.
+type timerQueue[K comparable] struct {
+	heap  []timerEntry[K]
+	index map[timerID[K]]int
+	seq   uint64
+}
+
+func (q *timerQueue[K]) add(key K, when int64) {
+	id := timerID[K]{key, when}
+	if _, ok := q.index[id]; ok {
+		return
+	}
+	q.seq++
+	q.heap = append(q.heap, timerEntry[K]{key: key, when: when, seq: q.seq})
+	q.index[id] = len(q.heap) - 1
+	q.up(len(q.heap) - 1)
+}
+
+func (q *timerQueue[K]) removeAt(i int) {
+	e := q.heap[i]
+	delete(q.index, timerID[K]{e.key, e.when})
+	last := len(q.heap) - 1
+	if i != last {
+		q.heap[i] = q.heap[last]
+		q.index[timerID[K]{q.heap[i].key, q.heap[i].when}] = i
+	}
+	q.heap[last] = timerEntry[K]{} // drop the key reference
+	q.heap = q.heap[:last]
+	if i != last && !q.down(i) {
+		q.up(i)
+	}
+}
+
+func (q *timerQueue[K]) less(i, j int) bool {
+	a, b := &q.heap[i], &q.heap[j]
+	return a.when < b.when || (a.when == b.when && a.seq < b.seq)
+}
+
+func (q *timerQueue[K]) swap(i, j int) {
+	q.heap[i], q.heap[j] = q.heap[j], q.heap[i]
+	q.index[timerID[K]{q.heap[i].key, q.heap[i].when}] = i
+	q.index[timerID[K]{q.heap[j].key, q.heap[j].when}] = j
+}
+
+func (q *timerQueue[K]) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !q.less(i, p) {
+			return
+		}
+		q.swap(i, p)
+		i = p
+	}
+}
+
+// down sifts element i down and reports whether it moved.
+func (q *timerQueue[K]) down(i int) bool {
+	start := i
+	n := len(q.heap)
+	for {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if r := c + 1; r < n && q.less(r, c) {
+			c = r
+		}
+		if !q.less(c, i) {
+			break
+		}
+		q.swap(i, c)
+		i = c
+	}
+	return i > start
+}
+
+func (q *timerQueue[K]) kind() stateKind { return kindTimers }
+
+func (q *timerQueue[K]) capture() capturedTable[K] {
+	return timerCapture[K](slices.Clone(q.heap))
+}
+
+type timerCapture[K comparable] []timerEntry[K]
+
+// encode writes one entry per timer: key, UnixNano in Int64Codec.
+func (c timerCapture[K]) encode(w *sectionWriter[K]) error {
+	enc := appendFunc[int64](Int64Codec{})
+	for _, e := range c {
+		i, err := w.key(e.key)
+		if err != nil {
+			return err
+		}
+		if err := putValue(w, i, enc, e.when); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (q *timerQueue[K]) stage(r *sectionReader[K], count int) (func(), error) {
+	ids := make([]timerID[K], count)
+	for i := range ids {
+		var err error
+		if ids[i].key, err = r.key(); err != nil {
+			return nil, err
+		}
+		if ids[i].when, err = readValue[K, int64](r, Int64Codec{}); err != nil {
+			return nil, err
+		}
+	}
+	return func() {
+		for _, id := range ids {
+			q.add(id.key, id.when)
+		}
+	}, nil
+}

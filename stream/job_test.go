@@ -1,0 +1,216 @@
+package stream_test
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/exactlyonce/exactly/sink"
+	"github.com/exactlyonce/exactly/source"
+	"github.com/exactlyonce/exactly/state"
+	"github.com/exactlyonce/exactly/stream"
+	"go.uber.org/goleak"
+)
+
+// counting is a bounded source of the integers [0, n), dealt to splits.
+type counting struct {
+	n, splits int
+	delay     time.Duration // per Read, to keep a job running for a while
+}
+
+func (c counting) Splits(context.Context) ([]string, error) {
+	var ids []string
+	for i := range c.splits {
+		ids = append(ids, fmt.Sprint(i))
+	}
+	return ids, nil
+}
+
+func (c counting) Open(_ context.Context, split string, pos []byte) (source.Reader[int], error) {
+	var s int
+	fmt.Sscan(split, &s)
+	next := uint64(0)
+	if pos != nil {
+		next, _ = binary.Uvarint(pos)
+	}
+	return &countingReader{c: c, split: s, next: int(next)}, nil
+}
+
+
+type countingReader struct {
+	c     counting
+	split int
+	next  int // index within the split
+}
+
+func (r *countingReader) Read(_ context.Context, buf []int) (int, error) {
+	if r.c.delay > 0 {
+		time.Sleep(r.c.delay)
+	}
+	n := 0
+	for n < len(buf) && n < 37 {
+		v := r.split + r.next*r.c.splits
+		if v >= r.c.n {
+			break
+		}
+		buf[n] = v
+		n++
+		r.next++
+	}
+	if n == 0 {
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+func (r *countingReader) Position() []byte { return binary.AppendUvarint(nil, uint64(r.next)) }
+func (r *countingReader) Close() error     { return nil }
+
+// memSink is an in-memory transactional sink: prepared transactions are
+// kept by id and made visible by Commit, once.
+type memSink[T any] struct {
+	mu        sync.Mutex
+	prepared  map[string][]T
+	committed map[string]bool
+	visible   []T
+}
+
+func newMemSink[T any]() *memSink[T] {
+	return &memSink[T]{prepared: map[string][]T{}, committed: map[string]bool{}}
+}
+
+func (m *memSink[T]) NewWriter(_ context.Context, info sink.WriterInfo) (sink.Writer[T], error) {
+	return &memWriter[T]{m: m, subtask: info.Subtask}, nil
+}
+func (m *memSink[T]) NewCommitter(context.Context, sink.CommitterInfo) (sink.Committer, error) {
+	return memCommitter[T]{m}, nil
+}
+
+func (m *memSink[T]) Visible() []T {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.visible)
+}
+
+type memWriter[T any] struct {
+	m       *memSink[T]
+	subtask int
+	open    []T
+}
+
+func (w *memWriter[T]) Write(_ context.Context, b []T) error {
+	w.open = append(w.open, b...)
+	return nil
+}
+func (w *memWriter[T]) Prepare(_ context.Context, id uint64) ([]byte, error) {
+	if len(w.open) == 0 {
+		return nil, nil
+	}
+	key := fmt.Sprintf("%d-%d", w.subtask, id)
+	w.m.mu.Lock()
+	w.m.prepared[key] = w.open
+	w.m.mu.Unlock()
+	w.open = nil
+	return []byte(key), nil
+}
+func (w *memWriter[T]) Close() error { return nil }
+
+type memCommitter[T any] struct{ m *memSink[T] }
+
+func (c memCommitter[T]) Commit(_ context.Context, p sink.Committable) error {
+	c.m.mu.Lock()
+	defer c.m.mu.Unlock()
+	key := string(p.Data)
+	if c.m.committed[key] {
+		return nil
+	}
+	rows, ok := c.m.prepared[key]
+	if !ok {
+		return fmt.Errorf("transaction %s is gone", key)
+	}
+	c.m.visible = append(c.m.visible, rows...)
+	c.m.committed[key] = true
+	delete(c.m.prepared, key)
+	return nil
+}
+func (c memCommitter[T]) Abort(_ context.Context, p sink.Committable) error {
+	c.m.mu.Lock()
+	defer c.m.mu.Unlock()
+	delete(c.m.prepared, string(p.Data))
+	return nil
+}
+func (c memCommitter[T]) AbortLingering(context.Context, uint64) error {
+	c.m.mu.Lock()
+	defer c.m.mu.Unlock()
+	clear(c.m.prepared)
+	return nil
+}
+func (c memCommitter[T]) Close() error { return nil }
+
+type total struct {
+	Key   int
+	Value int
+	Sum   int
+}
+
+// runningSums builds source -> map -> keyBy -> running sum -> sink.
+func runningSums(src counting, out *memSink[total], par int) *stream.Job {
+	j := stream.New("sums")
+	nums := stream.Source(j, "numbers", src, stream.Parallelism(par))
+	evens := stream.Filter(nums, func(int) bool { return true })
+	keyed := stream.KeyBy(evens, func(v int) int64 { return int64(v % 10) }, state.Int64Codec{})
+	sums := stream.Process(keyed, "sums", func(ctx *stream.Context[int64]) (stream.ProcessFunc[int64, int, total], error) {
+		sum, err := state.NewValueState(ctx.Backend(), "sum", state.IntCodec{})
+		return stream.ProcessFunc[int64, int, total]{
+			Process: func(ctx *stream.Context[int64], v int, o *stream.Output[total]) error {
+				s, _ := sum.Value()
+				s += v
+				sum.Update(s)
+				o.Emit(total{Key: int(ctx.Key()), Value: v, Sum: s})
+				return nil
+			},
+		}, err
+	}, stream.Parallelism(par))
+	stream.SinkTo(sums, "out", out)
+	return j
+}
+
+// checkSums verifies that every input value is visible once and that the
+// final sum of each key is right.
+func checkSums(t *testing.T, rows []total, n int) {
+	t.Helper()
+	seen := make([]int, n)
+	final := map[int]int{}
+	for _, r := range rows {
+		seen[r.Value]++
+		final[r.Key] = max(final[r.Key], r.Sum)
+	}
+	want := map[int]int{}
+	for v := range n {
+		want[v%10] += v
+		if seen[v] != 1 {
+			t.Errorf("value %d visible %d times", v, seen[v])
+		}
+	}
+	for k, w := range want {
+		if final[k] != w {
+			t.Errorf("key %d: final sum %d, want %d", k, final[k], w)
+		}
+	}
+}
+
+func TestBoundedJobCommitsEverything(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	out := newMemSink[total]()
+	j := runningSums(counting{n: 20000, splits: 4}, out, 2)
+	err := j.Run(context.Background(), stream.Options{CheckpointDir: t.TempDir(), CheckpointInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSums(t, out.Visible(), 20000)
+}

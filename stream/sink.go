@@ -1,0 +1,163 @@
+package stream
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/runtime"
+	"github.com/exactlyonce/exactly/sink"
+)
+
+// SinkTo writes s to an exactly-once sink. name must be unique and stable:
+// the sink's pending transactions are checkpointed under it.
+func SinkTo[T any](s Stream[T], name string, sk sink.Sink[T], opts ...Option) {
+	j := s.job
+	if sk == nil {
+		j.fail("sink %q is nil", name)
+	}
+	nd := &node{inherit: true}
+	nd.spec = runtime.OperatorSpec{
+		Name:   name,
+		Inputs: []runtime.Input{s.input()},
+		New: func(ctx context.Context, oc runtime.OperatorContext, _ runtime.Emitter) (runtime.Operator, error) {
+			return newSinkOp(ctx, oc, sk)
+		},
+		Restore: func(ctx context.Context, restoredID uint64, entries [][]byte) error {
+			return restoreSink(ctx, j.name, name, sk, restoredID, entries)
+		},
+	}
+	j.add(nd, opts)
+}
+
+// restoreSink commits every committable of the restored checkpoint, oldest
+// first, then aborts whatever else earlier attempts left behind.
+func restoreSink[T any](ctx context.Context, job, name string, sk sink.Sink[T], restoredID uint64, entries [][]byte) error {
+	var pending []sink.Committable
+	for _, e := range entries {
+		c, err := sink.DecodeCommittable(e)
+		if err != nil {
+			return err
+		}
+		pending = append(pending, c)
+	}
+	slices.SortStableFunc(pending, func(a, b sink.Committable) int {
+		return cmp.Or(cmp.Compare(a.CheckpointID, b.CheckpointID), cmp.Compare(a.Subtask, b.Subtask))
+	})
+	c, err := sk.NewCommitter(ctx, sink.CommitterInfo{Job: job, Sink: name})
+	if err != nil {
+		return fmt.Errorf("opening the committer: %w", err)
+	}
+	defer c.Close()
+	for _, p := range pending {
+		if err := commitWithRetry(ctx, c, p, defaultCommitRetries); err != nil {
+			return err
+		}
+	}
+	if err := c.AbortLingering(ctx, restoredID); err != nil {
+		return fmt.Errorf("aborting lingering transactions: %w", err)
+	}
+	return nil
+}
+
+// defaultCommitRetries is used where no operator context is at hand.
+const defaultCommitRetries = 5
+
+// commitWithRetry commits c, retrying transient failures with exponential
+// backoff from 50ms; errors marked permanent are not retried.
+func commitWithRetry(ctx context.Context, c sink.Committer, p sink.Committable, retries int) error {
+	backoff := 50 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		err := c.Commit(ctx, p)
+		if err == nil {
+			return nil
+		}
+		err = fmt.Errorf("committing checkpoint %d of subtask %d: %w", p.CheckpointID, p.Subtask, err)
+		if sink.IsPermanent(err) || attempt >= retries {
+			return err
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		}
+		backoff *= 2
+	}
+}
+
+// sinkOp is one subtask of a sink: a writer, a committer and the queue of
+// prepared transactions not yet committed.
+type sinkOp[T any] struct {
+	oc        runtime.OperatorContext
+	writer    sink.Writer[T]
+	committer sink.Committer
+	queue     sink.Queue
+}
+
+func newSinkOp[T any](ctx context.Context, oc runtime.OperatorContext, sk sink.Sink[T]) (*sinkOp[T], error) {
+	w, err := sk.NewWriter(ctx, sink.WriterInfo{Job: oc.Job, Sink: oc.Operator, Subtask: oc.Subtask, Parallelism: oc.Parallelism, Logger: oc.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("opening the writer: %w", err)
+	}
+	c, err := sk.NewCommitter(ctx, sink.CommitterInfo{Job: oc.Job, Sink: oc.Operator, Logger: oc.Logger})
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("opening the committer: %w", err), w.Close())
+	}
+	return &sinkOp[T]{oc: oc, writer: w, committer: c}, nil
+}
+
+func (s *sinkOp[T]) Process(ctx context.Context, batch any) error {
+	in, err := batchOf[T](batch)
+	if err != nil {
+		return err
+	}
+	s.oc.Records.Add(int64(len(in)))
+	return s.writer.Write(ctx, in)
+}
+
+// Snapshot prepares the open transaction and checkpoints every committable
+// not yet committed.
+func (s *sinkOp[T]) Snapshot(ctx context.Context, id uint64) (func() (checkpoint.SubtaskSnapshot, error), error) {
+	data, err := s.writer.Prepare(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("prepare: %w", err)
+	}
+	if data != nil {
+		s.queue.Add(sink.Committable{CheckpointID: id, Subtask: s.oc.Subtask, Data: data})
+	}
+	var snap checkpoint.SubtaskSnapshot
+	for _, c := range s.queue.Pending() {
+		snap.Entries = append(snap.Entries, sink.EncodeCommittable(c))
+	}
+	return func() (checkpoint.SubtaskSnapshot, error) { return snap, nil }, nil
+}
+
+// CheckpointComplete commits everything checkpoint id covers, oldest first.
+func (s *sinkOp[T]) CheckpointComplete(ctx context.Context, id uint64) error {
+	for _, c := range s.queue.Covered(id) {
+		if err := commitWithRetry(ctx, s.committer, c, s.oc.CommitRetries); err != nil {
+			return err
+		}
+		s.queue.Done(c)
+	}
+	return nil
+}
+
+// Close commits what the last completed checkpoint covers and aborts the
+// rest when the job stops deliberately; after a failure it leaves both to
+// recovery.
+func (s *sinkOp[T]) Close(ctx context.Context, completed uint64, clean bool) error {
+	var errs []error
+	if clean {
+		errs = append(errs, s.CheckpointComplete(ctx, completed))
+		for _, c := range s.queue.Pending() {
+			errs = append(errs, s.committer.Abort(ctx, c))
+		}
+	}
+	errs = append(errs, s.writer.Close(), s.committer.Close())
+	return errors.Join(errs...)
+}

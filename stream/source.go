@@ -1,0 +1,150 @@
+package stream
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/runtime"
+	"github.com/exactlyonce/exactly/source"
+)
+
+// sourceOp is one subtask of a source: it reads the splits it owns (split i
+// of n belongs to subtask i mod parallelism) in turn.
+type sourceOp[T any] struct {
+	oc      runtime.OperatorContext
+	readers []*splitReader[T]
+	next    int
+	buf     []T
+	out     runtime.Emitter
+}
+
+type splitReader[T any] struct {
+	split string
+	r     source.Reader[T]
+	pos   []byte
+	done  bool
+}
+
+func newSourceOp[T any](ctx context.Context, oc runtime.OperatorContext, src source.Source[T], out runtime.Emitter) (*sourceOp[T], error) {
+	splits, err := src.Splits(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing splits: %w", err)
+	}
+	restored := map[string]splitPosition{}
+	if oc.Restored != nil {
+		for _, e := range oc.Restored.Entries {
+			p, err := decodeSplitPosition(e)
+			if err != nil {
+				return nil, err
+			}
+			restored[p.split] = p
+		}
+	}
+	s := &sourceOp[T]{oc: oc, out: out, buf: make([]T, oc.BatchSize)}
+	for i, split := range splits {
+		if i%oc.Parallelism != oc.Subtask {
+			continue
+		}
+		p, ok := restored[split]
+		sr := &splitReader[T]{split: split, pos: p.pos, done: ok && p.done}
+		if !sr.done {
+			if sr.r, err = src.Open(ctx, split, p.pos); err != nil {
+				s.closeReaders()
+				return nil, fmt.Errorf("opening split %q: %w", split, err)
+			}
+		}
+		s.readers = append(s.readers, sr)
+	}
+	return s, nil
+}
+
+// Poll reads one batch from the next split that has records.
+func (s *sourceOp[T]) Poll(ctx context.Context) (int, bool, error) {
+	for range s.readers {
+		sr := s.readers[s.next]
+		s.next = (s.next + 1) % len(s.readers)
+		if sr.done {
+			continue
+		}
+		n, err := sr.r.Read(ctx, s.buf)
+		if n > 0 {
+			sr.pos = sr.r.Position()
+			s.oc.Records.Add(int64(n))
+			if err := s.out.Emit(s.buf[:n]); err != nil {
+				return 0, false, err
+			}
+		}
+		switch {
+		case errors.Is(err, io.EOF):
+			sr.done = true
+			sr.pos = sr.r.Position()
+		case err != nil:
+			return 0, false, fmt.Errorf("reading split %q: %w", sr.split, err)
+		}
+		if n > 0 {
+			return n, false, nil
+		}
+	}
+	for _, sr := range s.readers {
+		if !sr.done {
+			return 0, false, nil
+		}
+	}
+	return 0, true, nil
+}
+
+func (s *sourceOp[T]) Snapshot(context.Context, uint64) (func() (checkpoint.SubtaskSnapshot, error), error) {
+	var snap checkpoint.SubtaskSnapshot
+	for _, sr := range s.readers {
+		snap.Entries = append(snap.Entries, encodeSplitPosition(splitPosition{split: sr.split, pos: sr.pos, done: sr.done}))
+	}
+	return func() (checkpoint.SubtaskSnapshot, error) { return snap, nil }, nil
+}
+
+func (s *sourceOp[T]) Close(context.Context, uint64, bool) error { return s.closeReaders() }
+
+func (s *sourceOp[T]) closeReaders() error {
+	var errs []error
+	for _, sr := range s.readers {
+		if sr.r != nil {
+			errs = append(errs, sr.r.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// splitPosition is a split's checkpointed position.
+type splitPosition struct {
+	split string
+	pos   []byte
+	done  bool
+}
+
+const splitPositionVersion = 1
+
+func encodeSplitPosition(p splitPosition) []byte {
+	b := []byte{splitPositionVersion, 0}
+	if p.done {
+		b[1] = 1
+	}
+	b = binary.AppendUvarint(b, uint64(len(p.split)))
+	b = append(b, p.split...)
+	return append(b, p.pos...)
+}
+
+func decodeSplitPosition(b []byte) (splitPosition, error) {
+	if len(b) < 2 || b[0] != splitPositionVersion || b[1] > 1 {
+		return splitPosition{}, fmt.Errorf("stream: malformed split position in checkpoint (version or flags)")
+	}
+	n, k := binary.Uvarint(b[2:])
+	if k <= 0 || n > uint64(len(b)-2-k) {
+		return splitPosition{}, fmt.Errorf("stream: malformed split position in checkpoint (split id length)")
+	}
+	rest := b[2+k:]
+	return splitPosition{split: string(rest[:n]), pos: slices.Clone(rest[n:]), done: b[1] == 1}, nil
+}
