@@ -29,6 +29,7 @@ type Job struct {
 	err      error
 
 	metrics Metrics
+	idFloor uint64 // the restored checkpoint's id: new ids must be higher
 }
 
 // Metrics are counters of a running job, safe to read at any time.
@@ -121,6 +122,9 @@ func Start(ctx context.Context, g Graph, opts Options) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
+	if rp != nil {
+		j.idFloor = rp.md.ID
+	}
 	go func() {
 		defer close(j.done)
 		j.err = j.drive(ctx, rp)
@@ -172,22 +176,20 @@ func (j *Job) savepoint(ctx context.Context, stop bool) (string, error) {
 
 // initialRestorePoint finds what the first attempt restores.
 func (j *Job) initialRestorePoint() (*restorePoint, error) {
-	var (
-		md  *checkpoint.Metadata
-		err error
-	)
+	var rp *restorePoint
 	if j.opts.RestoreFrom != "" {
-		md, err = j.store.Load(j.opts.RestoreFrom)
+		md, err := j.store.Load(j.opts.RestoreFrom)
 		if err != nil {
 			return nil, fmt.Errorf("exactly: option RestoreFrom = %q: %w", j.opts.RestoreFrom, err)
 		}
-	} else if md, err = j.store.Latest(); err != nil {
-		return nil, err
+		rp = newRestorePoint(j.store, md, j.opts.RestoreFrom)
+	} else {
+		md, err := j.store.Latest()
+		if err != nil || md == nil {
+			return nil, err
+		}
+		rp = newRestorePoint(j.store, md, j.store.Dir(md.ID, md.Kind))
 	}
-	if md == nil {
-		return nil, nil
-	}
-	rp := &restorePoint{md: md, store: j.store, cache: map[string]checkpoint.SubtaskSnapshot{}}
 	if err := rp.validate(&j.g, j.opts.MaxParallelism); err != nil {
 		return nil, err
 	}
@@ -211,7 +213,8 @@ func (j *Job) drive(ctx context.Context, rp *restorePoint) error {
 		}
 		failures++
 		r := j.opts.Restart
-		if sink.IsPermanent(res.err) || r.MaxAttempts < 0 || failures > r.MaxAttempts {
+		if sink.IsPermanent(res.err) || errors.Is(res.err, store.ErrCorrupt) || errors.Is(res.err, errJobStructure) ||
+			r.MaxAttempts < 0 || failures > r.MaxAttempts {
 			return fmt.Errorf("exactly: job %q failed: %w", j.g.Job, res.err)
 		}
 		backoff := r.InitialBackoff << min(failures-1, 30)
@@ -388,7 +391,7 @@ func (d *driver) do(ctx context.Context, a checkpoint.Action) []checkpoint.Actio
 	j := d.job
 	switch a := a.(type) {
 	case checkpoint.ReserveID:
-		id, err := j.store.ReserveID()
+		id, err := j.store.ReserveAbove(j.idFloor)
 		if err != nil {
 			return j.coord.BeginFailed(time.Now(), err)
 		}
@@ -404,7 +407,7 @@ func (d *driver) do(ctx context.Context, a checkpoint.Action) []checkpoint.Actio
 		if err == nil {
 			j.opts.Probe(ProbeMetadataWritten, a.Metadata.ID)
 			md := a.Metadata
-			d.result.restorePoint = &restorePoint{md: &md, store: j.store, cache: map[string]checkpoint.SubtaskSnapshot{}}
+			d.result.restorePoint = newRestorePoint(j.store, &md, j.store.Dir(md.ID, md.Kind))
 		}
 		return j.coord.MetadataPersisted(time.Now(), a.Metadata.ID, err)
 	case checkpoint.NotifyComplete:

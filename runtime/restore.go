@@ -12,8 +12,13 @@ import (
 // each state file at most once per attempt.
 type restorePoint struct {
 	md    *checkpoint.Metadata
+	dir   string // the checkpoint's directory
 	store *store.Store
 	cache map[string]checkpoint.SubtaskSnapshot // by file name
+}
+
+func newRestorePoint(st *store.Store, md *checkpoint.Metadata, dir string) *restorePoint {
+	return &restorePoint{md: md, dir: dir, store: st, cache: map[string]checkpoint.SubtaskSnapshot{}}
 }
 
 // validate checks that the checkpoint fits the job.
@@ -48,7 +53,7 @@ func (rp *restorePoint) read(h checkpoint.StateHandle) (checkpoint.SubtaskSnapsh
 	if snap, ok := rp.cache[h.File]; ok {
 		return snap, nil
 	}
-	snap, err := rp.store.ReadState(rp.md.ID, rp.md.Kind, h)
+	snap, err := rp.store.ReadStateAt(rp.dir, h)
 	if err != nil {
 		return snap, fmt.Errorf("restoring checkpoint %d: %w", rp.md.ID, err)
 	}

@@ -130,12 +130,22 @@ func (t *task) runSource(ctx context.Context) error {
 	src := t.members[0].source
 	idle := idleMin
 	finished := false
+	woken := false
 	wait := time.NewTimer(time.Hour)
 	defer wait.Stop()
 	for {
-		done, err := t.serveMailbox(ctx)
-		if done || err != nil {
-			return err
+		if !woken {
+			select {
+			case <-t.mail.wake:
+				woken = true
+			default:
+			}
+		}
+		if woken {
+			woken = false
+			if done, err := t.drainMailbox(ctx); done || err != nil {
+				return err
+			}
 		}
 		if !finished {
 			n, fin, err := src.Poll(ctx)
@@ -164,22 +174,14 @@ func (t *task) runSource(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.mail.wake:
+			woken = true
 		case <-timeout:
 		}
 	}
 }
 
-// serveMailbox handles the driver's requests. It returns done when the task
+// drainMailbox handles the driver's requests. It returns done when the task
 // has ended its stream.
-func (t *task) serveMailbox(ctx context.Context) (done bool, err error) {
-	select {
-	case <-t.mail.wake:
-	default:
-		return false, nil
-	}
-	return t.drainMailbox(ctx)
-}
-
 func (t *task) drainMailbox(ctx context.Context) (done bool, err error) {
 	triggers, completed, finish := t.mail.take()
 	for _, tr := range triggers {

@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -213,4 +215,108 @@ func TestBoundedJobCommitsEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkSums(t, out.Visible(), 20000)
+}
+
+// failOnce makes the sums operator fail once when it sees value at.
+func failingSums(src counting, out *memSink[total], par int, at int, failed *atomic.Bool) *stream.Job {
+	j := stream.New("sums")
+	nums := stream.Source(j, "numbers", src, stream.Parallelism(par))
+	keyed := stream.KeyBy(nums, func(v int) int64 { return int64(v % 10) }, state.Int64Codec{})
+	sums := stream.Process(keyed, "sums", func(ctx *stream.Context[int64]) (stream.ProcessFunc[int64, int, total], error) {
+		sum, err := state.NewValueState(ctx.Backend(), "sum", state.IntCodec{})
+		return stream.ProcessFunc[int64, int, total]{
+			Process: func(ctx *stream.Context[int64], v int, o *stream.Output[total]) error {
+				if v == at && failed.CompareAndSwap(false, true) {
+					return errors.New("injected failure")
+				}
+				s, _ := sum.Value()
+				s += v
+				sum.Update(s)
+				o.Emit(total{Key: int(ctx.Key()), Value: v, Sum: s})
+				return nil
+			},
+		}, err
+	}, stream.Parallelism(par))
+	stream.SinkTo(sums, "out", out)
+	return j
+}
+
+func TestFailoverIsExactlyOnce(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	out := newMemSink[total]()
+	var failed atomic.Bool
+	j := failingSums(counting{n: 5000, splits: 3, delay: time.Millisecond}, out, 2, 3000, &failed)
+	opts := stream.Options{
+		CheckpointDir:      t.TempDir(),
+		CheckpointInterval: 10 * time.Millisecond,
+		Restart:            stream.RestartStrategy{InitialBackoff: time.Millisecond},
+	}
+	r, err := j.Start(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if !failed.Load() || r.Metrics().Restarts.Load() != 1 {
+		t.Fatalf("failed=%v restarts=%d: the injected failure did not happen once", failed.Load(), r.Metrics().Restarts.Load())
+	}
+	checkSums(t, out.Visible(), 5000)
+}
+
+// TestRescaleAcrossRuns stops a job by cancellation in the middle of its
+// input, then resumes it from its checkpoints with other parallelisms.
+func TestRescaleAcrossRuns(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	out := newMemSink[total]()
+	dir := t.TempDir()
+	src := counting{n: 6000, splits: 4, delay: 2 * time.Millisecond}
+	for i, par := range []int{2, 3, 1} {
+		ctx, cancel := context.WithCancel(context.Background())
+		r, err := runningSums(src, out, par).Start(ctx, stream.Options{CheckpointDir: dir, CheckpointInterval: 10 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i < 2 {
+			for r.Metrics().Completed.Load() < 3 {
+				time.Sleep(time.Millisecond)
+			}
+			cancel()
+			if err := r.Wait(); !errors.Is(err, context.Canceled) {
+				t.Fatalf("run %d: Wait = %v, want context.Canceled", i, err)
+			}
+			continue
+		}
+		if err := r.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+	}
+	checkSums(t, out.Visible(), 6000)
+}
+
+func TestStopWithSavepointAndRestore(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	out := newMemSink[total]()
+	src := counting{n: 4000, splits: 2, delay: 2 * time.Millisecond}
+	r, err := runningSums(src, out, 2).Start(context.Background(), stream.Options{CheckpointDir: t.TempDir(), CheckpointInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	path, err := r.StopWithSavepoint(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Wait(); err != nil {
+		t.Fatalf("Wait after stop with savepoint = %v", err)
+	}
+	if n := len(out.Visible()); n == 0 || n >= 4000 {
+		t.Fatalf("%d rows visible after the savepoint: want some, not all", n)
+	}
+	err = runningSums(src, out, 3).Run(context.Background(), stream.Options{CheckpointDir: t.TempDir(), RestoreFrom: path, CheckpointInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSums(t, out.Visible(), 4000)
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +21,12 @@ func (s *Store) ReadState(id uint64, kind checkpoint.Kind, h checkpoint.StateHan
 		return checkpoint.SubtaskSnapshot{}, err
 	}
 	return s.readState(s.Dir(id, kind), h)
+}
+
+// ReadStateAt is ReadState for the checkpoint or savepoint in directory dir,
+// which may belong to another store (a savepoint given to [Store.Load]).
+func (s *Store) ReadStateAt(dir string, h checkpoint.StateHandle) (checkpoint.SubtaskSnapshot, error) {
+	return s.readState(filepath.Clean(dir), h)
 }
 
 func (s *Store) readState(dir string, h checkpoint.StateHandle) (checkpoint.SubtaskSnapshot, error) {
@@ -44,8 +51,10 @@ func (s *Store) readState(dir string, h checkpoint.StateHandle) (checkpoint.Subt
 	return decodeState(path, p)
 }
 
-// Latest returns the metadata of the newest valid completed checkpoint
-// (savepoints are not considered), or nil, nil if there is none.
+// Latest returns the metadata of the newest valid completed checkpoint or
+// savepoint of this store, or nil, nil if there is none. Savepoints count:
+// sinks commit when a savepoint completes, so restoring an older checkpoint
+// after it would replay committed output.
 //
 // Each candidate is fully validated, its state files included (every one is
 // read and checked). A checkpoint with a missing, truncated or corrupt
@@ -56,12 +65,24 @@ func (s *Store) readState(dir string, h checkpoint.StateHandle) (checkpoint.Subt
 func (s *Store) Latest() (*checkpoint.Metadata, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ids, err := s.list(checkpoint.KindCheckpoint)
-	if err != nil {
-		return nil, err
+	type candidate struct {
+		id   uint64
+		kind checkpoint.Kind
 	}
-	for _, id := range slices.Backward(ids) {
-		m, err := s.load(s.Dir(id, checkpoint.KindCheckpoint), id, checkpoint.KindCheckpoint)
+	var all []candidate
+	for _, kind := range []checkpoint.Kind{checkpoint.KindCheckpoint, checkpoint.KindSavepoint} {
+		ids, err := s.list(kind)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range ids {
+			all = append(all, candidate{id, kind})
+		}
+	}
+	slices.SortFunc(all, func(a, b candidate) int { return cmp.Compare(b.id, a.id) })
+	for _, c := range all {
+		id := c.id
+		m, err := s.load(s.Dir(id, c.kind), id, c.kind)
 		if ce, ok := errors.AsType[*corruptError](err); ok {
 			s.log.Warn("checkpoint/store: skipping invalid checkpoint, falling back to an older one",
 				"id", id, "file", ce.path, "problem", ce.problem)

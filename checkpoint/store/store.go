@@ -124,9 +124,22 @@ func (s *Store) Dir(id uint64, kind checkpoint.Kind) string {
 // checkpoint directories are deleted. Checkpoints and savepoints share one
 // id sequence.
 func (s *Store) ReserveID() (uint64, error) {
+	return s.reserveAbove(0)
+}
+
+// ReserveAbove is ReserveID with a floor: the id returned is also higher
+// than floor. A job restored from a checkpoint of another directory calls it
+// with that checkpoint's id, because sinks recognise committed transactions
+// by checkpoint id and must never see an id again.
+func (s *Store) ReserveAbove(floor uint64) (uint64, error) {
+	return s.reserveAbove(floor)
+}
+
+func (s *Store) reserveAbove(floor uint64) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	last, err := s.readIDs()
+	last = max(last, floor)
 	if err != nil {
 		return 0, err
 	}

@@ -5,7 +5,9 @@
 //
 // Writers insert rows into a staging table, _exactly_staging_<table>, tagged
 // with the sink name, the subtask, the checkpoint (0 while the transaction is
-// open) and a sequence number. Rows are buffered in memory and written early
+// open) and a sequence number, in columns named _exactly_sink,
+// _exactly_subtask, _exactly_checkpoint and _exactly_seq so that they cannot
+// clash with the user's columns. Rows are buffered in memory and written early
 // when Options.FlushRows are buffered. Prepare, in one SQLite transaction,
 // inserts the rest and tags the subtask's open rows with the checkpoint id:
 // from then on they are durable (synchronous=FULL) and invisible.
@@ -20,7 +22,7 @@
 // rows and a lower mark, the prepared data was deleted by someone else and
 // Commit fails with a permanent error instead of losing it silently. That
 // check relies on the engine committing the committables of one subtask in
-// increasing checkpoint order (sink package, rule "in checkpoint order").
+// increasing checkpoint order, as package sink promises for subsumed ones.
 //
 // Abort deletes one checkpoint's staged rows; AbortLingering deletes every
 // staged row of the sink, of every subtask.
@@ -273,7 +275,11 @@ func (s *Sink[T]) NewWriter(ctx context.Context, info sink.WriterInfo) (sink.Wri
 	if err != nil {
 		return nil, err
 	}
-	return &writer[T]{s: s, db: db, sinkName: info.Sink, subtask: info.Subtask}, nil
+	stmt, err := db.db.PrepareContext(ctx, s.sql.insertChunk)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("sqlite: sink %q: prepare staging insert: %w", info.Sink, err), db.release())
+	}
+	return &writer[T]{s: s, db: db, sinkName: info.Sink, subtask: info.Subtask, chunkStmt: stmt}, nil
 }
 
 // NewCommitter opens a committer.
@@ -295,7 +301,8 @@ type writer[T any] struct {
 	args     []any // scratch for statement arguments
 	seq      int64 // sequence number of the next staged row
 	open     bool  // rows staged with checkpoint 0 since the last Prepare
-	// chunkStmt is the prepared insert of a full chunk, made on first use.
+	// chunkStmt is the prepared insert of a full chunk. (It is prepared
+	// outside transactions: the pool's single connection is busy inside.)
 	chunkStmt *sql.Stmt
 }
 
@@ -330,11 +337,6 @@ func (w *writer[T]) stage(ctx context.Context, tx *sql.Tx, cp int64) error {
 		w.args = append(append(w.args[:0], w.sinkName, w.subtask, cp, w.seq), chunk...)
 		var err error
 		if rows == st.rowsPerChunk {
-			if w.chunkStmt == nil {
-				if w.chunkStmt, err = w.db.db.PrepareContext(ctx, st.insertChunk); err != nil {
-					return err
-				}
-			}
 			_, err = tx.StmtContext(ctx, w.chunkStmt).ExecContext(ctx, w.args...)
 		} else {
 			_, err = tx.ExecContext(ctx, st.insert(rows), w.args...)
@@ -383,10 +385,7 @@ func (w *writer[T]) Close() error {
 	if w.db == nil {
 		return nil
 	}
-	var err error
-	if w.chunkStmt != nil {
-		err = w.chunkStmt.Close()
-	}
+	err := w.chunkStmt.Close()
 	if w.open {
 		if _, xerr := w.db.db.Exec(w.s.sql.discardOpen, w.sinkName, w.subtask); xerr != nil {
 			err = errors.Join(err, fmt.Errorf("sqlite: sink %q subtask %d: discard open rows: %w", w.sinkName, w.subtask, xerr))

@@ -105,7 +105,9 @@ func query(t *testing.T, path, q string) []int64 {
 	return ids
 }
 
-func ids(t *testing.T, path string) []int64 { return query(t, path, "SELECT id FROM out ORDER BY rowid") }
+func ids(t *testing.T, path string) []int64 {
+	return query(t, path, "SELECT id FROM out ORDER BY rowid")
+}
 
 func staged(t *testing.T, path string) []int64 {
 	return query(t, path, "SELECT id FROM _exactly_staging_out ORDER BY id")
@@ -200,7 +202,7 @@ func TestRecoveryInNewInstance(t *testing.T) {
 		w := newWriter(t, s1, "sink", subtask)
 		base := int64(subtask * 100)
 		cms = append(cms, writePrepare(t, w, subtask, 4, recs(base, base+5)))
-		writePrepare(t, w, subtask, 5, recs(base+5, base+8)) // checkpoint 5 never completes
+		writePrepare(t, w, subtask, 5, recs(base+5, base+8))        // checkpoint 5 never completes
 		if err := w.Write(ctx, recs(base+8, base+12)); err != nil { // open transaction
 			t.Fatal(err)
 		}
