@@ -122,10 +122,10 @@ type SubtaskState struct {
 type phase int
 
 const (
-	idle        phase = iota // no checkpoint in flight
-	reserving                // ReserveID returned, waiting for Begin
-	acking                   // barriers injected, waiting for acknowledgements
-	persisting               // metadata being written
+	idle       phase = iota // no checkpoint in flight
+	reserving               // ReserveID returned, waiting for Begin
+	acking                  // barriers injected, waiting for acknowledgements
+	persisting              // metadata being written
 )
 
 type savepointRequest struct {

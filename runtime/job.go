@@ -26,7 +26,7 @@ type Job struct {
 	savepoints  map[uint64]savepointRequest
 	nextRequest uint64
 	done        chan struct{}
-	err      error
+	err         error
 
 	metrics Metrics
 	idFloor uint64 // the restored checkpoint's id: new ids must be higher

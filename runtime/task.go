@@ -296,7 +296,7 @@ type inputs struct {
 	live     int    // inputs not finished
 	aligning uint64 // checkpoint being aligned, or 0
 	kind     checkpoint.Kind
-	arrived  int    // barriers of it arrived
+	arrived  int // barriers of it arrived
 	cases    []reflect.SelectCase
 }
 

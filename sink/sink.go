@@ -16,6 +16,16 @@
 // lower ones: every pending committable with a checkpoint id at or below it is
 // committed, in checkpoint order.
 //
+// A committable prepared at a checkpoint that was then aborted is not lost
+// and not aborted: the engine keeps it pending and stores it again in every
+// later checkpoint until one completes, and commits it then. This is correct
+// because its records precede the next checkpoint's source positions.
+//
+// Checkpoint ids start at 1 and never repeat for a job, across restarts and
+// when a job is restored from a savepoint into another checkpoint directory
+// (the new ids continue above the restored one), so a sink may recognise
+// committed transactions by (sink, subtask, checkpoint id).
+//
 // # Ordering rules the engine keeps
 //
 //  1. Prepare returns before the subtask acknowledges the checkpoint.
@@ -62,7 +72,11 @@ type Committer interface {
 	// errors are retried with backoff.
 	Commit(ctx context.Context, c Committable) error
 	// Abort discards a prepared transaction that no completed checkpoint
-	// covers. Aborting an unknown or already aborted transaction succeeds.
+	// covers. The engine calls it only when the job stops deliberately
+	// (cancellation, stop with savepoint, end of input), for committables
+	// newer than the last completed checkpoint; their records will be
+	// replayed by the next run. Aborting an unknown or already aborted
+	// transaction succeeds.
 	Abort(ctx context.Context, c Committable) error
 	// AbortLingering removes every transaction of this sink left behind by
 	// earlier attempts of the job, for every subtask that ever existed,

@@ -3,9 +3,9 @@ package stream_test
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
-	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -42,7 +42,6 @@ func (c counting) Open(_ context.Context, split string, pos []byte) (source.Read
 	}
 	return &countingReader{c: c, split: s, next: int(next)}, nil
 }
-
 
 type countingReader struct {
 	c     counting
