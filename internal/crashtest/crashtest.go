@@ -1,0 +1,202 @@
+// Package crashtest proves exactly-once by killing things: it runs a job in
+// a child process, kills the child with SIGKILL again and again, at random
+// moments and at chosen points of the checkpoint protocol, restarts it each
+// time, and lets the test verify the committed output at the end.
+//
+// The child is the test binary itself, re-executed to run one test:
+//
+//	func TestCrash(t *testing.T) {
+//		if crashtest.IsChild() {
+//			runTheJob(crashtest.Probe()) // exits 0 when the input is done
+//			return
+//		}
+//		rep := crashtest.Run(t, crashtest.Options{Kills: 20})
+//		verify(t)
+//		t.Log(rep)
+//	}
+//
+// Every run is seeded; the seed is printed and can be replayed with the
+// EXACTLY_CRASH_SEED environment variable.
+package crashtest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/exactlyonce/exactly/runtime"
+)
+
+const (
+	envChild   = "EXACTLY_CRASH_CHILD"
+	envCrashAt = "EXACTLY_CRASH_AT"
+	envSeed    = "EXACTLY_CRASH_SEED"
+)
+
+// IsChild reports whether this process is a child started by [Run].
+func IsChild() bool { return os.Getenv(envChild) != "" }
+
+// Probe returns the probe a child passes to runtime.Options.Probe. When the
+// parent asked for a kill at a protocol point ("metadata-written:3": at the
+// third time the point is reached) the probe SIGKILLs its own process there.
+// Outside a child it returns nil.
+func Probe() func(runtime.ProbePoint, uint64) {
+	spec := os.Getenv(envCrashAt)
+	point, nth, ok := strings.Cut(spec, ":")
+	n, err := strconv.Atoi(nth)
+	if !ok || err != nil || n <= 0 {
+		return nil
+	}
+	var hits atomic.Int64
+	return func(p runtime.ProbePoint, _ uint64) {
+		if string(p) == point && hits.Add(1) == int64(n) {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // the signal is on its way
+		}
+	}
+}
+
+// Options configures a crash run.
+type Options struct {
+	// Kills is the number of kills to make before the child may finish. Default 20.
+	Kills int
+	// Seed seeds the schedule; 0 takes EXACTLY_CRASH_SEED or a random seed.
+	Seed uint64
+	// MaxDelay bounds the random delay before a timed kill. Default 1s.
+	MaxDelay time.Duration
+	// Points are the protocol points where probe kills happen; default all
+	// of them, with the metadata-written point (checkpoint complete, commit
+	// not yet done) twice as likely.
+	Points []runtime.ProbePoint
+	// Env is added to the child's environment.
+	Env []string
+	// Timeout bounds one child run. Default 2m.
+	Timeout time.Duration
+}
+
+// Report says what a crash run did.
+type Report struct {
+	// Seed replays the run.
+	Seed uint64
+	// Runs counts child processes started.
+	Runs int
+	// Kills counts child processes that died by SIGKILL.
+	Kills int
+	// ByKind counts kills by kind: "timed" or the protocol point.
+	ByKind map[string]int
+}
+
+func (r Report) String() string {
+	kinds := make([]string, 0, len(r.ByKind))
+	for k := range r.ByKind {
+		kinds = append(kinds, k)
+	}
+	slices.Sort(kinds)
+	var parts []string
+	for _, k := range kinds {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, r.ByKind[k]))
+	}
+	return fmt.Sprintf("crash run seed=%d: %d runs, %d SIGKILLs (%s)", r.Seed, r.Runs, r.Kills, strings.Join(parts, " "))
+}
+
+// Run starts the current test in a child process until it finishes
+// successfully after at least o.Kills SIGKILLs. Half of the kills, chosen at
+// random, are timed (the parent kills the child after a random delay); the
+// others are probe kills at a random occurrence of a protocol point. A probe
+// kill whose point is never reached lets the child finish; Run then starts
+// the next run from where the job stands. It fails the test when a child
+// fails in any other way.
+func Run(t testing.TB, o Options) Report {
+	t.Helper()
+	if o.Kills == 0 {
+		o.Kills = 20
+	}
+	if o.MaxDelay == 0 {
+		o.MaxDelay = time.Second
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 2 * time.Minute
+	}
+	if len(o.Points) == 0 {
+		o.Points = []runtime.ProbePoint{runtime.ProbeBarrierInjected, runtime.ProbeSnapshotTaken,
+			runtime.ProbeMetadataWritten, runtime.ProbeMetadataWritten, runtime.ProbeCommitted}
+	}
+	if o.Seed == 0 {
+		o.Seed, _ = strconv.ParseUint(os.Getenv(envSeed), 10, 64)
+	}
+	if o.Seed == 0 {
+		o.Seed = rand.Uint64()
+	}
+	t.Logf("crashtest: seed %d (replay with %s=%d)", o.Seed, envSeed, o.Seed)
+	rng := rand.New(rand.NewPCG(o.Seed, 0x5eed))
+	rep := Report{Seed: o.Seed, ByKind: map[string]int{}}
+	for {
+		rep.Runs++
+		kill := rep.Kills < o.Kills
+		env := append(os.Environ(), envChild+"=1")
+		env = append(env, o.Env...)
+		kind := "none"
+		var delay time.Duration
+		if kill {
+			if rng.IntN(2) == 0 {
+				kind = "timed"
+				delay = time.Duration(rng.Int64N(int64(o.MaxDelay))) + time.Millisecond
+			} else {
+				p := o.Points[rng.IntN(len(o.Points))]
+				kind = string(p)
+				env = append(env, fmt.Sprintf("%s=%s:%d", envCrashAt, p, 1+rng.IntN(4)))
+			}
+		}
+		killed, err := runChild(t, env, delay, o.Timeout)
+		switch {
+		case killed:
+			rep.Kills++
+			rep.ByKind[kind]++
+		case err != nil:
+			t.Fatalf("crashtest: run %d (%s) failed: %v\n%s", rep.Runs, kind, err, rep)
+		case !kill:
+			return rep
+		}
+	}
+}
+
+// runChild runs the child once; it reports whether SIGKILL ended it.
+func runChild(t testing.TB, env []string, delay, timeout time.Duration) (killed bool, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v=false")
+	cmd.Env = env
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return false, err
+	}
+	if delay > 0 {
+		timer := time.AfterFunc(delay, func() { _ = cmd.Process.Signal(syscall.SIGKILL) })
+		defer timer.Stop()
+	}
+	err = cmd.Wait()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL && ctx.Err() == nil {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("%w\n--- child output ---\n%s", err, tail(out.String(), 4000))
+	}
+	return false, nil
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}
