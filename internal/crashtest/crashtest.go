@@ -109,14 +109,29 @@ func (r Report) String() string {
 }
 
 // Run starts the current test in a child process until it finishes
-// successfully after at least o.Kills SIGKILLs. Half of the kills, chosen at
-// random, are timed (the parent kills the child after a random delay); the
-// others are probe kills at a random occurrence of a protocol point. A probe
-// kill whose point is never reached lets the child finish; Run then starts
-// the next run from where the job stands. It fails the test when a child
-// fails in any other way.
+// successfully after at least o.Kills SIGKILLs (see [Supervise]). It fails
+// the test when a child fails in any other way.
 func Run(t testing.TB, o Options) Report {
 	t.Helper()
+	command := func(ctx context.Context) *exec.Cmd {
+		return exec.CommandContext(ctx, os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v=false")
+	}
+	rep, err := Supervise(o, command, t.Logf)
+	if err != nil {
+		t.Fatalf("crashtest: %v", err)
+	}
+	return rep
+}
+
+// Supervise runs the child command until it exits successfully after at
+// least o.Kills SIGKILLs. The first kills are probe kills at each protocol
+// point in turn, so every point is covered; after that half of the kills,
+// chosen at random, are timed (the supervisor kills the child after a
+// random delay) and the others are probe kills at a random occurrence of a protocol point (the child must
+// pass [Probe] to its job). A probe kill whose point is never reached lets
+// the child finish; the next run then starts from where the job stands.
+// Any other failure of a child ends the run with an error.
+func Supervise(o Options, command func(ctx context.Context) *exec.Cmd, logf func(format string, args ...any)) (Report, error) {
 	if o.Kills == 0 {
 		o.Kills = 20
 	}
@@ -136,7 +151,7 @@ func Run(t testing.TB, o Options) Report {
 	if o.Seed == 0 {
 		o.Seed = rand.Uint64()
 	}
-	t.Logf("crashtest: seed %d (replay with %s=%d)", o.Seed, envSeed, o.Seed)
+	logf("crashtest: seed %d (replay with %s=%d)", o.Seed, envSeed, o.Seed)
 	rng := rand.New(rand.NewPCG(o.Seed, 0x5eed))
 	rep := Report{Seed: o.Seed, ByKind: map[string]int{}}
 	for {
@@ -147,7 +162,12 @@ func Run(t testing.TB, o Options) Report {
 		kind := "none"
 		var delay time.Duration
 		if kill {
-			if rng.IntN(2) == 0 {
+			distinct := slices.Compact(slices.Sorted(slices.Values(o.Points)))
+			if covered := rep.Kills - rep.ByKind["timed"]; covered < len(distinct) && rep.ByKind[string(distinct[covered])] == 0 {
+				// The first probe kills visit every point once.
+				kind = string(distinct[covered])
+				env = append(env, fmt.Sprintf("%s=%s:%d", envCrashAt, kind, 1+rng.IntN(2)))
+			} else if rng.IntN(2) == 0 {
 				kind = "timed"
 				delay = time.Duration(rng.Int64N(int64(o.MaxDelay))) + time.Millisecond
 			} else {
@@ -156,24 +176,40 @@ func Run(t testing.TB, o Options) Report {
 				env = append(env, fmt.Sprintf("%s=%s:%d", envCrashAt, p, 1+rng.IntN(4)))
 			}
 		}
-		killed, err := runChild(t, env, delay, o.Timeout)
+		began := time.Now()
+		killed, err := runChild(command, env, delay, o.Timeout)
+		outcome := "exited 0: the job finished"
+		if killed {
+			outcome = "SIGKILLed"
+		}
+		logf("run %d: kill %s: %s after %v", rep.Runs, killSpec(kind, env), outcome, time.Since(began).Round(time.Millisecond))
 		switch {
 		case killed:
 			rep.Kills++
 			rep.ByKind[kind]++
 		case err != nil:
-			t.Fatalf("crashtest: run %d (%s) failed: %v\n%s", rep.Runs, kind, err, rep)
+			return rep, fmt.Errorf("run %d (%s) failed: %w\n%s", rep.Runs, kind, err, rep)
 		case !kill:
-			return rep
+			return rep, nil
 		}
 	}
 }
 
+// killSpec describes the kill planned for a run.
+func killSpec(kind string, env []string) string {
+	for _, e := range slices.Backward(env) {
+		if at, ok := strings.CutPrefix(e, envCrashAt+"="); ok {
+			return "at " + at
+		}
+	}
+	return kind
+}
+
 // runChild runs the child once; it reports whether SIGKILL ended it.
-func runChild(t testing.TB, env []string, delay, timeout time.Duration) (killed bool, err error) {
+func runChild(command func(context.Context) *exec.Cmd, env []string, delay, timeout time.Duration) (killed bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v=false")
+	cmd := command(ctx)
 	cmd.Env = env
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
