@@ -1,0 +1,147 @@
+package runtime
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/exactlyonce/exactly/checkpoint"
+)
+
+// recorder is an operator that records what it processed and, at each
+// snapshot, what it had processed by then.
+type recorder struct {
+	seen      []int
+	snapshots map[uint64][]int
+}
+
+func (r *recorder) Process(_ context.Context, batch any) error {
+	r.seen = append(r.seen, batch.([]int)...)
+	return nil
+}
+
+func (r *recorder) Snapshot(_ context.Context, id uint64) (func() (checkpoint.SubtaskSnapshot, error), error) {
+	if r.snapshots == nil {
+		r.snapshots = map[uint64][]int{}
+	}
+	r.snapshots[id] = slices.Clone(r.seen)
+	return func() (checkpoint.SubtaskSnapshot, error) {
+		return checkpoint.SubtaskSnapshot{Entries: [][]byte{{byte(id)}}}, nil
+	}, nil
+}
+
+// runTask runs a task with the given preloaded inputs until it ends, and
+// returns the recorder and the events it reported.
+func runTask(t *testing.T, inputs ...[]Message) (*recorder, []event) {
+	t.Helper()
+	rec := &recorder{}
+	events := make(chan event, 100)
+	var async sync.WaitGroup
+	tk := &task{
+		name:    "rec[0]",
+		members: []*member{{spec: &OperatorSpec{Name: "rec", Parallelism: 1}, op: rec}},
+		mail:    newMailbox(),
+		events:  events,
+		async:   &async,
+		writer: func(id uint64, kind checkpoint.Kind, op string, sub int, snap checkpoint.SubtaskSnapshot) (checkpoint.StateHandle, error) {
+			return checkpoint.StateHandle{File: op}, nil
+		},
+		probe:  func(ProbePoint, uint64) {},
+		logger: discardLogger(),
+	}
+	for _, msgs := range inputs {
+		c := make(chan Message, len(msgs))
+		for _, m := range msgs {
+			c <- m
+		}
+		tk.inputs = append(tk.inputs, c)
+	}
+	if err := tk.run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	async.Wait()
+	close(events)
+	var out []event
+	for e := range events {
+		out = append(out, e)
+	}
+	return rec, out
+}
+
+func data(v ...int) Message { return Message{batch: v} }
+func barrier(id uint64) Message {
+	return barrierMessage(id, checkpoint.KindCheckpoint)
+}
+
+// TestBarrierAlignment: records after a barrier on one input wait until the
+// barrier arrived on every input, so the snapshot holds exactly the records
+// before the barrier on each input.
+func TestBarrierAlignment(t *testing.T) {
+	rec, events := runTask(t,
+		[]Message{data(1, 2), barrier(5), data(3), barrier(6), data(4), endOfStream},
+		[]Message{data(10), data(11), barrier(5), data(12), barrier(6), endOfStream},
+	)
+	want := map[uint64][]int{5: {1, 2, 10, 11}, 6: {1, 2, 3, 10, 11, 12}}
+	for id, w := range want {
+		got := slices.Sorted(slices.Values(rec.snapshots[id]))
+		if !slices.Equal(got, w) {
+			t.Errorf("snapshot %d saw %v, want %v", id, got, w)
+		}
+	}
+	if got := slices.Sorted(slices.Values(rec.seen)); !slices.Equal(got, []int{1, 2, 3, 4, 10, 11, 12}) {
+		t.Errorf("processed %v", got)
+	}
+	var acks []uint64
+	done := 0
+	for _, e := range events {
+		switch e.kind {
+		case evAck:
+			acks = append(acks, e.id)
+			if len(e.states) != 1 || e.states[0].Operator != "rec" {
+				t.Errorf("ack %d states = %+v", e.id, e.states)
+			}
+		case evTaskDone:
+			done++
+		default:
+			t.Errorf("unexpected event %+v", e)
+		}
+	}
+	slices.Sort(acks)
+	if !slices.Equal(acks, []uint64{5, 6}) || done != 1 {
+		t.Errorf("acks %v, done %d; want [5 6] and 1", acks, done)
+	}
+}
+
+// TestAlignmentWithFinishedInput: an input that ended does not hold up
+// the alignment of the others.
+func TestAlignmentWithFinishedInput(t *testing.T) {
+	rec, _ := runTask(t,
+		[]Message{data(1), endOfStream},
+		[]Message{data(2), barrier(3), data(4), endOfStream},
+	)
+	if got := slices.Sorted(slices.Values(rec.snapshots[3])); !slices.Equal(got, []int{1, 2}) {
+		t.Errorf("snapshot 3 saw %v, want [1 2]", got)
+	}
+}
+
+// TestNewerBarrierAbandonsAlignment: when the barrier of a newer checkpoint
+// arrives before an older alignment finished (the older one was aborted
+// upstream), the task aligns on the newer one.
+func TestNewerBarrierAbandonsAlignment(t *testing.T) {
+	rec, events := runTask(t,
+		[]Message{barrier(1), barrier(2), data(1), endOfStream},
+		[]Message{data(2), barrier(2), endOfStream},
+	)
+	if _, ok := rec.snapshots[1]; ok {
+		t.Error("abandoned checkpoint 1 was snapshotted")
+	}
+	if got := rec.snapshots[2]; !slices.Equal(got, []int{2}) {
+		t.Errorf("snapshot 2 saw %v, want [2]", got)
+	}
+	for _, e := range events {
+		if e.kind == evAck && e.id != 2 {
+			t.Errorf("ack for checkpoint %d", e.id)
+		}
+	}
+}

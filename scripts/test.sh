@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Runs every check and test of the project against real services.
+#
+# It starts the services the tests need (PostgreSQL and Kafka, through
+# scripts/postgres.sh and scripts/kafka.sh, which install what is missing),
+# exports their addresses, runs gofmt, go vet and `go test -race ./...`
+# with EXACTLY_REQUIRE_SERVICES=1 (a test that needs a missing service fails
+# instead of skipping), and stops the services at the end.
+#
+# Extra arguments go to `go test`, e.g. scripts/test.sh -run Crash -v
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+started=()
+cleanup() {
+	for s in "${started[@]}"; do
+		"scripts/$s.sh" stop >/dev/null 2>&1 || true
+	done
+}
+trap cleanup EXIT
+
+# start_service NAME: runs scripts/NAME.sh start and exports the VAR=value
+# that it prints as its last line.
+start_service() {
+	local out
+	out=$("scripts/$1.sh" start | tail -n 1)
+	case "$out" in
+	EXACTLY_*=*) export "${out?}" ;;
+	*) echo "scripts/$1.sh start did not print its address (got: $out)" >&2; exit 1 ;;
+	esac
+	started+=("$1")
+	echo "started $1: $out"
+}
+
+for service in postgres kafka; do
+	if [[ -x "scripts/$service.sh" ]]; then
+		start_service "$service"
+	fi
+done
+export EXACTLY_REQUIRE_SERVICES=1
+
+unformatted=$(gofmt -l .)
+if [[ -n "$unformatted" ]]; then
+	echo "gofmt: these files need formatting:" >&2
+	echo "$unformatted" >&2
+	exit 1
+fi
+go vet ./...
+go test -race -timeout 25m "$@" ./...
