@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -318,4 +319,87 @@ func TestStopWithSavepointAndRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkSums(t, out.Visible(), 4000)
+}
+
+func TestProcessingTimeTimersFire(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	out := newMemSink[total]()
+	j := stream.New("timers")
+	nums := stream.Source(j, "numbers", counting{n: 300, splits: 1, delay: 5 * time.Millisecond})
+	keyed := stream.KeyBy(nums, func(v int) int64 { return int64(v % 3) }, state.Int64Codec{})
+	fired := stream.Process(keyed, "timers", func(ctx *stream.Context[int64]) (stream.ProcessFunc[int64, int, total], error) {
+		armed, err := state.NewValueState(ctx.Backend(), "armed", state.BoolCodec{})
+		return stream.ProcessFunc[int64, int, total]{
+			Process: func(ctx *stream.Context[int64], v int, _ *stream.Output[total]) error {
+				if _, ok := armed.Value(); !ok {
+					armed.Update(true)
+					ctx.RegisterTimer(time.Now().Add(time.Millisecond))
+				}
+				return nil
+			},
+			OnTimer: func(ctx *stream.Context[int64], when time.Time, o *stream.Output[total]) error {
+				o.Emit(total{Key: int(ctx.Key())})
+				return nil
+			},
+		}, err
+	})
+	stream.SinkTo(fired, "out", out)
+	if err := j.Run(context.Background(), stream.Options{CheckpointDir: t.TempDir(), CheckpointInterval: 10 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	keys := map[int]int{}
+	for _, r := range out.Visible() {
+		keys[r.Key]++
+	}
+	if len(keys) != 3 || keys[0] != 1 || keys[1] != 1 || keys[2] != 1 {
+		t.Fatalf("timers fired per key: %v, want once for each of 0, 1, 2", keys)
+	}
+}
+
+func TestRestartStrategyGivesUp(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	j := stream.New("broken")
+	nums := stream.Source(j, "numbers", counting{n: 100, splits: 1})
+	keyed := stream.KeyBy(nums, func(v int) int64 { return int64(v) }, state.Int64Codec{})
+	out := stream.Process(keyed, "fails", func(*stream.Context[int64]) (stream.ProcessFunc[int64, int, total], error) {
+		return stream.ProcessFunc[int64, int, total]{
+			Process: func(*stream.Context[int64], int, *stream.Output[total]) error { return errors.New("always broken") },
+		}, nil
+	})
+	stream.SinkTo(out, "out", newMemSink[total]())
+	r, err := j.Start(context.Background(), stream.Options{
+		CheckpointDir: t.TempDir(),
+		Restart:       stream.RestartStrategy{MaxAttempts: 3, InitialBackoff: time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.Wait()
+	if err == nil || !strings.Contains(err.Error(), "always broken") {
+		t.Fatalf("Wait = %v, want the operator's error", err)
+	}
+	if n := r.Metrics().Restarts.Load(); n != 3 {
+		t.Fatalf("%d restarts, want 3", n)
+	}
+}
+
+func TestInvalidOptionsNameTheField(t *testing.T) {
+	j := runningSums(counting{n: 1, splits: 1}, newMemSink[total](), 1)
+	for _, tc := range []struct {
+		opts stream.Options
+		want string
+	}{
+		{stream.Options{}, "CheckpointDir"},
+		{stream.Options{CheckpointDir: t.TempDir(), CheckpointInterval: -time.Second}, "CheckpointInterval = -1s"},
+		{stream.Options{CheckpointDir: t.TempDir(), MaxParallelism: -1}, "MaxParallelism = -1"},
+	} {
+		err := j.Run(context.Background(), tc.opts)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Run(%+v) = %v, want an error naming %q", tc.opts, err, tc.want)
+		}
+	}
+	big := runningSums(counting{n: 1, splits: 1}, newMemSink[total](), 200)
+	if err := big.Run(context.Background(), stream.Options{CheckpointDir: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "exceeds max parallelism 128") {
+		t.Errorf("parallelism 200 = %v, want an error about max parallelism", err)
+	}
 }
