@@ -1,0 +1,225 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+
+	"github.com/exactlyonce/exactly/sink"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// NewCommitter returns a committer. It connects on first use, and again
+// after a failure, so that the engine's retries ride over a server restart.
+func (s *Sink[T]) NewCommitter(_ context.Context, info sink.CommitterInfo) (sink.Committer, error) {
+	log := info.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &committer{c: s.core, who: fmt.Sprintf("sink %q", info.Sink), key: s.core.sinkKey(info.Job, info.Sink), log: log}, nil
+}
+
+// committer commits and aborts the transactions of one sink.
+type committer struct {
+	c    *core
+	conn *pgx.Conn // nil until connected, and after a failure
+	who  string
+	key  string
+	log  *slog.Logger
+}
+
+// connection returns the open connection, connecting if needed.
+func (m *committer) connection(ctx context.Context) (*pgx.Conn, error) {
+	if m.conn != nil && !m.conn.IsClosed() {
+		return m.conn, nil
+	}
+	conn, err := m.c.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m.conn = conn
+	return conn, nil
+}
+
+// run decodes cm and runs f on the connection, wrapping its error with what
+// was being done. After a failure the connection is dropped: the next call
+// reconnects.
+func (m *committer) run(ctx context.Context, op string, cm sink.Committable, f func(*pgx.Conn, committable) error) error {
+	c, ok := decodeCommittable(cm.Data)
+	if !ok {
+		return sink.Permanent(fmt.Errorf("postgres: %s: %s checkpoint %d subtask %d: committable %x is malformed: the checkpoint is corrupt or was written by another sink",
+			m.who, op, cm.CheckpointID, cm.Subtask, cm.Data))
+	}
+	conn, err := m.connection(ctx)
+	if err == nil {
+		err = f(conn, c)
+	}
+	if err != nil {
+		m.drop()
+		return m.c.describe(err, m.who, fmt.Sprintf("%s checkpoint %d of subtask %d (%s mode)", op, c.cp, c.subtask, c.mode))
+	}
+	return nil
+}
+
+// drop closes the connection after a failure.
+func (m *committer) drop() {
+	if m.conn == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), defaultConnectTimeout)
+	defer cancel()
+	_ = m.conn.Close(ctx) // the connection failed already; its close error says nothing new
+	m.conn = nil
+}
+
+// Commit makes a prepared transaction visible; see the package
+// documentation for how a repeated Commit is recognized.
+func (m *committer) Commit(ctx context.Context, cm sink.Committable) error {
+	return m.run(ctx, "commit", cm, func(conn *pgx.Conn, c committable) error {
+		if c.mode == Fenced {
+			return m.commitStaged(ctx, conn, c)
+		}
+		return m.commitPrepared(ctx, conn, c)
+	})
+}
+
+// commitStaged moves a staged transaction into the target table and raises
+// the subtask's high-water mark, in one transaction.
+func (m *committer) commitStaged(ctx context.Context, conn *pgx.Conn, c committable) error {
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, m.c.move, m.key, int64(c.id))
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() > 0 {
+			_, err = tx.Exec(ctx, m.c.advance, m.key, c.subtask, int64(c.cp))
+			return err
+		}
+		var mark int64
+		err = tx.QueryRow(ctx, m.c.markOf, m.key, c.subtask).Scan(&mark)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		if uint64(mark) >= c.cp {
+			return nil // committed before
+		}
+		return sink.Permanent(fmt.Errorf("no staged rows of transaction %d and the committed high-water mark is %d: the prepared rows are gone (deleted from %s by someone else) and the table misses them; find out what removed them, then rerun the job from an earlier savepoint",
+			c.id, mark, m.c.staging))
+	})
+}
+
+// commitPrepared runs COMMIT PREPARED; when the transaction no longer
+// exists, it asks the server whether it committed.
+func (m *committer) commitPrepared(ctx context.Context, conn *pgx.Conn, c committable) error {
+	g := gid(m.key, c.subtask, c.cp)
+	_, err := conn.Exec(ctx, "COMMIT PREPARED "+literal(g))
+	if !isUndefinedObject(err) {
+		return err
+	}
+	if c.id > math.MaxInt64 {
+		return sink.Permanent(fmt.Errorf("prepared transaction %q does not exist and its transaction id %d is invalid", g, c.id))
+	}
+	var status *string
+	if err := conn.QueryRow(ctx, "SELECT pg_xact_status($1::text::xid8)", strconv.FormatUint(c.id, 10)).Scan(&status); err != nil {
+		return fmt.Errorf("prepared transaction %q does not exist; asking for the status of transaction %d: %w", g, c.id, err)
+	}
+	switch {
+	case status != nil && *status == "committed":
+		return nil // committed before
+	case status != nil && *status == "aborted":
+		return sink.Permanent(fmt.Errorf("prepared transaction %q (transaction %d) was rolled back by someone else: its rows are lost from the table; find out who ran ROLLBACK PREPARED, then rerun the job from an earlier savepoint", g, c.id))
+	case status == nil:
+		return sink.Permanent(fmt.Errorf("prepared transaction %q does not exist and the server no longer knows whether transaction %d committed: check the table for the checkpoint's rows by hand", g, c.id))
+	}
+	return fmt.Errorf("prepared transaction %q does not exist and transaction %d is %q", g, c.id, *status)
+}
+
+// isUndefinedObject reports "prepared transaction with identifier ... does not exist".
+func isUndefinedObject(err error) bool {
+	var pg *pgconn.PgError
+	return errors.As(err, &pg) && pg.Code == "42704"
+}
+
+// Abort discards a prepared transaction. Aborting an unknown one succeeds.
+func (m *committer) Abort(ctx context.Context, cm sink.Committable) error {
+	return m.run(ctx, "abort", cm, func(conn *pgx.Conn, c committable) error {
+		if c.mode == Fenced {
+			_, err := conn.Exec(ctx, m.c.deleteTxn, m.key, int64(c.id))
+			return err
+		}
+		return rollbackPrepared(ctx, conn, gid(m.key, c.subtask, c.cp))
+	})
+}
+
+func rollbackPrepared(ctx context.Context, conn *pgx.Conn, g string) error {
+	if _, err := conn.Exec(ctx, "ROLLBACK PREPARED "+literal(g)); err != nil && !isUndefinedObject(err) {
+		return err
+	}
+	return nil
+}
+
+// AbortLingering rolls back every prepared transaction of the sink in the
+// current database and deletes every staged row of the sink, whichever
+// mode is configured.
+func (m *committer) AbortLingering(ctx context.Context, restoredCheckpointID uint64) error {
+	conn, err := m.connection(ctx)
+	if err == nil {
+		err = m.abortLingering(ctx, conn)
+	}
+	if err != nil {
+		m.drop()
+		return m.c.describe(err, m.who, fmt.Sprintf("abort lingering transactions after restoring checkpoint %d", restoredCheckpointID))
+	}
+	return nil
+}
+
+func (m *committer) abortLingering(ctx context.Context, conn *pgx.Conn) error {
+	rows, err := conn.Query(ctx, "SELECT gid FROM pg_prepared_xacts WHERE database = current_database() AND starts_with(gid, $1)", gidPrefix+m.key+":")
+	if err != nil {
+		return err
+	}
+	gids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	for _, g := range gids {
+		if err := rollbackPrepared(ctx, conn, g); err != nil {
+			return fmt.Errorf("rollback prepared transaction %q: %w", g, err)
+		}
+	}
+	var staged int64
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", m.c.staging).Scan(&exists); err != nil {
+		return err
+	}
+	if exists {
+		tag, err := conn.Exec(ctx, m.c.deleteSink, m.key)
+		if err != nil {
+			return err
+		}
+		staged = tag.RowsAffected()
+	}
+	if len(gids) > 0 || staged > 0 {
+		m.log.Info("postgres: removed what earlier attempts left behind", "table", m.c.table, "prepared_transactions", len(gids), "staged_rows", staged)
+	}
+	return nil
+}
+
+// Close closes the connection.
+func (m *committer) Close() error {
+	if m.conn == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), defaultConnectTimeout)
+	defer cancel()
+	err := m.conn.Close(ctx)
+	m.conn = nil
+	if err != nil {
+		return fmt.Errorf("postgres: %s: close: %w", m.who, err)
+	}
+	return nil
+}

@@ -1,0 +1,398 @@
+// Package postgres writes records into a PostgreSQL table exactly once,
+// through pgx (github.com/jackc/pgx/v5).
+//
+// # Identity
+//
+// Everything a sink leaves in the database is tagged with its sink key: the
+// first 16 hex digits of the SHA-256 of the job name, the sink name and
+// schema.table, separated by newlines. Job and sink names must therefore
+// stay stable across restarts.
+//
+// # Fenced mode (the default)
+//
+// Each writer subtask keeps one PostgreSQL transaction open per checkpoint
+// interval. It buffers records, and COPYs them (every Options.FlushRows rows
+// and at the barrier) into the staging table _exactly_staging_<table>, with
+// the sink key, a random 63-bit transaction id and a sequence number, in
+// columns named _exactly_sink, _exactly_txn and _exactly_seq. Prepare
+// COMMITs that transaction: the rows are then durable and invisible to
+// readers of the target table. The committable records the subtask, the
+// checkpoint and the transaction id. (The rows carry the transaction id
+// rather than the checkpoint id because rows flushed before the barrier are
+// written before the checkpoint id is known; tagging them afterwards would
+// rewrite them.)
+//
+// Commit runs one statement in one transaction: it deletes the
+// transaction's rows from staging and inserts them into the target table
+// (in Upsert mode only the last row of each key, by sequence number, with
+// INSERT ... ON CONFLICT DO UPDATE), and raises the subtask's high-water mark in
+// _exactly_progress. Staged rows therefore exist exactly as long as they are
+// uncommitted, so a repeated Commit finds no rows and a mark at or above its
+// checkpoint, and does nothing. No rows and a lower mark means the prepared
+// data was deleted by someone else: Commit fails with a permanent error
+// rather than lose it silently. Abort deletes one transaction's staged rows;
+// AbortLingering deletes every staged row of the sink.
+//
+// # Prepared mode
+//
+// Each writer subtask COPYs its rows straight into the target table inside
+// an open transaction, and Prepare runs PREPARE TRANSACTION with the global
+// id exactly:<sink key>:<subtask>:<checkpoint>; the committable records it
+// and the transaction's id (pg_current_xact_id). Commit runs COMMIT
+// PREPARED; when the prepared transaction no longer exists it asks the
+// server (pg_xact_status) whether that transaction committed, which makes
+// Commit idempotent, and fails permanently if it was rolled back. Abort runs
+// ROLLBACK PREPARED. AbortLingering rolls back every prepared transaction
+// whose global id starts with exactly:<sink key>: in the current database:
+// by the time the engine calls it, the engine has committed those the
+// restored checkpoint covers. The server needs max_prepared_transactions >
+// 0; the sink checks it when it connects.
+//
+// In both modes AbortLingering cleans up after both modes, so a job may
+// switch modes across a restart; pending committables record their mode.
+//
+// # Errors
+//
+// Errors name the sink, the subtask, the table, the checkpoint and, when
+// the server or the encoder tells which, the column and constraint. Errors
+// that retrying cannot fix (a missing table or column, a value of the wrong
+// type, a constraint violation, wrong credentials) are marked
+// [sink.Permanent], so the job stops instead of restarting in a loop.
+// Connection errors are not: the engine retries the commit and restarts the
+// job. Passwords are removed from every error.
+package postgres
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/exactlyonce/exactly/sink"
+	"github.com/jackc/pgx/v5"
+)
+
+const (
+	// reservedPrefix starts the names of the package's own tables and columns.
+	reservedPrefix = "_exactly_"
+	// stagingPrefix starts the staging table's name.
+	stagingPrefix = reservedPrefix + "staging_"
+	// progressTable holds each (sink, subtask)'s committed high-water mark.
+	progressTable = reservedPrefix + "progress"
+	// gidPrefix starts the global id of every prepared transaction.
+	gidPrefix = "exactly:"
+	// committableVersion is the first byte of every committable.
+	committableVersion = 1
+	// defaultConnectTimeout bounds a connection attempt when the DSN sets none.
+	defaultConnectTimeout = 10 * time.Second
+)
+
+// Staging columns that precede the user's columns.
+var stagingTags = []string{reservedPrefix + "sink", reservedPrefix + "txn", reservedPrefix + "seq"}
+
+// Sink writes records into a PostgreSQL table exactly once. It implements
+// [sink.Sink]; see the package documentation for the protocol.
+type Sink[T any] struct {
+	core  *core
+	toRow func(v T, row []any) []any
+}
+
+var _ sink.Sink[int] = (*Sink[int])(nil)
+
+// NewSink returns a sink into opts.Table. toRow appends the values of v's
+// columns, in Options.Columns order, to row and returns it; the values must
+// be of Go types pgx can encode into the columns' types (int64 for bigint,
+// string for text, time.Time for timestamptz, ...). The DSN is parsed now;
+// the server is contacted by the first writer or committer.
+func NewSink[T any](opts Options, toRow func(v T, row []any) []any) (*Sink[T], error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	if toRow == nil {
+		return nil, errors.New("postgres: NewSink: toRow is nil: pass a function that appends a record's column values to row")
+	}
+	c, err := newCore(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Sink[T]{core: c, toRow: toRow}, nil
+}
+
+// core is what writers and committers of one sink share: the connection
+// configuration and the SQL text, built once.
+type core struct {
+	opts     Options
+	cfg      *pgx.ConnConfig
+	server   string // host:port/database as user, for messages
+	target   string // quoted schema.table
+	staging  string // quoted schema.staging table
+	progress string // quoted schema.progress table
+	table    string // schema.table, unquoted, for messages
+	names    []string
+	// SQL
+	move, advance, markOf, deleteTxn, deleteSink string
+}
+
+func newCore(opts Options) (*core, error) {
+	cfg, err := pgx.ParseConfig(opts.DSN)
+	if err != nil {
+		// pgx redacts the password in its message.
+		return nil, fmt.Errorf("postgres: option DSN cannot be parsed: %w", err)
+	}
+	if opts.TLS != nil {
+		cfg.TLSConfig = opts.TLS.Clone()
+		cfg.Fallbacks = nil
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = defaultConnectTimeout
+	}
+	c := &core{
+		opts:     opts,
+		cfg:      cfg,
+		server:   fmt.Sprintf("%s:%d/%s as %s", cfg.Host, cfg.Port, cfg.Database, cfg.User),
+		target:   pgx.Identifier{opts.Schema, opts.Table}.Sanitize(),
+		staging:  pgx.Identifier{opts.Schema, stagingPrefix + opts.Table}.Sanitize(),
+		progress: pgx.Identifier{opts.Schema, progressTable}.Sanitize(),
+		table:    opts.Schema + "." + opts.Table,
+	}
+	for _, col := range opts.Columns {
+		c.names = append(c.names, col.Name)
+	}
+	cols := quoteAll(c.names)
+	where := " WHERE " + stagingTags[0] + " = $1 AND " + stagingTags[1] + " = $2"
+	moved := "WITH moved AS (DELETE FROM " + c.staging + where + " RETURNING " + stagingTags[2] + ", " + cols + ") " +
+		"INSERT INTO " + c.target + " (" + cols + ") "
+	if opts.Write == Upsert {
+		keys := quoteAll(opts.Key)
+		var set []string
+		for _, n := range c.names {
+			if !containsString(opts.Key, n) {
+				set = append(set, quoteIdent(n)+" = EXCLUDED."+quoteIdent(n))
+			}
+		}
+		if len(set) == 0 { // every column is a key: touch the row so that it counts
+			for _, k := range opts.Key {
+				set = append(set, quoteIdent(k)+" = EXCLUDED."+quoteIdent(k))
+			}
+		}
+		c.move = moved + "SELECT DISTINCT ON (" + keys + ") " + cols + " FROM moved ORDER BY " + keys + ", " + stagingTags[2] +
+			" DESC ON CONFLICT (" + keys + ") DO UPDATE SET " + strings.Join(set, ", ")
+	} else {
+		c.move = moved + "SELECT " + cols + " FROM moved"
+	}
+	c.advance = "INSERT INTO " + c.progress + " (sink, subtask, checkpoint) VALUES ($1, $2, $3) " +
+		"ON CONFLICT (sink, subtask) DO UPDATE SET checkpoint = greatest(" + c.progress + ".checkpoint, EXCLUDED.checkpoint)"
+	c.markOf = "SELECT checkpoint FROM " + c.progress + " WHERE sink = $1 AND subtask = $2"
+	c.deleteTxn = "DELETE FROM " + c.staging + where
+	c.deleteSink = "DELETE FROM " + c.staging + " WHERE " + stagingTags[0] + " = $1"
+	return c, nil
+}
+
+// sinkKey returns the key that tags everything the sink (job, name) leaves
+// in the database for this table.
+func (c *core) sinkKey(job, name string) string {
+	sum := sha256.Sum256([]byte(job + "\n" + name + "\n" + c.table))
+	return hex.EncodeToString(sum[:8])
+}
+
+// gid returns the global id of a prepared transaction.
+func gid(key string, subtask int, cp uint64) string {
+	return fmt.Sprintf("%s%s:%d:%d", gidPrefix, key, subtask, cp)
+}
+
+// connect opens a connection; its errors never contain the password.
+func (c *core) connect(ctx context.Context) (*pgx.Conn, error) {
+	conn, err := pgx.ConnectConfig(ctx, c.cfg)
+	if err != nil {
+		return nil, c.scrub(markPermanent(fmt.Errorf("postgres: connect to %s: %w", c.server, err)))
+	}
+	return conn, nil
+}
+
+// setup creates the tables the sink needs, checks the target table's
+// columns and, in prepared mode, the server's max_prepared_transactions. It
+// returns the type OIDs of Options.Columns. Subtasks run it concurrently: an
+// advisory lock serializes the DDL.
+func (c *core) setup(ctx context.Context, conn *pgx.Conn) (oids []uint32, err error) {
+	if c.opts.Mode == Prepared {
+		var n int
+		if err := conn.QueryRow(ctx, "SELECT current_setting('max_prepared_transactions')::int").Scan(&n); err != nil {
+			return nil, fmt.Errorf("read max_prepared_transactions: %w", err)
+		}
+		if err := checkPreparedCapacity(n); err != nil {
+			return nil, err
+		}
+	}
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", reservedPrefix+c.table); err != nil {
+			return err
+		}
+		if c.opts.CreateTable {
+			if _, err := tx.Exec(ctx, c.createTarget()); err != nil {
+				return fmt.Errorf("create table %s: %w", c.table, err)
+			}
+		}
+		types, err := c.columnTypes(ctx, tx, &oids)
+		if err != nil {
+			return err
+		}
+		if c.opts.Mode != Fenced {
+			return nil
+		}
+		for _, stmt := range c.stagingDDL(types) {
+			if _, err := tx.Exec(ctx, stmt); err != nil {
+				return fmt.Errorf("create the staging or progress table: %w", err)
+			}
+		}
+		// Plan the commit statement once, moving nothing: this reports a
+		// type mismatch between staging and target, or an upsert Key
+		// without a unique index, now rather than at the first commit.
+		if _, err := tx.Exec(ctx, c.move, "", int64(-1)); err != nil {
+			return fmt.Errorf("check the commit statement: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return oids, nil
+}
+
+// createTarget returns the CREATE TABLE IF NOT EXISTS of the target table.
+func (c *core) createTarget() string {
+	defs := make([]string, len(c.opts.Columns))
+	for i, col := range c.opts.Columns {
+		defs[i] = quoteIdent(col.Name) + " " + col.Type
+	}
+	if c.opts.Write == Upsert {
+		defs = append(defs, "PRIMARY KEY ("+quoteAll(c.opts.Key)+")")
+	}
+	return "CREATE TABLE IF NOT EXISTS " + c.target + " (" + strings.Join(defs, ", ") + ")"
+}
+
+// columnTypes reads the target table's types of Options.Columns from the
+// catalog, filling oids, and fails naming the table or column missing.
+func (c *core) columnTypes(ctx context.Context, tx pgx.Tx, oids *[]uint32) ([]string, error) {
+	rows, err := tx.Query(ctx, `SELECT a.attname, a.atttypid::int8, format_type(a.atttypid, a.atttypmod)
+		FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, c.target)
+	if err != nil {
+		return nil, err
+	}
+	type colType struct {
+		oid uint32
+		typ string
+	}
+	found := map[string]colType{}
+	for rows.Next() {
+		var (
+			name, typ string
+			oid       int64
+		)
+		if err := rows.Scan(&name, &oid, &typ); err != nil {
+			return nil, err
+		}
+		found[name] = colType{uint32(oid), typ}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(found) == 0 {
+		return nil, sink.Permanent(fmt.Errorf("table %s does not exist: create it, or set Options.CreateTable and the column types", c.table))
+	}
+	types := make([]string, len(c.names))
+	*oids = make([]uint32, len(c.names))
+	for i, n := range c.names {
+		ct, ok := found[n]
+		if !ok {
+			return nil, sink.Permanent(fmt.Errorf("table %s has no column %q (Options.Columns[%d]): add the column or fix the name (names are case-sensitive)", c.table, n, i))
+		}
+		types[i], (*oids)[i] = ct.typ, ct.oid
+	}
+	return types, nil
+}
+
+// stagingDDL returns the statements that create the staging table, with
+// the target's column types, its index and the progress table.
+func (c *core) stagingDDL(types []string) []string {
+	defs := []string{stagingTags[0] + " text NOT NULL", stagingTags[1] + " bigint NOT NULL", stagingTags[2] + " bigint NOT NULL"}
+	for i, n := range c.names {
+		defs = append(defs, quoteIdent(n)+" "+types[i])
+	}
+	return []string{
+		"CREATE TABLE IF NOT EXISTS " + c.staging + " (" + strings.Join(defs, ", ") + ")",
+		"CREATE INDEX IF NOT EXISTS " + quoteIdent(stagingPrefix+c.opts.Table+"_txn") + " ON " + c.staging + " (" + stagingTags[1] + ")",
+		"CREATE TABLE IF NOT EXISTS " + c.progress + " (sink text NOT NULL, subtask int NOT NULL, checkpoint bigint NOT NULL, PRIMARY KEY (sink, subtask))",
+	}
+}
+
+// checkPreparedCapacity fails when the server cannot prepare transactions.
+func checkPreparedCapacity(maxPrepared int) error {
+	if maxPrepared > 0 {
+		return nil
+	}
+	return sink.Permanent(errors.New("commit mode prepared needs prepared transactions, but the server has max_prepared_transactions = 0: " +
+		"set it in postgresql.conf to at least twice the sink's parallelism (e.g. 64) and restart the server, or use Options.Mode = postgres.Fenced"))
+}
+
+// quoteIdent quotes one identifier.
+func quoteIdent(s string) string { return pgx.Identifier{s}.Sanitize() }
+
+// quoteAll quotes identifiers and joins them with commas.
+func quoteAll(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = quoteIdent(n)
+	}
+	return strings.Join(q, ", ")
+}
+
+func containsString(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// committable is the decoded form of what Prepare returns.
+type committable struct {
+	mode    CommitMode
+	subtask int
+	cp      uint64
+	id      uint64 // fenced: the staging transaction id; prepared: the server's transaction id
+}
+
+func (c committable) encode() []byte {
+	b := append(make([]byte, 0, 2+3*binary.MaxVarintLen64), committableVersion, byte(c.mode))
+	b = binary.AppendUvarint(b, uint64(c.subtask))
+	b = binary.AppendUvarint(b, c.cp)
+	return binary.AppendUvarint(b, c.id)
+}
+
+// decodeCommittable parses what committable.encode returned.
+func decodeCommittable(data []byte) (committable, bool) {
+	if len(data) < 2 || data[0] != committableVersion || (CommitMode(data[1]) != Fenced && CommitMode(data[1]) != Prepared) {
+		return committable{}, false
+	}
+	c := committable{mode: CommitMode(data[1])}
+	rest := data[2:]
+	var vals [3]uint64
+	for i := range vals {
+		v, n := binary.Uvarint(rest)
+		if n <= 0 {
+			return committable{}, false
+		}
+		vals[i], rest = v, rest[n:]
+	}
+	if len(rest) != 0 || vals[0] > math.MaxInt32 || vals[1] == 0 || vals[1] > math.MaxInt64 || vals[2] > math.MaxInt64 {
+		return committable{}, false
+	}
+	c.subtask, c.cp, c.id = int(vals[0]), vals[1], vals[2]
+	return c, true
+}

@@ -1,0 +1,233 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+
+	"github.com/exactlyonce/exactly/sink"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// NewWriter opens the writer of one subtask: a connection of its own, on
+// which it creates the tables it needs and checks the target's columns.
+func (s *Sink[T]) NewWriter(ctx context.Context, info sink.WriterInfo) (sink.Writer[T], error) {
+	c := s.core
+	who := fmt.Sprintf("sink %q subtask %d", info.Sink, info.Subtask)
+	if info.Subtask < 0 {
+		return nil, fmt.Errorf("postgres: %s: subtask indices start at 0", who)
+	}
+	conn, err := c.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	oids, err := c.setup(ctx, conn)
+	if err != nil {
+		return nil, errors.Join(c.describe(err, who, "set up the tables"), conn.Close(ctx))
+	}
+	w := &writer[T]{s: s, conn: conn, who: who, key: c.sinkKey(info.Job, info.Sink), subtask: info.Subtask, oids: oids}
+	w.src.width = len(c.names)
+	if c.opts.Mode == Fenced {
+		w.table = pgx.Identifier{c.opts.Schema, stagingPrefix + c.opts.Table}
+		w.cols = append(append([]string(nil), stagingTags...), c.names...)
+	} else {
+		w.table = pgx.Identifier{c.opts.Schema, c.opts.Table}
+		w.cols = c.names
+	}
+	return w, nil
+}
+
+// writer is one subtask's writer. Rows are buffered, then COPYed inside a
+// server transaction that stays open until Prepare.
+type writer[T any] struct {
+	s       *Sink[T]
+	conn    *pgx.Conn // nil once closed
+	who     string    // sink and subtask, for messages
+	key     string    // sink key
+	subtask int
+	oids    []uint32 // type of each of Options.Columns
+	table   pgx.Identifier
+	cols    []string // columns of the COPY
+	src     copySource
+	open    bool   // a server transaction is open
+	txn     int64  // fenced: the open transaction's id in staging
+	last    uint64 // the last checkpoint prepared, for messages
+}
+
+// Write buffers batch, sending the buffer once it holds FlushRows rows.
+func (w *writer[T]) Write(ctx context.Context, batch []T) error {
+	n := w.src.width
+	for i, v := range batch {
+		before := len(w.src.rows)
+		w.src.rows = w.s.toRow(v, w.src.rows)
+		if got := len(w.src.rows) - before; got != n {
+			w.src.rows = w.src.rows[:before]
+			return sink.Permanent(fmt.Errorf("postgres: %s: table %s: toRow appended %d values for record %d of the batch, want %d (one per entry of Options.Columns)",
+				w.who, w.s.core.table, got, i, n))
+		}
+		if len(w.src.rows) >= w.s.core.opts.FlushRows*n {
+			if err := w.flush(ctx); err != nil {
+				return w.s.core.describe(err, w.who, w.openCheckpoint())
+			}
+		}
+	}
+	return nil
+}
+
+// openCheckpoint says which checkpoint the rows being written belong to.
+func (w *writer[T]) openCheckpoint() string {
+	if w.last == 0 {
+		return "write the rows of this writer's first checkpoint"
+	}
+	return fmt.Sprintf("write the rows of the checkpoint after %d", w.last)
+}
+
+// flush COPYs the buffered rows into the open transaction, opening one if
+// needed, and empties the buffer.
+func (w *writer[T]) flush(ctx context.Context) error {
+	if len(w.src.rows) == 0 {
+		return nil
+	}
+	if !w.open {
+		if _, err := w.conn.Exec(ctx, "BEGIN"); err != nil {
+			return err
+		}
+		w.open = true
+		if w.s.core.opts.Mode == Fenced {
+			w.txn = rand.Int64() // 63 random bits: unique in practice, never reused
+			w.src.tags = []any{w.key, w.txn}
+			w.src.seq = 0
+		}
+	}
+	w.src.i = -1
+	n, err := w.conn.CopyFrom(ctx, w.table, w.cols, &w.src)
+	if err != nil {
+		var pg *pgconn.PgError
+		// pgx reports a value it cannot encode as a cancelled COPY.
+		if (!errors.As(err, &pg) || pg.Code == "57014") && w.src.i >= 0 && w.src.i*w.src.width < len(w.src.rows) {
+			if enc := diagnoseEncode(w.conn.TypeMap(), w.s.core.names, w.oids, w.src.current()); enc != nil {
+				err = enc
+			}
+		}
+		return err
+	}
+	w.src.seq += n
+	clear(w.src.rows)
+	w.src.rows = w.src.rows[:0]
+	return nil
+}
+
+// Prepare sends the buffered rows and makes the open transaction durable:
+// COMMIT into staging (fenced) or PREPARE TRANSACTION (prepared).
+func (w *writer[T]) Prepare(ctx context.Context, checkpointID uint64) ([]byte, error) {
+	if len(w.src.rows) == 0 && !w.open {
+		return nil, nil
+	}
+	what := fmt.Sprintf("prepare checkpoint %d", checkpointID)
+	if checkpointID == 0 || checkpointID > math.MaxInt64 {
+		return nil, fmt.Errorf("postgres: %s: %s: the id is out of range [1, 2^63-1]", w.who, what)
+	}
+	c, err := w.prepare(ctx, checkpointID)
+	if err != nil {
+		return nil, w.s.core.describe(err, w.who, what)
+	}
+	w.open, w.last = false, checkpointID
+	return c.encode(), nil
+}
+
+func (w *writer[T]) prepare(ctx context.Context, cp uint64) (committable, error) {
+	if err := w.flush(ctx); err != nil {
+		return committable{}, err
+	}
+	c := committable{mode: w.s.core.opts.Mode, subtask: w.subtask, cp: cp}
+	stmt, want := "COMMIT", "COMMIT"
+	if c.mode == Fenced {
+		c.id = uint64(w.txn)
+	} else {
+		var xid string
+		if err := w.conn.QueryRow(ctx, "SELECT pg_current_xact_id()::text").Scan(&xid); err != nil {
+			return c, err
+		}
+		id, err := strconv.ParseUint(xid, 10, 64)
+		if err != nil {
+			return c, fmt.Errorf("parse the transaction id %q: %w", xid, err)
+		}
+		c.id = id
+		stmt, want = "PREPARE TRANSACTION "+literal(gid(w.key, w.subtask, cp)), "PREPARE TRANSACTION"
+	}
+	tag, err := w.conn.Exec(ctx, stmt)
+	if err != nil {
+		return c, err
+	}
+	if tag.String() != want {
+		// The server rolls back a failed transaction instead of committing it.
+		return c, fmt.Errorf("%s ended with %q: the server rolled the transaction back", stmt, tag.String())
+	}
+	return c, nil
+}
+
+// Close closes the connection, which makes the server roll back an open,
+// unprepared transaction. Prepared transactions are left to the committer.
+func (w *writer[T]) Close() error {
+	if w.conn == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), defaultConnectTimeout)
+	defer cancel()
+	err := w.conn.Close(ctx)
+	w.conn = nil
+	if err != nil {
+		return fmt.Errorf("postgres: %s: close: %w", w.who, err)
+	}
+	return nil
+}
+
+// copySource feeds buffered rows to CopyFrom, prefixing each with the
+// staging tags (sink key, transaction id, sequence number) when tags is set.
+type copySource struct {
+	rows  []any // row after row of width values
+	width int
+	tags  []any // fenced: sink key and transaction id; nil in prepared mode
+	seq   int64 // sequence number of the first buffered row
+	i     int   // current row
+	row   []any // scratch for a tagged row
+}
+
+// Next advances to the next buffered row.
+func (s *copySource) Next() bool {
+	s.i++
+	return (s.i+1)*s.width <= len(s.rows)
+}
+
+// Values returns the current row, tagged in fenced mode.
+func (s *copySource) Values() ([]any, error) {
+	vals := s.current()
+	if s.tags == nil {
+		return vals, nil
+	}
+	s.row = append(append(append(s.row[:0], s.tags...), s.seq+int64(s.i)), vals...)
+	return s.row, nil
+}
+
+// Err reports no error: the rows are in memory.
+func (s *copySource) Err() error { return nil }
+
+// current returns the user values of the current row.
+func (s *copySource) current() []any { return s.rows[s.i*s.width : (s.i+1)*s.width] }
+
+// literal quotes s as an SQL string literal (for statements that take no
+// parameters, such as COMMIT PREPARED).
+func literal(s string) string {
+	out := []byte{'\''}
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\'' {
+			out = append(out, '\'')
+		}
+		out = append(out, s[i])
+	}
+	return string(append(out, '\''))
+}

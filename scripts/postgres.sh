@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# postgres.sh runs a throwaway PostgreSQL server (Debian's package) for tests.
+#
+#   scripts/postgres.sh start              install the server package if initdb/pg_ctl
+#                                          are missing, initdb once, start the server,
+#                                          wait until it answers, create the database
+#                                          and role "exactly"; prints
+#                                          EXACTLY_POSTGRES_DATA=<data dir> and, as the
+#                                          LAST line, EXACTLY_POSTGRES_DSN=postgres://...
+#   scripts/postgres.sh stop               fast shutdown (pg_ctl stop -m fast)
+#   scripts/postgres.sh kill               immediate shutdown (pg_ctl stop -m immediate):
+#                                          no checkpoint, crash recovery at the next start
+#   scripts/postgres.sh restart-immediate  kill, then start again on the same data
+#   scripts/postgres.sh status             print the DSN if the server runs
+#   scripts/postgres.sh clean              stop the server and delete its data
+#
+# The server listens on 127.0.0.1 only, with scram-sha-256 password
+# authentication (user exactly, password exactly: a test-only server), fsync on
+# and max_prepared_transactions=64. Server commands run as the "postgres" user
+# when the script runs as root (initdb refuses root).
+#
+# Environment: POSTGRES_PORT (default 55432, the next free port if taken by
+# something else), EXACTLY_POSTGRES_DATA (data directory, default
+# <repo>/.tmp/postgres; tests that restart the server use the same default).
+# start is idempotent: a running server is reused.
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+data=${EXACTLY_POSTGRES_DATA:-$repo/.tmp/postgres}
+port=${POSTGRES_PORT:-55432}
+log=$data.log
+user=exactly
+password=exactly
+database=exactly
+
+log() { echo "postgres.sh: $*" >&2; }
+
+find_bin() {
+	local d
+	for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
+		if [[ -x $d/initdb && -x $d/pg_ctl ]]; then
+			echo "$d"
+			return
+		fi
+	done
+}
+
+bin=$(find_bin)
+
+install_server() {
+	[[ -n $bin ]] && return
+	log "installing Debian's postgresql package"
+	local sudo=()
+	[[ $(id -u) -eq 0 ]] || sudo=(sudo)
+	"${sudo[@]}" apt-get update -q >&2
+	DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q postgresql >&2
+	bin=$(find_bin)
+	[[ -n $bin ]] || { log "no initdb/pg_ctl under /usr/lib/postgresql/*/bin after installing"; exit 1; }
+}
+
+# as_server runs a command as the server's owner: "postgres" when we are root.
+as_server() {
+	if [[ $(id -u) -eq 0 ]]; then
+		runuser -u postgres -- "$@"
+	else
+		"$@"
+	fi
+}
+
+pg_ctl() { as_server "$bin/pg_ctl" -D "$data" "$@"; }
+
+running() { [[ -n $bin && -f $data/PG_VERSION ]] && pg_ctl status >/dev/null 2>&1; }
+
+port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# current_port reads the port the data directory was configured with.
+current_port() { sed -n "s/^port = \([0-9]*\).*/\1/p" "$data/postgresql.auto.conf" "$data/postgresql.conf" 2>/dev/null | tail -n 1; }
+
+dsn() { echo "postgres://$user:$password@127.0.0.1:$(current_port)/$database?sslmode=disable"; }
+
+print_address() {
+	echo "EXACTLY_POSTGRES_DATA=$data"
+	echo "EXACTLY_POSTGRES_DSN=$(dsn)"
+}
+
+init_data() {
+	[[ -f $data/PG_VERSION ]] && return
+	while port_busy "$port"; do
+		port=$((port + 1))
+	done
+	log "initdb into $data (port $port)"
+	mkdir -p "$data"
+	[[ $(id -u) -eq 0 ]] && chown postgres: "$data" "$(dirname "$data")"
+	chmod 700 "$data"
+	local pwfile
+	pwfile=$(mktemp)
+	echo "$password" >"$pwfile"
+	[[ $(id -u) -eq 0 ]] && chown postgres: "$pwfile"
+	as_server "$bin/initdb" -D "$data" -U postgres --auth-local=trust --auth-host=scram-sha-256 \
+		--pwfile="$pwfile" -E UTF8 --locale=C.UTF-8 >&2
+	rm -f "$pwfile"
+	cat >>"$data/postgresql.conf" <<EOF
+# scripts/postgres.sh
+listen_addresses = '127.0.0.1'
+port = $port
+unix_socket_directories = '$data'
+max_prepared_transactions = 64
+max_connections = 200
+fsync = on
+synchronous_commit = on
+EOF
+	cat >"$data/pg_hba.conf" <<EOF
+# scripts/postgres.sh: local socket for the script, passwords over loopback TCP
+local all all trust
+host  all all 127.0.0.1/32 scram-sha-256
+EOF
+}
+
+start_server() {
+	touch "$log"
+	[[ $(id -u) -eq 0 ]] && chown postgres: "$log"
+	pg_ctl -l "$log" -w -t 60 start >&2 || { tail -n 30 "$log" >&2; exit 1; }
+	local i
+	for i in $(seq 1 60); do
+		as_server "$bin/pg_isready" -q -h 127.0.0.1 -p "$(current_port)" && return
+		sleep 0.5
+	done
+	log "the server did not become ready; see $log"
+	exit 1
+}
+
+psql_admin() { as_server "$bin/psql" -X -q -v ON_ERROR_STOP=1 -h "$data" -p "$(current_port)" -U postgres -d postgres "$@"; }
+
+create_database() {
+	if [[ -z $(psql_admin -tAc "SELECT 1 FROM pg_roles WHERE rolname = '$user'") ]]; then
+		psql_admin -c "CREATE ROLE $user LOGIN PASSWORD '$password'" >&2
+	fi
+	if [[ -z $(psql_admin -tAc "SELECT 1 FROM pg_database WHERE datname = '$database'") ]]; then
+		psql_admin -c "CREATE DATABASE $database OWNER $user" >&2
+	fi
+}
+
+case ${1:-} in
+start)
+	install_server
+	if ! running; then
+		init_data
+		start_server
+	fi
+	create_database
+	print_address
+	;;
+stop)
+	running && pg_ctl stop -m fast -w >&2
+	;;
+kill)
+	running && pg_ctl stop -m immediate -w >&2
+	;;
+restart-immediate)
+	[[ -f $data/PG_VERSION ]] || { log "no data directory at $data: run start first"; exit 1; }
+	running && pg_ctl stop -m immediate -w >&2
+	start_server
+	print_address
+	;;
+status)
+	running && print_address
+	;;
+clean)
+	running && pg_ctl stop -m fast -w >&2
+	rm -rf "$data" "$log"
+	;;
+*)
+	echo "usage: $0 start|stop|kill|restart-immediate|status|clean" >&2
+	exit 2
+	;;
+esac
