@@ -87,29 +87,52 @@ func (m *committer) Commit(ctx context.Context, cm sink.Committable) error {
 	})
 }
 
-// commitStaged moves a staged transaction into the target table and raises
-// the subtask's high-water mark, in one transaction.
+// commitStaged moves a staged transaction into the target table, drops its
+// staging table and raises the subtask's high-water mark, in one
+// transaction. When the staging table does not exist, the mark tells
+// whether an earlier Commit moved it.
 func (m *committer) commitStaged(ctx context.Context, conn *pgx.Conn, c committable) error {
-	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, m.c.move, m.key, int64(c.id))
-		if err != nil {
+	staging := m.c.staging(stagingName(m.key, int64(c.id)))
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		// Locking first makes a concurrent duplicate Commit wait here and
+		// then find the table gone, rather than deadlock at the DROP.
+		if _, err := tx.Exec(ctx, "LOCK TABLE "+staging+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+			if isUndefinedTable(err) {
+				return errNoStaging
+			}
 			return err
 		}
-		if tag.RowsAffected() > 0 {
-			_, err = tx.Exec(ctx, m.c.advance, m.key, c.subtask, int64(c.cp))
+		if _, err := tx.Exec(ctx, m.c.move(staging)); err != nil {
 			return err
 		}
-		var mark int64
-		err = tx.QueryRow(ctx, m.c.markOf, m.key, c.subtask).Scan(&mark)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		if _, err := tx.Exec(ctx, "DROP TABLE "+staging); err != nil {
 			return err
 		}
-		if uint64(mark) >= c.cp {
-			return nil // committed before
-		}
-		return sink.Permanent(fmt.Errorf("no staged rows of transaction %d and the committed high-water mark is %d: the prepared rows are gone (deleted from %s by someone else) and the table misses them; find out what removed them, then rerun the job from an earlier savepoint",
-			c.id, mark, m.c.staging))
+		_, err := tx.Exec(ctx, m.c.advance, m.key, c.subtask, int64(c.cp))
+		return err
 	})
+	if !errors.Is(err, errNoStaging) {
+		return err
+	}
+	var mark int64
+	err = conn.QueryRow(ctx, m.c.markOf, m.key, c.subtask).Scan(&mark)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return err
+	}
+	if uint64(mark) >= c.cp {
+		return nil // committed before
+	}
+	return sink.Permanent(fmt.Errorf("staging table %s of transaction %d does not exist and the committed high-water mark is %d: the prepared rows are gone (dropped by someone else) and the table misses them; find out what removed them, then rerun the job from an earlier savepoint",
+		staging, c.id, mark))
+}
+
+// errNoStaging reports, inside commitStaged, that the staging table does not exist.
+var errNoStaging = errors.New("no staging table")
+
+// isUndefinedTable reports "relation ... does not exist".
+func isUndefinedTable(err error) bool {
+	var pg *pgconn.PgError
+	return errors.As(err, &pg) && pg.Code == "42P01"
 }
 
 // commitPrepared runs COMMIT PREPARED; when the transaction no longer
@@ -148,7 +171,7 @@ func isUndefinedObject(err error) bool {
 func (m *committer) Abort(ctx context.Context, cm sink.Committable) error {
 	return m.run(ctx, "abort", cm, func(conn *pgx.Conn, c committable) error {
 		if c.mode == Fenced {
-			_, err := conn.Exec(ctx, m.c.deleteTxn, m.key, int64(c.id))
+			_, err := conn.Exec(ctx, "DROP TABLE IF EXISTS "+m.c.staging(stagingName(m.key, int64(c.id))))
 			return err
 		}
 		return rollbackPrepared(ctx, conn, gid(m.key, c.subtask, c.cp))
@@ -163,8 +186,8 @@ func rollbackPrepared(ctx context.Context, conn *pgx.Conn, g string) error {
 }
 
 // AbortLingering rolls back every prepared transaction of the sink in the
-// current database and deletes every staged row of the sink, whichever
-// mode is configured.
+// current database and drops every staging table of the sink (of any
+// subtask), whichever mode is configured.
 func (m *committer) AbortLingering(ctx context.Context, restoredCheckpointID uint64) error {
 	conn, err := m.connection(ctx)
 	if err == nil {
@@ -191,20 +214,22 @@ func (m *committer) abortLingering(ctx context.Context, conn *pgx.Conn) error {
 			return fmt.Errorf("rollback prepared transaction %q: %w", g, err)
 		}
 	}
-	var staged int64
-	var exists bool
-	if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", m.c.staging).Scan(&exists); err != nil {
+	rows, err = conn.Query(ctx, "SELECT relname::text FROM pg_class WHERE relnamespace = to_regnamespace($1) AND relkind = 'r' AND starts_with(relname, $2)",
+		m.c.opts.Schema, stagingPrefix+m.key+"_")
+	if err != nil {
 		return err
 	}
-	if exists {
-		tag, err := conn.Exec(ctx, m.c.deleteSink, m.key)
-		if err != nil {
-			return err
-		}
-		staged = tag.RowsAffected()
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
 	}
-	if len(gids) > 0 || staged > 0 {
-		m.log.Info("postgres: removed what earlier attempts left behind", "table", m.c.table, "prepared_transactions", len(gids), "staged_rows", staged)
+	for _, t := range tables {
+		if _, err := conn.Exec(ctx, "DROP TABLE IF EXISTS "+m.c.staging(t)); err != nil {
+			return fmt.Errorf("drop staging table %s: %w", t, err)
+		}
+	}
+	if len(gids) > 0 || len(tables) > 0 {
+		m.log.Info("postgres: removed what earlier attempts left behind", "table", m.c.table, "prepared_transactions", len(gids), "staging_tables", len(tables))
 	}
 	return nil
 }

@@ -12,9 +12,10 @@ import (
 type CommitMode int
 
 const (
-	// Fenced, the default, stages rows in a staging table and moves them
-	// into the target table at commit, recording the checkpoint in a
-	// progress table in the same transaction. It needs no server settings
+	// Fenced, the default, stages each checkpoint's rows in a staging
+	// table of their own and moves them into the target table at commit,
+	// dropping the staging table and recording the checkpoint in a progress
+	// table in the same transaction. It needs no server settings
 	// and supports both write modes; it writes every row twice.
 	Fenced CommitMode = iota
 	// Prepared writes rows into the target table inside a transaction that
@@ -87,11 +88,11 @@ type Options struct {
 	// (and disables the DSN's plaintext fallback). Leave it nil to use the
 	// DSN's ssl* parameters.
 	TLS *tls.Config
-	// Schema holds the target table, the staging table and the progress
+	// Schema holds the target table, the staging tables and the progress
 	// table. Default "public".
 	Schema string
-	// Table is the target table. At most 46 bytes, so that the staging
-	// table's name, "_exactly_staging_" + Table, fits PostgreSQL's 63.
+	// Table is the target table. It must not start with "_exactly_", the
+	// prefix of the sink's own tables.
 	Table string
 	// Columns are the target columns that records fill, in the order the
 	// sink's toRow function appends their values. At least one. The table
@@ -116,9 +117,6 @@ type Options struct {
 	FlushRows int
 }
 
-// maxTable is the longest Table whose staging table name fits in 63 bytes.
-const maxTable = 63 - len(stagingPrefix)
-
 // typeRE accepts type names such as "bigint", "double precision",
 // "numeric(12, 2)", "text[]" and nothing that could alter the DDL.
 var typeRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_ ]*( ?\( ?[0-9]+ ?(, ?[0-9]+ ?)?\))?( ?\[\])*$`)
@@ -141,8 +139,8 @@ func (o *Options) validate() error {
 	checks := []check{
 		{o.DSN == "", "DSN", `""`, "set a connection string such as postgres://user@host:5432/db (put the password in PGPASSWORD or ~/.pgpass if it must stay out of configuration)"},
 		{!validIdent(o.Schema), "Schema", quoted(o.Schema), "use a non-empty name of at most 63 bytes without NUL"},
-		{!validIdent(o.Table) || len(o.Table) > maxTable || strings.HasPrefix(o.Table, reservedPrefix), "Table", quoted(o.Table),
-			fmt.Sprintf("use a non-empty name of at most %d bytes that does not start with %q", maxTable, reservedPrefix)},
+		{!validIdent(o.Table) || strings.HasPrefix(o.Table, reservedPrefix), "Table", quoted(o.Table),
+			fmt.Sprintf("use a non-empty name of at most 63 bytes that does not start with %q", reservedPrefix)},
 		{len(o.Columns) == 0, "Columns", "[]", "list at least one column of the target table"},
 		{o.Mode != Fenced && o.Mode != Prepared, "Mode", o.Mode, "use postgres.Fenced or postgres.Prepared"},
 		{o.Write != Append && o.Write != Upsert, "Write", o.Write, "use postgres.Append or postgres.Upsert"},

@@ -11,27 +11,30 @@
 // # Fenced mode (the default)
 //
 // Each writer subtask keeps one PostgreSQL transaction open per checkpoint
-// interval. It buffers records, and COPYs them (every Options.FlushRows rows
-// and at the barrier) into the staging table _exactly_staging_<table>, with
-// the sink key, a random 63-bit transaction id and a sequence number, in
-// columns named _exactly_sink, _exactly_txn and _exactly_seq. Prepare
-// COMMITs that transaction: the rows are then durable and invisible to
-// readers of the target table. The committable records the subtask, the
-// checkpoint and the transaction id. (The rows carry the transaction id
-// rather than the checkpoint id because rows flushed before the barrier are
-// written before the checkpoint id is known; tagging them afterwards would
-// rewrite them.)
+// interval. The transaction draws a random 63-bit id, creates a staging table
+// of its own, _exactly_stage_<sink key>_<id as 16 hex digits>, with the
+// target's column types (and, in Upsert mode, a sequence number column
+// _exactly_seq), and COPYs the buffered records into it every
+// Options.FlushRows rows and at the barrier. Prepare COMMITs that
+// transaction: the table and its rows are then durable (it is an ordinary,
+// WAL-logged table) and invisible to readers of the target table. The
+// committable records the subtask, the checkpoint and the transaction id,
+// which names the table. (The table is named by a transaction id rather than
+// the checkpoint id because rows flushed before the barrier are written
+// before the checkpoint id is known.) Staging tables have no index and
+// autovacuum disabled: they are written once, read once and dropped.
 //
-// Commit runs one statement in one transaction: it deletes the
-// transaction's rows from staging and inserts them into the target table
-// (in Upsert mode only the last row of each key, by sequence number, with
-// INSERT ... ON CONFLICT DO UPDATE), and raises the subtask's high-water mark in
-// _exactly_progress. Staged rows therefore exist exactly as long as they are
-// uncommitted, so a repeated Commit finds no rows and a mark at or above its
-// checkpoint, and does nothing. No rows and a lower mark means the prepared
-// data was deleted by someone else: Commit fails with a permanent error
-// rather than lose it silently. Abort deletes one transaction's staged rows;
-// AbortLingering deletes every staged row of the sink.
+// Commit runs one transaction: it locks the staging table, inserts its rows
+// into the target table with INSERT ... SELECT (in Upsert mode only the last
+// row of each key, by sequence number, with INSERT ... ON CONFLICT DO
+// UPDATE), drops the staging table and raises the subtask's high-water mark
+// in _exactly_progress. A staging table therefore exists exactly as long as
+// its rows are uncommitted, so a repeated Commit finds no table and a mark at
+// or above its checkpoint, and does nothing. No table and a lower mark means
+// the prepared data was dropped by someone else: Commit fails with a
+// permanent error rather than lose it silently. Abort drops one
+// transaction's staging table; AbortLingering drops every staging table
+// whose name starts with _exactly_stage_<sink key>_, of every subtask.
 //
 // # Prepared mode
 //
@@ -80,8 +83,12 @@ import (
 const (
 	// reservedPrefix starts the names of the package's own tables and columns.
 	reservedPrefix = "_exactly_"
-	// stagingPrefix starts the staging table's name.
-	stagingPrefix = reservedPrefix + "staging_"
+	// stagingPrefix starts the name of every staging table, which goes on
+	// with the sink key, "_" and the transaction id in 16 hex digits.
+	stagingPrefix = reservedPrefix + "stage_"
+	// seqColumn numbers the staged rows of a transaction in Upsert mode,
+	// where the last row of a key wins.
+	seqColumn = reservedPrefix + "seq"
 	// progressTable holds each (sink, subtask)'s committed high-water mark.
 	progressTable = reservedPrefix + "progress"
 	// gidPrefix starts the global id of every prepared transaction.
@@ -91,9 +98,6 @@ const (
 	// defaultConnectTimeout bounds a connection attempt when the DSN sets none.
 	defaultConnectTimeout = 10 * time.Second
 )
-
-// Staging columns that precede the user's columns.
-var stagingTags = []string{reservedPrefix + "sink", reservedPrefix + "txn", reservedPrefix + "seq"}
 
 // Sink writes records into a PostgreSQL table exactly once. It implements
 // [sink.Sink]; see the package documentation for the protocol.
@@ -130,12 +134,11 @@ type core struct {
 	cfg      *pgx.ConnConfig
 	server   string // host:port/database as user, for messages
 	target   string // quoted schema.table
-	staging  string // quoted schema.staging table
 	progress string // quoted schema.progress table
 	table    string // schema.table, unquoted, for messages
 	names    []string
-	// SQL
-	move, advance, markOf, deleteTxn, deleteSink string
+	// SQL; the commit statement is moveHead + staging table + moveTail.
+	moveHead, moveTail, advance, markOf string
 }
 
 func newCore(opts Options) (*core, error) {
@@ -156,7 +159,6 @@ func newCore(opts Options) (*core, error) {
 		cfg:      cfg,
 		server:   fmt.Sprintf("%s:%d/%s as %s", cfg.Host, cfg.Port, cfg.Database, cfg.User),
 		target:   pgx.Identifier{opts.Schema, opts.Table}.Sanitize(),
-		staging:  pgx.Identifier{opts.Schema, stagingPrefix + opts.Table}.Sanitize(),
 		progress: pgx.Identifier{opts.Schema, progressTable}.Sanitize(),
 		table:    opts.Schema + "." + opts.Table,
 	}
@@ -164,9 +166,7 @@ func newCore(opts Options) (*core, error) {
 		c.names = append(c.names, col.Name)
 	}
 	cols := quoteAll(c.names)
-	where := " WHERE " + stagingTags[0] + " = $1 AND " + stagingTags[1] + " = $2"
-	moved := "WITH moved AS (DELETE FROM " + c.staging + where + " RETURNING " + stagingTags[2] + ", " + cols + ") " +
-		"INSERT INTO " + c.target + " (" + cols + ") "
+	selected := cols
 	if opts.Write == Upsert {
 		keys := quoteAll(opts.Key)
 		var set []string
@@ -180,16 +180,13 @@ func newCore(opts Options) (*core, error) {
 				set = append(set, quoteIdent(k)+" = EXCLUDED."+quoteIdent(k))
 			}
 		}
-		c.move = moved + "SELECT DISTINCT ON (" + keys + ") " + cols + " FROM moved ORDER BY " + keys + ", " + stagingTags[2] +
-			" DESC ON CONFLICT (" + keys + ") DO UPDATE SET " + strings.Join(set, ", ")
-	} else {
-		c.move = moved + "SELECT " + cols + " FROM moved"
+		selected = "DISTINCT ON (" + keys + ") " + cols
+		c.moveTail = " ORDER BY " + keys + ", " + seqColumn + " DESC ON CONFLICT (" + keys + ") DO UPDATE SET " + strings.Join(set, ", ")
 	}
+	c.moveHead = "INSERT INTO " + c.target + " (" + cols + ") SELECT " + selected + " FROM "
 	c.advance = "INSERT INTO " + c.progress + " (sink, subtask, checkpoint) VALUES ($1, $2, $3) " +
 		"ON CONFLICT (sink, subtask) DO UPDATE SET checkpoint = greatest(" + c.progress + ".checkpoint, EXCLUDED.checkpoint)"
 	c.markOf = "SELECT checkpoint FROM " + c.progress + " WHERE sink = $1 AND subtask = $2"
-	c.deleteTxn = "DELETE FROM " + c.staging + where
-	c.deleteSink = "DELETE FROM " + c.staging + " WHERE " + stagingTags[0] + " = $1"
 	return c, nil
 }
 
@@ -216,16 +213,17 @@ func (c *core) connect(ctx context.Context) (*pgx.Conn, error) {
 
 // setup creates the tables the sink needs, checks the target table's
 // columns and, in prepared mode, the server's max_prepared_transactions. It
-// returns the type OIDs of Options.Columns. Subtasks run it concurrently: an
-// advisory lock serializes the DDL.
-func (c *core) setup(ctx context.Context, conn *pgx.Conn) (oids []uint32, err error) {
+// returns the type OIDs of Options.Columns and, in fenced mode, the column
+// definitions of staging tables. Subtasks run it concurrently: an advisory
+// lock serializes the DDL.
+func (c *core) setup(ctx context.Context, conn *pgx.Conn) (oids []uint32, stagingCols string, err error) {
 	if c.opts.Mode == Prepared {
 		var n int
 		if err := conn.QueryRow(ctx, "SELECT current_setting('max_prepared_transactions')::int").Scan(&n); err != nil {
-			return nil, fmt.Errorf("read max_prepared_transactions: %w", err)
+			return nil, "", fmt.Errorf("read max_prepared_transactions: %w", err)
 		}
 		if err := checkPreparedCapacity(n); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 	}
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
@@ -244,23 +242,37 @@ func (c *core) setup(ctx context.Context, conn *pgx.Conn) (oids []uint32, err er
 		if c.opts.Mode != Fenced {
 			return nil
 		}
-		for _, stmt := range c.stagingDDL(types) {
-			if _, err := tx.Exec(ctx, stmt); err != nil {
-				return fmt.Errorf("create the staging or progress table: %w", err)
-			}
+		if _, err := tx.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+c.progress+
+			" (sink text NOT NULL, subtask int NOT NULL, checkpoint bigint NOT NULL, PRIMARY KEY (sink, subtask))"); err != nil {
+			return fmt.Errorf("create the progress table: %w", err)
 		}
-		// Plan the commit statement once, moving nothing: this reports a
-		// type mismatch between staging and target, or an upsert Key
-		// without a unique index, now rather than at the first commit.
-		if _, err := tx.Exec(ctx, c.move, "", int64(-1)); err != nil {
-			return fmt.Errorf("check the commit statement: %w", err)
-		}
-		return nil
+		stagingCols = c.stagingColumns(types)
+		return c.checkMove(ctx, tx, stagingCols)
 	})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return oids, nil
+	return oids, stagingCols, nil
+}
+
+// checkMove creates a staging table in a savepoint and plans the commit
+// statement on it, moving nothing, then rolls both back. This reports a
+// missing CREATE privilege on the schema, a type mismatch between staging
+// and target, or an upsert Key without a unique index now rather than at the
+// first Prepare or commit.
+func (c *core) checkMove(ctx context.Context, tx pgx.Tx, stagingCols string) error {
+	probe, err := tx.Begin(ctx) // a savepoint; on error setup rolls back everything
+	if err != nil {
+		return err
+	}
+	staging := c.staging(reservedPrefix + "check")
+	if _, err := probe.Exec(ctx, createStaging(staging, stagingCols)); err != nil {
+		return fmt.Errorf("create a staging table: %w", err)
+	}
+	if _, err := probe.Exec(ctx, c.move(staging)); err != nil {
+		return fmt.Errorf("check the commit statement: %w", err)
+	}
+	return probe.Rollback(ctx)
 }
 
 // createTarget returns the CREATE TABLE IF NOT EXISTS of the target table.
@@ -316,18 +328,42 @@ func (c *core) columnTypes(ctx context.Context, tx pgx.Tx, oids *[]uint32) ([]st
 	return types, nil
 }
 
-// stagingDDL returns the statements that create the staging table, with
-// the target's column types, its index and the progress table.
-func (c *core) stagingDDL(types []string) []string {
-	defs := []string{stagingTags[0] + " text NOT NULL", stagingTags[1] + " bigint NOT NULL", stagingTags[2] + " bigint NOT NULL"}
+// stagingColumns returns the column definitions of a staging table: the
+// target's column types, after the sequence number in Upsert mode. No
+// constraints and no index: the rows are checked when they reach the target.
+func (c *core) stagingColumns(types []string) string {
+	var defs []string
+	if c.opts.Write == Upsert {
+		defs = append(defs, seqColumn+" bigint NOT NULL")
+	}
 	for i, n := range c.names {
 		defs = append(defs, quoteIdent(n)+" "+types[i])
 	}
-	return []string{
-		"CREATE TABLE IF NOT EXISTS " + c.staging + " (" + strings.Join(defs, ", ") + ")",
-		"CREATE INDEX IF NOT EXISTS " + quoteIdent(stagingPrefix+c.opts.Table+"_txn") + " ON " + c.staging + " (" + stagingTags[1] + ")",
-		"CREATE TABLE IF NOT EXISTS " + c.progress + " (sink text NOT NULL, subtask int NOT NULL, checkpoint bigint NOT NULL, PRIMARY KEY (sink, subtask))",
-	}
+	return strings.Join(defs, ", ")
+}
+
+// createStaging returns the CREATE TABLE of a staging table. Autovacuum is
+// off: the table is written by one transaction, read once and dropped, and
+// an autovacuum worker holding it would delay the commit's DROP.
+func createStaging(staging, cols string) string {
+	return "CREATE TABLE " + staging + " (" + cols + ") WITH (autovacuum_enabled = off, toast.autovacuum_enabled = off)"
+}
+
+// stagingName returns the name of the staging table of transaction txn of
+// the sink with key.
+func stagingName(key string, txn int64) string {
+	return fmt.Sprintf("%s%s_%016x", stagingPrefix, key, txn)
+}
+
+// staging quotes schema.name of a staging table.
+func (c *core) staging(name string) string {
+	return pgx.Identifier{c.opts.Schema, name}.Sanitize()
+}
+
+// move returns the commit statement that inserts the rows of the quoted
+// staging table into the target table.
+func (c *core) move(staging string) string {
+	return c.moveHead + staging + c.moveTail
 }
 
 // checkPreparedCapacity fails when the server cannot prepare transactions.

@@ -35,7 +35,8 @@ func db(t testing.TB) *pgx.Conn {
 }
 
 // dropTables rolls back the prepared transactions earlier test runs left
-// (they lock the tables), then drops the tables and their staging tables.
+// (they lock the tables), then drops the tables and every staging table
+// (the tests run one at a time).
 func dropTables(t testing.TB, conn *pgx.Conn, tables ...string) {
 	t.Helper()
 	ctx := context.Background()
@@ -52,16 +53,22 @@ func dropTables(t testing.TB, conn *pgx.Conn, tables ...string) {
 			t.Fatal(err)
 		}
 	}
-	for _, table := range tables {
-		for _, tb := range []string{table, stagingPrefix + table} {
-			if _, err := conn.Exec(ctx, "DROP TABLE IF EXISTS "+quoteIdent(tb)); err != nil {
-				t.Fatal(err)
-			}
+	rows, err = conn.Query(ctx, "SELECT relname::text FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relkind = 'r' AND starts_with(relname, $1)", stagingPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	staging, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range append(tables, staging...) {
+		if _, err := conn.Exec(ctx, "DROP TABLE IF EXISTS "+quoteIdent(tb)); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
 
-// freshTable drops table and its staging table, and returns options for it.
+// freshTable drops table and the staging tables, and returns options for it.
 func freshTable(t testing.TB, conn *pgx.Conn, table string, mode CommitMode) Options {
 	t.Helper()
 	dropTables(t, conn, table)
@@ -152,13 +159,21 @@ func ids(t testing.TB, conn *pgx.Conn, table string) []int64 {
 }
 
 // leftovers counts the staged rows and prepared transactions that sink
-// name of job left for table.
+// name of job left for table. An empty staging table counts as one row.
 func leftovers(t testing.TB, conn *pgx.Conn, job, table, name string) (staged, prepared int64) {
 	t.Helper()
 	key := (&core{table: "public." + table}).sinkKey(job, name)
 	prepared = ints(t, conn, "SELECT count(*) FROM pg_prepared_xacts WHERE starts_with(gid, $1)", gidPrefix+key+":")[0]
-	if ints(t, conn, "SELECT count(*) FROM pg_class WHERE relname = $1", stagingPrefix+table)[0] > 0 {
-		staged = ints(t, conn, "SELECT count(*) FROM "+quoteIdent(stagingPrefix+table)+" WHERE _exactly_sink = $1", key)[0]
+	rows, err := conn.Query(context.Background(), "SELECT relname::text FROM pg_class WHERE starts_with(relname, $1)", stagingPrefix+key+"_")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range tables {
+		staged += max(1, ints(t, conn, "SELECT count(*) FROM "+quoteIdent(tb))[0])
 	}
 	return staged, prepared
 }
@@ -208,6 +223,33 @@ func TestVisibleOnlyAfterCommitAndIdempotent(t *testing.T) {
 				t.Errorf("after committing everything: %d staged rows, %d prepared transactions", staged, prepared)
 			}
 		})
+	}
+}
+
+// TestConcurrentDuplicateCommit commits one fenced transaction from two
+// committers at once (a zombie and its replacement): one moves the rows, the
+// other waits for it and finds the commit done.
+func TestConcurrentDuplicateCommit(t *testing.T) {
+	ctx := context.Background()
+	conn := db(t)
+	table := "concurrent_fenced"
+	s := newTestSink(t, freshTable(t, conn, table, Fenced))
+	cm := writePrepare(t, newWriter(t, s, "out", 0), 0, 1, recs(0, 1000))
+	committers := []sink.Committer{newCommitter(t, s, "out"), newCommitter(t, newTestSink(t, s.core.opts), "out")}
+	errs := make(chan error, len(committers))
+	for _, c := range committers {
+		go func() { errs <- c.Commit(ctx, cm) }()
+	}
+	for range committers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := ids(t, conn, table); !slices.Equal(got, want(0, 1000)) {
+		t.Fatalf("after two concurrent Commits: %d rows, want ids 0..999 once", len(got))
+	}
+	if staged, _ := leftovers(t, conn, "test", table, "out"); staged != 0 {
+		t.Fatalf("%d staged rows left", staged)
 	}
 }
 
@@ -542,7 +584,7 @@ func TestOptionsValidation(t *testing.T) {
 		{func(o *Options) { o.DSN = "postgres://u:pw@[bad" }, "option DSN cannot be parsed"},
 		{func(o *Options) { o.Table = "" }, `option Table = "" is invalid`},
 		{func(o *Options) { o.Table = "_exactly_progress" }, `option Table = "_exactly_progress"`},
-		{func(o *Options) { o.Table = strings.Repeat("t", 47) }, "at most 46 bytes"},
+		{func(o *Options) { o.Table = strings.Repeat("t", 64) }, "at most 63 bytes"},
 		{func(o *Options) { o.Columns = nil }, "option Columns = [] is invalid"},
 		{func(o *Options) { o.Columns = []Column{{"a", "int"}, {"a", "int"}} }, `option Columns[1].Name = "a" is invalid: remove it`},
 		{func(o *Options) { o.Columns = []Column{{"a", "int); DROP TABLE x; --"}} }, "option Columns[0].Type"},

@@ -25,18 +25,16 @@ func (s *Sink[T]) NewWriter(ctx context.Context, info sink.WriterInfo) (sink.Wri
 	if err != nil {
 		return nil, err
 	}
-	oids, err := c.setup(ctx, conn)
+	oids, stagingCols, err := c.setup(ctx, conn)
 	if err != nil {
 		return nil, errors.Join(c.describe(err, who, "set up the tables"), conn.Close(ctx))
 	}
-	w := &writer[T]{s: s, conn: conn, who: who, key: c.sinkKey(info.Job, info.Sink), subtask: info.Subtask, oids: oids}
+	w := &writer[T]{s: s, conn: conn, who: who, key: c.sinkKey(info.Job, info.Sink), subtask: info.Subtask, oids: oids,
+		stagingCols: stagingCols, table: pgx.Identifier{c.opts.Schema, c.opts.Table}, cols: c.names}
 	w.src.width = len(c.names)
-	if c.opts.Mode == Fenced {
-		w.table = pgx.Identifier{c.opts.Schema, stagingPrefix + c.opts.Table}
-		w.cols = append(append([]string(nil), stagingTags...), c.names...)
-	} else {
-		w.table = pgx.Identifier{c.opts.Schema, c.opts.Table}
-		w.cols = c.names
+	if c.opts.Write == Upsert {
+		w.src.numbered = true
+		w.cols = append([]string{seqColumn}, c.names...)
 	}
 	return w, nil
 }
@@ -44,18 +42,19 @@ func (s *Sink[T]) NewWriter(ctx context.Context, info sink.WriterInfo) (sink.Wri
 // writer is one subtask's writer. Rows are buffered, then COPYed inside a
 // server transaction that stays open until Prepare.
 type writer[T any] struct {
-	s       *Sink[T]
-	conn    *pgx.Conn // nil once closed
-	who     string    // sink and subtask, for messages
-	key     string    // sink key
-	subtask int
-	oids    []uint32 // type of each of Options.Columns
-	table   pgx.Identifier
-	cols    []string // columns of the COPY
-	src     copySource
-	open    bool   // a server transaction is open
-	txn     int64  // fenced: the open transaction's id in staging
-	last    uint64 // the last checkpoint prepared, for messages
+	s           *Sink[T]
+	conn        *pgx.Conn // nil once closed
+	who         string    // sink and subtask, for messages
+	key         string    // sink key
+	subtask     int
+	oids        []uint32       // type of each of Options.Columns
+	stagingCols string         // fenced: column definitions of a staging table
+	table       pgx.Identifier // the COPY's table: the target (prepared) or the open transaction's staging table (fenced)
+	cols        []string       // columns of the COPY
+	src         copySource
+	open        bool   // a server transaction is open
+	txn         int64  // fenced: the open transaction's id, which names its staging table
+	last        uint64 // the last checkpoint prepared, for messages
 }
 
 // Write buffers batch, sending the buffer once it holds FlushRows rows.
@@ -97,10 +96,14 @@ func (w *writer[T]) flush(ctx context.Context) error {
 			return err
 		}
 		w.open = true
-		if w.s.core.opts.Mode == Fenced {
+		w.src.seq = 0
+		if c := w.s.core; c.opts.Mode == Fenced {
 			w.txn = rand.Int64() // 63 random bits: unique in practice, never reused
-			w.src.tags = []any{w.key, w.txn}
-			w.src.seq = 0
+			name := stagingName(w.key, w.txn)
+			w.table = pgx.Identifier{c.opts.Schema, name}
+			if _, err := w.conn.Exec(ctx, createStaging(c.staging(name), w.stagingCols)); err != nil {
+				return err
+			}
 		}
 	}
 	w.src.i = -1
@@ -186,15 +189,15 @@ func (w *writer[T]) Close() error {
 	return nil
 }
 
-// copySource feeds buffered rows to CopyFrom, prefixing each with the
-// staging tags (sink key, transaction id, sequence number) when tags is set.
+// copySource feeds buffered rows to CopyFrom, prefixing each with its
+// sequence number in the transaction when numbered is set.
 type copySource struct {
-	rows  []any // row after row of width values
-	width int
-	tags  []any // fenced: sink key and transaction id; nil in prepared mode
-	seq   int64 // sequence number of the first buffered row
-	i     int   // current row
-	row   []any // scratch for a tagged row
+	rows     []any // row after row of width values
+	width    int
+	numbered bool  // upsert: prefix the sequence number
+	seq      int64 // sequence number of the first buffered row
+	i        int   // current row
+	row      []any // scratch for a numbered row
 }
 
 // Next advances to the next buffered row.
@@ -203,13 +206,13 @@ func (s *copySource) Next() bool {
 	return (s.i+1)*s.width <= len(s.rows)
 }
 
-// Values returns the current row, tagged in fenced mode.
+// Values returns the current row, numbered in Upsert mode.
 func (s *copySource) Values() ([]any, error) {
 	vals := s.current()
-	if s.tags == nil {
+	if !s.numbered {
 		return vals, nil
 	}
-	s.row = append(append(append(s.row[:0], s.tags...), s.seq+int64(s.i)), vals...)
+	s.row = append(append(s.row[:0], s.seq+int64(s.i)), vals...)
 	return s.row, nil
 }
 
