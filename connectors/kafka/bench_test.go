@@ -1,0 +1,160 @@
+package kafka_test
+
+import (
+	"context"
+	"encoding/binary"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactlyonce/exactly/connectors/kafka"
+	"github.com/exactlyonce/exactly/internal/testenv"
+	"github.com/exactlyonce/exactly/stream"
+)
+
+const (
+	benchBacklog = 1_500_000        // records of the throughput phase
+	benchRate    = 10_000           // records/s of the latency phase
+	benchSpan    = 10 * time.Second // length of the latency phase
+)
+
+// mapJob builds in → map (identity) → out with guarantee g.
+func mapJob(b *testing.B, brokers, in, out string, g kafka.Guarantee, bounded bool) *stream.Job {
+	src, err := kafka.NewSource(kafka.SourceOptions{Conn: kafka.Conn{Brokers: []string{brokers}}, Topics: []string{in}, Bounded: bounded}, kafka.Bytes())
+	if err != nil {
+		b.Fatal(err)
+	}
+	snk, err := kafka.NewSink(kafka.SinkOptions{Conn: kafka.Conn{Brokers: []string{brokers}}, Topic: out, Guarantee: g,
+		TransactionalIDPrefix: uniqueName("bench-txn"), TransactionTimeout: time.Minute},
+		func(v []byte) (kafka.Message, error) { return kafka.Message{Value: v}, nil })
+	if err != nil {
+		b.Fatal(err)
+	}
+	j := stream.New("kbench")
+	recs := stream.Source(j, "in", src, stream.Parallelism(2))
+	vals := stream.Map(recs, func(r kafka.Record[[]byte]) []byte { return r.Value })
+	stream.SinkTo(vals, "out", snk)
+	return j
+}
+
+// BenchmarkKafkaToKafka measures Kafka → map → Kafka with exactly-once
+// (1s checkpoints) and at-least-once: throughput over a backlog of
+// benchBacklog records, then visibility latency (production to being
+// read by a read_committed consumer) at benchRate records/s.
+//
+//	go test -run '^$' -bench KafkaToKafka -benchtime 1x ./connectors/kafka/
+func BenchmarkKafkaToKafka(b *testing.B) {
+	brokers := testenv.Kafka(b)
+	for _, g := range []kafka.Guarantee{kafka.ExactlyOnce, kafka.AtLeastOnce} {
+		b.Run(g.String(), func(b *testing.B) {
+			for range b.N {
+				b.ReportMetric(benchThroughput(b, brokers, g), "events/s")
+				p50, p99 := benchLatency(b, brokers, g)
+				b.ReportMetric(float64(p50.Milliseconds()), "p50-ms")
+				b.ReportMetric(float64(p99.Milliseconds()), "p99-ms")
+			}
+		})
+	}
+}
+
+// benchThroughput runs the job over a backlog and returns records/s.
+func benchThroughput(b *testing.B, brokers string, g kafka.Guarantee) float64 {
+	adm := admin(b, brokers)
+	in, out := uniqueName("bench-in"), uniqueName("bench-out")
+	createTopic(b, adm, in, 4)
+	createTopic(b, adm, out, 4)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.DefaultProduceTopic(in))
+	if err != nil {
+		b.Fatal(err)
+	}
+	value := make([]byte, 100)
+	for i := 0; i < benchBacklog; i += 10_000 {
+		recs := make([]*kgo.Record, 10_000)
+		for k := range recs {
+			recs[k] = &kgo.Record{Value: value}
+		}
+		if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cl.Close()
+	j := mapJob(b, brokers, in, out, g, true)
+	start := time.Now()
+	if err := j.Run(context.Background(), stream.Options{CheckpointDir: filepath.Join(b.TempDir(), "ckpt"), CheckpointInterval: time.Second}); err != nil {
+		b.Fatal(err)
+	}
+	took := time.Since(start)
+	ends, err := adm.ListEndOffsets(context.Background(), out)
+	if err != nil {
+		b.Fatal(err)
+	}
+	written := int64(0) // records plus, with transactions, their markers
+	ends.Each(func(o kadm.ListedOffset) { written += o.Offset })
+	if written < benchBacklog {
+		b.Fatalf("the job wrote %d records, want %d", written, benchBacklog)
+	}
+	return benchBacklog / took.Seconds()
+}
+
+// benchLatency feeds the running job at benchRate for benchSpan and
+// returns the p50 and p99 of the time from production to visibility.
+func benchLatency(b *testing.B, brokers string, g kafka.Guarantee) (p50, p99 time.Duration) {
+	adm := admin(b, brokers)
+	in, out := uniqueName("lat-in"), uniqueName("lat-out")
+	createTopic(b, adm, in, 4)
+	createTopic(b, adm, out, 4)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	j := mapJob(b, brokers, in, out, g, false)
+	done := make(chan error, 1)
+	go func() {
+		done <- j.Run(ctx, stream.Options{CheckpointDir: filepath.Join(b.TempDir(), "ckpt"), CheckpointInterval: time.Second})
+	}()
+	time.Sleep(2 * time.Second) // let the job start
+	reader, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.ConsumeTopics(out),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(10*time.Millisecond))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer reader.Close()
+	total := int(benchRate * benchSpan.Seconds())
+	go func() {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.DefaultProduceTopic(in), kgo.ProducerLinger(0))
+		if err != nil {
+			return
+		}
+		defer cl.Close()
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for sent := 0; sent < total; {
+			<-tick.C
+			for range benchRate / 100 {
+				cl.Produce(ctx, &kgo.Record{Value: binary.BigEndian.AppendUint64(nil, uint64(time.Now().UnixNano()))}, nil)
+				sent++
+			}
+		}
+		cl.Flush(ctx)
+	}()
+	var lat []time.Duration
+	deadline := time.Now().Add(benchSpan + time.Minute)
+	for len(lat) < total && time.Now().Before(deadline) {
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		fs := reader.PollFetches(pctx)
+		pcancel()
+		now := time.Now()
+		fs.EachRecord(func(r *kgo.Record) {
+			lat = append(lat, now.Sub(time.Unix(0, int64(binary.BigEndian.Uint64(r.Value)))))
+		})
+	}
+	cancel()
+	<-done
+	if len(lat) < total {
+		b.Fatalf("saw %d of %d records", len(lat), total)
+	}
+	slices.Sort(lat)
+	return lat[len(lat)/2], lat[len(lat)*99/100]
+}

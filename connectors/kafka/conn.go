@@ -1,0 +1,167 @@
+package kafka
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+// SASLMechanism names a SASL authentication mechanism.
+type SASLMechanism string
+
+const (
+	// SASLPlain is SASL/PLAIN: the password travels as is, so use it only with TLS.
+	SASLPlain SASLMechanism = "PLAIN"
+	// SASLScramSHA256 is SASL/SCRAM-SHA-256.
+	SASLScramSHA256 SASLMechanism = "SCRAM-SHA-256"
+	// SASLScramSHA512 is SASL/SCRAM-SHA-512.
+	SASLScramSHA512 SASLMechanism = "SCRAM-SHA-512"
+)
+
+// defaultDialTimeout bounds one connection attempt when Conn.DialTimeout is zero.
+const defaultDialTimeout = 10 * time.Second
+
+// Conn says how to reach and authenticate to the Kafka cluster. It is shared
+// by [SourceOptions] and [SinkOptions].
+type Conn struct {
+	// Brokers are the bootstrap brokers, "host:port". Required.
+	Brokers []string
+	// TLS, when set, encrypts every connection with this configuration.
+	// Leave it nil for plaintext listeners.
+	TLS *tls.Config
+	// SASL, when its Mechanism is set, authenticates every connection.
+	SASL SASL
+	// ClientID is sent to the brokers for their logs and quotas. Default "exactly".
+	ClientID string
+	// DialTimeout bounds one connection attempt. Default 10s.
+	DialTimeout time.Duration
+}
+
+// SASL holds SASL credentials. They are never logged.
+type SASL struct {
+	// Mechanism is SASLPlain, SASLScramSHA256 or SASLScramSHA512; empty disables SASL.
+	Mechanism SASLMechanism
+	// User is the user name.
+	User string
+	// Password is the password.
+	Password string
+}
+
+// validate checks c, naming the field, the value and the fix. prefix is
+// the options struct holding c, e.g. "SinkOptions".
+func (c *Conn) validate(prefix string) error {
+	if len(c.Brokers) == 0 {
+		return fmt.Errorf("kafka: %s.Conn.Brokers is empty: list at least one bootstrap broker as host:port", prefix)
+	}
+	for i, b := range c.Brokers {
+		if _, _, err := net.SplitHostPort(b); err != nil {
+			return fmt.Errorf("kafka: %s.Conn.Brokers[%d] = %q is not host:port: %w", prefix, i, b, err)
+		}
+	}
+	switch c.SASL.Mechanism {
+	case "":
+	case SASLPlain, SASLScramSHA256, SASLScramSHA512:
+		if c.SASL.User == "" {
+			return fmt.Errorf("kafka: %s.Conn.SASL.User is empty with mechanism %s: set the user name", prefix, c.SASL.Mechanism)
+		}
+	default:
+		return fmt.Errorf("kafka: %s.Conn.SASL.Mechanism = %q is unknown: use %s, %s or %s", prefix, c.SASL.Mechanism, SASLPlain, SASLScramSHA256, SASLScramSHA512)
+	}
+	if c.DialTimeout < 0 {
+		return fmt.Errorf("kafka: %s.Conn.DialTimeout = %v is negative: use 0 (default 10s) or a positive duration", prefix, c.DialTimeout)
+	}
+	return nil
+}
+
+// opts returns the franz-go options that connect as c says.
+func (c *Conn) opts() []kgo.Opt {
+	id := c.ClientID
+	if id == "" {
+		id = "exactly"
+	}
+	dial := c.DialTimeout
+	if dial == 0 {
+		dial = defaultDialTimeout
+	}
+	o := []kgo.Opt{
+		kgo.SeedBrokers(c.Brokers...),
+		kgo.ClientID(id),
+		kgo.DialTimeout(dial),
+		kgo.RetryTimeout(30 * time.Second),
+	}
+	if c.TLS != nil {
+		o = append(o, kgo.DialTLSConfig(c.TLS.Clone()))
+	}
+	if m := c.saslMechanism(); m != nil {
+		o = append(o, kgo.SASL(m))
+	}
+	return o
+}
+
+// saslMechanism returns the configured SASL mechanism, or nil.
+func (c *Conn) saslMechanism() sasl.Mechanism {
+	s := c.SASL
+	switch s.Mechanism {
+	case SASLPlain:
+		return plain.Auth{User: s.User, Pass: s.Password}.AsMechanism()
+	case SASLScramSHA256:
+		return scram.Auth{User: s.User, Pass: s.Password}.AsSha256Mechanism()
+	case SASLScramSHA512:
+		return scram.Auth{User: s.User, Pass: s.Password}.AsSha512Mechanism()
+	}
+	return nil
+}
+
+// newClient opens a client with c's connection options and extra, and
+// checks that the cluster answers, so that a wrong address or bad
+// credentials fail here with a clear error instead of in a retry loop.
+func (c *Conn) newClient(ctx context.Context, extra ...kgo.Opt) (*kgo.Client, error) {
+	cl, err := kgo.NewClient(append(c.opts(), extra...)...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: client options: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, c.pingTimeout())
+	defer cancel()
+	if err := cl.Ping(pctx); err != nil {
+		cl.Close()
+		return nil, c.explain(err)
+	}
+	return cl, nil
+}
+
+// pingTimeout bounds the first contact with the cluster.
+func (c *Conn) pingTimeout() time.Duration {
+	if c.DialTimeout > 0 {
+		return 2 * c.DialTimeout
+	}
+	return 2 * defaultDialTimeout
+}
+
+// explain turns a failure to reach the cluster into an error that says
+// what to check.
+func (c *Conn) explain(err error) error {
+	var saslErr *kerr.Error
+	switch {
+	case errors.As(err, &saslErr) && (saslErr == kerr.SaslAuthenticationFailed || saslErr == kerr.IllegalSaslState || saslErr == kerr.UnsupportedSaslMechanism):
+		return fmt.Errorf("kafka: authentication to %v failed (SASL mechanism %q, user %q): check Conn.SASL and the broker's sasl.enabled.mechanisms: %w", c.Brokers, c.SASL.Mechanism, c.SASL.User, err)
+	case isAuthorization(err):
+		return fmt.Errorf("kafka: the brokers %v refused an operation: grant the ACLs listed in docs/kafka.md to user %q: %w", c.Brokers, c.SASL.User, err)
+	default:
+		return fmt.Errorf("kafka: cannot reach the brokers %v (TLS %t, SASL %q): check Conn.Brokers, that the brokers run, and the listener's security protocol: %w", c.Brokers, c.TLS != nil, c.SASL.Mechanism, err)
+	}
+}
+
+// isAuthorization reports whether err is an ACL refusal.
+func isAuthorization(err error) bool {
+	return errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.GroupAuthorizationFailed) ||
+		errors.Is(err, kerr.ClusterAuthorizationFailed) || errors.Is(err, kerr.TransactionalIDAuthorizationFailed)
+}

@@ -1,0 +1,75 @@
+package kafka_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/exactlyonce/exactly/internal/crashtest"
+	"github.com/exactlyonce/exactly/internal/testenv"
+	"github.com/exactlyonce/exactly/runtime"
+	"github.com/exactlyonce/exactly/stream"
+)
+
+const (
+	crashKeys   = 40
+	crashPerKey = 1500
+	// crashDelay slows each record so that a run takes ~4s without kills.
+	crashDelay = 100 * time.Microsecond
+)
+
+// runCrashChild runs the count job described by the environment the
+// parent set, until its bounded input is done.
+func runCrashChild(t *testing.T, brokers string) {
+	j, err := countJob(brokers, os.Getenv("KT_IN"), os.Getenv("KT_OUT"), os.Getenv("KT_PREFIX"), 2, 200*time.Millisecond, crashDelay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = j.Run(context.Background(), stream.Options{
+		CheckpointDir:      os.Getenv("KT_CKPT"),
+		CheckpointInterval: 200 * time.Millisecond,
+		Probe:              crashtest.Probe(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// crashRun prepares topics, runs the count job under crashtest with o,
+// and verifies the committed output.
+func crashRun(t *testing.T, o crashtest.Options) {
+	brokers := testenv.Kafka(t)
+	if crashtest.IsChild() {
+		runCrashChild(t, brokers)
+		return
+	}
+	adm := admin(t, brokers)
+	in, out, prefix := uniqueName("crash-in"), uniqueName("crash-out"), uniqueName("crash-txn")
+	createTopic(t, adm, in, 4)
+	createTopic(t, adm, out, 3)
+	produceInput(t, brokers, in, crashKeys, crashPerKey)
+	o.Env = append(o.Env, "KT_IN="+in, "KT_OUT="+out, "KT_PREFIX="+prefix, "KT_CKPT="+filepath.Join(t.TempDir(), "ckpt"))
+	rep := crashtest.Run(t, o)
+	t.Log(rep)
+	checkCounts(t, readCommitted(t, brokers, out, crashKeys*crashPerKey, time.Minute), crashKeys, crashPerKey)
+	if ids := openTransactions(t, adm, prefix); len(ids) > 0 {
+		t.Errorf("transactions left open: %v", ids)
+	}
+}
+
+// TestCrashExactlyOnce kills the job process 20 times at random moments
+// and protocol points, biased to the window between checkpoint completion
+// and commit, and checks that a read_committed reader sees every count
+// exactly once.
+func TestCrashExactlyOnce(t *testing.T) {
+	crashRun(t, crashtest.Options{Kills: 20})
+}
+
+// TestCrashBeforeCommit kills the job only when a checkpoint is complete
+// and nothing is committed yet: the restarted job must commit the
+// prepared transactions, not produce their records again.
+func TestCrashBeforeCommit(t *testing.T) {
+	crashRun(t, crashtest.Options{Kills: 6, Points: []runtime.ProbePoint{runtime.ProbeMetadataWritten}})
+}

@@ -1,0 +1,106 @@
+package kafka_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactlyonce/exactly/connectors/kafka"
+	"github.com/exactlyonce/exactly/internal/testenv"
+	"github.com/exactlyonce/exactly/sink"
+)
+
+// wantErr fails unless err mentions every one of parts.
+func wantErr(t *testing.T, err error, parts ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("no error, want one mentioning %q", parts)
+	}
+	for _, p := range parts {
+		if !strings.Contains(err.Error(), p) {
+			t.Fatalf("error %q does not mention %q", err, p)
+		}
+	}
+}
+
+// TestBadConfiguration checks option validation without a broker.
+func TestBadConfiguration(t *testing.T) {
+	enc := func(string) (kafka.Message, error) { return kafka.Message{}, nil }
+	_, err := kafka.NewSink(kafka.SinkOptions{Conn: kafka.Conn{Brokers: []string{"h:1"}}, TransactionTimeout: time.Second, CheckpointInterval: time.Second}, enc)
+	wantErr(t, err, "TransactionTimeout", "3 checkpoint intervals")
+	_, err = kafka.NewSink(kafka.SinkOptions{}, enc)
+	wantErr(t, err, "Brokers is empty")
+	_, err = kafka.NewSink(kafka.SinkOptions{Conn: kafka.Conn{Brokers: []string{"h:1"}, SASL: kafka.SASL{Mechanism: "GSSAPI"}}}, enc)
+	wantErr(t, err, "SASL.Mechanism", "GSSAPI")
+	_, err = kafka.NewSource(kafka.SourceOptions{Conn: kafka.Conn{Brokers: []string{"h:1"}}, Topics: []string{"a"}, TopicRegex: "b"}, kafka.String())
+	wantErr(t, err, "exactly one of Topics and TopicRegex")
+}
+
+// TestUnreachableBrokers checks that a wrong address fails fast and says so.
+func TestUnreachableBrokers(t *testing.T) {
+	src, err := kafka.NewSource(kafka.SourceOptions{Conn: kafka.Conn{Brokers: []string{"127.0.0.1:1"}, DialTimeout: 200 * time.Millisecond}, Topics: []string{"x"}}, kafka.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = src.Splits(context.Background())
+	wantErr(t, err, "cannot reach the brokers", "127.0.0.1:1")
+}
+
+// TestMissingTopicAndBadRecord checks the errors for a missing topic and
+// for a value that does not deserialize.
+func TestMissingTopicAndBadRecord(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	conn := kafka.Conn{Brokers: []string{brokers}}
+	src, err := kafka.NewSource(kafka.SourceOptions{Conn: conn, Topics: []string{uniqueName("missing")}}, kafka.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = src.Splits(context.Background())
+	wantErr(t, err, "does not exist")
+	snk, err := kafka.NewSink(kafka.SinkOptions{Conn: conn, Topic: uniqueName("missing")}, func(string) (kafka.Message, error) { return kafka.Message{}, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = snk.NewWriter(context.Background(), sink.WriterInfo{Job: "t", Sink: "out"})
+	wantErr(t, err, "SinkOptions.Topic", "does not exist")
+
+	topic := uniqueName("badjson")
+	createTopic(t, admin(t, brokers), topic, 1)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(context.Background(), &kgo.Record{Value: []byte("1")}, &kgo.Record{Value: []byte("{not json")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	jsrc, err := kafka.NewSource(kafka.SourceOptions{Conn: conn, Topics: []string{topic}}, kafka.JSON[int]())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := jsrc.Open(context.Background(), topic+"/0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	buf := make([]kafka.Record[int], 10)
+	var got []int
+	deadline := time.Now().Add(10 * time.Second)
+	for err == nil && time.Now().Before(deadline) {
+		var n int
+		n, err = r.Read(context.Background(), buf)
+		for _, rec := range buf[:n] {
+			got = append(got, rec.Value)
+		}
+	}
+	wantErr(t, err, topic+"/0 offset 1", "does not deserialize")
+	if len(got) != 1 || got[0] != 1 {
+		t.Fatalf("read %v before the bad record, want [1]", got)
+	}
+	if pos := r.Position(); len(pos) != 8 || pos[7] != 1 {
+		t.Fatalf("position %x, want offset 1 (the bad record is not skipped)", pos)
+	}
+}

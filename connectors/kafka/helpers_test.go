@@ -1,0 +1,184 @@
+package kafka_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactlyonce/exactly/connectors/kafka"
+	"github.com/exactlyonce/exactly/state"
+	"github.com/exactlyonce/exactly/stream"
+)
+
+// admin returns an admin client of the test broker.
+func admin(t testing.TB, brokers string) *kadm.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return kadm.NewClient(cl)
+}
+
+// uniqueName returns a name not used by earlier runs.
+func uniqueName(prefix string) string {
+	return fmt.Sprintf("%s-%d-%04d", prefix, time.Now().UnixNano(), rand.IntN(10000))
+}
+
+// createTopic creates a topic with partitions partitions.
+func createTopic(t testing.TB, adm *kadm.Client, name string, partitions int32) {
+	t.Helper()
+	resp, err := adm.CreateTopic(context.Background(), partitions, 1, nil, name)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatalf("create topic %s: %v", name, err)
+	}
+}
+
+// produceInput writes perKey records "k{key}:{i}" for each of keys keys,
+// keyed by "k{key}", interleaved.
+func produceInput(t testing.TB, brokers, topic string, keys, perKey int) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var recs []*kgo.Record
+	for i := range perKey {
+		for k := range keys {
+			key := fmt.Sprintf("k%03d", k)
+			recs = append(recs, &kgo.Record{Key: []byte(key), Value: []byte(key + ":" + strconv.Itoa(i))})
+		}
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readCommitted reads topic from the start with read_committed isolation
+// until want records arrived and nothing more came for a second, or
+// timeout passed.
+func readCommitted(t testing.TB, brokers, topic string, want int, timeout time.Duration) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.ConsumeTopics(topic),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var out []*kgo.Record
+	deadline := time.Now().Add(timeout)
+	idleSince := time.Now()
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		n := len(out)
+		out = append(out, fs.Records()...)
+		if len(out) > n {
+			idleSince = time.Now()
+		}
+		if len(out) >= want && time.Since(idleSince) > time.Second {
+			break
+		}
+	}
+	return out
+}
+
+// openTransactions lists the transactional ids with prefix that hold an
+// open transaction.
+func openTransactions(t testing.TB, adm *kadm.Client, prefix string) []string {
+	t.Helper()
+	ls, err := adm.ListTransactions(context.Background(), nil, []string{"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, id := range ls.TransactionalIDs() {
+		if strings.HasPrefix(id, prefix+"-") {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// countJob builds in → keyed running count → out: for every input record
+// "k:i" it emits "k:c", where c counts the records of key k so far. Each
+// record is delayed by delay, to keep the job running for a while.
+func countJob(brokers, in, out, prefix string, par int, interval, delay time.Duration) (*stream.Job, error) {
+	src, err := kafka.NewSource(kafka.SourceOptions{Conn: kafka.Conn{Brokers: []string{brokers}}, Topics: []string{in}, Bounded: true}, kafka.String())
+	if err != nil {
+		return nil, err
+	}
+	snk, err := kafka.NewSink(kafka.SinkOptions{
+		Conn: kafka.Conn{Brokers: []string{brokers}}, Topic: out, TransactionalIDPrefix: prefix,
+		TransactionTimeout: time.Minute, CheckpointInterval: interval,
+	}, func(v string) (kafka.Message, error) {
+		k, _, _ := strings.Cut(v, ":")
+		return kafka.Message{Key: []byte(k), Value: []byte(v)}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	j := stream.New("kcount")
+	recs := stream.Map(stream.Source(j, "in", src, stream.Parallelism(par)), func(r kafka.Record[string]) kafka.Record[string] {
+		time.Sleep(delay)
+		return r
+	})
+	keyed := stream.KeyBy(recs, func(r kafka.Record[string]) string { return string(r.Key) }, state.StringCodec{})
+	counts := stream.Process(keyed, "count", func(ctx *stream.Context[string]) (stream.ProcessFunc[string, kafka.Record[string], string], error) {
+		n, err := state.NewValueState(ctx.Backend(), "n", state.IntCodec{})
+		return stream.ProcessFunc[string, kafka.Record[string], string]{
+			Process: func(ctx *stream.Context[string], r kafka.Record[string], o *stream.Output[string]) error {
+				c, _ := n.Value()
+				c++
+				n.Update(c)
+				o.Emit(ctx.Key() + ":" + strconv.Itoa(c))
+				return nil
+			},
+		}, err
+	}, stream.Parallelism(par))
+	stream.SinkTo(counts, "out", snk, stream.Parallelism(par))
+	return j, nil
+}
+
+// checkCounts verifies that out holds "k:c" for every key k and every
+// c in [1, perKey] exactly once, and nothing else.
+func checkCounts(t testing.TB, out []*kgo.Record, keys, perKey int) {
+	t.Helper()
+	seen := map[string]int{}
+	for _, r := range out {
+		seen[string(r.Value)]++
+	}
+	bad := 0
+	for k := range keys {
+		for c := 1; c <= perKey; c++ {
+			v := fmt.Sprintf("k%03d:%d", k, c)
+			if seen[v] != 1 && bad < 10 {
+				t.Errorf("output %q seen %d times, want once", v, seen[v])
+				bad++
+			}
+			delete(seen, v)
+		}
+	}
+	for v, n := range seen {
+		if bad < 20 {
+			t.Errorf("unexpected output %q (%d times)", v, n)
+			bad++
+		}
+	}
+	if len(out) != keys*perKey {
+		t.Errorf("read %d committed output records, want %d", len(out), keys*perKey)
+	}
+}

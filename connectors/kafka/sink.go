@@ -1,0 +1,624 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/exactlyonce/exactly/sink"
+)
+
+// Guarantee is the delivery guarantee of a [Sink].
+type Guarantee int
+
+const (
+	// ExactlyOnce writes each checkpoint's records in Kafka transactions
+	// committed when the checkpoint completes. read_committed readers see
+	// every record once; records become visible at checkpoint pace.
+	ExactlyOnce Guarantee = iota
+	// AtLeastOnce flushes the idempotent producer at every checkpoint: no
+	// record is lost, but records written after the last completed
+	// checkpoint are written again after a failure.
+	AtLeastOnce
+	// NoGuarantee produces asynchronously and never waits: a failure may
+	// lose or duplicate records.
+	NoGuarantee
+)
+
+// String returns the guarantee's name: "exactly-once", "at-least-once" or "none".
+func (g Guarantee) String() string {
+	switch g {
+	case ExactlyOnce:
+		return "exactly-once"
+	case AtLeastOnce:
+		return "at-least-once"
+	case NoGuarantee:
+		return "none"
+	}
+	return "Guarantee(" + strconv.Itoa(int(g)) + ")"
+}
+
+const (
+	// DefaultPoolSize is SinkOptions.PoolSize when zero.
+	DefaultPoolSize = 5
+	// DefaultTransactionTimeout is SinkOptions.TransactionTimeout when zero:
+	// the broker's default transaction.max.timeout.ms.
+	DefaultTransactionTimeout = 15 * time.Minute
+)
+
+// Message is one record to produce.
+type Message struct {
+	// Topic is the topic to write to; empty means SinkOptions.Topic.
+	Topic string
+	// Key picks the partition (murmur2, as the Java client) and is stored
+	// with the record. Nil keys spread records over partitions.
+	Key []byte
+	// Value is the record's value.
+	Value []byte
+	// Headers are stored with the record.
+	Headers []Header
+	// Timestamp is the record's timestamp; zero means now.
+	Timestamp time.Time
+}
+
+// Header is a record header.
+type Header struct {
+	// Key is the header's name.
+	Key string
+	// Value is the header's value.
+	Value []byte
+}
+
+// SinkOptions configures a [Sink]. Zero values mean the documented defaults.
+type SinkOptions struct {
+	// Conn says how to reach the cluster. Conn.Brokers is required.
+	Conn Conn
+	// Topic is the topic of messages that name none. It must exist when
+	// set: the sink does not create topics.
+	Topic string
+	// Guarantee is ExactlyOnce (default), AtLeastOnce or NoGuarantee.
+	Guarantee Guarantee
+	// TransactionalIDPrefix starts every transactional id of the sink:
+	// "{prefix}-{subtask}-{slot}". It must be unique in the cluster to this
+	// sink of this job and stay the same across restarts, or lingering
+	// transactions are neither found nor aborted. Default
+	// "exactly-{job}-{sink}".
+	TransactionalIDPrefix string
+	// PoolSize is the number of transactional ids per subtask, so the
+	// number of transactions a subtask can have open or prepared and not
+	// yet committed: one open, one per checkpoint not yet completed. When
+	// all are taken the writer fails and the job restarts. Default 5;
+	// raise it if checkpoints often fail or time out in a row.
+	PoolSize int
+	// TransactionTimeout is the producer's transaction.timeout.ms: the
+	// broker aborts a transaction still open this long after it began.
+	// A transaction stays open from the first record after a checkpoint
+	// barrier until the next checkpoint completes and is committed, and
+	// across a crash until the restarted job commits it, so it must cover
+	// the longest outage to survive. It must be at least three checkpoint
+	// intervals and at most the brokers' transaction.max.timeout.ms.
+	// Default 15m.
+	TransactionTimeout time.Duration
+	// CheckpointInterval is the job's checkpoint interval, used only to
+	// check TransactionTimeout. Default 1s, the engine's default.
+	CheckpointInterval time.Duration
+}
+
+// validate checks o and fills in defaults.
+func (o *SinkOptions) validate() error {
+	if err := o.Conn.validate("SinkOptions"); err != nil {
+		return err
+	}
+	if o.PoolSize == 0 {
+		o.PoolSize = DefaultPoolSize
+	}
+	if o.TransactionTimeout == 0 {
+		o.TransactionTimeout = DefaultTransactionTimeout
+	}
+	if o.CheckpointInterval == 0 {
+		o.CheckpointInterval = time.Second
+	}
+	checks := []struct {
+		bad   bool
+		field string
+		value any
+		fix   string
+	}{
+		{o.Guarantee < ExactlyOnce || o.Guarantee > NoGuarantee, "Guarantee", o.Guarantee, "use ExactlyOnce, AtLeastOnce or NoGuarantee"},
+		{o.PoolSize < 2 || o.PoolSize > 1000, "PoolSize", o.PoolSize, "use 0 (default 5) or a count in [2, 1000]: one transaction is open while the previous one waits for its commit"},
+		{o.CheckpointInterval < 0, "CheckpointInterval", o.CheckpointInterval, "set it to the job's checkpoint interval"},
+		{o.TransactionTimeout < 3*o.CheckpointInterval, "TransactionTimeout", o.TransactionTimeout,
+			fmt.Sprintf("use at least 3 checkpoint intervals (%v), better the longest outage the job must survive", 3*o.CheckpointInterval)},
+		{o.TransactionalIDPrefix != "" && !validPrefix.MatchString(o.TransactionalIDPrefix), "TransactionalIDPrefix", strconv.Quote(o.TransactionalIDPrefix),
+			"use letters, digits, '.', '_' and '-', at most 200 bytes"},
+	}
+	for _, c := range checks {
+		if c.bad {
+			return fmt.Errorf("kafka: SinkOptions.%s = %v is invalid: %s", c.field, c.value, c.fix)
+		}
+	}
+	return nil
+}
+
+// validPrefix matches acceptable transactional id prefixes.
+var validPrefix = regexp.MustCompile(`^[A-Za-z0-9._-]{1,200}$`)
+
+// Sink writes records to Kafka. It implements [sink.Sink].
+//
+// With ExactlyOnce each writer subtask writes into a Kafka transaction
+// under one of PoolSize transactional ids "{prefix}-{subtask}-{slot}".
+// Prepare flushes the open transaction; the committable records the
+// transactional id, the producer id and epoch, the transaction protocol
+// version (1, or 2 under KIP-890) and one record of the transaction. Commit
+// sends EndTxn with exactly that identity, from any process, and when the
+// coordinator answers that the identity is fenced or the state invalid it
+// reads the record back to learn whether the transaction was committed
+// (success) or aborted (a permanent error: the records are lost). See
+// docs/kafka.md.
+type Sink[T any] struct {
+	opts   SinkOptions
+	encode func(T) (Message, error)
+
+	mu        sync.Mutex
+	busy      map[string]bool // transactional ids holding an unfinished transaction in this process
+	maxTxnTTL time.Duration   // broker's transaction.max.timeout.ms, once read
+}
+
+var _ sink.Sink[int] = (*Sink[int])(nil)
+
+// NewSink returns a sink writing the messages encode makes of the records.
+// encode must be safe for concurrent use; an encode error stops the job.
+func NewSink[T any](opts SinkOptions, encode func(T) (Message, error)) (*Sink[T], error) {
+	if encode == nil {
+		return nil, errors.New("kafka: NewSink: encode is nil: pass a function that turns a record into a Message")
+	}
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	return &Sink[T]{opts: opts, encode: encode, busy: map[string]bool{}}, nil
+}
+
+// prefix returns the transactional id prefix of the sink named name.
+func (s *Sink[T]) prefix(job, name string) string {
+	if s.opts.TransactionalIDPrefix != "" {
+		return s.opts.TransactionalIDPrefix
+	}
+	return "exactly-" + job + "-" + name
+}
+
+// setBusy marks id as holding an unfinished transaction, or not.
+func (s *Sink[T]) setBusy(id string, busy bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if busy {
+		s.busy[id] = true
+	} else {
+		delete(s.busy, id)
+	}
+}
+
+// NewWriter opens the writer of one subtask. It checks that the cluster
+// answers, that SinkOptions.Topic exists and, for ExactlyOnce, that
+// TransactionTimeout is within the brokers' transaction.max.timeout.ms.
+func (s *Sink[T]) NewWriter(ctx context.Context, info sink.WriterInfo) (sink.Writer[T], error) {
+	logger := info.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	w := &writer[T]{s: s, info: info, logger: logger, prefix: s.prefix(info.Job, info.Sink)}
+	if len(w.prefix)+24 > 32767 {
+		return nil, fmt.Errorf("kafka: sink %q: transactional id prefix is too long", info.Sink)
+	}
+	admin, err := s.opts.Conn.newClient(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: sink %q: %w", info.Sink, err)
+	}
+	defer admin.Close()
+	if err := s.checkTopic(ctx, admin); err != nil {
+		return nil, fmt.Errorf("kafka: sink %q: %w", info.Sink, err)
+	}
+	if s.opts.Guarantee == ExactlyOnce {
+		if err := s.checkTimeout(ctx, admin); err != nil {
+			return nil, fmt.Errorf("kafka: sink %q: %w", info.Sink, err)
+		}
+		return w, nil
+	}
+	w.cl, err = s.opts.Conn.newClient(ctx, s.producerOpts(nil)...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: sink %q: %w", info.Sink, err)
+	}
+	return w, nil
+}
+
+// checkTopic fails when SinkOptions.Topic is set and missing.
+func (s *Sink[T]) checkTopic(ctx context.Context, cl *kgo.Client) error {
+	if s.opts.Topic == "" {
+		return nil
+	}
+	td, err := kadm.NewClient(cl).ListTopics(ctx, s.opts.Topic)
+	if err != nil {
+		return s.opts.Conn.explain(err)
+	}
+	if d, ok := td[s.opts.Topic]; !ok || d.Err != nil {
+		return fmt.Errorf("SinkOptions.Topic %q does not exist (%v): create it first; the sink does not create topics", s.opts.Topic, d.Err)
+	}
+	return nil
+}
+
+// checkTimeout compares TransactionTimeout with the brokers'
+// transaction.max.timeout.ms, read once per Sink.
+func (s *Sink[T]) checkTimeout(ctx context.Context, cl *kgo.Client) error {
+	s.mu.Lock()
+	known := s.maxTxnTTL
+	s.mu.Unlock()
+	if known == 0 {
+		rcs, err := kadm.NewClient(cl).DescribeBrokerConfigs(ctx)
+		if err != nil {
+			return fmt.Errorf("reading the brokers' transaction.max.timeout.ms: %w", s.opts.Conn.explain(err))
+		}
+		for _, rc := range rcs {
+			for _, c := range rc.Configs {
+				if c.Key != "transaction.max.timeout.ms" || c.Value == nil {
+					continue
+				}
+				ms, err := strconv.ParseInt(*c.Value, 10, 64)
+				if err == nil && (known == 0 || time.Duration(ms)*time.Millisecond < known) {
+					known = time.Duration(ms) * time.Millisecond
+				}
+			}
+		}
+		if known == 0 {
+			known = DefaultTransactionTimeout // not readable: the broker default
+		}
+		s.mu.Lock()
+		s.maxTxnTTL = known
+		s.mu.Unlock()
+	}
+	if s.opts.TransactionTimeout > known {
+		return fmt.Errorf("SinkOptions.TransactionTimeout = %v exceeds the brokers' transaction.max.timeout.ms = %v: lower TransactionTimeout or raise transaction.max.timeout.ms on every broker", s.opts.TransactionTimeout, known)
+	}
+	return nil
+}
+
+// producerOpts returns the options of a producer client; txnID is nil
+// for a non-transactional one.
+func (s *Sink[T]) producerOpts(txnID *string, extra ...kgo.Opt) []kgo.Opt {
+	o := append([]kgo.Opt{
+		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
+		kgo.ProducerLinger(5 * time.Millisecond),
+		kgo.ProducerBatchMaxBytes(1 << 20),
+		kgo.UnknownTopicRetries(2),
+	}, extra...)
+	if s.opts.Topic != "" {
+		o = append(o, kgo.DefaultProduceTopic(s.opts.Topic))
+	}
+	if txnID != nil {
+		o = append(o, kgo.TransactionalID(*txnID), kgo.TransactionTimeout(s.opts.TransactionTimeout))
+	}
+	if s.opts.Guarantee == NoGuarantee {
+		o = append(o, kgo.DisableIdempotentWrite(), kgo.RequiredAcks(kgo.LeaderAck()))
+	}
+	return o
+}
+
+// NewCommitter opens a committer for the sink named by info.
+func (s *Sink[T]) NewCommitter(ctx context.Context, info sink.CommitterInfo) (sink.Committer, error) {
+	logger := info.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	c := &committer[T]{s: s, name: info.Sink, prefix: s.prefix(info.Job, info.Sink), logger: logger}
+	if s.opts.Guarantee != ExactlyOnce {
+		return c, nil
+	}
+	cl, err := s.opts.Conn.newClient(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: sink %q: %w", info.Sink, err)
+	}
+	c.admin = &txnAdmin{cl: cl, timeout: s.opts.TransactionTimeout, retry: 30 * time.Second}
+	return c, nil
+}
+
+// writer is one subtask's writer. With ExactlyOnce it opens a producer
+// client per transaction, under a free transactional id of its pool; the
+// client is closed at Prepare (closing ends no transaction) and the
+// committer ends the transaction by protocol.
+type writer[T any] struct {
+	s      *Sink[T]
+	info   sink.WriterInfo
+	logger *slog.Logger
+	prefix string
+
+	cl    *kgo.Client // open producer; for ExactlyOnce only while a transaction is open
+	txnID string      // transactional id of the open transaction
+	hook  *versionHook
+	next  int // slot to try first for the next transaction
+
+	mu       sync.Mutex
+	err      error       // first produce error; the writer is then unusable
+	evidence *kgo.Record // first acknowledged record of the open transaction
+}
+
+// versionHook notices AddPartitionsToTxn requests: a transaction that
+// sends one runs under transaction protocol 1; under protocol 2 (KIP-890)
+// produce requests add partitions implicitly.
+type versionHook struct{ addPartitions atomic.Bool }
+
+// OnBrokerWrite implements kgo.HookBrokerWrite.
+func (h *versionHook) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key == int16(kmsg.AddPartitionsToTxn) && err == nil {
+		h.addPartitions.Store(true)
+	}
+}
+
+// begin opens a transaction under a free transactional id.
+func (w *writer[T]) begin(ctx context.Context) error {
+	id, slot := "", -1
+	w.s.mu.Lock()
+	for i := range w.s.opts.PoolSize {
+		cand := txnID(w.prefix, w.info.Subtask, (w.next+i)%w.s.opts.PoolSize)
+		if !w.s.busy[cand] {
+			id, slot = cand, (w.next+i)%w.s.opts.PoolSize
+			w.s.busy[cand] = true
+			break
+		}
+	}
+	w.s.mu.Unlock()
+	if slot < 0 {
+		return fmt.Errorf("kafka: sink %q subtask %d: all %d transactional ids hold prepared transactions waiting for a checkpoint to complete: fix what makes checkpoints fail, or raise SinkOptions.PoolSize", w.info.Sink, w.info.Subtask, w.s.opts.PoolSize)
+	}
+	w.hook = &versionHook{}
+	cl, err := w.s.opts.Conn.newClient(ctx, w.s.producerOpts(&id, kgo.WithHooks(w.hook))...)
+	if err == nil {
+		err = cl.BeginTransaction()
+		if err != nil {
+			cl.Close()
+		}
+	}
+	if err != nil {
+		w.s.setBusy(id, false)
+		return fmt.Errorf("kafka: sink %q subtask %d: begin a transaction under %q: %w", w.info.Sink, w.info.Subtask, id, err)
+	}
+	w.cl, w.txnID, w.next = cl, id, slot+1
+	return nil
+}
+
+// Write produces batch asynchronously into the open transaction, opening
+// one if needed. It reports the first failure of an earlier write.
+func (w *writer[T]) Write(ctx context.Context, batch []T) error {
+	if err := w.failed(); err != nil {
+		return err
+	}
+	if w.cl == nil {
+		if err := w.begin(ctx); err != nil {
+			return err
+		}
+	}
+	for i, v := range batch {
+		m, err := w.s.encode(v)
+		if err != nil {
+			return fmt.Errorf("kafka: sink %q subtask %d: encoding record %d of the batch: %w", w.info.Sink, w.info.Subtask, i, err)
+		}
+		r := &kgo.Record{Topic: m.Topic, Key: m.Key, Value: m.Value, Timestamp: m.Timestamp}
+		if r.Topic == "" && w.s.opts.Topic == "" {
+			return fmt.Errorf("kafka: sink %q subtask %d: record %d of the batch names no topic and SinkOptions.Topic is empty: set one of them", w.info.Sink, w.info.Subtask, i)
+		}
+		for _, h := range m.Headers {
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+		}
+		w.cl.Produce(ctx, r, w.acked)
+	}
+	return nil
+}
+
+// acked is the produce promise.
+func (w *writer[T]) acked(r *kgo.Record, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case err != nil && w.err == nil:
+		w.err = w.explain(r, err)
+	case err == nil && w.evidence == nil:
+		w.evidence = r
+	}
+}
+
+// explain wraps a produce error with what to do about it.
+func (w *writer[T]) explain(r *kgo.Record, err error) error {
+	where := fmt.Sprintf("kafka: sink %q subtask %d: producing to topic %q", w.info.Sink, w.info.Subtask, r.Topic)
+	switch {
+	case errors.Is(err, kerr.UnknownTopicOrPartition):
+		return fmt.Errorf("%s: the topic does not exist: create it first: %w", where, err)
+	case isAuthorization(err):
+		return fmt.Errorf("%s: not authorized: grant Write on the topic and on transactional ids %q*: %w", where, w.prefix, err)
+	case errors.Is(err, kerr.ProducerFenced), errors.Is(err, kerr.InvalidProducerEpoch), errors.Is(err, kerr.TransactionAbortable), errors.Is(err, kerr.InvalidTxnState):
+		return fmt.Errorf("%s: the broker ended transaction %q: its transaction timeout (SinkOptions.TransactionTimeout = %v) passed, or another process uses the same transactional ids: %w", where, w.txnID, w.s.opts.TransactionTimeout, err)
+	}
+	return fmt.Errorf("%s: %w", where, err)
+}
+
+// failed returns the first produce error since the last Prepare.
+func (w *writer[T]) failed() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// Prepare flushes the open transaction and returns its committable, or
+// nil when nothing was written. With AtLeastOnce it flushes and returns
+// nil; with NoGuarantee it only reports earlier failures.
+func (w *writer[T]) Prepare(ctx context.Context, checkpointID uint64) ([]byte, error) {
+	if w.cl == nil || w.s.opts.Guarantee == NoGuarantee {
+		return nil, w.failed()
+	}
+	if err := w.cl.Flush(ctx); err != nil {
+		return nil, fmt.Errorf("kafka: sink %q subtask %d: flush for checkpoint %d: %w", w.info.Sink, w.info.Subtask, checkpointID, err)
+	}
+	if err := w.failed(); err != nil {
+		return nil, err
+	}
+	if w.s.opts.Guarantee == AtLeastOnce {
+		return nil, nil
+	}
+	pid, epoch, err := w.cl.ProducerID(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: sink %q subtask %d: producer id of %q: %w", w.info.Sink, w.info.Subtask, w.txnID, err)
+	}
+	ev := w.evidence
+	c := committable{TxnID: w.txnID, ProducerID: pid, Epoch: epoch, Version: 2,
+		Topic: ev.Topic, Partition: ev.Partition, Offset: ev.Offset}
+	if w.hook.addPartitions.Load() {
+		c.Version = 1
+	}
+	data, err := encodeCommittable(c)
+	if err != nil {
+		return nil, err
+	}
+	w.cl.Close() // leaves the transaction open: the committer ends it
+	w.cl, w.evidence, w.txnID = nil, nil, ""
+	return data, nil
+}
+
+// Close closes the producer. An open, unprepared transaction is left to
+// the broker's timeout or to the next AbortLingering; with NoGuarantee
+// buffered records get a last chance to be sent.
+func (w *writer[T]) Close() error {
+	if w.cl == nil {
+		return nil
+	}
+	if w.s.opts.Guarantee == NoGuarantee {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = w.cl.Flush(ctx)
+	}
+	w.cl.Close()
+	w.cl = nil
+	if w.txnID != "" {
+		w.s.setBusy(w.txnID, false)
+	}
+	return nil
+}
+
+// committer ends the transactions of one sink by protocol.
+type committer[T any] struct {
+	s      *Sink[T]
+	name   string
+	prefix string
+	logger *slog.Logger
+	admin  *txnAdmin // nil unless ExactlyOnce
+}
+
+// decode parses a committable; a malformed one is a permanent error.
+func (c *committer[T]) decode(cm sink.Committable) (committable, error) {
+	d, err := decodeCommittable(cm.Data)
+	if err != nil {
+		return d, sink.Permanent(fmt.Errorf("kafka: sink %q: committable of checkpoint %d subtask %d is malformed (%q): the checkpoint is corrupt or was written by another sink: %w", c.name, cm.CheckpointID, cm.Subtask, cm.Data, err))
+	}
+	return d, nil
+}
+
+// Commit commits the transaction with EndTxn under its recorded producer
+// id and epoch. When the coordinator answers that the identity is fenced
+// or the state invalid, the record the committable points at tells the
+// outcome: committed (success, nothing to do), aborted (permanent error:
+// the records are lost), undecided (retried).
+func (c *committer[T]) Commit(ctx context.Context, cm sink.Committable) error {
+	if c.admin == nil {
+		return nil
+	}
+	d, err := c.decode(cm)
+	if err != nil {
+		return err
+	}
+	where := fmt.Sprintf("kafka: sink %q: commit checkpoint %d subtask %d (transactional id %q, producer id %d, epoch %d, protocol %d)", c.name, cm.CheckpointID, cm.Subtask, d.TxnID, d.ProducerID, d.Epoch, d.Version)
+	code, err := c.admin.endTxn(ctx, d, true)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s: %w", where, c.s.opts.Conn.explain(err))
+	case code == 0:
+		c.s.setBusy(d.TxnID, false)
+		return nil
+	case !fencedOrInvalid(code):
+		return fmt.Errorf("%s: %w", where, kerr.ErrorForCode(code))
+	}
+	answer := kerr.ErrorForCode(code)
+	out, err := c.admin.outcome(ctx, d)
+	if err != nil {
+		return sink.Permanent(fmt.Errorf("%s: the coordinator answered %v and the outcome cannot be read back: %w; inspect the transaction with kafka-transactions.sh describe --transactional-id %s (docs/kafka.md, manual recovery)", where, answer, err, d.TxnID))
+	}
+	switch out {
+	case outcomeCommitted:
+		c.logger.Info("kafka: transaction was already committed", "sink", c.name, "checkpoint", cm.CheckpointID, "subtask", cm.Subtask, "txn", d.TxnID, "answer", answer)
+		c.s.setBusy(d.TxnID, false)
+		return nil
+	case outcomeAborted:
+		return sink.Permanent(fmt.Errorf("%s: the broker aborted the transaction before it could be committed (coordinator answer %v): its records are lost from the output. The usual cause is a transaction timeout: the transaction stayed open longer than SinkOptions.TransactionTimeout = %v (during an outage or a long recovery) and the broker aborted it. Raise SinkOptions.TransactionTimeout (and the brokers' transaction.max.timeout.ms) above the longest outage to survive, then rerun the job from a savepoint or checkpoint taken before checkpoint %d to reproduce the lost records", where, answer, c.s.opts.TransactionTimeout, cm.CheckpointID))
+	}
+	return fmt.Errorf("%s: the coordinator answered %v while the transaction is not decided in the log yet; retrying", where, answer)
+}
+
+// Abort aborts whatever transaction is open under the committable's
+// transactional id, by fencing the id.
+func (c *committer[T]) Abort(ctx context.Context, cm sink.Committable) error {
+	if c.admin == nil {
+		return nil
+	}
+	d, err := c.decode(cm)
+	if err != nil {
+		return err
+	}
+	if err := c.admin.fence(ctx, d.TxnID); err != nil {
+		return fmt.Errorf("kafka: sink %q: abort checkpoint %d subtask %d (transactional id %q): %w", c.name, cm.CheckpointID, cm.Subtask, d.TxnID, err)
+	}
+	c.s.setBusy(d.TxnID, false)
+	return nil
+}
+
+// AbortLingering aborts every open transaction whose transactional id has
+// the form "{prefix}-{subtask}-{slot}", for any subtask, found by listing
+// the cluster's transactions: it includes subtasks that no longer exist.
+func (c *committer[T]) AbortLingering(ctx context.Context, restoredCheckpointID uint64) error {
+	if c.admin == nil {
+		return nil
+	}
+	ids, err := c.admin.lingering(ctx, c.prefix)
+	if err == nil {
+		for _, id := range ids {
+			c.logger.Info("kafka: aborting lingering transaction", "sink", c.name, "txn", id, "restored", restoredCheckpointID)
+			if err = c.admin.fence(ctx, id); err != nil {
+				err = fmt.Errorf("fencing %q: %w", id, err)
+				break
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("kafka: sink %q: abort lingering transactions after restoring checkpoint %d: %w", c.name, restoredCheckpointID, err)
+	}
+	c.s.mu.Lock()
+	for id := range c.s.busy {
+		if ownID(c.prefix, id) {
+			delete(c.s.busy, id)
+		}
+	}
+	c.s.mu.Unlock()
+	return nil
+}
+
+// Close closes the committer's client.
+func (c *committer[T]) Close() error {
+	if c.admin != nil {
+		c.admin.cl.Close()
+	}
+	return nil
+}

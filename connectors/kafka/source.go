@@ -1,0 +1,381 @@
+package kafka
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactlyonce/exactly/source"
+)
+
+// Record is one Kafka record as a source emits it.
+type Record[V any] struct {
+	// Topic, Partition and Offset locate the record.
+	Topic     string
+	Partition int32
+	Offset    int64
+	// Timestamp is the record's timestamp (create or log-append time).
+	Timestamp time.Time
+	// Key is the record's key, nil when it has none.
+	Key []byte
+	// Headers are the record's headers.
+	Headers []Header
+	// Value is the deserialized value.
+	Value V
+}
+
+// Deserializer turns a record value into a V. It must be safe for
+// concurrent use and must not keep data after it returns.
+type Deserializer[V any] func(data []byte) (V, error)
+
+// Bytes returns the value bytes unchanged (a copy).
+func Bytes() Deserializer[[]byte] {
+	return func(b []byte) ([]byte, error) { return slices.Clone(b), nil }
+}
+
+// String returns the value as a string.
+func String() Deserializer[string] {
+	return func(b []byte) (string, error) { return string(b), nil }
+}
+
+// JSON decodes the value as JSON into a V.
+func JSON[V any]() Deserializer[V] {
+	return func(b []byte) (V, error) {
+		var v V
+		err := json.Unmarshal(b, &v)
+		return v, err
+	}
+}
+
+// StartOffset says where a partition without a checkpointed position
+// starts. Build one with [Earliest], [Latest], [AtTimestamp] or [Committed].
+type StartOffset struct {
+	kind     startKind
+	ts       time.Time
+	fallback *StartOffset // for Committed, when the group has no offset
+}
+
+type startKind int
+
+const (
+	startEarliest startKind = iota
+	startLatest
+	startTimestamp
+	startCommitted
+	startHighWatermark // end of the log, uncommitted records included
+)
+
+// Earliest starts at the oldest record still in the log. The default.
+func Earliest() StartOffset { return StartOffset{kind: startEarliest} }
+
+// Latest starts after the last committed record at the time the split is
+// first opened (the last stable offset).
+func Latest() StartOffset { return StartOffset{kind: startLatest} }
+
+// AtTimestamp starts at the first record whose timestamp is at or after t,
+// or at the end when there is none.
+func AtTimestamp(t time.Time) StartOffset { return StartOffset{kind: startTimestamp, ts: t} }
+
+// Committed starts at the offsets SourceOptions.Group has committed, and
+// where it has none, as fallback says.
+func Committed(fallback StartOffset) StartOffset {
+	return StartOffset{kind: startCommitted, fallback: &fallback}
+}
+
+// SourceOptions configures a [Source].
+type SourceOptions struct {
+	// Conn says how to reach the cluster. Conn.Brokers is required.
+	Conn Conn
+	// Topics are the topics to read. Set Topics or TopicRegex, not both.
+	// Every listed topic must exist.
+	Topics []string
+	// TopicRegex selects the topics to read by name (Go regexp syntax,
+	// matched against the whole name). Internal topics are never matched.
+	TopicRegex string
+	// Start is where partitions without a checkpointed position start.
+	// Default Earliest().
+	Start StartOffset
+	// ReadUncommitted reads records of open and aborted transactions too.
+	// Default false: read_committed, records of aborted transactions are
+	// skipped and reading stops at the last stable offset.
+	ReadUncommitted bool
+	// Group is the consumer group whose offsets Start: Committed reads.
+	Group string
+	// PollTimeout bounds how long one Read waits for records. Default 20ms.
+	PollTimeout time.Duration
+	// Bounded ends each split at the end of its partition as seen when the
+	// split is opened (the last stable offset, or the high watermark with
+	// ReadUncommitted): the job finishes once it has read them. A
+	// partition whose last records are transaction markers never reaches
+	// that offset through data records and does not end. Default false:
+	// read forever.
+	Bounded bool
+}
+
+// validate checks o and fills in defaults.
+func (o *SourceOptions) validate() (*regexp.Regexp, error) {
+	if err := o.Conn.validate("SourceOptions"); err != nil {
+		return nil, err
+	}
+	if (len(o.Topics) == 0) == (o.TopicRegex == "") {
+		return nil, errors.New("kafka: SourceOptions: set exactly one of Topics and TopicRegex")
+	}
+	for i, t := range o.Topics {
+		if t == "" {
+			return nil, fmt.Errorf("kafka: SourceOptions.Topics[%d] is empty: name a topic", i)
+		}
+	}
+	var re *regexp.Regexp
+	if o.TopicRegex != "" {
+		var err error
+		if re, err = regexp.Compile("^(?:" + o.TopicRegex + ")$"); err != nil {
+			return nil, fmt.Errorf("kafka: SourceOptions.TopicRegex = %q is not a regular expression: %w", o.TopicRegex, err)
+		}
+	}
+	if o.Start.kind == startCommitted && o.Group == "" {
+		return nil, errors.New("kafka: SourceOptions.Start is Committed but Group is empty: name the consumer group")
+	}
+	if o.PollTimeout < 0 {
+		return nil, fmt.Errorf("kafka: SourceOptions.PollTimeout = %v is negative: use 0 (default 20ms) or a positive duration", o.PollTimeout)
+	}
+	if o.PollTimeout == 0 {
+		o.PollTimeout = 20 * time.Millisecond
+	}
+	return re, nil
+}
+
+// Source reads Kafka topics. It implements source.Source[Record[V]]. Each
+// partition is one split, with id "{topic}/{partition}"; splits are listed
+// sorted by topic, then partition. A split's position is the next offset
+// to read, 8 bytes big-endian.
+//
+// Partitions are listed when the job starts: partitions and topics created
+// while the job runs are read from its next start (restart or restore),
+// where they start as SourceOptions.Start says.
+type Source[V any] struct {
+	opts   SourceOptions
+	re     *regexp.Regexp
+	decode Deserializer[V]
+}
+
+var _ source.Source[Record[int]] = (*Source[int])(nil)
+
+// NewSource returns a source decoding values with decode.
+func NewSource[V any](opts SourceOptions, decode Deserializer[V]) (*Source[V], error) {
+	if decode == nil {
+		return nil, errors.New("kafka: NewSource: decode is nil: pass Bytes(), String(), JSON[T]() or your own Deserializer")
+	}
+	re, err := opts.validate()
+	if err != nil {
+		return nil, err
+	}
+	return &Source[V]{opts: opts, re: re, decode: decode}, nil
+}
+
+// Splits lists the partitions of the topics, sorted. A listed topic that
+// does not exist is an error.
+func (s *Source[V]) Splits(ctx context.Context) ([]string, error) {
+	cl, err := s.opts.Conn.newClient(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	td, err := kadm.NewClient(cl).ListTopics(ctx, s.opts.Topics...)
+	if err != nil {
+		return nil, s.opts.Conn.explain(err)
+	}
+	for _, t := range s.opts.Topics {
+		if d, ok := td[t]; !ok || d.Err != nil {
+			return nil, fmt.Errorf("kafka: source topic %q does not exist or is not readable (%v): create it, or fix SourceOptions.Topics", t, d.Err)
+		}
+	}
+	var ids []string
+	for _, d := range td.Sorted() {
+		if d.IsInternal || (s.re != nil && !s.re.MatchString(d.Topic)) {
+			continue
+		}
+		for _, p := range d.Partitions.Sorted() {
+			ids = append(ids, d.Topic+"/"+strconv.Itoa(int(p.Partition)))
+		}
+	}
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("kafka: no topic matches SourceOptions.TopicRegex %q", s.opts.TopicRegex)
+	}
+	return ids, nil
+}
+
+// parseSplit parses "{topic}/{partition}".
+func parseSplit(id string) (string, int32, error) {
+	i := strings.LastIndexByte(id, '/')
+	p, err := strconv.ParseInt(id[i+1:], 10, 32)
+	if i <= 0 || err != nil || p < 0 {
+		return "", 0, fmt.Errorf("kafka: split id %q is not topic/partition: use an id returned by Splits", id)
+	}
+	return id[:i], int32(p), nil
+}
+
+// Open opens a reader of one partition at position, or where
+// SourceOptions.Start says when position is empty.
+func (s *Source[V]) Open(ctx context.Context, split string, position []byte) (source.Reader[Record[V]], error) {
+	topic, part, err := parseSplit(split)
+	if err != nil {
+		return nil, err
+	}
+	var next int64
+	switch {
+	case len(position) != 0 && len(position) != 8:
+		return nil, fmt.Errorf("kafka: split %s: position %x is not an 8-byte offset: pass nil or a value returned by Reader.Position", split, position)
+	case len(position) != 0:
+		next = int64(binary.BigEndian.Uint64(position))
+	default:
+		if next, err = s.startOffset(ctx, topic, part, s.opts.Start); err != nil {
+			return nil, fmt.Errorf("kafka: split %s: start offset: %w", split, err)
+		}
+	}
+	iso := kgo.ReadCommitted()
+	if s.opts.ReadUncommitted {
+		iso = kgo.ReadUncommitted()
+	}
+	end := int64(-1)
+	if s.opts.Bounded {
+		last := Latest()
+		if s.opts.ReadUncommitted {
+			last = StartOffset{kind: startHighWatermark}
+		}
+		if end, err = s.startOffset(ctx, topic, part, last); err != nil {
+			return nil, fmt.Errorf("kafka: split %s: end offset: %w", split, err)
+		}
+	}
+	cl, err := s.opts.Conn.newClient(ctx,
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {part: kgo.NewOffset().At(next)}}),
+		kgo.FetchIsolationLevel(iso),
+		kgo.FetchMaxWait(100*time.Millisecond),
+		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: split %s: %w", split, err)
+	}
+	return &reader[V]{s: s, split: split, cl: cl, next: next, end: end}, nil
+}
+
+// startOffset resolves a StartOffset to a concrete offset, so that the
+// first checkpoint records it even if nothing was read yet.
+func (s *Source[V]) startOffset(ctx context.Context, topic string, part int32, so StartOffset) (int64, error) {
+	cl, err := s.opts.Conn.newClient(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	var lo kadm.ListedOffsets
+	switch so.kind {
+	case startEarliest:
+		lo, err = adm.ListStartOffsets(ctx, topic)
+	case startLatest:
+		lo, err = adm.ListCommittedOffsets(ctx, topic)
+	case startHighWatermark:
+		lo, err = adm.ListEndOffsets(ctx, topic)
+	case startTimestamp:
+		lo, err = adm.ListOffsetsAfterMilli(ctx, so.ts.UnixMilli(), topic)
+	case startCommitted:
+		or, err := adm.FetchOffsets(ctx, s.opts.Group)
+		if err != nil {
+			return 0, s.opts.Conn.explain(err)
+		}
+		if o, ok := or.Lookup(topic, part); ok && o.Err == nil && o.At >= 0 {
+			return o.At, nil
+		}
+		return s.startOffset(ctx, topic, part, *so.fallback)
+	}
+	if err != nil {
+		return 0, s.opts.Conn.explain(err)
+	}
+	o, ok := lo.Lookup(topic, part)
+	if !ok || o.Err != nil {
+		return 0, fmt.Errorf("listing offsets of %s/%d: %v", topic, part, o.Err)
+	}
+	if o.Offset < 0 { // no record at or after the timestamp: the end
+		return s.startOffset(ctx, topic, part, Latest())
+	}
+	return o.Offset, nil
+}
+
+// reader reads one partition.
+type reader[V any] struct {
+	s      *Source[V]
+	split  string
+	cl     *kgo.Client
+	next   int64         // offset after the last record returned
+	end    int64         // with Bounded, the offset where the split ends; else -1
+	queued []*kgo.Record // polled, not yet returned
+	err    error         // sticky
+}
+
+// Read returns polled records, waiting at most SourceOptions.PollTimeout.
+// A record whose value fails to deserialize stops the read with an error
+// naming its topic, partition and offset; Position stays before it.
+func (r *reader[V]) Read(ctx context.Context, buf []Record[V]) (int, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	if r.end >= 0 && r.next >= r.end {
+		return 0, source.EOF
+	}
+	if len(r.queued) == 0 {
+		pctx, cancel := context.WithTimeout(ctx, r.s.opts.PollTimeout)
+		fs := r.cl.PollRecords(pctx, len(buf))
+		cancel()
+		var errs []error
+		fs.EachError(func(t string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+				errs = append(errs, fmt.Errorf("%s/%d: %w", t, p, err))
+			}
+		})
+		if len(errs) > 0 {
+			r.err = fmt.Errorf("kafka: reading split %s at offset %d: %w", r.split, r.next, errors.Join(errs...))
+			return 0, r.err
+		}
+		r.queued = fs.Records()
+	}
+	n := 0
+	for n < len(buf) && len(r.queued) > 0 {
+		kr := r.queued[0]
+		if r.end >= 0 && kr.Offset >= r.end {
+			r.next, r.queued = r.end, nil
+			break
+		}
+		v, err := r.s.decode(kr.Value)
+		if err != nil {
+			r.err = fmt.Errorf("kafka: record %s offset %d: value does not deserialize: %w", r.split, kr.Offset, err)
+			return n, r.err
+		}
+		rec := Record[V]{Topic: kr.Topic, Partition: kr.Partition, Offset: kr.Offset, Timestamp: kr.Timestamp, Key: kr.Key, Value: v}
+		for _, h := range kr.Headers {
+			rec.Headers = append(rec.Headers, Header{Key: h.Key, Value: h.Value})
+		}
+		buf[n] = rec
+		n++
+		r.next = kr.Offset + 1
+		r.queued = r.queued[1:]
+	}
+	return n, nil
+}
+
+// Position returns the next offset to read.
+func (r *reader[V]) Position() []byte { return binary.BigEndian.AppendUint64(nil, uint64(r.next)) }
+
+// Close closes the client.
+func (r *reader[V]) Close() error {
+	r.cl.Close()
+	return nil
+}

@@ -1,0 +1,304 @@
+package kafka
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// committable describes one prepared Kafka transaction: everything a new
+// process needs to end it at the protocol level, and one of its records,
+// which tells later whether it was committed.
+type committable struct {
+	// TxnID is the transactional id, "{prefix}-{subtask}-{slot}".
+	TxnID string `json:"txn"`
+	// ProducerID and Epoch are the producer identity the records were
+	// written with; EndTxn must present exactly these.
+	ProducerID int64 `json:"pid"`
+	Epoch      int16 `json:"epoch"`
+	// Version is the transaction protocol the transaction runs under: 2
+	// (KIP-890: produce adds partitions implicitly, EndTxn v5 bumps the
+	// epoch) or 1. EndTxn must be sent in the matching version.
+	Version int `json:"tv"`
+	// Topic, Partition and Offset locate one record of the transaction.
+	Topic     string `json:"topic"`
+	Partition int32  `json:"part"`
+	Offset    int64  `json:"off"`
+}
+
+// txnOutcome is what the log says about a transaction.
+type txnOutcome int
+
+const (
+	outcomeOpen      txnOutcome = iota // not decided yet
+	outcomeCommitted                   // its commit marker is written
+	outcomeAborted                     // its abort marker is written
+)
+
+// retriable reports whether a coordinator error goes away by itself.
+func retriable(code int16) bool {
+	switch kerr.ErrorForCode(code) {
+	case kerr.ConcurrentTransactions, kerr.CoordinatorLoadInProgress, kerr.CoordinatorNotAvailable,
+		kerr.NotCoordinator, kerr.RequestTimedOut, kerr.NotLeaderForPartition, kerr.LeaderNotAvailable:
+		return true
+	}
+	return false
+}
+
+// capped caps the protocol version franz-go may choose for a request.
+type capped struct {
+	kmsg.Request
+	max int16
+}
+
+// MaxVersion returns the smaller of the request's and the cap.
+func (c capped) MaxVersion() int16 { return min(c.Request.MaxVersion(), c.max) }
+
+// txnAdmin issues the raw transaction requests of the sink: EndTxn with a
+// recorded producer identity, InitProducerID to fence, the log inspection
+// that tells a committed transaction from an aborted one.
+type txnAdmin struct {
+	cl      *kgo.Client
+	timeout time.Duration // transaction timeout, for InitProducerID
+	retry   time.Duration // how long coordinator errors are retried in place
+}
+
+// coordinator returns the transaction coordinator of txnID.
+func (a *txnAdmin) coordinator(ctx context.Context, txnID string) (*kgo.Broker, error) {
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.CoordinatorType = 1
+	req.CoordinatorKey = txnID
+	req.CoordinatorKeys = []string{txnID}
+	resp, err := req.RequestWith(ctx, a.cl)
+	if err != nil {
+		return nil, err
+	}
+	code, node := resp.ErrorCode, resp.NodeID
+	if len(resp.Coordinators) > 0 {
+		code, node = resp.Coordinators[0].ErrorCode, resp.Coordinators[0].NodeID
+	}
+	if err := kerr.ErrorForCode(code); err != nil {
+		return nil, err
+	}
+	return a.cl.Broker(int(node)), nil
+}
+
+// endTxn sends EndTxn for c in the protocol version c was written with,
+// retrying coordinator hiccups, and returns the coordinator's error code.
+func (a *txnAdmin) endTxn(ctx context.Context, c committable, commit bool) (int16, error) {
+	maxVersion := int16(4)
+	if c.Version >= 2 {
+		maxVersion = 5
+	}
+	var code int16
+	err := a.retrying(ctx, func() (bool, error) {
+		b, err := a.coordinator(ctx, c.TxnID)
+		if err != nil {
+			return isRetriableErr(err), err
+		}
+		req := kmsg.NewPtrEndTxnRequest()
+		req.TransactionalID = c.TxnID
+		req.ProducerID = c.ProducerID
+		req.ProducerEpoch = c.Epoch
+		req.Commit = commit
+		raw, err := b.Request(ctx, capped{req, maxVersion})
+		if err != nil {
+			return true, err
+		}
+		resp := raw.(*kmsg.EndTxnResponse)
+		if c.Version >= 2 && resp.Version < 5 {
+			return false, fmt.Errorf("transaction %s runs under transaction protocol 2 but the coordinator answered EndTxn v%d: the cluster's transaction.version was lowered while it was open", c.TxnID, resp.Version)
+		}
+		code = resp.ErrorCode
+		return retriable(code), kerr.ErrorForCode(code)
+	})
+	if err != nil && code == 0 {
+		return 0, err
+	}
+	return code, nil
+}
+
+// fence runs InitProducerID for txnID: the coordinator bumps the epoch and
+// aborts whatever transaction is open under the id, then answers.
+func (a *txnAdmin) fence(ctx context.Context, txnID string) error {
+	return a.retrying(ctx, func() (bool, error) {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.TransactionalID = &txnID
+		req.TransactionTimeoutMillis = int32(a.timeout.Milliseconds())
+		req.ProducerID = -1
+		req.ProducerEpoch = -1
+		resp, err := req.RequestWith(ctx, a.cl)
+		if err != nil {
+			return isRetriableErr(err), err
+		}
+		return retriable(resp.ErrorCode), kerr.ErrorForCode(resp.ErrorCode)
+	})
+}
+
+// retrying runs op until it succeeds, fails for good, or a.retry passes.
+func (a *txnAdmin) retrying(ctx context.Context, op func() (retry bool, err error)) error {
+	deadline := time.Now().Add(a.retry)
+	backoff := 20 * time.Millisecond
+	for {
+		retry, err := op()
+		if err == nil || !retry || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// isRetriableErr reports whether a request error is worth retrying.
+func isRetriableErr(err error) bool {
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Retriable || retriable(ke.Code)
+	}
+	return !errors.Is(err, context.Canceled)
+}
+
+// outcome reads c's record back with read_committed isolation: the
+// broker's last stable offset says whether the transaction is decided, and
+// its aborted-transactions index whether it was aborted.
+func (a *txnAdmin) outcome(ctx context.Context, c committable) (txnOutcome, error) {
+	md, err := kadm.NewClient(a.cl).Metadata(ctx, c.Topic)
+	if err != nil {
+		return 0, err
+	}
+	td, ok := md.Topics[c.Topic]
+	if !ok || td.Err != nil {
+		return 0, fmt.Errorf("topic %q of the transaction's records is unavailable (deleted?): %v", c.Topic, td.Err)
+	}
+	pd, ok := td.Partitions[c.Partition]
+	if !ok || pd.Err != nil {
+		return 0, fmt.Errorf("partition %d of topic %q is unavailable: %v", c.Partition, c.Topic, pd.Err)
+	}
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = -1
+	req.MinBytes = 1
+	req.MaxBytes = 1 << 20
+	req.IsolationLevel = 1
+	req.SessionEpoch = -1
+	t := kmsg.NewFetchRequestTopic()
+	t.Topic, t.TopicID = c.Topic, td.ID
+	p := kmsg.NewFetchRequestTopicPartition()
+	p.Partition, p.FetchOffset, p.PartitionMaxBytes = c.Partition, c.Offset, 1<<20
+	p.CurrentLeaderEpoch, p.LogStartOffset = -1, -1
+	t.Partitions = append(t.Partitions, p)
+	req.Topics = append(req.Topics, t)
+	raw, err := a.cl.Broker(int(pd.Leader)).Request(ctx, req)
+	if err != nil {
+		return 0, err
+	}
+	resp := raw.(*kmsg.FetchResponse)
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return 0, err
+	}
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return 0, errors.New("malformed fetch response")
+	}
+	rp := resp.Topics[0].Partitions[0]
+	if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+		if errors.Is(err, kerr.OffsetOutOfRange) {
+			return 0, fmt.Errorf("offset %d of %s/%d is no longer in the log (retention or deleted records, log start offset %d): the outcome cannot be read back: %w", c.Offset, c.Topic, c.Partition, rp.LogStartOffset, err)
+		}
+		return 0, err
+	}
+	if rp.LastStableOffset <= c.Offset {
+		return outcomeOpen, nil
+	}
+	var batch kmsg.RecordBatch
+	if err := batch.ReadFrom(rp.RecordBatches); err != nil {
+		return 0, fmt.Errorf("reading the record batch at %s/%d offset %d: %w", c.Topic, c.Partition, c.Offset, err)
+	}
+	last := batch.FirstOffset + int64(batch.LastOffsetDelta)
+	if batch.ProducerID != c.ProducerID || c.Offset < batch.FirstOffset || c.Offset > last {
+		return 0, fmt.Errorf("the record at %s/%d offset %d is not from producer %d (found producer %d, offsets %d-%d): the topic was recreated or its log truncated", c.Topic, c.Partition, c.Offset, c.ProducerID, batch.ProducerID, batch.FirstOffset, last)
+	}
+	for _, at := range rp.AbortedTransactions {
+		if at.ProducerID == c.ProducerID && at.FirstOffset <= c.Offset {
+			return outcomeAborted, nil
+		}
+	}
+	return outcomeCommitted, nil
+}
+
+// fencedOrInvalid reports whether an EndTxn error code means the
+// coordinator no longer knows the transaction as open under its identity:
+// it was ended (committed, aborted by timeout or by a fence) and the id has
+// perhaps been reused since.
+func fencedOrInvalid(code int16) bool {
+	switch kerr.ErrorForCode(code) {
+	case kerr.ProducerFenced, kerr.InvalidProducerEpoch, kerr.InvalidTxnState,
+		kerr.InvalidProducerIDMapping, kerr.TransactionalIDNotFound:
+		return true
+	}
+	return false
+}
+
+// lingering lists this sink's transactional ids ("{prefix}-{n}-{n}") whose
+// transaction is open.
+func (a *txnAdmin) lingering(ctx context.Context, prefix string) ([]string, error) {
+	ls, err := kadm.NewClient(a.cl).ListTransactions(ctx, nil, []string{"Ongoing", "PrepareEpochFence"})
+	if err != nil {
+		return nil, fmt.Errorf("listing open transactions (needs Describe on the transactional ids): %w", err)
+	}
+	var ids []string
+	for _, id := range ls.TransactionalIDs() {
+		if ownID(prefix, id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
+
+// txnID returns the transactional id of slot of subtask.
+func txnID(prefix string, subtask, slot int) string {
+	return prefix + "-" + strconv.Itoa(subtask) + "-" + strconv.Itoa(slot)
+}
+
+// ownID reports whether id has the form txnID(prefix, subtask, slot).
+func ownID(prefix, id string) bool {
+	rest, ok := strings.CutPrefix(id, prefix+"-")
+	if !ok {
+		return false
+	}
+	sub, slot, ok := strings.Cut(rest, "-")
+	return ok && digits(sub) && digits(slot)
+}
+
+// digits reports whether s is a non-empty string of decimal digits.
+func digits(s string) bool {
+	for _, c := range []byte(s) {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// encodeCommittable and decodeCommittable are the committable's bytes.
+func encodeCommittable(c committable) ([]byte, error) { return json.Marshal(c) }
+
+func decodeCommittable(b []byte) (committable, error) {
+	var c committable
+	err := json.Unmarshal(b, &c)
+	if err == nil && (c.TxnID == "" || c.ProducerID < 0 || c.Topic == "" || c.Offset < 0) {
+		err = errors.New("missing fields")
+	}
+	return c, err
+}

@@ -1,0 +1,205 @@
+#!/usr/bin/env bash
+# kafka.sh runs a single-node Apache Kafka broker (KRaft) for tests.
+#
+#   scripts/kafka.sh start     fetch the jars (mvn, cached in ~/.m2), format the
+#                              storage once, start the broker, wait until it
+#                              answers; the last line printed is
+#                              EXACTLY_KAFKA_BROKERS=127.0.0.1:<port>
+#   scripts/kafka.sh stop      stop the broker (SIGTERM, then SIGKILL)
+#   scripts/kafka.sh kill      SIGKILL the broker (its data is kept)
+#   scripts/kafka.sh restart   SIGKILL the broker and start it again on the same data
+#   scripts/kafka.sh status    print the broker address if it runs
+#   scripts/kafka.sh clean     stop the broker and delete its data
+#
+# Environment: KAFKA_VERSION (default 4.1.1), KAFKA_PORT (default 59092),
+# KAFKA_CONTROLLER_PORT (default KAFKA_PORT+1), KAFKA_DIR (default
+# <repo>/.tmp/kafka), KAFKA_TRANSACTION_VERSION (transaction.version feature
+# written at format time, 2 = KIP-890 protocol, default: the release's default).
+# start is idempotent: a running broker is reused.
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+version=${KAFKA_VERSION:-4.1.1}
+port=${KAFKA_PORT:-59092}
+cport=${KAFKA_CONTROLLER_PORT:-$((port + 1))}
+dir=${KAFKA_DIR:-$repo/.tmp/kafka}
+jars=$dir/jars-$version
+data=$dir/data
+pidfile=$dir/broker.pid
+log=$dir/broker.log
+
+log() { echo "kafka.sh: $*" >&2; }
+
+running() { [[ -f $pidfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
+
+port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+fetch_jars() {
+	[[ -f $jars/.complete ]] && return
+	log "fetching Apache Kafka $version jars from Maven Central (cached in ~/.m2)"
+	mkdir -p "$dir/pom"
+	cat >"$dir/pom/pom.xml" <<EOF
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>exactly.test</groupId>
+  <artifactId>kafka-broker</artifactId>
+  <version>1</version>
+  <dependencies>
+    <dependency>
+      <groupId>org.apache.kafka</groupId>
+      <artifactId>kafka_2.13</artifactId>
+      <version>$version</version>
+    </dependency>
+    <dependency>
+      <groupId>org.apache.logging.log4j</groupId>
+      <artifactId>log4j-slf4j-impl</artifactId>
+      <version>2.24.3</version>
+    </dependency>
+  </dependencies>
+</project>
+EOF
+	rm -rf "$jars"
+	mvn -q -B -f "$dir/pom/pom.xml" dependency:copy-dependencies \
+		-DincludeScope=runtime -DoutputDirectory="$jars" >&2
+	touch "$jars/.complete"
+}
+
+write_config() {
+	cat >"$dir/server.properties" <<EOF
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$cport
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+inter.broker.listener.name=PLAINTEXT
+log.dirs=$data
+num.partitions=1
+default.replication.factor=1
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=4
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=4
+min.insync.replicas=1
+group.initial.rebalance.delay.ms=0
+auto.create.topics.enable=false
+log.flush.interval.messages=9223372036854775807
+EOF
+	cat >"$dir/log4j2.yaml" <<EOF
+Configuration:
+  Appenders:
+    Console:
+      name: STDOUT
+      PatternLayout:
+        Pattern: "[%d] %p %m (%c)%n"
+  Loggers:
+    Root:
+      level: WARN
+      AppenderRef:
+        - ref: STDOUT
+    Logger:
+      - name: kafka.server.KafkaRaftServer
+        level: INFO
+EOF
+}
+
+# java_args are the JVM options of the broker and its tools.
+java_args() {
+	printf '%s\n' -Xmx512m -Xms128m -XX:+UseSerialGC \
+		"-Dlog4j2.configurationFile=$dir/log4j2.yaml" -cp "$jars/*"
+}
+
+run_java() {
+	local args
+	mapfile -t args < <(java_args)
+	java "${args[@]}" "$@"
+}
+
+format() {
+	[[ -f $data/meta.properties ]] && return
+	log "formatting KRaft storage in $data"
+	local feature=()
+	[[ -n ${KAFKA_TRANSACTION_VERSION:-} ]] && feature=(--feature "transaction.version=$KAFKA_TRANSACTION_VERSION")
+	run_java kafka.tools.StorageTool format -t "$(cat /proc/sys/kernel/random/uuid)" \
+		-c "$dir/server.properties" "${feature[@]}" >&2
+}
+
+wait_ready() {
+	local deadline=$((SECONDS + 90))
+	while ((SECONDS < deadline)); do
+		if ! running; then
+			log "broker exited; last log lines:"
+			tail -n 30 "$log" >&2
+			return 1
+		fi
+		# Ready when the broker has registered: the log says so.
+		if port_busy "$port" && grep -q "Kafka Server started" "$log" 2>/dev/null; then
+			return 0
+		fi
+		sleep 0.3
+	done
+	log "broker not ready after 90s; see $log"
+	return 1
+}
+
+start() {
+	mkdir -p "$dir"
+	if running; then
+		log "broker already running (pid $(cat "$pidfile"))"
+		echo "EXACTLY_KAFKA_BROKERS=127.0.0.1:$port"
+		return
+	fi
+	if port_busy "$port"; then
+		log "port $port is in use by another process: set KAFKA_PORT to a free port"
+		return 1
+	fi
+	fetch_jars
+	write_config
+	format
+	# log4j2.yaml keeps WARN and above, and KafkaRaftServer's "Kafka Server started".
+	: >"$log"
+	local args
+	mapfile -t args < <(java_args)
+	setsid java "${args[@]}" kafka.Kafka "$dir/server.properties" </dev/null >>"$log" 2>&1 &
+	echo $! >"$pidfile"
+	wait_ready
+	log "broker $version ready on 127.0.0.1:$port (pid $(cat "$pidfile"), data $data)"
+	echo "EXACTLY_KAFKA_BROKERS=127.0.0.1:$port"
+}
+
+stop_with() {
+	running || { rm -f "$pidfile"; return 0; }
+	local pid
+	pid=$(cat "$pidfile")
+	kill "-$1" "$pid" 2>/dev/null || true
+	for _ in $(seq 1 100); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.2
+	done
+	kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
+	while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+	rm -f "$pidfile"
+}
+
+case ${1:-} in
+start) start ;;
+stop) stop_with TERM ;;
+kill) stop_with KILL ;;
+restart)
+	stop_with KILL
+	start
+	;;
+status)
+	running && echo "EXACTLY_KAFKA_BROKERS=127.0.0.1:$port" || { echo "not running" >&2; exit 1; }
+	;;
+clean)
+	stop_with TERM
+	rm -rf "$data" "$dir/server.properties"
+	;;
+*)
+	echo "usage: $0 start|stop|kill|restart|status|clean" >&2
+	exit 2
+	;;
+esac
