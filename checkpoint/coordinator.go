@@ -291,9 +291,12 @@ func (c *Coordinator) MetadataPersisted(now time.Time, id uint64, err error) []A
 // Reset aborts the checkpoint in flight, if any, because the job is being
 // restarted or stopped. Queued savepoint requests stay queued. Finished
 // sources are forgotten: after a restart they replay from the restored
-// positions and must report again.
+// positions and must report again. A final checkpoint that completed before
+// the reset no longer stops the coordinator: the restarted attempt needs
+// checkpoints, at least its own final one.
 func (c *Coordinator) Reset(now time.Time) []Action {
 	c.sourcesFinished = false
+	c.stopped = false
 	if c.phase == idle {
 		return nil
 	}

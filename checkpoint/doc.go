@@ -28,5 +28,8 @@
 //
 // A checkpoint that is not complete within the timeout, that a subtask
 // declines, or whose metadata cannot be written, is aborted ([Abort]); the
-// next checkpoint covers the longer span.
+// next checkpoint covers the longer span. The runtime's driver does not
+// report a failed metadata write to the coordinator: a failed write may
+// still have made the checkpoint complete on disk, so it fails over and
+// restores from the latest checkpoint on disk instead.
 package checkpoint

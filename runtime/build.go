@@ -85,6 +85,13 @@ func (j *Job) build(ctx context.Context, rp *restorePoint, events chan<- event, 
 				}
 				m, err := j.buildMember(ctx, t, i, s, rp, consumers[i], chain, chans, built)
 				if err != nil {
+					// Release what the operators built so far hold (readers,
+					// writers, connections); no task ran, nothing to commit.
+					for _, built := range append(tasks, t) {
+						if cerr := built.close(ctx, 0, false); cerr != nil {
+							j.opts.Logger.Warn("closing an operator failed", "error", cerr)
+						}
+					}
 					return nil, err
 				}
 				built[i] = m
@@ -107,7 +114,7 @@ func (j *Job) buildMember(ctx context.Context, t *task, i, s int, rp *restorePoi
 	var outs []Emitter
 	for _, c := range cons {
 		if chain[c.op] == i {
-			outs = append(outs, chained{op: built[c.op].op, ctx: ctx})
+			outs = append(outs, chained{op: built[c.op].op, ctx: ctx, name: fmt.Sprintf("%s[%d]", j.g.Operators[c.op].Name, s)})
 			continue
 		}
 		in := j.g.Operators[c.op].Inputs[c.input]
@@ -144,25 +151,36 @@ func (j *Job) buildMember(ctx context.Context, t *task, i, s int, rp *restorePoi
 		}
 		oc.Restored = snap
 	}
-	var err error
-	if spec.NewSource != nil {
-		m.source, err = spec.NewSource(ctx, oc, out)
-	} else {
-		m.op, err = spec.New(ctx, oc, out)
-	}
-	if err != nil {
+	if err := newOperator(ctx, m, oc, out); err != nil {
 		return nil, fmt.Errorf("%s[%d]: %w", spec.Name, s, err)
 	}
 	return m, nil
 }
 
-// chained hands batches to the next operator of a chain by a direct call.
-type chained struct {
-	op  Operator
-	ctx context.Context
+// newOperator creates the operator of m; a panic in its constructor (a
+// user's setup function) becomes an error.
+func newOperator(ctx context.Context, m *member, oc OperatorContext, out Emitter) (err error) {
+	defer recoverAs("creating the operator", &err)
+	if m.spec.NewSource != nil {
+		m.source, err = m.spec.NewSource(ctx, oc, out)
+	} else {
+		m.op, err = m.spec.New(ctx, oc, out)
+	}
+	return err
 }
 
-func (c chained) Emit(batch any) error { return c.op.Process(c.ctx, batch) }
+// chained hands batches to the next operator of a chain by a direct call. A
+// panic in it becomes an error naming it.
+type chained struct {
+	op   Operator
+	ctx  context.Context
+	name string // the operator subtask, for errors
+}
+
+func (c chained) Emit(batch any) (err error) {
+	defer recoverAs(c.name, &err)
+	return c.op.Process(c.ctx, batch)
+}
 
 // fanout hands each batch to several consumers in turn.
 type fanout []Emitter

@@ -91,7 +91,7 @@ func Start(ctx context.Context, g Graph, opts Options) (*Job, error) {
 	if err := g.validate(opts.MaxParallelism); err != nil {
 		return nil, err
 	}
-	st, err := store.Open(opts.CheckpointDir, store.Options{Retained: opts.RetainedCheckpoints, Logger: opts.Logger})
+	st, err := store.Open(opts.CheckpointDir, store.Options{FS: opts.fs, Retained: opts.RetainedCheckpoints, Logger: opts.Logger})
 	if err != nil {
 		return nil, err
 	}
@@ -196,12 +196,35 @@ func (j *Job) initialRestorePoint() (*restorePoint, error) {
 	return rp, nil
 }
 
+// latestAbove returns the store's latest checkpoint if it is newer than rp,
+// else rp.
+func (j *Job) latestAbove(rp *restorePoint) (*restorePoint, error) {
+	md, err := j.store.Latest()
+	if err != nil || md == nil || (rp != nil && md.ID <= rp.md.ID) {
+		return rp, err
+	}
+	latest := newRestorePoint(j.store, md, j.store.Dir(md.ID, md.Kind))
+	if err := latest.validate(&j.g, j.opts.MaxParallelism); err != nil {
+		return nil, err
+	}
+	return latest, nil
+}
+
 // drive runs attempts until the job finishes, is cancelled, or the restart
 // strategy gives up.
 func (j *Job) drive(ctx context.Context, rp *restorePoint) error {
 	failures := 0
+	finishing := false
 	for {
-		res := j.attempt(ctx, rp)
+		var res attemptResult
+		if finishing {
+			// A final checkpoint (end of input, or stop with savepoint)
+			// completed before the attempt failed: rp is that checkpoint and
+			// nothing is left to run, only its commits.
+			res = attemptResult{err: j.restoreSinks(ctx, rp)}
+		} else {
+			res = j.attempt(ctx, rp)
+		}
 		if res.err == nil {
 			return nil
 		}
@@ -232,6 +255,16 @@ func (j *Job) drive(ctx context.Context, rp *restorePoint) error {
 		if res.restorePoint != nil {
 			rp = res.restorePoint
 		}
+		if res.reloadLatest {
+			latest, err := j.latestAbove(rp)
+			if err != nil {
+				return fmt.Errorf("exactly: job %q failed: %w (after: %w)", j.g.Job, err, res.err)
+			}
+			rp = latest
+		}
+		if res.final {
+			finishing = true
+		}
 	}
 }
 
@@ -239,6 +272,8 @@ type attemptResult struct {
 	err          error
 	checkpointed bool          // a checkpoint completed during the attempt
 	restorePoint *restorePoint // the latest completed checkpoint, if one completed
+	final        bool          // a final checkpoint completed: the job has nothing left to run
+	reloadLatest bool          // the outcome of a metadata write is unknown: restore from the store's latest
 }
 
 // attempt runs the job once, from rp (nil: from scratch).
@@ -261,7 +296,7 @@ func (j *Job) attempt(ctx context.Context, rp *restorePoint) attemptResult {
 	var running sync.WaitGroup
 	for _, t := range tasks {
 		running.Go(func() {
-			if err := t.run(actx); err != nil && actx.Err() == nil {
+			if err := t.runRecovered(actx); err != nil && actx.Err() == nil {
 				t.report(actx, event{kind: evTaskFailed, err: err})
 			}
 		})
@@ -307,11 +342,17 @@ func (j *Job) restoreSinks(ctx context.Context, rp *restorePoint) error {
 				return err
 			}
 		}
-		if err := op.Restore(ctx, id, entries); err != nil {
+		if err := restoreOperator(ctx, op, id, entries); err != nil {
 			return fmt.Errorf("%s: restoring from checkpoint %d: %w", op.Name, id, err)
 		}
 	}
 	return nil
+}
+
+// restoreOperator calls op's Restore hook; a panic in it becomes an error.
+func restoreOperator(ctx context.Context, op *OperatorSpec, id uint64, entries [][]byte) (err error) {
+	defer recoverAs("restore", &err)
+	return op.Restore(ctx, id, entries)
 }
 
 // driver is one attempt's coordinator loop.
@@ -404,15 +445,26 @@ func (d *driver) do(ctx context.Context, a checkpoint.Action) []checkpoint.Actio
 		}
 	case checkpoint.PersistMetadata:
 		_, err := j.store.Complete(a.Metadata)
-		if err == nil {
-			j.opts.Probe(ProbeMetadataWritten, a.Metadata.ID)
-			md := a.Metadata
-			d.result.restorePoint = newRestorePoint(j.store, &md, j.store.Dir(md.ID, md.Kind))
+		if err != nil {
+			// The checkpoint may or may not be complete on disk (a failed
+			// sync says nothing about what reached it), so it must not be
+			// treated as aborted: a clean stop would then abort the
+			// transactions it covers, and a later restore from it would
+			// find them gone. Fail over; the restart restores from the
+			// latest checkpoint on disk, which decides.
+			d.result.err = fmt.Errorf("checkpoint %d: writing its metadata: %w (it may have completed: restarting from the latest checkpoint on disk)", a.Metadata.ID, err)
+			d.result.reloadLatest = true
+			d.finished = true
+			return nil
 		}
-		return j.coord.MetadataPersisted(time.Now(), a.Metadata.ID, err)
+		j.opts.Probe(ProbeMetadataWritten, a.Metadata.ID)
+		md := a.Metadata
+		d.result.restorePoint = newRestorePoint(j.store, &md, j.store.Dir(md.ID, md.Kind))
+		return j.coord.MetadataPersisted(time.Now(), a.Metadata.ID, nil)
 	case checkpoint.NotifyComplete:
 		d.completed = a.ID
 		d.result.checkpointed = true
+		d.result.final = d.result.final || a.Final
 		j.metrics.Completed.Add(1)
 		j.metrics.LastCompleted.Store(a.ID)
 		for _, t := range d.tasks {

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/exactlyonce/exactly/internal/vfs"
 	"github.com/exactlyonce/exactly/state"
 )
 
@@ -51,6 +52,8 @@ type Options struct {
 	// named by [ProbePoint], synchronously. It is for tests and fault
 	// injection: a crash test kills the process from here.
 	Probe func(p ProbePoint, checkpointID uint64)
+
+	fs vfs.FS // the checkpoint store's filesystem; nil: the OS's (tests inject errors)
 }
 
 // RestartStrategy restarts a failed job with exponential backoff.

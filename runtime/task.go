@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -118,6 +119,13 @@ func (t *task) report(ctx context.Context, e event) {
 	}
 }
 
+// runRecovered is run with a panic of an operator of the chain turned into
+// an error, so that it fails the attempt instead of the process.
+func (t *task) runRecovered(ctx context.Context) (err error) {
+	defer recoverAs(t.name, &err)
+	return t.run(ctx)
+}
+
 func (t *task) run(ctx context.Context) error {
 	if t.members[0].source != nil {
 		return t.runSource(ctx)
@@ -134,6 +142,12 @@ func (t *task) runSource(ctx context.Context) error {
 	wait := time.NewTimer(time.Hour)
 	defer wait.Stop()
 	for {
+		// A source that always has records never reaches the select below,
+		// and a chain without routers never blocks on a channel that would
+		// notice the cancellation.
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		if !woken {
 			select {
 			case <-t.mail.wake:
@@ -264,7 +278,14 @@ func (t *task) checkpoint(ctx context.Context, id uint64, kind checkpoint.Kind) 
 	t.async.Go(func() {
 		var states []checkpoint.SubtaskState
 		for _, p := range snaps {
-			snap, err := p.encode()
+			snap, err := encodeRecovered(fmt.Sprintf("%s[%d]: encoding the snapshot", p.m.spec.Name, t.subtask), p.encode)
+			var pe *PanicError
+			if errors.As(err, &pe) {
+				// A bug, not a transient failure: fail the attempt rather
+				// than declining every checkpoint from now on.
+				t.report(ctx, event{kind: evTaskFailed, err: err})
+				return
+			}
 			if err == nil && snap.IsEmpty() {
 				continue
 			}
@@ -286,6 +307,12 @@ func (t *task) checkpoint(ctx context.Context, id uint64, kind checkpoint.Kind) 
 		t.report(ctx, event{kind: evAck, id: id, states: states})
 	})
 	return nil
+}
+
+// encodeRecovered calls encode; a panic in it (a user's codec) becomes an error.
+func encodeRecovered(where string, encode func() (checkpoint.SubtaskSnapshot, error)) (snap checkpoint.SubtaskSnapshot, err error) {
+	defer recoverAs(where, &err)
+	return encode()
 }
 
 // input state of a task with input channels.
@@ -478,9 +505,15 @@ func (t *task) close(ctx context.Context, completed uint64, clean bool) error {
 		if c == nil {
 			continue
 		}
-		if err := c.Close(ctx, completed, clean); err != nil && first == nil {
+		if err := closeRecovered(ctx, c, completed, clean); err != nil && first == nil {
 			first = fmt.Errorf("%s[%d]: close: %w", m.spec.Name, t.subtask, err)
 		}
 	}
 	return first
+}
+
+// closeRecovered closes c; a panic in it becomes an error.
+func closeRecovered(ctx context.Context, c Closer, completed uint64, clean bool) (err error) {
+	defer recoverAs("close", &err)
+	return c.Close(ctx, completed, clean)
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/exactlyonce/exactly/runtime"
 	"github.com/exactlyonce/exactly/sink"
 	"github.com/exactlyonce/exactly/source"
 	"github.com/exactlyonce/exactly/state"
@@ -401,5 +402,244 @@ func TestInvalidOptionsNameTheField(t *testing.T) {
 	big := runningSums(counting{n: 1, splits: 1}, newMemSink[total](), 200)
 	if err := big.Run(context.Background(), stream.Options{CheckpointDir: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "exceeds max parallelism 128") {
 		t.Errorf("parallelism 200 = %v, want an error about max parallelism", err)
+	}
+}
+
+// flakySink is a memSink whose committers fail the first failures commits.
+type flakySink[T any] struct {
+	*memSink[T]
+	failures *atomic.Int64
+}
+
+func (f flakySink[T]) NewCommitter(ctx context.Context, info sink.CommitterInfo) (sink.Committer, error) {
+	c, err := f.memSink.NewCommitter(ctx, info)
+	return flakyCommitter{c, f.failures}, err
+}
+
+type flakyCommitter struct {
+	sink.Committer
+	failures *atomic.Int64
+}
+
+func (c flakyCommitter) Commit(ctx context.Context, p sink.Committable) error {
+	if c.failures.Add(-1) >= 0 {
+		return errors.New("injected commit failure")
+	}
+	return c.Committer.Commit(ctx, p)
+}
+
+// TestRestartAfterFinalCheckpoint: when committing the final checkpoint of a
+// bounded job fails, the job restarts from that checkpoint, commits it and
+// ends, instead of waiting forever for a checkpoint the coordinator, stopped
+// by the final one, would never trigger.
+func TestRestartAfterFinalCheckpoint(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	out := newMemSink[total]()
+	var failures atomic.Int64
+	failures.Store(2) // the first commit and its one retry
+	j := stream.New("sums")
+	nums := stream.Source(j, "numbers", counting{n: 1000, splits: 2})
+	keyed := stream.KeyBy(nums, func(v int) int64 { return int64(v % 10) }, state.Int64Codec{})
+	sums := stream.Process(keyed, "sums", func(ctx *stream.Context[int64]) (stream.ProcessFunc[int64, int, total], error) {
+		sum, err := state.NewValueState(ctx.Backend(), "sum", state.IntCodec{})
+		return stream.ProcessFunc[int64, int, total]{
+			Process: func(ctx *stream.Context[int64], v int, o *stream.Output[total]) error {
+				s, _ := sum.Value()
+				s += v
+				sum.Update(s)
+				o.Emit(total{Key: int(ctx.Key()), Value: v, Sum: s})
+				return nil
+			},
+		}, err
+	})
+	stream.SinkTo(sums, "out", sink.Sink[total](flakySink[total]{out, &failures}))
+	// The deadline only turns the hang this test guards against into a failure.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	err := j.Run(ctx, stream.Options{
+		CheckpointDir:      t.TempDir(),
+		CheckpointInterval: time.Hour, // the final checkpoint is the only one
+		CommitRetries:      1,
+		Restart:            stream.RestartStrategy{InitialBackoff: time.Millisecond},
+	})
+	if err != nil {
+		t.Fatalf("Run = %v, want nil", err)
+	}
+	checkSums(t, out.Visible(), 1000)
+}
+
+// TestStopWithSavepointSurvivesCommitFailure: when committing the savepoint
+// of a stop with savepoint fails, the restart commits it and the job still
+// stops, rather than running on from the savepoint.
+func TestStopWithSavepointSurvivesCommitFailure(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	out := newMemSink[total]()
+	var failures atomic.Int64
+	j := stream.New("sums")
+	nums := stream.Source(j, "numbers", counting{n: 1 << 30, splits: 1, delay: time.Millisecond})
+	stream.SinkTo(stream.Map(nums, func(v int) total { return total{Value: v} }), "out", sink.Sink[total](flakySink[total]{out, &failures}))
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	r, err := j.Start(ctx, stream.Options{
+		CheckpointDir:      t.TempDir(),
+		CheckpointInterval: time.Hour,
+		CommitRetries:      1,
+		Restart:            stream.RestartStrategy{InitialBackoff: time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r.Metrics().Records("numbers") == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	failures.Store(2) // the first commit and its one retry
+	if _, err := r.StopWithSavepoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Wait(); err != nil {
+		t.Fatalf("Wait = %v, want nil", err)
+	}
+	rows := out.Visible()
+	if len(rows) == 0 {
+		t.Fatal("nothing visible after the savepoint")
+	}
+	for i, r := range rows {
+		if r.Value != i {
+			t.Fatalf("row %d has value %d: output lost or duplicated", i, r.Value)
+		}
+	}
+}
+
+// TestCancelBusyChainedJob: cancelling a job whose source always has records
+// and whose operators are all chained to it (no channel to block on) stops it.
+func TestCancelBusyChainedJob(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	out := newMemSink[total]()
+	j := stream.New("busy")
+	nums := stream.Source(j, "numbers", counting{n: 1 << 30, splits: 1})
+	stream.SinkTo(stream.Map(nums, func(v int) total { return total{Value: v} }), "out", out)
+	ctx, cancel := context.WithCancel(context.Background())
+	r, err := j.Start(ctx, stream.Options{CheckpointDir: t.TempDir(), CheckpointInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r.Metrics().Completed.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	done := make(chan error, 1)
+	go func() { done <- r.Wait() }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Wait = %v, want context.Canceled", err)
+		}
+	case <-time.After(20 * time.Second): // a guard against the hang, not a timing assertion
+		t.Fatal("the job did not stop after its context was cancelled")
+	}
+	rows := out.Visible()
+	for i, r := range rows {
+		if r.Value != i {
+			t.Fatalf("row %d has value %d: output lost or duplicated", i, r.Value)
+		}
+	}
+}
+
+// TestPanicInUserFunctionFailsTheAttempt: a panic in a user function does
+// not crash the process: it fails the attempt with an error naming the
+// operator, the job restarts, and the output stays exactly-once.
+func TestPanicInUserFunctionFailsTheAttempt(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	out := newMemSink[total]()
+	var panicked atomic.Bool
+	j := stream.New("panics")
+	nums := stream.Source(j, "numbers", counting{n: 3000, splits: 2, delay: time.Millisecond})
+	mapped := stream.Map(nums, func(v int) int {
+		if v == 1500 && panicked.CompareAndSwap(false, true) {
+			panic("injected panic")
+		}
+		return v
+	}, stream.Name("boom"))
+	keyed := stream.KeyBy(mapped, func(v int) int64 { return int64(v % 10) }, state.Int64Codec{})
+	sums := stream.Process(keyed, "sums", func(ctx *stream.Context[int64]) (stream.ProcessFunc[int64, int, total], error) {
+		sum, err := state.NewValueState(ctx.Backend(), "sum", state.IntCodec{})
+		return stream.ProcessFunc[int64, int, total]{
+			Process: func(ctx *stream.Context[int64], v int, o *stream.Output[total]) error {
+				s, _ := sum.Value()
+				s += v
+				sum.Update(s)
+				o.Emit(total{Key: int(ctx.Key()), Value: v, Sum: s})
+				return nil
+			},
+		}, err
+	})
+	stream.SinkTo(sums, "out", out)
+	r, err := j.Start(context.Background(), stream.Options{
+		CheckpointDir:      t.TempDir(),
+		CheckpointInterval: 10 * time.Millisecond,
+		Restart:            stream.RestartStrategy{InitialBackoff: time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if !panicked.Load() || r.Metrics().Restarts.Load() != 1 {
+		t.Fatalf("panicked=%v restarts=%d, want one panic and one restart", panicked.Load(), r.Metrics().Restarts.Load())
+	}
+	checkSums(t, out.Visible(), 3000)
+
+	// Without restarts the job fails with the panic, naming the operator.
+	j2 := stream.New("panics")
+	src := stream.Source(j2, "numbers", counting{n: 10, splits: 1})
+	stream.SinkTo(stream.Map(src, func(v int) total { panic("always") }, stream.Name("boom")), "out", newMemSink[total]())
+	err = j2.Run(context.Background(), stream.Options{CheckpointDir: t.TempDir(), Restart: stream.RestartStrategy{MaxAttempts: -1}})
+	var pe *runtime.PanicError
+	if !errors.As(err, &pe) || !strings.Contains(pe.Where, "boom[0]") || pe.Value != "always" {
+		t.Fatalf("Run = %v, want a PanicError naming boom[0]", err)
+	}
+}
+
+// trackedSource counts the readers its splits open and close.
+type trackedSource struct {
+	counting
+	open *atomic.Int64
+}
+
+func (s trackedSource) Open(ctx context.Context, split string, pos []byte) (source.Reader[int], error) {
+	r, err := s.counting.Open(ctx, split, pos)
+	s.open.Add(1)
+	return trackedReader{r, s.open}, err
+}
+
+type trackedReader struct {
+	source.Reader[int]
+	open *atomic.Int64
+}
+
+func (r trackedReader) Close() error {
+	r.open.Add(-1)
+	return r.Reader.Close()
+}
+
+// TestFailedBuildClosesBuiltOperators: when an operator cannot be created,
+// the operators created before it in the attempt are closed.
+func TestFailedBuildClosesBuiltOperators(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	var open atomic.Int64
+	j := stream.New("broken-setup")
+	nums := stream.Source(j, "numbers", trackedSource{counting{n: 100, splits: 2}, &open})
+	keyed := stream.KeyBy(nums, func(v int) int64 { return int64(v) }, state.Int64Codec{})
+	out := stream.Process(keyed, "fails", func(*stream.Context[int64]) (stream.ProcessFunc[int64, int, total], error) {
+		return stream.ProcessFunc[int64, int, total]{}, errors.New("setup failed")
+	})
+	stream.SinkTo(out, "out", newMemSink[total]())
+	err := j.Run(context.Background(), stream.Options{CheckpointDir: t.TempDir(), Restart: stream.RestartStrategy{MaxAttempts: -1}})
+	if err == nil || !strings.Contains(err.Error(), "setup failed") {
+		t.Fatalf("Run = %v, want the setup error", err)
+	}
+	if n := open.Load(); n != 0 {
+		t.Fatalf("%d split readers left open", n)
 	}
 }

@@ -1,0 +1,182 @@
+package runtime_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/exactlyonce/exactly/internal/vfs"
+	"github.com/exactlyonce/exactly/runtime"
+	"github.com/exactlyonce/exactly/sink"
+	"github.com/exactlyonce/exactly/source"
+	"github.com/exactlyonce/exactly/stream"
+	"go.uber.org/goleak"
+)
+
+// ints is a bounded source of [0, n), one split, with a pause per read.
+type ints struct{ n int }
+
+func (ints) Splits(context.Context) ([]string, error) { return []string{"0"}, nil }
+func (s ints) Open(_ context.Context, _ string, pos []byte) (source.Reader[int], error) {
+	next, _ := binary.Uvarint(pos)
+	return &intsReader{n: s.n, next: int(next)}, nil
+}
+
+type intsReader struct{ n, next int }
+
+func (r *intsReader) Read(_ context.Context, buf []int) (int, error) {
+	time.Sleep(time.Millisecond)
+	k := 0
+	for k < len(buf) && k < 10 && r.next < r.n {
+		buf[k] = r.next
+		k++
+		r.next++
+	}
+	if k == 0 {
+		return 0, io.EOF
+	}
+	return k, nil
+}
+func (r *intsReader) Position() []byte { return binary.AppendUvarint(nil, uint64(r.next)) }
+func (r *intsReader) Close() error     { return nil }
+
+// txSink keeps prepared transactions by key until committed or aborted.
+type txSink struct {
+	mu       sync.Mutex
+	prepared map[string][]int
+	done     map[string]bool
+	visible  []int
+}
+
+func (s *txSink) NewWriter(_ context.Context, info sink.WriterInfo) (sink.Writer[int], error) {
+	return &txWriter{s: s, subtask: info.Subtask}, nil
+}
+func (s *txSink) NewCommitter(context.Context, sink.CommitterInfo) (sink.Committer, error) {
+	return txCommitter{s}, nil
+}
+
+type txWriter struct {
+	s       *txSink
+	subtask int
+	open    []int
+}
+
+func (w *txWriter) Write(_ context.Context, b []int) error { w.open = append(w.open, b...); return nil }
+func (w *txWriter) Prepare(_ context.Context, id uint64) ([]byte, error) {
+	if len(w.open) == 0 {
+		return nil, nil
+	}
+	key := fmt.Sprintf("%d-%d", w.subtask, id)
+	w.s.mu.Lock()
+	w.s.prepared[key] = w.open
+	w.s.mu.Unlock()
+	w.open = nil
+	return []byte(key), nil
+}
+func (w *txWriter) Close() error { return nil }
+
+type txCommitter struct{ s *txSink }
+
+func (c txCommitter) Commit(_ context.Context, p sink.Committable) error {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	key := string(p.Data)
+	if c.s.done[key] {
+		return nil
+	}
+	rows, ok := c.s.prepared[key]
+	if !ok {
+		return sink.Permanent(fmt.Errorf("transaction %s was aborted: its records are lost", key))
+	}
+	c.s.visible = append(c.s.visible, rows...)
+	c.s.done[key] = true
+	delete(c.s.prepared, key)
+	return nil
+}
+func (c txCommitter) Abort(_ context.Context, p sink.Committable) error {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	delete(c.s.prepared, string(p.Data))
+	return nil
+}
+func (c txCommitter) AbortLingering(context.Context, uint64) error {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	clear(c.s.prepared)
+	return nil
+}
+func (c txCommitter) Close() error { return nil }
+
+func intsJob(n int, out *txSink) *stream.Job {
+	j := stream.New("ints")
+	stream.SinkTo(stream.Source(j, "numbers", ints{n}), "out", sink.Sink[int](out))
+	return j
+}
+
+// TestMetadataWriteFailureIsNotAnAbort: when the write of a savepoint's
+// metadata fails after its rename (the directory sync fails), the savepoint
+// may be complete on disk. Treating it as aborted let a clean stop abort the
+// transactions it covers, and the next run, restoring from it, lost them.
+func TestMetadataWriteFailureIsNotAnAbort(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	const n = 3000
+	dir := t.TempDir()
+	out := &txSink{prepared: map[string][]int{}, done: map[string]bool{}}
+	var renamed, failed atomic.Bool
+	fsys := vfs.WithErrors(vfs.Default, func(op, name string) error {
+		switch {
+		case op == vfs.OpRename && filepath.Base(name) == "_metadata.tmp" && strings.Contains(name, "savepoints"):
+			renamed.Store(true)
+		case op == vfs.OpSyncDir && renamed.Load() && failed.CompareAndSwap(false, true):
+			return errors.New("injected sync failure")
+		}
+		return nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	opts := runtime.WithFS(stream.Options{
+		CheckpointDir:      dir,
+		CheckpointInterval: time.Hour,
+		Restart:            stream.RestartStrategy{InitialBackoff: time.Millisecond},
+	}, fsys)
+	r, err := intsJob(n, out).Start(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r.Metrics().Records("numbers") == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := r.Savepoint(ctx); err == nil {
+		t.Fatal("Savepoint succeeded despite the injected failure")
+	}
+	if !failed.Load() {
+		t.Fatal("the failure was not injected")
+	}
+	cancel() // a clean stop
+	if err := r.Wait(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait = %v, want context.Canceled", err)
+	}
+	// The next run restores from the latest on disk, the savepoint if its
+	// metadata made it, and must find its transactions.
+	if err := intsJob(n, out).Run(context.Background(), stream.Options{CheckpointDir: dir, CheckpointInterval: 10 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	out.mu.Lock()
+	defer out.mu.Unlock()
+	if len(out.visible) != n {
+		t.Fatalf("%d rows visible, want %d", len(out.visible), n)
+	}
+	for i, v := range out.visible {
+		if v != i {
+			t.Fatalf("row %d is %d: output lost or duplicated", i, v)
+		}
+	}
+}
