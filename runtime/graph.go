@@ -121,6 +121,22 @@ type OperatorContext struct {
 	Logger *slog.Logger
 }
 
+// RestoreContext is what an operator's Restore hook receives.
+type RestoreContext struct {
+	// Job is the job's name.
+	Job string
+	// Operator is the operator's name.
+	Operator string
+	// CheckpointID is the restored checkpoint's id, 0 on a fresh start.
+	CheckpointID uint64
+	// Entries holds the operator entries of every former subtask.
+	Entries [][]byte
+	// CommitRetries is how many times a failed commit is retried.
+	CommitRetries int
+	// Logger is annotated with the operator.
+	Logger *slog.Logger
+}
+
 // Input is an edge into an operator.
 type Input struct {
 	// From is the index of the producing operator in [Graph.Operators].
@@ -148,12 +164,11 @@ type OperatorSpec struct {
 	NewSource func(ctx context.Context, oc OperatorContext, out Emitter) (SourceOperator, error)
 	// New creates a subtask of a non-source operator.
 	New func(ctx context.Context, oc OperatorContext, out Emitter) (Operator, error)
-	// Restore, when set, is called once per attempt before any task starts,
-	// with the id of the restored checkpoint (0 on a fresh start) and the
-	// operator entries of all its former subtasks. Sinks commit the restored
-	// committables and abort lingering transactions here; subtasks of an
-	// operator with Restore receive no operator entries.
-	Restore func(ctx context.Context, restoredID uint64, entries [][]byte) error
+	// Restore, when set, is called once per attempt before any task starts.
+	// Sinks commit the restored committables and abort lingering
+	// transactions here; subtasks of an operator with Restore receive no
+	// operator entries.
+	Restore func(ctx context.Context, rc RestoreContext) error
 }
 
 // Graph is a dataflow job: operators in topological order.

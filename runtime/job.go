@@ -342,7 +342,9 @@ func (j *Job) restoreSinks(ctx context.Context, rp *restorePoint) error {
 				return err
 			}
 		}
-		if err := restoreOperator(ctx, op, id, entries); err != nil {
+		rc := RestoreContext{Job: j.g.Job, Operator: op.Name, CheckpointID: id, Entries: entries,
+			CommitRetries: j.opts.CommitRetries, Logger: j.opts.Logger.With("operator", op.Name)}
+		if err := restoreOperator(ctx, op, rc); err != nil {
 			return fmt.Errorf("%s: restoring from checkpoint %d: %w", op.Name, id, err)
 		}
 	}
@@ -350,9 +352,9 @@ func (j *Job) restoreSinks(ctx context.Context, rp *restorePoint) error {
 }
 
 // restoreOperator calls op's Restore hook; a panic in it becomes an error.
-func restoreOperator(ctx context.Context, op *OperatorSpec, id uint64, entries [][]byte) (err error) {
+func restoreOperator(ctx context.Context, op *OperatorSpec, rc RestoreContext) (err error) {
 	defer recoverAs("restore", &err)
-	return op.Restore(ctx, id, entries)
+	return op.Restore(ctx, rc)
 }
 
 // driver is one attempt's coordinator loop.
@@ -467,13 +469,17 @@ func (d *driver) do(ctx context.Context, a checkpoint.Action) []checkpoint.Actio
 		d.result.final = d.result.final || a.Final
 		j.metrics.Completed.Add(1)
 		j.metrics.LastCompleted.Store(a.ID)
+		// Every task learns of the completion before any source is told to
+		// finish, so that sinks commit on the notification rather than in Close.
 		for _, t := range d.tasks {
-			t.mail.post(func(m *mailbox) {
-				m.completed = max(m.completed, a.ID)
-				if a.Final && t.members[0].source != nil {
-					m.finish = true
+			t.mail.post(func(m *mailbox) { m.completed = max(m.completed, a.ID) })
+		}
+		if a.Final {
+			for _, t := range d.tasks {
+				if t.members[0].source != nil {
+					t.mail.post(func(m *mailbox) { m.finish = true })
 				}
-			})
+			}
 		}
 		if req, ok := j.savepoints[a.Request]; ok {
 			delete(j.savepoints, a.Request)

@@ -32,7 +32,10 @@ type Reader[T any] interface {
 	Read(ctx context.Context, buf []T) (n int, err error)
 	// Position returns the position just after the last record returned by
 	// Read; opening the split at this position resumes with the next record.
-	// The returned slice must not be modified later by the reader.
+	// Before the first Read it returns the position the reader was opened
+	// at, resolved (a "latest offset" start is fixed at Open, so that a
+	// restore does not resolve it again). The engine records it right after
+	// Open. The returned slice must not be modified later by the reader.
 	Position() []byte
 	// Close releases resources.
 	Close() error

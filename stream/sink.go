@@ -27,8 +27,8 @@ func SinkTo[T any](s Stream[T], name string, sk sink.Sink[T], opts ...Option) {
 		New: func(ctx context.Context, oc runtime.OperatorContext, _ runtime.Emitter) (runtime.Operator, error) {
 			return newSinkOp(ctx, oc, sk)
 		},
-		Restore: func(ctx context.Context, restoredID uint64, entries [][]byte) error {
-			return restoreSink(ctx, j.name, name, sk, restoredID, entries)
+		Restore: func(ctx context.Context, rc runtime.RestoreContext) error {
+			return restoreSink(ctx, sk, rc)
 		},
 	}
 	j.add(nd, opts)
@@ -36,9 +36,9 @@ func SinkTo[T any](s Stream[T], name string, sk sink.Sink[T], opts ...Option) {
 
 // restoreSink commits every committable of the restored checkpoint, oldest
 // first, then aborts whatever else earlier attempts left behind.
-func restoreSink[T any](ctx context.Context, job, name string, sk sink.Sink[T], restoredID uint64, entries [][]byte) error {
+func restoreSink[T any](ctx context.Context, sk sink.Sink[T], rc runtime.RestoreContext) error {
 	var pending []sink.Committable
-	for _, e := range entries {
+	for _, e := range rc.Entries {
 		c, err := sink.DecodeCommittable(e)
 		if err != nil {
 			return err
@@ -48,24 +48,21 @@ func restoreSink[T any](ctx context.Context, job, name string, sk sink.Sink[T], 
 	slices.SortStableFunc(pending, func(a, b sink.Committable) int {
 		return cmp.Or(cmp.Compare(a.CheckpointID, b.CheckpointID), cmp.Compare(a.Subtask, b.Subtask))
 	})
-	c, err := sk.NewCommitter(ctx, sink.CommitterInfo{Job: job, Sink: name})
+	c, err := sk.NewCommitter(ctx, sink.CommitterInfo{Job: rc.Job, Sink: rc.Operator, Logger: rc.Logger})
 	if err != nil {
 		return fmt.Errorf("opening the committer: %w", err)
 	}
 	defer c.Close()
 	for _, p := range pending {
-		if err := commitWithRetry(ctx, c, p, defaultCommitRetries); err != nil {
+		if err := commitWithRetry(ctx, c, p, rc.CommitRetries); err != nil {
 			return err
 		}
 	}
-	if err := c.AbortLingering(ctx, restoredID); err != nil {
+	if err := c.AbortLingering(ctx, rc.CheckpointID); err != nil {
 		return fmt.Errorf("aborting lingering transactions: %w", err)
 	}
 	return nil
 }
-
-// defaultCommitRetries is used where no operator context is at hand.
-const defaultCommitRetries = 5
 
 // commitWithRetry commits c, retrying transient failures with exponential
 // backoff from 50ms; errors marked permanent are not retried.

@@ -57,6 +57,10 @@ func newSourceOp[T any](ctx context.Context, oc runtime.OperatorContext, src sou
 				s.closeReaders()
 				return nil, fmt.Errorf("opening split %q: %w", split, err)
 			}
+			// A split not read before the next checkpoint must still restore
+			// at the position it was opened at (a "latest" Kafka offset
+			// resolved now, not at the restore).
+			sr.pos = sr.r.Position()
 		}
 		s.readers = append(s.readers, sr)
 	}
