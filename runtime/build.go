@@ -133,16 +133,17 @@ func (j *Job) buildMember(ctx context.Context, t *task, i, s int, rp *restorePoi
 		out = outs[0]
 	}
 	oc := OperatorContext{
-		Job:            j.g.Job,
-		Operator:       spec.Name,
-		Subtask:        s,
-		Parallelism:    spec.Parallelism,
-		MaxParallelism: j.opts.MaxParallelism,
-		KeyGroups:      m.keys,
-		BatchSize:      j.opts.BatchSize,
-		CommitRetries:  j.opts.CommitRetries,
-		Records:        j.metrics.counter(spec.Name),
-		Logger:         j.opts.Logger.With("operator", spec.Name, "subtask", s),
+		Job:                j.g.Job,
+		Operator:           spec.Name,
+		Subtask:            s,
+		Parallelism:        spec.Parallelism,
+		MaxParallelism:     j.opts.MaxParallelism,
+		KeyGroups:          m.keys,
+		BatchSize:          j.opts.BatchSize,
+		CheckpointInterval: j.opts.CheckpointInterval,
+		CommitRetries:      j.opts.CommitRetries,
+		Records:            j.metrics.counter(spec.Name),
+		Logger:             j.opts.Logger.With("operator", spec.Name, "subtask", s),
 	}
 	if rp != nil {
 		snap, err := rp.snapshotFor(spec, m.keys)

@@ -113,6 +113,8 @@ type OperatorContext struct {
 	Restored *checkpoint.SubtaskSnapshot
 	// BatchSize is the preferred number of records per batch.
 	BatchSize int
+	// CheckpointInterval is the job's checkpoint interval.
+	CheckpointInterval time.Duration
 	// Records counts the records this subtask handled; operators add to it.
 	Records *atomic.Int64
 	// CommitRetries is how many times a failed commit is retried.

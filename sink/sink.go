@@ -46,6 +46,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 )
 
 // Writer writes one subtask's records into an open transaction.
@@ -107,6 +108,9 @@ type WriterInfo struct {
 	Subtask int
 	// Parallelism is the number of writer subtasks of this sink.
 	Parallelism int
+	// CheckpointInterval is the job's checkpoint interval: a transaction
+	// stays open about this long, longer when checkpoints fail.
+	CheckpointInterval time.Duration
 	// Logger is the job's logger, annotated with the sink and subtask.
 	Logger *slog.Logger
 }

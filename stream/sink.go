@@ -96,7 +96,8 @@ type sinkOp[T any] struct {
 }
 
 func newSinkOp[T any](ctx context.Context, oc runtime.OperatorContext, sk sink.Sink[T]) (*sinkOp[T], error) {
-	w, err := sk.NewWriter(ctx, sink.WriterInfo{Job: oc.Job, Sink: oc.Operator, Subtask: oc.Subtask, Parallelism: oc.Parallelism, Logger: oc.Logger})
+	w, err := sk.NewWriter(ctx, sink.WriterInfo{Job: oc.Job, Sink: oc.Operator, Subtask: oc.Subtask,
+		Parallelism: oc.Parallelism, CheckpointInterval: oc.CheckpointInterval, Logger: oc.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("opening the writer: %w", err)
 	}

@@ -216,6 +216,10 @@ func (s *Sink[T]) NewWriter(ctx context.Context, info sink.WriterInfo) (sink.Wri
 	if logger == nil {
 		logger = slog.Default()
 	}
+	if t := s.opts.TransactionTimeout; s.opts.Guarantee == ExactlyOnce && info.CheckpointInterval > 0 && t < 3*info.CheckpointInterval {
+		return nil, fmt.Errorf("kafka: sink %q: SinkOptions.TransactionTimeout %v is shorter than 3 checkpoint intervals of this job (%v): raise it, better to the longest outage the job must survive",
+			info.Sink, t, 3*info.CheckpointInterval)
+	}
 	w := &writer[T]{s: s, info: info, logger: logger, prefix: s.prefix(info.Job, info.Sink)}
 	if len(w.prefix)+24 > 32767 {
 		return nil, fmt.Errorf("kafka: sink %q: transactional id prefix is too long", info.Sink)
