@@ -11,6 +11,7 @@ package source
 import (
 	"context"
 	"io"
+	"time"
 )
 
 // Source reads records of type T from a set of splits.
@@ -43,3 +44,25 @@ type Reader[T any] interface {
 
 // EOF is returned by [Reader.Read] when a split is finished.
 var EOF = io.EOF
+
+// Discoverer is implemented by sources whose splits grow while a job runs,
+// such as Kafka topics gaining partitions or a topic pattern matching new
+// topics. The engine lists the splits again at the interval and opens the
+// new ones with OpenNew. Splits are never removed from a running job.
+//
+// Sources without it are static: split i of the list is read by subtask
+// i mod parallelism, which is why Splits must be stable.
+type Discoverer[T any] interface {
+	// DiscoveryInterval is the time between two listings; 0 disables
+	// discovery while the job runs (OpenNew and Owner are still used).
+	DiscoveryInterval() time.Duration
+	// Owner returns the subtask, in [0, parallelism), that reads split. It
+	// must depend on the split id and parallelism alone, because the list
+	// of splits changes.
+	Owner(split string, parallelism int) int
+	// OpenNew opens a split the job has no position for although it ran
+	// before: one discovered while the job runs, or one that appeared since
+	// the restored checkpoint. Sources should start it at its beginning, so
+	// that records written to it before it was discovered are not missed.
+	OpenNew(ctx context.Context, split string) (Reader[T], error)
+}

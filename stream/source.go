@@ -7,20 +7,27 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"time"
 
 	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/runtime"
 	"github.com/exactlyonce/exactly/source"
 )
 
-// sourceOp is one subtask of a source: it reads the splits it owns (split i
-// of n belongs to subtask i mod parallelism) in turn.
+// sourceOp is one subtask of a source: it reads the splits it owns in turn.
+// A static source's split i belongs to subtask i mod parallelism; a
+// [source.Discoverer] names the owner itself and gains splits while the job
+// runs.
 type sourceOp[T any] struct {
-	oc      runtime.OperatorContext
-	readers []*splitReader[T]
-	next    int
-	buf     []T
-	out     runtime.Emitter
+	oc       runtime.OperatorContext
+	src      source.Source[T]
+	disc     source.Discoverer[T] // nil for static sources
+	known    map[string]bool      // every split listed so far, owned or not
+	lastList time.Time
+	readers  []*splitReader[T]
+	next     int
+	buf      []T
+	out      runtime.Emitter
 }
 
 type splitReader[T any] struct {
@@ -45,30 +52,90 @@ func newSourceOp[T any](ctx context.Context, oc runtime.OperatorContext, src sou
 			restored[p.split] = p
 		}
 	}
-	s := &sourceOp[T]{oc: oc, out: out, buf: make([]T, oc.BatchSize)}
+	s := &sourceOp[T]{oc: oc, src: src, known: map[string]bool{}, lastList: time.Now(), out: out, buf: make([]T, oc.BatchSize)}
+	s.disc, _ = src.(source.Discoverer[T])
 	for i, split := range splits {
-		if i%oc.Parallelism != oc.Subtask {
+		s.known[split] = true
+		if s.owner(i, split) != oc.Subtask {
 			continue
 		}
 		p, ok := restored[split]
 		sr := &splitReader[T]{split: split, pos: p.pos, done: ok && p.done}
 		if !sr.done {
-			if sr.r, err = src.Open(ctx, split, p.pos); err != nil {
+			// A split the restored checkpoint does not know appeared since.
+			isNew := !ok && oc.Restored != nil
+			if err := s.open(ctx, sr, isNew); err != nil {
 				s.closeReaders()
-				return nil, fmt.Errorf("opening split %q: %w", split, err)
+				return nil, err
 			}
-			// A split not read before the next checkpoint must still restore
-			// at the position it was opened at (a "latest" Kafka offset
-			// resolved now, not at the restore).
-			sr.pos = sr.r.Position()
 		}
 		s.readers = append(s.readers, sr)
 	}
 	return s, nil
 }
 
+// owner returns the subtask reading split, the i-th listed.
+func (s *sourceOp[T]) owner(i int, split string) int {
+	p := s.oc.Parallelism
+	if s.disc != nil {
+		return (s.disc.Owner(split, p)%p + p) % p // in range, whatever Owner returns
+	}
+	return i % p
+}
+
+// open opens sr at its position, or as a new split of a running job.
+func (s *sourceOp[T]) open(ctx context.Context, sr *splitReader[T], isNew bool) error {
+	var err error
+	if isNew && s.disc != nil {
+		sr.r, err = s.disc.OpenNew(ctx, sr.split)
+	} else {
+		sr.r, err = s.src.Open(ctx, sr.split, sr.pos)
+	}
+	if err != nil {
+		return fmt.Errorf("opening split %q: %w", sr.split, err)
+	}
+	// A split not read before the next checkpoint must still restore at the
+	// position it was opened at (a "latest" Kafka offset resolved now, not
+	// at the restore).
+	sr.pos = sr.r.Position()
+	return nil
+}
+
+// discover lists the splits again and opens the new ones this subtask owns.
+// A failed listing is logged and tried again at the next interval.
+func (s *sourceOp[T]) discover(ctx context.Context) error {
+	s.lastList = time.Now()
+	splits, err := s.src.Splits(ctx)
+	if err != nil {
+		s.oc.Logger.Warn("listing splits failed; trying again at the next discovery interval", "error", err)
+		return nil
+	}
+	for _, split := range splits {
+		if s.known[split] {
+			continue
+		}
+		s.known[split] = true
+		if s.owner(0, split) != s.oc.Subtask {
+			continue
+		}
+		sr := &splitReader[T]{split: split}
+		if err := s.open(ctx, sr, true); err != nil {
+			return err
+		}
+		s.oc.Logger.Info("new split discovered", "split", split)
+		s.readers = append(s.readers, sr)
+	}
+	return nil
+}
+
 // Poll reads one batch from the next split that has records.
 func (s *sourceOp[T]) Poll(ctx context.Context) (int, bool, error) {
+	discovering := s.disc != nil && s.disc.DiscoveryInterval() > 0
+	if discovering && time.Since(s.lastList) >= s.disc.DiscoveryInterval() {
+		if err := s.discover(ctx); err != nil {
+			return 0, false, err
+		}
+	}
 	for range s.readers {
 		sr := s.readers[s.next]
 		s.next = (s.next + 1) % len(s.readers)
@@ -93,6 +160,9 @@ func (s *sourceOp[T]) Poll(ctx context.Context) (int, bool, error) {
 		if n > 0 {
 			return n, false, nil
 		}
+	}
+	if discovering {
+		return 0, false, nil // new splits may still come
 	}
 	for _, sr := range s.readers {
 		if !sr.done {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"regexp"
 	"slices"
 	"strconv"
@@ -120,7 +121,15 @@ type SourceOptions struct {
 	// that offset through data records and does not end. Default false:
 	// read forever.
 	Bounded bool
+	// DiscoveryInterval is how often the running job looks for new
+	// partitions (and, with TopicRegex, new topics); they are read from
+	// their earliest offset. Default 10s; negative disables discovery.
+	// Bounded sources never discover.
+	DiscoveryInterval time.Duration
 }
+
+// DefaultDiscoveryInterval is the default of SourceOptions.DiscoveryInterval.
+const DefaultDiscoveryInterval = 10 * time.Second
 
 // validate checks o and fills in defaults.
 func (o *SourceOptions) validate() (*regexp.Regexp, error) {
@@ -151,24 +160,57 @@ func (o *SourceOptions) validate() (*regexp.Regexp, error) {
 	if o.PollTimeout == 0 {
 		o.PollTimeout = 20 * time.Millisecond
 	}
+	if o.DiscoveryInterval == 0 {
+		o.DiscoveryInterval = DefaultDiscoveryInterval
+	}
 	return re, nil
 }
 
-// Source reads Kafka topics. It implements source.Source[Record[V]]. Each
-// partition is one split, with id "{topic}/{partition}"; splits are listed
-// sorted by topic, then partition. A split's position is the next offset
-// to read, 8 bytes big-endian.
+// Source reads Kafka topics. It implements source.Source[Record[V]] and
+// source.Discoverer. Each partition is one split, with id
+// "{topic}/{partition}"; splits are listed sorted by topic, then partition.
+// A split's position is the next offset to read, 8 bytes big-endian.
 //
-// Partitions are listed when the job starts: partitions and topics created
-// while the job runs are read from its next start (restart or restore),
-// where they start as SourceOptions.Start says.
+// Partition p of a topic is read by subtask (hash(topic) + p) mod
+// parallelism, so each topic's partitions spread evenly over the subtasks.
+// Partitions and topics created while the job runs are found every
+// SourceOptions.DiscoveryInterval and read from their earliest offset, as
+// are partitions that appeared since the checkpoint a job restores.
 type Source[V any] struct {
 	opts   SourceOptions
 	re     *regexp.Regexp
 	decode Deserializer[V]
 }
 
-var _ source.Source[Record[int]] = (*Source[int])(nil)
+var (
+	_ source.Source[Record[int]]     = (*Source[int])(nil)
+	_ source.Discoverer[Record[int]] = (*Source[int])(nil)
+)
+
+// DiscoveryInterval implements source.Discoverer.
+func (s *Source[V]) DiscoveryInterval() time.Duration {
+	if s.opts.Bounded || s.opts.DiscoveryInterval < 0 {
+		return 0
+	}
+	return s.opts.DiscoveryInterval
+}
+
+// Owner implements source.Discoverer: (hash(topic) + partition) mod parallelism.
+func (s *Source[V]) Owner(split string, parallelism int) int {
+	topic, part, err := parseSplit(split)
+	if err != nil {
+		return 0
+	}
+	h := fnv.New32a()
+	h.Write([]byte(topic))
+	return int((uint64(h.Sum32()) + uint64(part)) % uint64(parallelism))
+}
+
+// OpenNew implements source.Discoverer: a partition the job has no position
+// for although it ran before starts at its earliest offset.
+func (s *Source[V]) OpenNew(ctx context.Context, split string) (source.Reader[Record[V]], error) {
+	return s.open(ctx, split, nil, Earliest())
+}
 
 // NewSource returns a source decoding values with decode.
 func NewSource[V any](opts SourceOptions, decode Deserializer[V]) (*Source[V], error) {
@@ -227,6 +269,11 @@ func parseSplit(id string) (string, int32, error) {
 // Open opens a reader of one partition at position, or where
 // SourceOptions.Start says when position is empty.
 func (s *Source[V]) Open(ctx context.Context, split string, position []byte) (source.Reader[Record[V]], error) {
+	return s.open(ctx, split, position, s.opts.Start)
+}
+
+// open opens split at position, or where start says when position is empty.
+func (s *Source[V]) open(ctx context.Context, split string, position []byte, start StartOffset) (source.Reader[Record[V]], error) {
 	topic, part, err := parseSplit(split)
 	if err != nil {
 		return nil, err
@@ -238,7 +285,7 @@ func (s *Source[V]) Open(ctx context.Context, split string, position []byte) (so
 	case len(position) != 0:
 		next = int64(binary.BigEndian.Uint64(position))
 	default:
-		if next, err = s.startOffset(ctx, topic, part, s.opts.Start); err != nil {
+		if next, err = s.startOffset(ctx, topic, part, start); err != nil {
 			return nil, fmt.Errorf("kafka: split %s: start offset: %w", split, err)
 		}
 	}

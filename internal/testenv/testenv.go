@@ -1,15 +1,25 @@
 // Package testenv gives tests the addresses of the real services started by
-// scripts/services.sh (PostgreSQL, Kafka).
+// scripts/postgres.sh and scripts/kafka.sh (scripts/test.sh runs both).
 //
-// A test that needs a service calls [Postgres] or [Kafka]. When the service's
+// A test that needs a service calls [Postgres], [Kafka] or [Toxiproxy]. When the service's
 // environment variable is unset the test is skipped — unless
 // EXACTLY_REQUIRE_SERVICES=1, which the README's test command and CI set, and
 // which turns the skip into a failure so that CI can never pass without the
 // services.
+//
+// The services are shared by the test binaries that `go test ./...` runs in
+// parallel. A test that disrupts them (the torture suite restarts the broker
+// and the database) calls [Exclusive] first: it waits until no other test
+// uses a service and keeps the others waiting until it ends. The lock is a
+// file lock, so it works across test processes: every test that asks for a
+// service holds it shared until the test ends.
 package testenv
 
 import (
 	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -21,15 +31,53 @@ func Postgres(t testing.TB) string { return need(t, "EXACTLY_POSTGRES_DSN", "Pos
 // (EXACTLY_KAFKA_BROKERS).
 func Kafka(t testing.TB) string { return need(t, "EXACTLY_KAFKA_BROKERS", "Kafka") }
 
+// Toxiproxy returns the API address of the test toxiproxy server
+// (EXACTLY_TOXIPROXY, set by scripts/toxiproxy.sh).
+func Toxiproxy(t testing.TB) string { return need(t, "EXACTLY_TOXIPROXY", "toxiproxy") }
+
+// Exclusive gives t the services to itself until it ends: it waits for
+// every other test using a service (in any process) to end, and makes the
+// others wait. Call it before [Postgres] and [Kafka].
+func Exclusive(t testing.TB) { lock(t, syscall.LOCK_EX) }
+
 func need(t testing.TB, env, service string) string {
 	t.Helper()
 	if v := os.Getenv(env); v != "" {
+		lock(t, syscall.LOCK_SH)
 		return v
 	}
-	msg := service + " is not running: start it with scripts/services.sh start (it sets " + env + ")"
+	msg := service + " is not running: run the tests with scripts/test.sh, which starts it and sets " + env
 	if os.Getenv("EXACTLY_REQUIRE_SERVICES") == "1" {
 		t.Fatal(msg)
 	}
 	t.Skip(msg)
 	return ""
+}
+
+// held records the tests holding the services lock, so that a test asking
+// for two services locks once (a second lock on another descriptor of the
+// same file would wait for the first).
+var held sync.Map
+
+// lock takes the services lock for t (how is LOCK_SH or LOCK_EX) until t
+// ends, unless t holds it already.
+func lock(t testing.TB, how int) {
+	t.Helper()
+	if _, ok := held.LoadOrStore(t, true); ok {
+		return
+	}
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "exactly-services.lock"), os.O_CREATE|os.O_RDWR, 0o666)
+	if err == nil {
+		if err = syscall.Flock(int(f.Fd()), how); err != nil {
+			_ = f.Close()
+		}
+	}
+	if err != nil {
+		held.Delete(t)
+		t.Fatalf("testenv: services lock: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = f.Close()
+		held.Delete(t)
+	})
 }

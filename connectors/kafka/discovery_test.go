@@ -1,0 +1,84 @@
+package kafka_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactlyonce/exactly/connectors/kafka"
+	"github.com/exactlyonce/exactly/internal/testenv"
+	"github.com/exactlyonce/exactly/stream"
+)
+
+// TestPartitionsDiscoveredWhileRunning adds partitions to the input topic of
+// a running job and checks that their records, written before the job
+// noticed them, are copied exactly once.
+func TestPartitionsDiscoveredWhileRunning(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	adm := admin(t, brokers)
+	in, out := uniqueName("disc-in"), uniqueName("disc-out")
+	createTopic(t, adm, in, 1)
+	createTopic(t, adm, out, 1)
+	produce := func(partition int32, from, n int) {
+		t.Helper()
+		cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		var recs []*kgo.Record
+		for i := from; i < from+n; i++ {
+			recs = append(recs, &kgo.Record{Topic: in, Partition: partition, Value: []byte(fmt.Sprint(i))})
+		}
+		if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce(0, 0, 100)
+
+	src, err := kafka.NewSource(kafka.SourceOptions{Conn: kafka.Conn{Brokers: []string{brokers}}, Topics: []string{in},
+		DiscoveryInterval: 100 * time.Millisecond}, kafka.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	snk, err := kafka.NewSink(kafka.SinkOptions{Conn: kafka.Conn{Brokers: []string{brokers}}, Topic: out,
+		TransactionalIDPrefix: uniqueName("disc"), TransactionTimeout: time.Minute, CheckpointInterval: 100 * time.Millisecond},
+		func(v kafka.Record[string]) (kafka.Message, error) { return kafka.Message{Value: []byte(v.Value)}, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := stream.New("discovery")
+	stream.SinkTo(stream.Source(j, "in", src, stream.Parallelism(2)), "out", snk)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r, err := j.Start(ctx, stream.Options{CheckpointDir: filepath.Join(t.TempDir(), "ckpt"), CheckpointInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readCommitted(t, brokers, out, 100, 30*time.Second); len(got) != 100 {
+		t.Fatalf("%d records copied before the new partitions, want 100", len(got))
+	}
+	if _, err := adm.CreatePartitions(context.Background(), 2, in); err != nil {
+		t.Fatal(err)
+	}
+	produce(1, 100, 100)
+	produce(2, 200, 100)
+	got := readCommitted(t, brokers, out, 300, 60*time.Second)
+	cancel()
+	if err := r.Wait(); err != context.Canceled {
+		t.Fatalf("Wait = %v", err)
+	}
+	seen := map[string]int{}
+	for _, rec := range got {
+		seen[string(rec.Value)]++
+	}
+	for i := range 300 {
+		if n := seen[fmt.Sprint(i)]; n != 1 {
+			t.Errorf("record %d copied %d times", i, n)
+		}
+	}
+}
