@@ -219,10 +219,19 @@ func (t *task) notifyComplete(ctx context.Context, id uint64) error {
 	}
 	t.notified = id
 	for _, m := range t.members {
-		if l, ok := m.op.(CheckpointListener); ok {
-			if err := l.CheckpointComplete(ctx, id); err != nil {
-				return fmt.Errorf("%s: completing checkpoint %d: %w", m.spec.Name, id, err)
-			}
+		var l CheckpointListener
+		if m.source != nil {
+			l, _ = m.source.(CheckpointListener)
+		} else {
+			l, _ = m.op.(CheckpointListener)
+		}
+		if l == nil {
+			continue
+		}
+		if err := l.CheckpointComplete(ctx, id); err != nil {
+			return fmt.Errorf("%s: completing checkpoint %d: %w", m.spec.Name, id, err)
+		}
+		if m.source == nil {
 			t.probe(ProbeCommitted, id)
 		}
 	}

@@ -66,3 +66,14 @@ type Discoverer[T any] interface {
 	// that records written to it before it was discovered are not missed.
 	OpenNew(ctx context.Context, split string) (Reader[T], error)
 }
+
+// CheckpointListener is implemented by sources that act when a checkpoint
+// completes, such as committing offsets to a Kafka consumer group so that
+// lag can be monitored. Never for correctness: the engine restores
+// positions from its own checkpoints. Errors are logged and do not fail
+// the job.
+type CheckpointListener interface {
+	// CheckpointComplete reports that checkpoint id completed with these
+	// positions of the splits one subtask reads, by split id.
+	CheckpointComplete(ctx context.Context, id uint64, positions map[string][]byte) error
+}

@@ -28,6 +28,9 @@ type sourceOp[T any] struct {
 	next     int
 	buf      []T
 	out      runtime.Emitter
+	// taken holds the positions of each checkpoint not yet completed, for
+	// a source.CheckpointListener; nil for other sources.
+	taken map[uint64]map[string][]byte
 }
 
 type splitReader[T any] struct {
@@ -54,6 +57,9 @@ func newSourceOp[T any](ctx context.Context, oc runtime.OperatorContext, src sou
 	}
 	s := &sourceOp[T]{oc: oc, src: src, known: map[string]bool{}, lastList: time.Now(), out: out, buf: make([]T, oc.BatchSize)}
 	s.disc, _ = src.(source.Discoverer[T])
+	if _, ok := src.(source.CheckpointListener); ok {
+		s.taken = map[uint64]map[string][]byte{}
+	}
 	for i, split := range splits {
 		s.known[split] = true
 		if s.owner(i, split) != oc.Subtask {
@@ -172,12 +178,47 @@ func (s *sourceOp[T]) Poll(ctx context.Context) (int, bool, error) {
 	return 0, true, nil
 }
 
-func (s *sourceOp[T]) Snapshot(context.Context, uint64) (func() (checkpoint.SubtaskSnapshot, error), error) {
+func (s *sourceOp[T]) Snapshot(_ context.Context, id uint64) (func() (checkpoint.SubtaskSnapshot, error), error) {
 	var snap checkpoint.SubtaskSnapshot
 	for _, sr := range s.readers {
 		snap.Entries = append(snap.Entries, encodeSplitPosition(splitPosition{split: sr.split, pos: sr.pos, done: sr.done}))
 	}
+	if s.taken != nil {
+		positions := make(map[string][]byte, len(s.readers))
+		for _, sr := range s.readers {
+			positions[sr.split] = sr.pos
+		}
+		s.taken[id] = positions
+	}
 	return func() (checkpoint.SubtaskSnapshot, error) { return snap, nil }, nil
+}
+
+// CheckpointComplete hands the positions of the newest checkpoint at or
+// below id to a source.CheckpointListener; its errors are only logged.
+func (s *sourceOp[T]) CheckpointComplete(ctx context.Context, id uint64) error {
+	l, ok := s.src.(source.CheckpointListener)
+	if !ok {
+		return nil
+	}
+	var newest uint64
+	for taken := range s.taken {
+		if taken <= id {
+			newest = max(newest, taken)
+		}
+	}
+	if newest == 0 {
+		return nil
+	}
+	positions := s.taken[newest]
+	for taken := range s.taken {
+		if taken <= id {
+			delete(s.taken, taken)
+		}
+	}
+	if err := l.CheckpointComplete(ctx, newest, positions); err != nil {
+		s.oc.Logger.Warn("source checkpoint listener failed (monitoring only; the job goes on)", "checkpoint", newest, "error", err)
+	}
+	return nil
 }
 
 func (s *sourceOp[T]) Close(context.Context, uint64, bool) error { return s.closeReaders() }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactlyonce/exactly/connectors/kafka"
@@ -16,7 +17,8 @@ import (
 
 // TestPartitionsDiscoveredWhileRunning adds partitions to the input topic of
 // a running job and checks that their records, written before the job
-// noticed them, are copied exactly once.
+// noticed them, are copied exactly once, and that the positions of completed
+// checkpoints reach the consumer group (CommitOffsets).
 func TestPartitionsDiscoveredWhileRunning(t *testing.T) {
 	brokers := testenv.Kafka(t)
 	adm := admin(t, brokers)
@@ -40,8 +42,9 @@ func TestPartitionsDiscoveredWhileRunning(t *testing.T) {
 	}
 	produce(0, 0, 100)
 
+	group := uniqueName("disc-group")
 	src, err := kafka.NewSource(kafka.SourceOptions{Conn: kafka.Conn{Brokers: []string{brokers}}, Topics: []string{in},
-		DiscoveryInterval: 100 * time.Millisecond}, kafka.String())
+		DiscoveryInterval: 100 * time.Millisecond, Group: group, CommitOffsets: true}, kafka.String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,6 +71,15 @@ func TestPartitionsDiscoveredWhileRunning(t *testing.T) {
 	produce(1, 100, 100)
 	produce(2, 200, 100)
 	got := readCommitted(t, brokers, out, 300, 60*time.Second)
+	var committed int64
+	for deadline := time.Now().Add(30 * time.Second); committed != 300 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		offsets, err := adm.FetchOffsets(context.Background(), group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		committed = 0
+		offsets.Each(func(o kadm.OffsetResponse) { committed += o.At })
+	}
 	cancel()
 	if err := r.Wait(); err != context.Canceled {
 		t.Fatalf("Wait = %v", err)
@@ -80,5 +92,8 @@ func TestPartitionsDiscoveredWhileRunning(t *testing.T) {
 		if n := seen[fmt.Sprint(i)]; n != 1 {
 			t.Errorf("record %d copied %d times", i, n)
 		}
+	}
+	if committed != 300 {
+		t.Errorf("the group's committed offsets add up to %d, want 300 (100 per partition)", committed)
 	}
 }

@@ -110,8 +110,14 @@ type SourceOptions struct {
 	// Default false: read_committed, records of aborted transactions are
 	// skipped and reading stops at the last stable offset.
 	ReadUncommitted bool
-	// Group is the consumer group whose offsets Start: Committed reads.
+	// Group is the consumer group whose offsets Start: Committed reads, and
+	// to which CommitOffsets commits.
 	Group string
+	// CommitOffsets commits the positions of every completed checkpoint to
+	// Group, so that consumer-lag tools see the job's progress. For
+	// monitoring only: the job restores positions from its checkpoints,
+	// never from the group, and a failed commit is only logged.
+	CommitOffsets bool
 	// PollTimeout bounds how long one Read waits for records. Default 20ms.
 	PollTimeout time.Duration
 	// Bounded ends each split at the end of its partition as seen when the
@@ -151,6 +157,9 @@ func (o *SourceOptions) validate() (*regexp.Regexp, error) {
 			return nil, fmt.Errorf("kafka: SourceOptions.TopicRegex = %q is not a regular expression: %w", o.TopicRegex, err)
 		}
 	}
+	if o.CommitOffsets && o.Group == "" {
+		return nil, errors.New("kafka: SourceOptions.CommitOffsets is set but Group is empty: name the consumer group to commit to")
+	}
 	if o.Start.kind == startCommitted && o.Group == "" {
 		return nil, errors.New("kafka: SourceOptions.Start is Committed but Group is empty: name the consumer group")
 	}
@@ -185,7 +194,38 @@ type Source[V any] struct {
 var (
 	_ source.Source[Record[int]]     = (*Source[int])(nil)
 	_ source.Discoverer[Record[int]] = (*Source[int])(nil)
+	_ source.CheckpointListener      = (*Source[int])(nil)
 )
+
+// CheckpointComplete implements source.CheckpointListener: with
+// SourceOptions.CommitOffsets it commits the checkpoint's positions to the
+// group.
+func (s *Source[V]) CheckpointComplete(ctx context.Context, id uint64, positions map[string][]byte) error {
+	if !s.opts.CommitOffsets || len(positions) == 0 {
+		return nil
+	}
+	var offsets kadm.Offsets
+	for split, pos := range positions {
+		topic, part, err := parseSplit(split)
+		if err != nil || len(pos) != 8 {
+			continue
+		}
+		offsets.Add(kadm.Offset{Topic: topic, Partition: part, At: int64(binary.BigEndian.Uint64(pos)), LeaderEpoch: -1})
+	}
+	cl, err := s.opts.Conn.newClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	resp, err := kadm.NewClient(cl).CommitOffsets(ctx, s.opts.Group, offsets)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("kafka: committing the offsets of checkpoint %d to group %q: %w", id, s.opts.Group, s.opts.Conn.explain(err))
+	}
+	return nil
+}
 
 // DiscoveryInterval implements source.Discoverer.
 func (s *Source[V]) DiscoveryInterval() time.Duration {
