@@ -501,9 +501,12 @@ func (d *driver) do(ctx context.Context, a checkpoint.Action) []checkpoint.Actio
 	return nil
 }
 
-// tickInterval is how often the driver ticks the coordinator.
+// tickInterval is how often the driver ticks the coordinator: the trigger
+// of a checkpoint is late by up to one tick, which adds to the visibility
+// latency of the output, so ticks are frequent (a tick costs a few
+// comparisons).
 func tickInterval(interval time.Duration) time.Duration {
-	return min(max(interval/10, 5*time.Millisecond), 100*time.Millisecond)
+	return min(max(interval/100, time.Millisecond), 10*time.Millisecond)
 }
 
 // errJobStructure marks a mismatch between a checkpoint and the job.
