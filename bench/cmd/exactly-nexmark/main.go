@@ -1,0 +1,184 @@
+// Command exactly-nexmark runs one Nexmark query (see package
+// bench/nexmark) on exactly: it reads the input topic, computes the query
+// and writes the result to the output topic with the exactly-once Kafka
+// sink, checkpointing every second at parallelism 2. It runs until it is
+// signalled (SIGTERM or SIGINT stop it cleanly); started again with the
+// same --checkpoints directory it resumes from the latest checkpoint.
+//
+//	exactly-nexmark --brokers 127.0.0.1:9092 --query q1 --in nexmark --out q1-out --checkpoints /tmp/ckpt
+//
+// Each output record keeps the timestamp of the input record it comes from,
+// so visibility latency can be measured at the output.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/exactlyonce/exactly/bench/nexmark"
+	"github.com/exactlyonce/exactly/connectors/kafka"
+	"github.com/exactlyonce/exactly/state"
+	"github.com/exactlyonce/exactly/stream"
+)
+
+// config holds the command's flags.
+type config struct {
+	brokers, query, in, out, checkpoints, txnPrefix, cpuProfile string
+	parallelism                                                 int
+	interval                                                    time.Duration
+}
+
+// main parses the flags and runs the job until it is signalled.
+func main() {
+	var c config
+	flag.StringVar(&c.brokers, "brokers", os.Getenv("EXACTLY_KAFKA_BROKERS"), "Kafka bootstrap brokers, comma-separated")
+	flag.StringVar(&c.query, "query", "q0", "query: "+strings.Join(nexmark.Queries, ", "))
+	flag.StringVar(&c.in, "in", "nexmark", "input topic")
+	flag.StringVar(&c.out, "out", "", "output topic (must exist)")
+	flag.StringVar(&c.checkpoints, "checkpoints", "", "checkpoint directory")
+	flag.StringVar(&c.txnPrefix, "txn-prefix", "", "transactional id prefix of the sink (default exactly-nexmark-<out>)")
+	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	flag.IntVar(&c.parallelism, "parallelism", 2, "parallelism of every operator")
+	flag.DurationVar(&c.interval, "interval", time.Second, "checkpoint interval")
+	flag.Parse()
+	if err := run(c); err != nil {
+		fmt.Fprintln(os.Stderr, "exactly-nexmark:", err)
+		os.Exit(1)
+	}
+}
+
+// run builds the job of c.query and runs it until SIGTERM or SIGINT.
+func run(c config) error {
+	if c.brokers == "" || c.out == "" || c.checkpoints == "" {
+		return errors.New("--brokers, --out and --checkpoints are required")
+	}
+	if c.txnPrefix == "" {
+		c.txnPrefix = "exactly-nexmark-" + c.out
+	}
+	conn := kafka.Conn{Brokers: strings.Split(c.brokers, ",")}
+	src, err := kafka.NewSource(kafka.SourceOptions{Conn: conn, Topics: []string{c.in}}, kafka.Bytes())
+	if err != nil {
+		return err
+	}
+	snk, err := kafka.NewSink(kafka.SinkOptions{Conn: conn, Topic: c.out, TransactionalIDPrefix: c.txnPrefix, CheckpointInterval: c.interval},
+		func(r result) (kafka.Message, error) { return kafka.Message{Value: r.value, Timestamp: r.time}, r.err })
+	if err != nil {
+		return err
+	}
+	j := stream.New("nexmark-" + c.query)
+	events := stream.Source(j, "events", src, stream.Parallelism(c.parallelism))
+	var results stream.Stream[result]
+	switch c.query {
+	case "q0":
+		results = stream.Map(events, func(r kafka.Record[[]byte]) result { return result{value: r.Value, time: r.Timestamp} })
+	case "q1", "q2":
+		results = stream.FlatMap(events, selectBids(c.query))
+	case "count":
+		bids := stream.FlatMap(events, parseBids)
+		byAuction := stream.KeyBy(bids, func(b bid) int64 { return b.Auction }, state.Int64Codec{})
+		results = stream.Process(byAuction, "bids-per-auction", countBids, stream.Parallelism(c.parallelism))
+	default:
+		return fmt.Errorf("unknown --query %q: use one of %v", c.query, nexmark.Queries)
+	}
+	stream.SinkTo(results, "out", snk)
+
+	if c.cpuProfile != "" {
+		f, err := os.Create(c.cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	err = j.Run(ctx, stream.Options{
+		CheckpointDir:      c.checkpoints,
+		CheckpointInterval: c.interval,
+		Parallelism:        c.parallelism,
+		Logger:             slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// outCap is the capacity allocated for one output value: enough for every
+// query's output, so that appending to it never reallocates.
+const outCap = 64
+
+// result is one output record: its value and the timestamp of the input
+// record it was computed from. A malformed input makes a result whose err
+// stops the job at the sink.
+type result struct {
+	value []byte
+	time  time.Time
+	err   error
+}
+
+// bid is a parsed bid with its input timestamp, or the parse error.
+type bid struct {
+	nexmark.Bid
+	time time.Time
+	err  error
+}
+
+// parseBids keeps the bids of the input, parsed.
+func parseBids(r kafka.Record[[]byte], out []bid) []bid {
+	b, ok, err := nexmark.ParseBid(r.Value)
+	if ok || err != nil {
+		out = append(out, bid{Bid: b, time: r.Timestamp, err: err})
+	}
+	return out
+}
+
+// selectBids returns the function computing q1 or q2 from one input record.
+func selectBids(query string) func(kafka.Record[[]byte], []result) []result {
+	return func(r kafka.Record[[]byte], out []result) []result {
+		b, ok, err := nexmark.ParseBid(r.Value)
+		switch {
+		case err != nil:
+			return append(out, result{err: err})
+		case !ok:
+			return out
+		case query == "q1":
+			return append(out, result{value: nexmark.AppendQ1(make([]byte, 0, outCap), b), time: r.Timestamp})
+		case nexmark.Q2Selects(b):
+			return append(out, result{value: nexmark.AppendQ2(make([]byte, 0, outCap), b), time: r.Timestamp})
+		}
+		return out
+	}
+}
+
+// countBids keeps the number of bids per auction in keyed state and emits
+// the running count with every bid.
+func countBids(ctx *stream.Context[int64]) (stream.ProcessFunc[int64, bid, result], error) {
+	count, err := state.NewValueState(ctx.Backend(), "bids", state.Int64Codec{})
+	if err != nil {
+		return stream.ProcessFunc[int64, bid, result]{}, err
+	}
+	return stream.ProcessFunc[int64, bid, result]{
+		Process: func(ctx *stream.Context[int64], b bid, out *stream.Output[result]) error {
+			if b.err != nil {
+				return b.err
+			}
+			n, _ := count.Value()
+			n++
+			count.Update(n)
+			out.Emit(result{value: nexmark.AppendCount(make([]byte, 0, outCap), b.Auction, n), time: b.time})
+			return nil
+		},
+	}, nil
+}

@@ -1,0 +1,199 @@
+// Command nexmark-bench runs the Nexmark queries of bench/nexmark on exactly,
+// Apache Flink and Kafka Streams in turn, on the same input, each with
+// exactly-once on, and reports for each system and query:
+//
+//   - events/s and events per CPU-second of the system (utime+stime from
+//     /proc/<pid>/stat), over a backlog written to Kafka once. The runner
+//     polls the output topic's last stable offsets every 50ms; the window
+//     runs from the first commit of output to the last-but-one, so neither
+//     start-up (reported apart) nor the wait of the backlog's tail for a
+//     last checkpoint counts. Input events in the window are estimated as
+//     the outputs made visible in it times events/outputs of the query
+//     (offsets include a few transaction markers: a slight overestimate for
+//     q2, whose output is small);
+//   - peak RSS (VmHWM) of the system in that run;
+//   - p50/p99 visibility latency, input record timestamp to receipt by a
+//     read_committed consumer, with input produced at --rate events/s;
+//   - the time to recover after a SIGKILL: the system is killed during the
+//     latency run and started again at once; recovery is the time from the
+//     kill to the first visible output of an input produced after it;
+//   - whether the output had exactly the expected number of records in both
+//     runs.
+//
+// It prints a Markdown table with the ratios exactly/Flink and
+// exactly/Kafka Streams and, with --doc, writes it into that file between
+// the markers of its section (appended when absent).
+//
+//	eval "$(scripts/kafka.sh start | tail -1 | sed 's/^/export /')"
+//	go run ./bench/cmd/nexmark-bench --doc docs/benchmarks.md
+//
+// Run it from the repository root. It builds bench/cmd/exactly-nexmark with
+// go build and the Java peers with mvn -q package.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/exactlyonce/exactly/bench/nexmark"
+)
+
+// options are the command's flags.
+type options struct {
+	brokers, systems, queries, work, doc, brokerPIDFile string
+	events, seed                                        uint64
+	plan                                                latencyPlan
+	timeout                                             time.Duration
+	latency, profile                                    bool
+}
+
+// main parses the flags and runs the benchmark.
+func main() {
+	var o options
+	flag.StringVar(&o.brokers, "brokers", os.Getenv("EXACTLY_KAFKA_BROKERS"), "Kafka bootstrap brokers, comma-separated")
+	flag.StringVar(&o.systems, "systems", "exactly,flink,kstreams", "systems to run, comma-separated")
+	flag.StringVar(&o.queries, "queries", strings.Join(nexmark.Queries, ","), "queries to run, comma-separated")
+	flag.StringVar(&o.work, "work", ".tmp/nexmark-bench", "scratch directory: binaries, checkpoints, logs of every run")
+	flag.StringVar(&o.doc, "doc", "", "write the results into this Markdown file (docs/benchmarks.md)")
+	flag.Uint64Var(&o.events, "events", 5_000_000, "events in the backlog of the throughput runs")
+	flag.Uint64Var(&o.seed, "seed", 1, "seed of the event stream")
+	flag.StringVar(&o.brokerPIDFile, "broker-pidfile", "", "file holding the Kafka broker's pid (scripts/kafka.sh writes .tmp/kafka/broker.pid), to report the broker's CPU time too")
+	flag.Float64Var(&o.plan.rate, "rate", 10_000, "events/s of the latency runs")
+	flag.DurationVar(&o.plan.warm, "warm", 3*time.Second, "latency runs: time from the first visible output to the measured window")
+	flag.DurationVar(&o.plan.span, "span", 8*time.Second, "latency runs: length of the measured window")
+	flag.DurationVar(&o.plan.gap, "gap", 2*time.Second, "latency runs: time from the window's end to the SIGKILL")
+	flag.DurationVar(&o.plan.others, "after", 8*time.Second, "latency runs: input produced after the SIGKILL")
+	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "longest wait for a system's output")
+	flag.BoolVar(&o.latency, "latency", true, "run the latency and recovery runs")
+	flag.BoolVar(&o.profile, "profile", false, "make exactly write a CPU profile of every run (cpu.pprof in the run's directory)")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "nexmark-bench:", err)
+		os.Exit(1)
+	}
+}
+
+// run builds the systems, writes the backlog, runs every query on every
+// system and reports.
+func run(ctx context.Context, o options) error {
+	if o.brokers == "" {
+		return fmt.Errorf("no broker: set --brokers or EXACTLY_KAFKA_BROKERS (scripts/kafka.sh start prints it)")
+	}
+	if _, err := os.Stat("go.mod"); err != nil {
+		return fmt.Errorf("run from the repository root: %w", err)
+	}
+	queries := strings.Split(o.queries, ",")
+	for _, q := range queries {
+		if _, err := nexmark.Expected(q, o.seed, 0, 0); err != nil {
+			return err
+		}
+	}
+	work, err := filepath.Abs(o.work)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return err
+	}
+	repo, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	brokerPID := 0
+	if o.brokerPIDFile != "" {
+		pid, err := os.ReadFile(o.brokerPIDFile)
+		if err != nil {
+			return err
+		}
+		if brokerPID, err = strconv.Atoi(strings.TrimSpace(string(pid))); err != nil {
+			return fmt.Errorf("%s: %w", o.brokerPIDFile, err)
+		}
+	}
+	b, err := dial(strings.Split(o.brokers, ","))
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	e := env{b: b, work: work, prefix: fmt.Sprintf("nxb%d", time.Now().Unix()), seed: o.seed, brokerPID: brokerPID, timeout: o.timeout}
+	loadBefore := loadAverage()
+
+	syss, err := systems(repo, work, o.brokers, strings.Split(o.systems, ","), o.profile)
+	if err != nil {
+		return err
+	}
+	in := e.prefix + "-events"
+	if err := b.createTopics(ctx, in); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "writing %d events to %s\n", o.events, in)
+	if err := b.load(ctx, in, o.seed, o.events); err != nil {
+		return err
+	}
+	res := results{events: o.events, plan: o.plan, latency: o.latency}
+	for _, q := range queries {
+		expected, err := nexmark.Expected(q, o.seed, 0, o.events)
+		if err != nil {
+			return err
+		}
+		for _, s := range syss {
+			r := result{query: q, system: s.name}
+			fmt.Fprintf(os.Stderr, "%s %s: throughput over %d events (%d outputs)\n", s.name, q, o.events, expected)
+			if r.tput, err = e.measureThroughput(ctx, s, q, in, o.events, expected); err != nil {
+				return err
+			}
+			if o.latency {
+				fmt.Fprintf(os.Stderr, "%s %s: latency at %.0f events/s, SIGKILL, recovery\n", s.name, q, o.plan.rate)
+				if r.lat, err = e.measureLatency(ctx, s, q, o.plan); err != nil {
+					return err
+				}
+			}
+			fmt.Fprintln(os.Stderr, r.line())
+			res.rows = append(res.rows, r)
+		}
+	}
+	res.load = fmt.Sprintf("load average %s at the start, %s at the end", loadBefore, loadAverage())
+	table := res.markdown()
+	fmt.Println(table)
+	if o.doc == "" {
+		return nil
+	}
+	return writeSection(o.doc, res.section(commandLine(), table))
+}
+
+// loadAverage returns the 1-, 5- and 15-minute load averages.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// commandLine is the command that reproduces this run.
+func commandLine() string {
+	var args []string
+	for i := 1; i < len(os.Args); i++ {
+		a := os.Args[i]
+		switch {
+		case a == "--brokers" || a == "-brokers":
+			i++ // and its value: the reader's broker comes from EXACTLY_KAFKA_BROKERS
+		case strings.HasPrefix(a, "--brokers=") || strings.HasPrefix(a, "-brokers="):
+		default:
+			args = append(args, a)
+		}
+	}
+	return strings.TrimSpace("go run ./bench/cmd/nexmark-bench " + strings.Join(args, " "))
+}

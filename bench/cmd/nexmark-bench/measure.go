@@ -1,0 +1,377 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactlyonce/exactly/bench/nexmark"
+)
+
+// sampleEvery is the period of the runner's observations of a run.
+const sampleEvery = 50 * time.Millisecond
+
+// throughput is the result of one system on one query over the backlog.
+type throughput struct {
+	startup   time.Duration // process start to first output visible
+	rate      float64       // input events/s between the first and the last-but-one commit of output
+	perCPU    float64       // input events per CPU-second of the system in that window
+	totalCPU  float64       // the system's CPU-seconds from its start to the last output visible
+	brokerCPU float64       // the broker's CPU-seconds in the window; 0 when not measured
+	commits   int           // times the visible output grew
+	rss       int64         // peak RSS (VmHWM), bytes
+	outputs   uint64        // output records seen, including any duplicate
+	expected  uint64
+}
+
+// sample is one observation of a throughput run.
+type sample struct {
+	at        time.Time
+	ends      [partitions]int64 // last stable offsets of the output topic
+	cpu       float64           // CPU-seconds of the system
+	brokerCPU float64
+}
+
+// env is what every measurement needs.
+type env struct {
+	b         *broker
+	work      string // scratch directory; one subdirectory per run
+	prefix    string // topic name prefix of this invocation
+	seed      uint64
+	brokerPID int // 0: broker CPU not measured
+	timeout   time.Duration
+}
+
+// runDir makes the private directory of one run.
+func (e env) runDir(name string) (string, error) {
+	dir := filepath.Join(e.work, name)
+	return dir, os.MkdirAll(dir, 0o755)
+}
+
+// measureThroughput runs s on query q over the backlog in topic in (n
+// events, expected outputs) until every output is visible.
+func (e env) measureThroughput(ctx context.Context, s system, q, in string, n, expected uint64) (throughput, error) {
+	name := fmt.Sprintf("%s-%s-%s-tput", e.prefix, s.name, q)
+	out := name + "-out"
+	dir, err := e.runDir(name)
+	if err != nil {
+		return throughput{}, err
+	}
+	if err := e.b.createTopics(ctx, out); err != nil {
+		return throughput{}, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	var (
+		mu      sync.Mutex
+		count   uint64
+		lastOff [partitions]int64 // offset of the last data record seen per partition; -1 none
+	)
+	for i := range lastOff {
+		lastOff[i] = -1
+	}
+	consumeErr := make(chan error, 1)
+	go func() {
+		consumeErr <- e.b.consume(ctx, out, func(r seen) {
+			mu.Lock()
+			count++
+			lastOff[r.partition] = max(lastOff[r.partition], r.offset)
+			mu.Unlock()
+		})
+	}()
+	logPath := filepath.Join(dir, s.name+".log")
+	p, err := start(s.argv(q, in, out, dir, name), logPath)
+	if err != nil {
+		return throughput{}, err
+	}
+	defer p.stop(15 * time.Second)
+	began := time.Now()
+	pid := p.cmd.Process.Pid
+
+	var (
+		samples []sample
+		doneOff [partitions]int64 // lastOff when the run was found done
+	)
+	deadline := time.After(e.timeout)
+	tick := time.NewTicker(sampleEvery)
+	defer tick.Stop()
+	for done := false; !done; {
+		select {
+		case <-deadline:
+			return throughput{}, fmt.Errorf("%s: not done after %v (%d of %d outputs); log: %s", name, e.timeout, count, expected, logPath)
+		case err := <-consumeErr:
+			return throughput{}, err
+		case <-p.done:
+			return throughput{}, fmt.Errorf("%s: the system exited (%v); log: %s", name, p.err, logPath)
+		case <-tick.C:
+		}
+		sm := sample{at: time.Now()}
+		if sm.ends, err = e.b.committedEnds(ctx, out); err != nil {
+			return throughput{}, err
+		}
+		if sm.cpu, err = cpuSeconds(pid); err != nil {
+			return throughput{}, err
+		}
+		if e.brokerPID != 0 {
+			if sm.brokerCPU, err = cpuSeconds(e.brokerPID); err != nil {
+				return throughput{}, err
+			}
+		}
+		samples = append(samples, sm)
+		mu.Lock()
+		// Done once the consumer has every output and the last sample shows
+		// the last record of every partition stable.
+		done = count >= expected && stableAll(sm.ends, lastOff)
+		doneOff = lastOff
+		mu.Unlock()
+	}
+	rss, err := peakRSS(pid)
+	if err != nil {
+		return throughput{}, err
+	}
+	p.stop(15 * time.Second)
+	time.Sleep(2 * time.Second) // anything written after the last expected output would be a duplicate
+
+	mu.Lock()
+	defer mu.Unlock()
+	last := slices.IndexFunc(samples, func(sm sample) bool { return stableAll(sm.ends, doneOff) })
+	// Commits: the samples at which the visible output grew. The window
+	// runs from the first commit to the one before the last: the last
+	// commit holds the tail of the backlog, which waited for a checkpoint
+	// after the input ran out, and the first the output of the start-up.
+	var commits []sample
+	for i, sm := range samples[:last+1] {
+		if sum(sm.ends) > 0 && (i == 0 || sum(sm.ends) > sum(samples[i-1].ends)) {
+			commits = append(commits, sm)
+		}
+	}
+	f, l := commits[0], commits[len(commits)-1]
+	if len(commits) >= 3 {
+		l = commits[len(commits)-2]
+	}
+	// Input events behind the outputs that became visible in the window.
+	inWindow := float64(n) * float64(sum(l.ends)-sum(f.ends)) / float64(expected)
+	t := throughput{
+		startup:   f.at.Sub(began),
+		totalCPU:  samples[last].cpu,
+		brokerCPU: l.brokerCPU - f.brokerCPU,
+		rss:       rss,
+		outputs:   count,
+		expected:  expected,
+		commits:   len(commits),
+	}
+	if w := l.at.Sub(f.at).Seconds(); w > 0 {
+		t.rate = inWindow / w
+	}
+	if c := l.cpu - f.cpu; c > 0 {
+		t.perCPU = inWindow / c
+	}
+	return t, nil
+}
+
+// stableAll reports whether every partition's stable end is past its last data record.
+func stableAll(ends, lastOff [partitions]int64) bool {
+	for i := range ends {
+		if ends[i] <= lastOff[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// sum is the total of the partitions' offsets.
+func sum(ends [partitions]int64) int64 {
+	var s int64
+	for _, v := range ends {
+		s += v
+	}
+	return s
+}
+
+// latency is the result of one system on one query fed at a fixed rate,
+// SIGKILLed once and restarted.
+type latency struct {
+	p50, p99 time.Duration // visibility latency before the kill
+	samples  int           // outputs the percentiles are computed on
+	recovery time.Duration // SIGKILL to the first visible output of an input produced after it
+	outputs  uint64        // outputs seen in the end, including any duplicate
+	expected uint64
+}
+
+// latencyPlan times a latency run. The system is started with the producer
+// already running; warm after its first output is visible the measured
+// window of span begins; gap after the window the system is SIGKILLed and
+// started again; after later the producer stops.
+type latencyPlan struct {
+	rate                    float64
+	warm, span, gap, others time.Duration
+}
+
+// measureLatency runs s on query q fed at plan.rate events/s.
+func (e env) measureLatency(ctx context.Context, s system, q string, plan latencyPlan) (latency, error) {
+	name := fmt.Sprintf("%s-%s-%s-lat", e.prefix, s.name, q)
+	in, out := name+"-in", name+"-out"
+	dir, err := e.runDir(name)
+	if err != nil {
+		return latency{}, err
+	}
+	if err := e.b.createTopics(ctx, in, out); err != nil {
+		return latency{}, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	var (
+		mu   sync.Mutex
+		recs []seen
+	)
+	consumeErr := make(chan error, 1)
+	go func() {
+		consumeErr <- e.b.consume(ctx, out, func(r seen) {
+			mu.Lock()
+			recs = append(recs, r)
+			mu.Unlock()
+		})
+	}()
+	var produced atomic.Uint64
+	stopProducing := make(chan struct{})
+	produceErr := make(chan error, 1)
+	go func() { produceErr <- e.produceAtRate(ctx, in, plan.rate, &produced, stopProducing) }()
+
+	logPath := filepath.Join(dir, s.name+".log")
+	argv := s.argv(q, in, out, dir, name)
+	p, err := start(argv, logPath)
+	if err != nil {
+		return latency{}, err
+	}
+	defer func() { p.stop(15 * time.Second) }()
+
+	// wait waits for d, failing when the system, the producer or the consumer fails.
+	wait := func(d time.Duration) error {
+		select {
+		case <-time.After(d):
+			return nil
+		case <-p.done:
+			return fmt.Errorf("%s: the system exited (%v); log: %s", name, p.err, logPath)
+		case err := <-produceErr:
+			return fmt.Errorf("%s: producing: %v", name, err)
+		case err := <-consumeErr:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	seenCount := func() int { mu.Lock(); defer mu.Unlock(); return len(recs) }
+	for deadline := time.Now().Add(e.timeout); seenCount() == 0; {
+		if time.Now().After(deadline) {
+			return latency{}, fmt.Errorf("%s: no output after %v; log: %s", name, e.timeout, logPath)
+		}
+		if err := wait(sampleEvery); err != nil {
+			return latency{}, err
+		}
+	}
+	from := time.Now().Add(plan.warm)
+	to := from.Add(plan.span)
+	if err := wait(time.Until(to.Add(plan.gap))); err != nil {
+		return latency{}, err
+	}
+	killed := time.Now()
+	p.kill()
+	if p, err = start(argv, logPath); err != nil {
+		return latency{}, err
+	}
+	if err := wait(plan.others); err != nil {
+		return latency{}, err
+	}
+	close(stopProducing)
+	if err := <-produceErr; err != nil {
+		return latency{}, err
+	}
+	expected, err := nexmark.Expected(q, e.seed, 0, produced.Load())
+	if err != nil {
+		return latency{}, err
+	}
+	for deadline := time.Now().Add(e.timeout); uint64(seenCount()) < expected; {
+		if time.Now().After(deadline) {
+			return latency{}, fmt.Errorf("%s: %d of %d outputs after %v; log: %s", name, seenCount(), expected, e.timeout, logPath)
+		}
+		if err := wait(sampleEvery); err != nil {
+			return latency{}, err
+		}
+	}
+	p.stop(15 * time.Second)
+	time.Sleep(2 * time.Second) // anything written after the last expected output would be a duplicate
+
+	mu.Lock()
+	defer mu.Unlock()
+	l := latency{outputs: uint64(len(recs)), expected: expected, recovery: -1}
+	var lat []time.Duration
+	for _, r := range recs {
+		if !r.input.Before(from) && r.input.Before(to) {
+			lat = append(lat, r.at.Sub(r.input))
+		}
+		if !r.input.Before(killed) && (l.recovery < 0 || r.at.Sub(killed) < l.recovery) {
+			l.recovery = r.at.Sub(killed)
+		}
+	}
+	if len(lat) == 0 {
+		return latency{}, errors.New(name + ": no output in the measured window")
+	}
+	slices.Sort(lat)
+	l.samples = len(lat)
+	l.p50, l.p99 = lat[len(lat)/2], lat[len(lat)*99/100]
+	return l, nil
+}
+
+// produceAtRate writes events 0, 1, ... of the stream to topic at rate
+// events/s, each timestamped when produced, until stop is closed; it
+// returns once every record is acknowledged.
+func (e env) produceAtRate(ctx context.Context, topic string, rate float64, produced *atomic.Uint64, stop chan struct{}) error {
+	cl, err := e.b.producer(topic)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	var failed atomic.Pointer[error]
+	promise := func(_ *kgo.Record, err error) {
+		if err != nil {
+			failed.CompareAndSwap(nil, &err)
+		}
+	}
+	began := time.Now()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	var i uint64
+	for {
+		select {
+		case <-stop:
+			if err := cl.Flush(ctx); err != nil {
+				return err
+			}
+			if p := failed.Load(); p != nil {
+				return *p
+			}
+			produced.Store(i)
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+		now := time.Now()
+		for due := uint64(now.Sub(began).Seconds() * rate); i < due; i++ {
+			cl.Produce(ctx, &kgo.Record{Value: nexmark.Append(nil, e.seed, i), Timestamp: now}, promise)
+		}
+		if p := failed.Load(); p != nil {
+			return *p
+		}
+	}
+}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+)
+
+// system is one stream processor under test.
+type system struct {
+	name string
+	// argv is the command running query q from topic in to topic out, with
+	// its private state (checkpoints, state directory) in dir and id
+	// unique to the run. Started again with the same arguments after a
+	// SIGKILL, it must resume from its last checkpoint or commit.
+	argv func(q, in, out, dir, id string) []string
+}
+
+// systems returns the systems by name, building each: the Go command with go
+// build, the Java peers with mvn -q package. repo is the repository root,
+// work the runner's scratch directory; profile, when set, makes exactly
+// write a CPU profile of every run into its run directory.
+func systems(repo, work, brokers string, names []string, profile bool) ([]system, error) {
+	javaArgv := func(project, class string) []string {
+		dir := filepath.Join(repo, "bench", "peers", project, "target")
+		return []string{"java", "-Xmx1g", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+			"-cp", filepath.Join(dir, "classes") + string(os.PathListSeparator) + filepath.Join(dir, "lib", "*"), class}
+	}
+	var out []system
+	for _, name := range names {
+		switch name {
+		case "exactly":
+			bin := filepath.Join(work, "exactly-nexmark")
+			if err := build(repo, "go", "build", "-o", bin, "./bench/cmd/exactly-nexmark"); err != nil {
+				return nil, err
+			}
+			out = append(out, system{name, func(q, in, out, dir, id string) []string {
+				argv := []string{bin, "--brokers", brokers, "--query", q, "--in", in, "--out", out,
+					"--checkpoints", filepath.Join(dir, "checkpoints"), "--txn-prefix", id}
+				if profile {
+					argv = append(argv, "--cpuprofile", filepath.Join(dir, "cpu.pprof"))
+				}
+				return argv
+			}})
+		case "flink":
+			if err := build(repo, "mvn", "-q", "-B", "-f", "bench/peers/flink/pom.xml", "package"); err != nil {
+				return nil, err
+			}
+			out = append(out, system{name, func(q, in, out, dir, id string) []string {
+				return append(javaArgv("flink", "exactly.bench.flink.Main"), "--brokers", brokers, "--query", q,
+					"--in", in, "--out", out, "--checkpoints", filepath.Join(dir, "checkpoints"), "--txn-prefix", id)
+			}})
+		case "kstreams":
+			if err := build(repo, "mvn", "-q", "-B", "-f", "bench/peers/kstreams/pom.xml", "package"); err != nil {
+				return nil, err
+			}
+			out = append(out, system{name, func(q, in, out, dir, id string) []string {
+				return append(javaArgv("kstreams", "exactly.bench.kstreams.Main"), "--brokers", brokers, "--query", q,
+					"--in", in, "--out", out, "--app-id", id, "--state-dir", filepath.Join(dir, "state"))
+			}})
+		default:
+			return nil, fmt.Errorf("unknown system %q: use exactly, flink or kstreams", name)
+		}
+	}
+	return out, nil
+}
+
+// build runs a build command in dir, its output going to the runner's stderr.
+func build(dir, name string, args ...string) error {
+	cmd := exec.Command(name, args...)
+	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %v: %w", name, args, err)
+	}
+	return nil
+}

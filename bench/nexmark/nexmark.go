@@ -1,0 +1,347 @@
+// Package nexmark generates the Nexmark event stream (persons, auctions and
+// bids of an online auction site) and defines the benchmark's queries on it,
+// so that exactly, Apache Flink and Kafka Streams compute the same thing from
+// the same bytes.
+//
+// # Events
+//
+// Event i of a stream is determined by (seed, i) alone. Of every 50
+// consecutive events, 1 is a person, 3 are auctions and 46 are bids, the
+// proportions of the Nexmark generator (Beam's and Flink's). As there, bids
+// go to recent auctions, half of them to a few "hot" auctions and bidders,
+// and prices are log-uniform between $1 and $10,000 (in cents).
+//
+// An event is one line of comma-separated fields whose first field is its
+// kind; no field contains a comma:
+//
+//	P,id,name,email,creditCard,city,state,dateTime,extra
+//	A,id,itemName,description,initialBid,reserve,dateTime,expires,seller,category,extra
+//	B,auction,bidder,price,channel,url,dateTime,extra
+//
+// dateTime and expires are Unix milliseconds.
+//
+// # Queries
+//
+// Each query maps one input value to zero or one output value; the Java
+// peers under bench/peers implement the same functions byte for byte.
+//
+//   - q0 (pass-through): every event, unchanged.
+//   - q1 (currency conversion): each bid as "auction,bidder,priceEuro,dateTime",
+//     priceEuro = price*908/1000 (integer division).
+//   - q2 (selection): each bid whose auction is a multiple of 123, as
+//     "auction,price".
+//   - count (keyed running count): each bid as "auction,n", n the number of
+//     bids on that auction so far, this one included.
+package nexmark
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/exactlyonce/exactly/connectors/generator"
+)
+
+// Proportions of the event kinds in every group of ProportionDenominator events.
+const (
+	PersonProportion      = 1
+	AuctionProportion     = 3
+	BidProportion         = 46
+	ProportionDenominator = PersonProportion + AuctionProportion + BidProportion
+)
+
+// Generator constants, from the Nexmark generator's defaults.
+const (
+	firstPersonID   = 1000
+	firstAuctionID  = 1000
+	hotRatio        = 2   // 1 in hotRatio bids go to a hot auction, and are by a hot bidder
+	hotAuctions     = 100 // hot auctions are multiples of this (relative to firstAuctionID)
+	hotBidders      = 100
+	inFlightAuction = 100 // a bid's auction is one of the last inFlightAuction ones
+	activePeople    = 1000
+	channels        = 10_000
+	// BaseTime is the dateTime of event 0 (2026-01-01T00:00:00Z), in Unix ms.
+	BaseTime = 1_767_225_600_000
+	// EventSpacingMicros is the event-time distance between consecutive
+	// events: 10,000 events per second of event time.
+	EventSpacingMicros = 100
+)
+
+// EuroRate is the q1 conversion: priceEuro = price*EuroRateNum/EuroRateDen.
+const (
+	EuroRateNum = 908
+	EuroRateDen = 1000
+	// Q2Modulus selects the q2 bids: auction % Q2Modulus == 0.
+	Q2Modulus = 123
+)
+
+var (
+	firstNames = []string{"Peter", "Paul", "Luke", "John", "Saul", "Vicky", "Kate", "Julie", "Sarah", "Deiter", "Walter"}
+	lastNames  = []string{"Shultz", "Abrams", "Spencer", "White", "Bartels", "Walton", "Smith", "Jones", "Noris"}
+	usStates   = []string{"AZ", "CA", "ID", "OR", "WA", "WY"}
+	usCities   = []string{"Phoenix", "Los Angeles", "San Francisco", "Boise", "Portland", "Bend", "Redmond", "Seattle", "Kent", "Cheyenne"}
+	hotChannel = []string{"Google", "Facebook", "Baidu", "Apple"}
+)
+
+// Kind is an event's kind: 'P', 'A' or 'B'.
+type Kind byte
+
+// The event kinds.
+const (
+	PersonKind  Kind = 'P'
+	AuctionKind Kind = 'A'
+	BidKind     Kind = 'B'
+)
+
+// KindOf returns the kind of event i.
+func KindOf(i uint64) Kind {
+	switch r := i % ProportionDenominator; {
+	case r < PersonProportion:
+		return PersonKind
+	case r < PersonProportion+AuctionProportion:
+		return AuctionKind
+	default:
+		return BidKind
+	}
+}
+
+// lastAuctionID is the id of the newest auction at or before event i.
+func lastAuctionID(i uint64) int64 {
+	epoch, off := i/ProportionDenominator, i%ProportionDenominator
+	// Auctions of this epoch up to event i, which is included.
+	k := min(max(int64(off)+1-PersonProportion, 0), AuctionProportion)
+	return firstAuctionID + int64(epoch)*AuctionProportion + k - 1
+}
+
+// lastPersonID is the id of the newest person at or before event i.
+func lastPersonID(i uint64) int64 {
+	return firstPersonID + int64(i/ProportionDenominator)
+}
+
+// Append appends event i of the stream seeded by seed to dst.
+func Append(dst []byte, seed, i uint64) []byte {
+	r := generator.Rand(seed, i)
+	dateTime := int64(BaseTime) + int64(i)*EventSpacingMicros/1000
+	switch KindOf(i) {
+	case PersonKind:
+		id := lastPersonID(i)
+		dst = append(dst, "P,"...)
+		dst = strconv.AppendInt(dst, id, 10)
+		dst = append(dst, ',')
+		dst = append(dst, firstNames[r.IntN(len(firstNames))]...)
+		dst = append(dst, ' ')
+		dst = append(dst, lastNames[r.IntN(len(lastNames))]...)
+		dst = append(dst, ',')
+		dst = appendLetters(dst, r.Uint64(), 7)
+		dst = append(dst, "@example.com,"...)
+		for k := range 4 {
+			if k > 0 {
+				dst = append(dst, ' ')
+			}
+			dst = strconv.AppendInt(dst, 1000+r.Int64N(9000), 10)
+		}
+		dst = append(dst, ',')
+		dst = append(dst, usCities[r.IntN(len(usCities))]...)
+		dst = append(dst, ',')
+		dst = append(dst, usStates[r.IntN(len(usStates))]...)
+		dst = append(dst, ',')
+		dst = strconv.AppendInt(dst, dateTime, 10)
+		dst = append(dst, ',')
+		return appendExtra(dst, r.Uint64(), 80)
+	case AuctionKind:
+		id := lastAuctionID(i)
+		initial := price(r.Float64())
+		dst = append(dst, "A,"...)
+		dst = strconv.AppendInt(dst, id, 10)
+		dst = append(dst, ",item-"...)
+		dst = appendLetters(dst, r.Uint64(), 8)
+		dst = append(dst, ",description of item "...)
+		dst = appendLetters(dst, r.Uint64(), 10)
+		dst = append(dst, ',')
+		dst = strconv.AppendInt(dst, initial, 10)
+		dst = append(dst, ',')
+		dst = strconv.AppendInt(dst, initial+price(r.Float64()), 10)
+		dst = append(dst, ',')
+		dst = strconv.AppendInt(dst, dateTime, 10)
+		dst = append(dst, ',')
+		dst = strconv.AppendInt(dst, dateTime+10_000+r.Int64N(60_000), 10)
+		dst = append(dst, ',')
+		dst = strconv.AppendInt(dst, recentPerson(r.Int64N, i), 10)
+		dst = append(dst, ',')
+		dst = strconv.AppendInt(dst, 10+r.Int64N(5), 10)
+		dst = append(dst, ',')
+		return appendExtra(dst, r.Uint64(), 300)
+	default:
+		var auction, bidder int64
+		last := lastAuctionID(i)
+		if r.IntN(hotRatio) > 0 {
+			auction = (last - firstAuctionID) / hotAuctions * hotAuctions
+			auction += firstAuctionID
+		} else {
+			auction = max(firstAuctionID, last-r.Int64N(inFlightAuction))
+		}
+		if r.IntN(hotRatio) > 0 {
+			bidder = (lastPersonID(i)-firstPersonID)/hotBidders*hotBidders + firstPersonID + 1
+		} else {
+			bidder = recentPerson(r.Int64N, i)
+		}
+		dst = append(dst, "B,"...)
+		dst = strconv.AppendInt(dst, auction, 10)
+		dst = append(dst, ',')
+		dst = strconv.AppendInt(dst, bidder, 10)
+		dst = append(dst, ',')
+		dst = strconv.AppendInt(dst, price(r.Float64()), 10)
+		dst = append(dst, ',')
+		ch := r.IntN(channels)
+		if ch < len(hotChannel) {
+			dst = append(dst, hotChannel[ch]...)
+		} else {
+			dst = append(dst, "channel-"...)
+			dst = strconv.AppendInt(dst, int64(ch), 10)
+		}
+		dst = append(dst, ",https://www.nexmark.com/"...)
+		dst = appendLetters(dst, r.Uint64(), 5)
+		dst = append(dst, "/item.htm?query=1&channel_id="...)
+		dst = strconv.AppendInt(dst, int64(ch), 10)
+		dst = append(dst, ',')
+		dst = strconv.AppendInt(dst, dateTime, 10)
+		dst = append(dst, ',')
+		return dst
+	}
+}
+
+// recentPerson picks one of the last activePeople persons at or before event i.
+func recentPerson(int64n func(int64) int64, i uint64) int64 {
+	last := lastPersonID(i)
+	return max(firstPersonID, last-int64n(activePeople))
+}
+
+// price is a log-uniform price between 100 and 1,000,000 cents.
+func price(u float64) int64 {
+	p := 100.0
+	for range int(u * 4) { // 10^(4u) without math.Pow's cost per event
+		p *= 10
+	}
+	frac := u*4 - float64(int(u*4))
+	return int64(p * (1 + 9*frac))
+}
+
+// appendLetters appends n lowercase letters derived from bits.
+func appendLetters(dst []byte, bits uint64, n int) []byte {
+	for range n {
+		dst = append(dst, byte('a'+bits%26))
+		bits /= 26
+	}
+	return dst
+}
+
+// appendExtra appends about n letters of padding (between n/2 and 3n/2).
+func appendExtra(dst []byte, bits uint64, n int) []byte {
+	k := n/2 + int(bits%uint64(n+1))
+	for j := range k {
+		dst = append(dst, byte('a'+(bits>>(j%58))%26))
+	}
+	return dst
+}
+
+// Queries lists the query names in the order the benchmark runs them.
+var Queries = []string{"q0", "q1", "q2", "count"}
+
+// ErrMalformed is returned for a value that is not a well-formed event.
+var ErrMalformed = errors.New("nexmark: malformed event")
+
+// Bid is the part of a bid the queries read.
+type Bid struct {
+	Auction, Bidder, Price, DateTime int64
+}
+
+// ParseBid parses v; ok is false when v is a person or an auction.
+func ParseBid(v []byte) (b Bid, ok bool, err error) {
+	if len(v) < 2 || v[1] != ',' {
+		return Bid{}, false, fmt.Errorf("%w: %q", ErrMalformed, v)
+	}
+	if Kind(v[0]) != BidKind {
+		return Bid{}, false, nil
+	}
+	rest := v[2:]
+	var f [7][]byte // auction,bidder,price,channel,url,dateTime,extra
+	for k := range 6 {
+		c := bytes.IndexByte(rest, ',')
+		if c < 0 {
+			return Bid{}, false, fmt.Errorf("%w: %q", ErrMalformed, v)
+		}
+		f[k], rest = rest[:c], rest[c+1:]
+	}
+	f[6] = rest
+	var errs [4]error
+	b.Auction, errs[0] = strconv.ParseInt(string(f[0]), 10, 64)
+	b.Bidder, errs[1] = strconv.ParseInt(string(f[1]), 10, 64)
+	b.Price, errs[2] = strconv.ParseInt(string(f[2]), 10, 64)
+	b.DateTime, errs[3] = strconv.ParseInt(string(f[5]), 10, 64)
+	if err := errors.Join(errs[:]...); err != nil {
+		return Bid{}, false, fmt.Errorf("%w: %q: %v", ErrMalformed, v, err)
+	}
+	return b, true, nil
+}
+
+// AppendQ1 appends the q1 output of bid b.
+func AppendQ1(dst []byte, b Bid) []byte {
+	dst = strconv.AppendInt(dst, b.Auction, 10)
+	dst = append(dst, ',')
+	dst = strconv.AppendInt(dst, b.Bidder, 10)
+	dst = append(dst, ',')
+	dst = strconv.AppendInt(dst, b.Price*EuroRateNum/EuroRateDen, 10)
+	dst = append(dst, ',')
+	return strconv.AppendInt(dst, b.DateTime, 10)
+}
+
+// Q2Selects reports whether q2 outputs bid b.
+func Q2Selects(b Bid) bool { return b.Auction%Q2Modulus == 0 }
+
+// AppendQ2 appends the q2 output of bid b.
+func AppendQ2(dst []byte, b Bid) []byte {
+	dst = strconv.AppendInt(dst, b.Auction, 10)
+	dst = append(dst, ',')
+	return strconv.AppendInt(dst, b.Price, 10)
+}
+
+// AppendCount appends the count output: the auction and its running count.
+func AppendCount(dst []byte, auction, n int64) []byte {
+	dst = strconv.AppendInt(dst, auction, 10)
+	dst = append(dst, ',')
+	return strconv.AppendInt(dst, n, 10)
+}
+
+// Expected returns how many output records query q makes of events
+// [from, to) of the stream seeded by seed.
+func Expected(q string, seed, from, to uint64) (uint64, error) {
+	if !slices.Contains(Queries, q) {
+		return 0, fmt.Errorf("nexmark: unknown query %q (want one of %v)", q, Queries)
+	}
+	var n uint64
+	var buf []byte
+	for i := from; i < to; i++ {
+		if KindOf(i) != BidKind {
+			if q == "q0" {
+				n++
+			}
+			continue
+		}
+		switch q {
+		case "q2":
+			buf = Append(buf[:0], seed, i)
+			b, _, err := ParseBid(buf)
+			if err != nil {
+				return 0, err
+			}
+			if Q2Selects(b) {
+				n++
+			}
+		default:
+			n++
+		}
+	}
+	return n, nil
+}
