@@ -14,7 +14,13 @@
 # Environment: KAFKA_VERSION (default 4.1.1), KAFKA_PORT (default 59092),
 # KAFKA_CONTROLLER_PORT (default KAFKA_PORT+1), KAFKA_DIR (default
 # <repo>/.tmp/kafka), KAFKA_TRANSACTION_VERSION (transaction.version feature
-# written at format time, 2 = KIP-890 protocol, default: the release's default).
+# written at format time, 2 = KIP-890 protocol, default: the release's default),
+# KAFKA_PROXY_PORT (unset by default: no extra listener; when set, the broker
+# gets a second listener PROXY on KAFKA_PROXY_LISTENER_PORT, default
+# KAFKA_PORT+2, that advertises 127.0.0.1:KAFKA_PROXY_PORT, so a client that
+# bootstraps through a TCP proxy listening there, forwarding to the PROXY
+# listener, makes every broker connection through the proxy; the torture
+# suite uses this with toxiproxy). The listeners are written at every start.
 # start is idempotent: a running broker is reused.
 set -euo pipefail
 
@@ -23,6 +29,8 @@ version=${KAFKA_VERSION:-4.1.1}
 port=${KAFKA_PORT:-59092}
 cport=${KAFKA_CONTROLLER_PORT:-$((port + 1))}
 dir=${KAFKA_DIR:-$repo/.tmp/kafka}
+proxy_port=${KAFKA_PROXY_PORT:-}
+proxy_listener_port=${KAFKA_PROXY_LISTENER_PORT:-$((port + 2))}
 jars=$dir/jars-$version
 data=$dir/data
 pidfile=$dir/broker.pid
@@ -65,14 +73,22 @@ EOF
 }
 
 write_config() {
+	local listeners="PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport"
+	local advertised="PLAINTEXT://127.0.0.1:$port"
+	local protocols="PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+	if [[ -n $proxy_port ]]; then
+		listeners+=",PROXY://127.0.0.1:$proxy_listener_port"
+		advertised+=",PROXY://127.0.0.1:$proxy_port"
+		protocols+=",PROXY:PLAINTEXT"
+	fi
 	cat >"$dir/server.properties" <<EOF
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$cport
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
-advertised.listeners=PLAINTEXT://127.0.0.1:$port
+listeners=$listeners
+advertised.listeners=$advertised
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=$protocols
 inter.broker.listener.name=PLAINTEXT
 log.dirs=$data
 num.partitions=1

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every check and test of the project against real services.
 #
-# It starts the services the tests need (PostgreSQL and Kafka, through
-# scripts/postgres.sh and scripts/kafka.sh, which install what is missing),
+# It starts the services the tests need (PostgreSQL, Kafka and toxiproxy,
+# through scripts/postgres.sh, scripts/kafka.sh and scripts/toxiproxy.sh,
+# which install what is missing),
 # exports their addresses, runs gofmt, go vet and `go test -race ./...`
 # with EXACTLY_REQUIRE_SERVICES=1 (a test that needs a missing service fails
 # instead of skipping), and stops the services at the end.
@@ -32,7 +33,7 @@ start_service() {
 	echo "started $1: $out"
 }
 
-for service in postgres kafka; do
+for service in postgres kafka toxiproxy; do
 	if [[ -x "scripts/$service.sh" ]]; then
 		start_service "$service"
 	fi

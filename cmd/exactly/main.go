@@ -25,6 +25,7 @@ const usage = `exactly — an exactly-once stream-processing engine for Go
 Usage:
   exactly demo [flags]    run the demo job on embedded sources and sinks
   exactly bench [flags]   measure the engine's throughput (see docs/benchmarks.md)
+  exactly torture [flags] prove exactly-once under injected faults (see docs/reliability.md)
 
 Run 'exactly <command> --help' for the flags of a command.
 `
@@ -42,6 +43,8 @@ func main() {
 		err = runDemo(ctx, os.Args[2:], os.Stdout)
 	case "bench":
 		err = runBench(ctx, os.Args[2:], os.Stdout)
+	case "torture":
+		err = runTorture(ctx, os.Args[2:], os.Stdout)
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

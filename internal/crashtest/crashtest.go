@@ -81,6 +81,18 @@ type Options struct {
 	Env []string
 	// Timeout bounds one child run. Default 2m.
 	Timeout time.Duration
+	// More, when set, keeps the kills going after Kills kills for as long
+	// as it returns true; it is asked before each run with the kills made
+	// so far. A caller that injects faults of its own (see During) uses it
+	// to stop when it has made enough.
+	More func(kills int) bool
+	// During, when set, runs in its own goroutine alongside each child,
+	// with a context that is cancelled when the child has exited;
+	// Supervise waits for it to return before it starts the next child.
+	// Callers inject faults other than the kill here (a broker restart, a
+	// network partition) and must undo them before returning. final is
+	// true for a run in which no kill is planned.
+	During func(ctx context.Context, run int, final bool)
 }
 
 // Report says what a crash run did.
@@ -130,7 +142,9 @@ func Run(t testing.TB, o Options) Report {
 // random delay) and the others are probe kills at a random occurrence of a protocol point (the child must
 // pass [Probe] to its job). A probe kill whose point is never reached lets
 // the child finish; the next run then starts from where the job stands.
-// Any other failure of a child ends the run with an error.
+// Any other failure of a child ends the run with an error. Options.More
+// extends the kills beyond Options.Kills, and Options.During injects other
+// faults while each child runs (internal/torture uses both).
 func Supervise(o Options, command func(ctx context.Context) *exec.Cmd, logf func(format string, args ...any)) (Report, error) {
 	if o.Kills == 0 {
 		o.Kills = 20
@@ -156,7 +170,7 @@ func Supervise(o Options, command func(ctx context.Context) *exec.Cmd, logf func
 	rep := Report{Seed: o.Seed, ByKind: map[string]int{}}
 	for {
 		rep.Runs++
-		kill := rep.Kills < o.Kills
+		kill := rep.Kills < o.Kills || o.More != nil && o.More(rep.Kills)
 		env := append(os.Environ(), envChild+"=1")
 		env = append(env, o.Env...)
 		kind := "none"
@@ -177,7 +191,7 @@ func Supervise(o Options, command func(ctx context.Context) *exec.Cmd, logf func
 			}
 		}
 		began := time.Now()
-		killed, err := runChild(command, env, delay, o.Timeout)
+		killed, err := runChild(command, env, delay, o.Timeout, during(o.During, rep.Runs, !kill))
 		outcome := "exited 0: the job finished"
 		if killed {
 			outcome = "SIGKILLed"
@@ -205,8 +219,18 @@ func killSpec(kind string, env []string) string {
 	return kind
 }
 
-// runChild runs the child once; it reports whether SIGKILL ended it.
-func runChild(command func(context.Context) *exec.Cmd, env []string, delay, timeout time.Duration) (killed bool, err error) {
+// during binds Options.During to one run; nil when there is none.
+func during(f func(ctx context.Context, run int, final bool), run int, final bool) func(context.Context) {
+	if f == nil {
+		return nil
+	}
+	return func(ctx context.Context) { f(ctx, run, final) }
+}
+
+// runChild runs the child once, and alongside (when not nil) in another
+// goroutine with a context cancelled once the child has exited; it reports
+// whether SIGKILL ended the child.
+func runChild(command func(context.Context) *exec.Cmd, env []string, delay, timeout time.Duration, alongside func(context.Context)) (killed bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := command(ctx)
@@ -219,6 +243,12 @@ func runChild(command func(context.Context) *exec.Cmd, env []string, delay, time
 	if delay > 0 {
 		timer := time.AfterFunc(delay, func() { _ = cmd.Process.Signal(syscall.SIGKILL) })
 		defer timer.Stop()
+	}
+	if alongside != nil {
+		actx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); alongside(actx) }()
+		defer func() { stop(); <-done }()
 	}
 	err = cmd.Wait()
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL && ctx.Err() == nil {

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/exactlyonce/exactly/internal/torture"
+)
+
+const tortureUsage = `Usage: exactly torture [flags]
+
+Proves exactly-once end to end against real services: loads a deterministic
+workload (events with unique ids and per-key sequence numbers) into a Kafka
+topic, runs a job with keyed state (running total, last sequence per key)
+writing to Kafka (exactly-once), PostgreSQL (fenced and prepared tables) and
+files in child processes, and injects faults at random from the printed seed:
+SIGKILLs of the job at protocol points and at random moments, broker restarts
+(scripts/kafka.sh restart), PostgreSQL immediate restarts
+(scripts/postgres.sh restart-immediate), network latency, resets, timeouts and
+partitions through toxiproxy (scripts/toxiproxy.sh), and an unwritable
+(chattr +i) or full (tmpfs) checkpoint directory. It then reads every sink
+and reports missing, duplicated and out-of-order events, aborted data visible
+to read_committed readers, wrong totals and lingering transactions, and exits
+non-zero on any anomaly. Disk faults need root. The service scripts run with
+this process's environment (KAFKA_DIR, EXACTLY_POSTGRES_DATA, ...). See
+docs/reliability.md.
+
+Flags:
+`
+
+func runTorture(ctx context.Context, args []string, out io.Writer) error {
+	if torture.IsChild() {
+		return torture.RunChild(ctx)
+	}
+	var c torture.Config
+	var reportFile string
+	fs := flag.NewFlagSet("torture", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.Usage = func() { fmt.Fprint(out, tortureUsage); fs.PrintDefaults() }
+	fs.IntVar(&c.Events, "events", 100_000, "number of input events")
+	fs.IntVar(&c.Keys, "keys", 500, "number of distinct keys")
+	fs.IntVar(&c.Faults, "faults", 50, "least number of faults to inject (SIGKILLs included)")
+	fs.Uint64Var(&c.Seed, "seed", 0, "seed of the input and of the fault schedule (0: random; printed)")
+	fs.StringVar(&reportFile, "report", "torture-report.txt", "file the report is written to")
+	fs.StringVar(&c.Kafka, "kafka", os.Getenv("EXACTLY_KAFKA_BROKERS"), "Kafka broker address (default $EXACTLY_KAFKA_BROKERS)")
+	fs.StringVar(&c.Postgres, "postgres", os.Getenv("EXACTLY_POSTGRES_DSN"), "PostgreSQL URL (default $EXACTLY_POSTGRES_DSN)")
+	fs.StringVar(&c.Toxiproxy, "toxiproxy", os.Getenv("EXACTLY_TOXIPROXY"), "toxiproxy API address (default $EXACTLY_TOXIPROXY; empty: no network faults)")
+	fs.IntVar(&c.KafkaProxyPort, "kafka-proxy-port", 0, "port toxiproxy listens on for the broker (default: broker port + 3)")
+	fs.IntVar(&c.PostgresProxyPort, "postgres-proxy-port", 0, "port toxiproxy listens on for PostgreSQL (default: database port + 10)")
+	fs.DurationVar(&c.Duration, "duration", 0, "stop injecting faults after this long (0: no limit)")
+	fs.Float64Var(&c.Rate, "rate", 1000, "events per second the job processes at most, so faults hit a busy job (0: no limit)")
+	fs.DurationVar(&c.Interval, "interval", 300*time.Millisecond, "checkpoint interval")
+	fs.StringVar(&c.Dir, "dir", "exactly-torture", "working directory: checkpoints and file output (cleared first)")
+	fs.BoolVar(&c.NoDisk, "no-disk-faults", false, "no checkpoint directory faults (they need root)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("torture: unexpected argument %q (flags start with --)", fs.Arg(0))
+	}
+	if c.Seed == 0 {
+		c.Seed = rand.Uint64()
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if err := os.RemoveAll(c.Dir); err != nil {
+		return fmt.Errorf("torture: clearing --dir %s: %w", c.Dir, err)
+	}
+	fmt.Fprintf(out, "exactly torture: seed %d (replay: exactly torture %s --seed %d)\n", c.Seed, strings.Join(args, " "), c.Seed)
+	c.Logf = func(format string, a ...any) { fmt.Fprintf(out, "  "+format+"\n", a...) }
+	command := func(ctx context.Context) *exec.Cmd { return exec.CommandContext(ctx, self, "torture") }
+	rep, err := torture.Run(ctx, c, command)
+	if rep != nil {
+		var b strings.Builder
+		fmt.Fprintf(&b, "command: exactly torture %s\n", strings.Join(args, " "))
+		rep.Print(&b)
+		if err != nil {
+			fmt.Fprintf(&b, "error: %v\n", err)
+		}
+		fmt.Fprint(out, b.String())
+		if werr := os.WriteFile(reportFile, []byte(b.String()), 0o644); werr != nil {
+			err = errors.Join(err, werr)
+		}
+	}
+	if err == nil && rep.Anomalies() > 0 {
+		err = fmt.Errorf("torture: %d anomalies (seed %d)", rep.Anomalies(), c.Seed)
+	}
+	return err
+}

@@ -1,0 +1,66 @@
+package torture
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// CheckPostgres checks a table written by the PostgreSQL sink named
+// sinkName of the job named job, in schema public: its rows in insertion
+// order (the table's pos column, a bigserial) form one ordered stream. The
+// sink's staging tables (fenced mode) and prepared transactions (prepared
+// mode) left after the job ended count as lingering.
+func CheckPostgres(ctx context.Context, x *Expected, name, dsn, table, job, sinkName string) (SinkResult, error) {
+	res := SinkResult{Sink: name}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return res, err
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, "SELECT id, key, seq, amount, total, gaps FROM "+pgx.Identifier{table}.Sanitize()+" ORDER BY pos")
+	if err != nil {
+		return res, err
+	}
+	var stream []Out
+	for rows.Next() {
+		var o Out
+		if err := rows.Scan(&o.ID, &o.Key, &o.Seq, &o.Amount, &o.Total, &o.Gaps); err != nil {
+			return res, err
+		}
+		stream = append(stream, o)
+	}
+	if err := rows.Err(); err != nil {
+		return res, err
+	}
+	// The sink tags what it leaves behind with its key (connectors/postgres).
+	sum := sha256.Sum256([]byte(job + "\n" + sinkName + "\npublic." + table))
+	key := hex.EncodeToString(sum[:8])
+	var staging, prepared int
+	err = conn.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND starts_with(tablename, '_exactly_stage_' || $1 || '_')),
+		(SELECT count(*) FROM pg_prepared_xacts WHERE starts_with(gid, 'exactly:' || $1 || ':'))`, key).Scan(&staging, &prepared)
+	if err != nil {
+		return res, err
+	}
+	if staging+prepared > 0 {
+		res.Lingering += staging + prepared
+		res.example("%d staging tables and %d prepared transactions left", staging, prepared)
+	}
+	return x.Check(res, [][]Out{stream}), nil
+}
+
+// createTable creates the table the PostgreSQL sinks write to: the
+// columns of Out and pos, a bigserial giving the insertion order.
+func createTable(ctx context.Context, dsn, table string) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, fmt.Sprintf("CREATE TABLE %s (id bigint, key text, seq bigint, amount bigint, total bigint, gaps bigint, pos bigserial)", pgx.Identifier{table}.Sanitize()))
+	return err
+}

@@ -1,0 +1,257 @@
+package torture
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Kinds of fault the injector makes besides the SIGKILLs of the job
+// (which crashtest makes, named "kill:" and the protocol point or
+// "timed"). Network kinds are followed by ":kafka" or ":postgres".
+const (
+	FaultKafkaRestart    = "kafka-restart"         // SIGKILL and restart of the broker
+	FaultPostgresRestart = "postgres-restart"      // immediate shutdown and restart of PostgreSQL
+	FaultLatency         = "net-latency"           // added latency, both directions
+	FaultReset           = "net-reset"             // every connection reset by peer
+	FaultTimeout         = "net-timeout"           // data stops, connections closed after a timeout
+	FaultPartition       = "net-partition"         // data blackholed for seconds, then connections cut
+	FaultUnwritable      = "checkpoint-unwritable" // checkpoint directory immutable (chattr +i)
+	FaultFull            = "checkpoint-full"       // checkpoint filesystem full (tmpfs filled up)
+)
+
+// Fault groups a run chooses from, with equal probability among those
+// available.
+const (
+	groupKafka    = "kafka"
+	groupPostgres = "postgres"
+	groupNetwork  = "network"
+	groupDisk     = "disk"
+)
+
+// injector makes the faults other than kills, while a job process runs.
+type injector struct {
+	seed     uint64
+	scripts  string   // directory of kafka.sh and postgres.sh
+	kafkaEnv []string // environment of kafka.sh
+	tp       *toxiproxy
+	ckpt     string // checkpoint directory
+	ckfs     string // mount point of the tmpfs holding ckpt; "" when not mounted
+	groups   []string
+	logf     func(format string, args ...any)
+	enough   func() bool // the fault budget or the time limit is reached
+
+	mu     sync.Mutex
+	counts map[string]int
+	err    error // first failure to inject or heal a fault
+	total  atomic.Int64
+}
+
+// during is crashtest's Options.During: in each run but the final one it
+// makes 0 to 2 faults, at random moments drawn from the seed and the run.
+func (in *injector) during(ctx context.Context, run int, final bool) {
+	if final || len(in.groups) == 0 {
+		return
+	}
+	rng := rand.New(rand.NewPCG(in.seed, uint64(run)))
+	for range rng.IntN(3) {
+		wait := 200*time.Millisecond + time.Duration(rng.Int64N(int64(2300*time.Millisecond)))
+		if !sleep(ctx, wait) || in.enough() {
+			return
+		}
+		kind, err := in.inject(ctx, rng)
+		in.mu.Lock()
+		in.counts[kind]++
+		if err != nil && in.err == nil {
+			in.err = fmt.Errorf("%s: %w", kind, err)
+		}
+		in.mu.Unlock()
+		in.total.Add(1)
+		in.logf("run %d: fault %s done", run, kind)
+	}
+}
+
+// kinds returns the fault kinds of the available groups.
+func (in *injector) kinds() [][]string {
+	var ks [][]string
+	for _, g := range in.groups {
+		switch g {
+		case groupKafka:
+			ks = append(ks, []string{FaultKafkaRestart})
+		case groupPostgres:
+			ks = append(ks, []string{FaultPostgresRestart})
+		case groupNetwork:
+			ks = append(ks, []string{FaultLatency, FaultReset, FaultTimeout, FaultPartition})
+		case groupDisk:
+			k := []string{FaultUnwritable}
+			if in.ckfs != "" {
+				k = append(k, FaultFull)
+			}
+			ks = append(ks, k)
+		}
+	}
+	return ks
+}
+
+// choose picks the next fault kind: the first faults visit every kind
+// once, so that a short run covers them all; later ones draw a group, then
+// a kind in it, from rng.
+func (in *injector) choose(rng *rand.Rand) string {
+	groups := in.kinds()
+	all := slices.Concat(groups...)
+	if n := int(in.total.Load()); n < len(all) {
+		return all[n]
+	}
+	g := groups[rng.IntN(len(groups))]
+	return g[rng.IntN(len(g))]
+}
+
+// inject makes one fault drawn from rng, waits out its duration (cut
+// short when ctx ends) and heals it.
+func (in *injector) inject(ctx context.Context, rng *rand.Rand) (string, error) {
+	hold := func(min, max time.Duration) { sleep(ctx, min+time.Duration(rng.Int64N(int64(max-min)))) }
+	kind := in.choose(rng)
+	switch kind {
+	case FaultKafkaRestart:
+		return kind, in.script(in.kafkaEnv, "kafka.sh", "restart")
+	case FaultPostgresRestart:
+		return kind, in.script(nil, "postgres.sh", "restart-immediate")
+	case FaultFull:
+		return kind, in.fill(func() { hold(time.Second, 5*time.Second) })
+	case FaultUnwritable:
+		return kind, in.immutable(func() { hold(time.Second, 5*time.Second) })
+	}
+	target := []string{"kafka", "postgres"}[rng.IntN(2)]
+	bg := context.Background() // toxics are removed even when ctx ended
+	var toxics []string
+	add := func(name, typ, stream string, attrs map[string]any) error {
+		toxics = append(toxics, name)
+		return in.tp.toxic(bg, target, name, typ, stream, attrs)
+	}
+	var err error
+	switch kind {
+	case FaultLatency:
+		lat := 50 + rng.IntN(450)
+		err = errors.Join(add("lat-up", "latency", "upstream", map[string]any{"latency": lat, "jitter": lat / 4}),
+			add("lat-down", "latency", "downstream", map[string]any{"latency": lat, "jitter": lat / 4}))
+		if err == nil {
+			hold(time.Second, 4*time.Second)
+		}
+	case FaultReset:
+		if err = add("reset", "reset_peer", "downstream", map[string]any{"timeout": 0}); err == nil {
+			hold(300*time.Millisecond, time.Second)
+		}
+	case FaultTimeout:
+		if err = add("timeout", "timeout", "upstream", map[string]any{"timeout": 500 + rng.IntN(1500)}); err == nil {
+			hold(time.Second, 3*time.Second)
+		}
+	case FaultPartition:
+		err = errors.Join(add("part-up", "timeout", "upstream", map[string]any{"timeout": 0}),
+			add("part-down", "timeout", "downstream", map[string]any{"timeout": 0}))
+		if err == nil {
+			hold(3*time.Second, 8*time.Second)
+		}
+	}
+	for _, name := range toxics {
+		err = errors.Join(err, in.tp.untoxic(bg, target, name))
+	}
+	if kind == FaultPartition {
+		// The blackholed connections lost bytes: cut them, as a partition
+		// long enough for TCP to give up would.
+		err = errors.Join(err, in.tp.enable(bg, target, false), in.tp.enable(bg, target, true))
+	}
+	return kind + ":" + target, err
+}
+
+// script runs scripts/name with args and env added to ours.
+func (in *injector) script(env []string, name string, args ...string) error {
+	cmd := exec.Command(filepath.Join(in.scripts, name), args...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+// immutable makes the checkpoint directory and everything in it immutable
+// (chattr +i: even root cannot create, write, rename or remove there),
+// calls hold, and undoes it.
+func (in *injector) immutable(hold func()) error {
+	err := exec.Command("chattr", "-R", "+i", in.ckpt).Run()
+	if err == nil {
+		hold()
+	}
+	// Undo even after a partial failure.
+	if uerr := exec.Command("chattr", "-R", "-i", in.ckpt).Run(); uerr != nil {
+		err = errors.Join(err, fmt.Errorf("chattr -R -i %s: %w", in.ckpt, uerr))
+	}
+	return err
+}
+
+// fill fills the checkpoint filesystem with a ballast file until it is
+// full, calls hold, and removes the ballast.
+func (in *injector) fill(hold func()) error {
+	ballast := filepath.Join(in.ckfs, "ballast")
+	f, err := os.Create(ballast)
+	if err != nil {
+		return err
+	}
+	chunk := make([]byte, 1<<20)
+	for err == nil {
+		_, err = f.Write(chunk)
+	}
+	if errors.Is(err, syscall.ENOSPC) {
+		err = nil
+		hold()
+	}
+	return errors.Join(err, f.Close(), os.Remove(ballast))
+}
+
+// heal undoes every fault that may be left: used at the end of a run.
+func (in *injector) heal() error {
+	var errs []error
+	if in.tp != nil {
+		for _, p := range []string{"kafka", "postgres"} {
+			for _, tx := range []string{"lat-up", "lat-down", "reset", "timeout", "part-up", "part-down"} {
+				errs = append(errs, in.tp.untoxic(context.Background(), p, tx))
+			}
+		}
+	}
+	if slices.Contains(in.groups, groupDisk) {
+		errs = append(errs, exec.Command("chattr", "-R", "-i", in.ckpt).Run())
+	}
+	return errors.Join(errs...)
+}
+
+// sleep waits d; it reports false when ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// listening reports whether something accepts connections on addr.
+func listening(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err == nil {
+		c.Close()
+	}
+	return err == nil
+}

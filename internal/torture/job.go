@@ -1,0 +1,202 @@
+package torture
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/exactlyonce/exactly/connectors/file"
+	"github.com/exactlyonce/exactly/connectors/kafka"
+	"github.com/exactlyonce/exactly/connectors/postgres"
+	"github.com/exactlyonce/exactly/internal/crashtest"
+	"github.com/exactlyonce/exactly/runtime"
+	"github.com/exactlyonce/exactly/stream"
+)
+
+// envJob carries the job's configuration (JSON) from the supervisor to
+// the job process.
+const envJob = "EXACTLY_TORTURE_JOB"
+
+// Names of the job and its sinks: the sinks tag what they leave behind
+// with them, and the checker looks for it.
+const (
+	jobName          = "torture"
+	sinkKafka        = "kafka"
+	sinkFenced       = "pg-fenced"
+	sinkPrepared     = "pg-prepared"
+	sinkFiles        = "files"
+	jobParallelism   = 2
+	inputPartitions  = 4
+	outputPartitions = 3
+)
+
+// jobConfig is what the job process needs.
+type jobConfig struct {
+	Brokers     string // Kafka bootstrap address, through the fault proxy when there is one
+	Input       string // input topic
+	Output      string // output topic
+	TxnPrefix   string // transactional id prefix of the Kafka sink
+	DSN         string // PostgreSQL, through the fault proxy when there is one
+	Fenced      string // table of the fenced-mode sink
+	Prepared    string // table of the prepared-mode sink
+	Files       string // directory of the file sink
+	Checkpoints string // checkpoint directory
+	Progress    string // file the job appends "c" to per completed checkpoint and "r" per restart
+	Rate        float64
+	Interval    time.Duration
+}
+
+// IsChild reports whether this process is a torture job started by [Run].
+func IsChild() bool { return os.Getenv(envJob) != "" }
+
+// RunChild runs the torture job in this process, as configured by the
+// supervisor, until its bounded input is done and committed.
+func RunChild(ctx context.Context) error {
+	var c jobConfig
+	if err := json.Unmarshal([]byte(os.Getenv(envJob)), &c); err != nil {
+		return fmt.Errorf("torture: job configuration in %s: %w", envJob, err)
+	}
+	progress, err := os.OpenFile(c.Progress, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	defer progress.Close()
+	j, err := buildJob(c)
+	if err != nil {
+		return err
+	}
+	kill := crashtest.Probe()
+	r, err := j.Start(ctx, stream.Options{
+		CheckpointDir:      c.Checkpoints,
+		CheckpointInterval: c.Interval,
+		CheckpointTimeout:  20 * time.Second,
+		// Small batches: the throttle sleeps inside the source's task, and
+		// a barrier waits behind the batch being throttled.
+		BatchSize: 32,
+		Logger:    slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Restart:   stream.RestartStrategy{MaxAttempts: 1000, InitialBackoff: 100 * time.Millisecond, MaxBackoff: 2 * time.Second},
+		Probe: func(p runtime.ProbePoint, id uint64) {
+			if p == runtime.ProbeMetadataWritten {
+				_, _ = progress.WriteString("c")
+			}
+			if kill != nil {
+				kill(p, id)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.Wait() }()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var restarts int64
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-tick.C:
+			if n := r.Metrics().Restarts.Load(); n > restarts {
+				_, _ = progress.WriteString(strings.Repeat("r", int(n-restarts)))
+				restarts = n
+			}
+		}
+	}
+}
+
+// buildJob builds Kafka input → throttle → keyed totals → four
+// exactly-once sinks: Kafka, PostgreSQL fenced, PostgreSQL prepared, files.
+func buildJob(c jobConfig) (*stream.Job, error) {
+	conn := kafka.Conn{Brokers: []string{c.Brokers}}
+	src, err := kafka.NewSource(kafka.SourceOptions{Conn: conn, Topics: []string{c.Input}, Bounded: true}, kafka.String())
+	if err != nil {
+		return nil, err
+	}
+	j := stream.New(jobName)
+	lim := newLimiter(c.Rate)
+	events := stream.Map(stream.Source(j, "input", src, stream.Parallelism(jobParallelism)), func(r kafka.Record[string]) Event {
+		lim.wait()
+		e, err := parseEvent(r.Value)
+		if err != nil {
+			// The input is ours: a malformed record is a bug. The checker
+			// reports it as unexpected.
+			return Event{ID: -1, Key: r.Value}
+		}
+		return e
+	})
+	outs := Totals(events, jobParallelism)
+
+	ks, err := kafka.NewSink(kafka.SinkOptions{
+		Conn: conn, Topic: c.Output, TransactionalIDPrefix: c.TxnPrefix,
+		TransactionTimeout: 5 * time.Minute, CheckpointInterval: c.Interval, PoolSize: 20,
+	}, func(o Out) (kafka.Message, error) {
+		return kafka.Message{Key: []byte(o.Key), Value: appendOut(nil, o)}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	stream.SinkTo(outs, sinkKafka, ks, stream.Parallelism(jobParallelism))
+	for _, pg := range []struct {
+		name, table string
+		mode        postgres.CommitMode
+	}{{sinkFenced, c.Fenced, postgres.Fenced}, {sinkPrepared, c.Prepared, postgres.Prepared}} {
+		s, err := postgres.NewSink(postgres.Options{DSN: c.DSN, Table: pg.table, Columns: outColumns, Mode: pg.mode},
+			func(o Out, row []any) []any { return append(row, o.ID, o.Key, o.Seq, o.Amount, o.Total, o.Gaps) })
+		if err != nil {
+			return nil, err
+		}
+		stream.SinkTo(outs, pg.name, s, stream.Parallelism(jobParallelism))
+	}
+	fs, err := file.NewSink(c.Files, appendOut, file.SinkOptions{Prefix: "out", Suffix: ".csv"})
+	if err != nil {
+		return nil, err
+	}
+	stream.SinkTo(outs, sinkFiles, fs, stream.Parallelism(jobParallelism))
+	return j, nil
+}
+
+// outColumns are the columns the PostgreSQL sinks fill, in the order of
+// their row function.
+var outColumns = []postgres.Column{
+	{Name: "id", Type: "bigint"}, {Name: "key", Type: "text"}, {Name: "seq", Type: "bigint"},
+	{Name: "amount", Type: "bigint"}, {Name: "total", Type: "bigint"}, {Name: "gaps", Type: "bigint"},
+}
+
+// limiter spaces calls to wait at a rate per second shared by every
+// caller; a zero rate never waits.
+type limiter struct {
+	mu    sync.Mutex
+	every time.Duration
+	next  time.Time
+}
+
+func newLimiter(rate float64) *limiter {
+	if rate <= 0 {
+		return &limiter{}
+	}
+	return &limiter{every: time.Duration(float64(time.Second) / rate)}
+}
+
+// wait returns when the caller's turn has come.
+func (l *limiter) wait() {
+	if l.every == 0 {
+		return
+	}
+	l.mu.Lock()
+	now := time.Now()
+	if l.next.Before(now) {
+		l.next = now
+	}
+	l.next = l.next.Add(l.every)
+	at := l.next
+	l.mu.Unlock()
+	if d := time.Until(at); d > time.Millisecond {
+		time.Sleep(d)
+	}
+}

@@ -1,0 +1,368 @@
+package torture
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactlyonce/exactly/internal/crashtest"
+)
+
+// Config configures a torture run.
+type Config struct {
+	// Workload is the input; its Seed also seeds the fault schedule.
+	Workload
+	// Faults is the least number of faults to inject (SIGKILLs included).
+	Faults int
+	// Duration stops injecting faults after this long (0: no limit); the
+	// job then finishes without faults.
+	Duration time.Duration
+	// Kafka is the broker's address (host:port), reached directly by the
+	// loader and the checker; the job goes through toxiproxy.
+	Kafka string
+	// Postgres is the database's URL DSN.
+	Postgres string
+	// Toxiproxy is the address of toxiproxy's API; empty disables the
+	// network faults (the job then connects directly).
+	Toxiproxy string
+	// KafkaProxyPort is where toxiproxy listens for the broker: the
+	// broker's extra listener (scripts/kafka.sh, KAFKA_PROXY_PORT)
+	// advertises it. Default: the broker's port + 3; the listener itself
+	// is on the broker's port + 2.
+	KafkaProxyPort int
+	// PostgresProxyPort is where toxiproxy listens for PostgreSQL.
+	// Default: the database's port + 10.
+	PostgresProxyPort int
+	// Scripts is the directory of kafka.sh and postgres.sh, which restart
+	// the services (with the environment of this process: KAFKA_DIR,
+	// EXACTLY_POSTGRES_DATA ... must name the same services). Default: the
+	// scripts directory of the repository holding the working directory.
+	Scripts string
+	// Dir holds the checkpoints, the file sink's output and the report.
+	Dir string
+	// Rate is the job's throughput limit in events per second, so that
+	// the faults hit a running job (0: no limit).
+	Rate float64
+	// Interval is the checkpoint interval. Default 300ms.
+	Interval time.Duration
+	// NoDisk disables the checkpoint directory faults (they need root).
+	NoDisk bool
+	// Logf receives progress; nil discards it.
+	Logf func(format string, args ...any)
+}
+
+// Report is the outcome of a torture run.
+type Report struct {
+	// Seed replays the run's input and fault schedule.
+	Seed uint64
+	// Events and Keys describe the workload.
+	Events, Keys int
+	// Faults counts the faults injected by kind.
+	Faults map[string]int
+	// Runs counts the job processes started; every one after the first
+	// recovered from the previous one's checkpoint.
+	Runs int
+	// Failovers counts restarts of the job inside a process after an error.
+	Failovers int
+	// Checkpoints counts the checkpoints completed.
+	Checkpoints int
+	// Sinks is the checker's verdict per sink.
+	Sinks []SinkResult
+	// Duration is the run's wall time.
+	Duration time.Duration
+}
+
+// TotalFaults sums Faults.
+func (r *Report) TotalFaults() int {
+	n := 0
+	for _, c := range r.Faults {
+		n += c
+	}
+	return n
+}
+
+// Anomalies sums the anomalies of every sink.
+func (r *Report) Anomalies() int {
+	n := 0
+	for _, s := range r.Sinks {
+		n += s.Anomalies()
+	}
+	return n
+}
+
+// Print writes the report.
+func (r *Report) Print(w io.Writer) {
+	fmt.Fprintf(w, "torture report: seed %d, %d events over %d keys, %v\n", r.Seed, r.Events, r.Keys, r.Duration.Round(time.Second))
+	fmt.Fprintf(w, "faults injected: %d\n", r.TotalFaults())
+	for _, k := range slices.Sorted(maps.Keys(r.Faults)) {
+		fmt.Fprintf(w, "  %-32s %d\n", k, r.Faults[k])
+	}
+	fmt.Fprintf(w, "recoveries: %d job process restarts from a checkpoint, %d failovers inside a process\n", r.Runs-1, r.Failovers)
+	fmt.Fprintf(w, "checkpoints completed: %d\n", r.Checkpoints)
+	verified := 0
+	for _, s := range r.Sinks {
+		verified += s.Verified
+		fmt.Fprintf(w, "  %s\n", s)
+		for _, e := range s.Examples {
+			fmt.Fprintf(w, "      %s\n", e)
+		}
+	}
+	fmt.Fprintf(w, "events verified: %d (%d sinks × %d events)\n", verified, len(r.Sinks), r.Events)
+	verdict := "PASS"
+	if r.Anomalies() > 0 {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(w, "anomalies: %d — %s\n", r.Anomalies(), verdict)
+}
+
+// Run loads the workload into Kafka, runs the job in child processes made
+// by command (which must run [RunChild] when [IsChild]) under crashtest
+// and the fault injector until at least c.Faults faults were injected and
+// the job finished, then checks every sink.
+func Run(ctx context.Context, c Config, command func(context.Context) *exec.Cmd) (*Report, error) {
+	began := time.Now()
+	logf := c.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	if c.Interval == 0 {
+		c.Interval = 300 * time.Millisecond
+	}
+	if c.Events <= 0 || c.Keys <= 0 || c.Faults < 0 || c.Kafka == "" || c.Postgres == "" || c.Dir == "" {
+		return nil, fmt.Errorf("torture: need events > 0 (%d), keys > 0 (%d), faults >= 0 (%d), the Kafka (%q) and PostgreSQL addresses and a directory (%q)",
+			c.Events, c.Keys, c.Faults, c.Kafka, c.Dir)
+	}
+	if c.Scripts == "" {
+		var err error
+		if c.Scripts, err = findScripts(); err != nil {
+			return nil, err
+		}
+	}
+	name := fmt.Sprintf("torture_%d_%d", c.Seed, time.Now().UnixNano())
+	jc := jobConfig{
+		Brokers: c.Kafka, DSN: c.Postgres,
+		Input: name + "-in", Output: name + "-out", TxnPrefix: name,
+		Fenced: name + "_fenced", Prepared: name + "_prepared",
+		Files: filepath.Join(c.Dir, "files"), Progress: filepath.Join(c.Dir, "progress"),
+		Rate: c.Rate, Interval: c.Interval,
+	}
+	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	in, cleanup, err := setupFaults(ctx, c, &jc, logf)
+	defer func() {
+		if err := cleanup(); err != nil {
+			logf("torture: cleanup: %v", err)
+		}
+	}()
+	if err != nil {
+		return nil, err
+	}
+	if err := load(ctx, c, jc); err != nil {
+		return nil, err
+	}
+	for _, t := range []string{jc.Fenced, jc.Prepared} {
+		if err := createTable(ctx, c.Postgres, t); err != nil {
+			return nil, err
+		}
+	}
+	cfgJSON, err := json.Marshal(jc)
+	if err != nil {
+		return nil, err
+	}
+
+	var kills atomic.Int64
+	enough := func() bool {
+		return kills.Load()+in.total.Load() >= int64(c.Faults) || c.Duration > 0 && time.Since(began) > c.Duration
+	}
+	in.enough = enough
+	logf("torture: seed %d: %d events, %d keys, at least %d faults, topics %s → %s, tables %s and %s, files in %s",
+		c.Seed, c.Events, c.Keys, c.Faults, jc.Input, jc.Output, jc.Fenced, jc.Prepared, jc.Files)
+	crep, err := crashtest.Supervise(crashtest.Options{
+		Kills: 1, Seed: c.Seed, MaxDelay: 6 * time.Second, Timeout: 30 * time.Minute,
+		Env:    []string{envJob + "=" + string(cfgJSON)},
+		More:   func(k int) bool { kills.Store(int64(k)); return !enough() },
+		During: in.during,
+	}, command, logf)
+	rep := &Report{Seed: c.Seed, Events: c.Events, Keys: c.Keys, Runs: crep.Runs, Faults: map[string]int{}}
+	for k, n := range crep.ByKind {
+		rep.Faults["kill:"+k] = n
+	}
+	for k, n := range in.counts {
+		rep.Faults[k] += n
+	}
+	if progress, perr := os.ReadFile(jc.Progress); perr == nil {
+		rep.Checkpoints = strings.Count(string(progress), "c")
+		rep.Failovers = strings.Count(string(progress), "r")
+	}
+	err = errors.Join(err, in.err, in.heal())
+	if err != nil {
+		return rep, fmt.Errorf("torture: seed %d: %w", c.Seed, err)
+	}
+
+	x := NewExpected(c.Workload)
+	logf("torture: job finished; checking the sinks")
+	res, err := CheckKafka(ctx, x, "kafka", c.Kafka, jc.Output, jc.TxnPrefix)
+	if err != nil {
+		return rep, fmt.Errorf("torture: checking Kafka: %w", err)
+	}
+	rep.Sinks = append(rep.Sinks, res)
+	for _, s := range []struct{ name, table string }{{sinkFenced, jc.Fenced}, {sinkPrepared, jc.Prepared}} {
+		res, err := CheckPostgres(ctx, x, "postgres "+strings.TrimPrefix(s.name, "pg-"), c.Postgres, s.table, jobName, s.name)
+		if err != nil {
+			return rep, fmt.Errorf("torture: checking PostgreSQL table %s: %w", s.table, err)
+		}
+		rep.Sinks = append(rep.Sinks, res)
+	}
+	if res, err = CheckFiles(x, "files", jc.Files); err != nil {
+		return rep, fmt.Errorf("torture: checking files: %w", err)
+	}
+	rep.Sinks = append(rep.Sinks, res)
+	rep.Duration = time.Since(began)
+	return rep, nil
+}
+
+// setupFaults prepares the fault injector: the toxiproxy proxies (and the
+// broker's proxy listener), the checkpoint directory on a small tmpfs.
+// It points jc at the proxies and the checkpoint directory. cleanup
+// undoes what was set up.
+func setupFaults(ctx context.Context, c Config, jc *jobConfig, logf func(string, ...any)) (in *injector, cleanup func() error, err error) {
+	var undo []func() error
+	cleanup = func() error {
+		var errs []error
+		for _, f := range slices.Backward(undo) {
+			errs = append(errs, f())
+		}
+		return errors.Join(errs...)
+	}
+	in = &injector{seed: c.Seed, scripts: c.Scripts, logf: logf, counts: map[string]int{},
+		groups: []string{groupKafka, groupPostgres}}
+	_, kport, err := net.SplitHostPort(c.Kafka)
+	if err != nil {
+		return in, cleanup, fmt.Errorf("torture: Kafka address %q: %w", c.Kafka, err)
+	}
+	kp, _ := strconv.Atoi(kport)
+	in.kafkaEnv = []string{"KAFKA_PORT=" + kport}
+
+	if c.Toxiproxy != "" {
+		in.tp = newToxiproxy(c.Toxiproxy)
+		if c.KafkaProxyPort == 0 {
+			c.KafkaProxyPort = kp + 3
+		}
+		listener := fmt.Sprintf("127.0.0.1:%d", kp+2)
+		in.kafkaEnv = append(in.kafkaEnv, "KAFKA_PROXY_PORT="+strconv.Itoa(c.KafkaProxyPort), "KAFKA_PROXY_LISTENER_PORT="+strconv.Itoa(kp+2))
+		if !listening(listener) {
+			logf("torture: the broker has no proxy listener on %s: restarting it with one (scripts/kafka.sh, KAFKA_PROXY_PORT=%d)", listener, c.KafkaProxyPort)
+			if err := in.script(in.kafkaEnv, "kafka.sh", "restart"); err != nil {
+				return in, cleanup, err
+			}
+		}
+		u, err := url.Parse(c.Postgres)
+		if err != nil || u.Scheme == "" {
+			return in, cleanup, fmt.Errorf("torture: the PostgreSQL DSN must be a URL (postgres://...) to be routed through toxiproxy")
+		}
+		pp, _ := strconv.Atoi(u.Port())
+		if c.PostgresProxyPort == 0 {
+			c.PostgresProxyPort = pp + 10
+		}
+		kproxy := fmt.Sprintf("127.0.0.1:%d", c.KafkaProxyPort)
+		pproxy := fmt.Sprintf("127.0.0.1:%d", c.PostgresProxyPort)
+		if err := errors.Join(in.tp.proxy(ctx, "kafka", kproxy, listener), in.tp.proxy(ctx, "postgres", pproxy, u.Host)); err != nil {
+			return in, cleanup, err
+		}
+		undo = append(undo, func() error {
+			return errors.Join(in.tp.remove(context.Background(), "kafka"), in.tp.remove(context.Background(), "postgres"))
+		})
+		jc.Brokers = kproxy
+		u.Host = pproxy
+		jc.DSN = u.String()
+		in.groups = append(in.groups, groupNetwork)
+	}
+
+	ckfs := filepath.Join(c.Dir, "ckfs")
+	if err := os.MkdirAll(ckfs, 0o755); err != nil {
+		return in, cleanup, err
+	}
+	in.ckpt = filepath.Join(ckfs, "checkpoints")
+	jc.Checkpoints = in.ckpt
+	if !c.NoDisk {
+		if os.Geteuid() != 0 {
+			return in, cleanup, errors.New("torture: the checkpoint directory faults need root (chattr +i, a tmpfs mount): run as root or disable them")
+		}
+		if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", ckfs).CombinedOutput(); err != nil {
+			logf("torture: cannot mount a tmpfs on %s (%v: %s): no checkpoint-full faults", ckfs, err, strings.TrimSpace(string(out)))
+		} else {
+			in.ckfs = ckfs
+			undo = append(undo, func() error { return exec.Command("umount", ckfs).Run() })
+		}
+		in.groups = append(in.groups, groupDisk)
+	}
+	return in, cleanup, os.MkdirAll(in.ckpt, 0o755)
+}
+
+// load creates the topics and writes the workload into the input topic,
+// each event keyed by its key.
+func load(ctx context.Context, c Config, jc jobConfig) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Kafka), kgo.DefaultProduceTopic(jc.Input), kgo.ProducerBatchMaxBytes(1<<20))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	for _, t := range []struct {
+		name  string
+		parts int32
+	}{{jc.Input, inputPartitions}, {jc.Output, outputPartitions}} {
+		resp, err := adm.CreateTopic(ctx, t.parts, 1, nil, t.name)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil {
+			return fmt.Errorf("torture: create topic %s: %w", t.name, err)
+		}
+	}
+	evs := c.Generate()
+	recs := make([]*kgo.Record, len(evs))
+	for i, e := range evs {
+		recs[i] = &kgo.Record{Key: []byte(e.Key), Value: appendEvent(nil, e)}
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		return fmt.Errorf("torture: load the input: %w", err)
+	}
+	return nil
+}
+
+// findScripts returns the scripts directory of the repository holding the
+// working directory.
+func findScripts() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "scripts", "kafka.sh")); err == nil {
+			return filepath.Join(dir, "scripts"), nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("torture: no scripts/kafka.sh in the working directory or above: pass the scripts directory")
+		}
+		dir = parent
+	}
+}

@@ -1,0 +1,73 @@
+package torture
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/exactlyonce/exactly/internal/testenv"
+)
+
+// TestTorture is the CI-sized torture run: at least 30 faults of every
+// kind against the real services (it restarts them, so it holds them
+// exclusively), then the strict check of every sink. EXACTLY_TORTURE_SEED
+// replays a run.
+func TestTorture(t *testing.T) {
+	if IsChild() {
+		if err := RunChild(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if testing.Short() {
+		t.Skip("the torture run takes minutes")
+	}
+	testenv.Exclusive(t)
+	c := Config{
+		Workload: Workload{Events: 20_000, Keys: 200, Seed: uint64(time.Now().UnixNano())},
+		Faults:   32, Kafka: testenv.Kafka(t), Postgres: testenv.Postgres(t), Toxiproxy: testenv.Toxiproxy(t),
+		Rate: 400, Dir: t.TempDir(), Logf: t.Logf,
+		NoDisk: os.Geteuid() != 0,
+	}
+	if s := os.Getenv("EXACTLY_TORTURE_SEED"); s != "" {
+		var err error
+		if c.Seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatal(err)
+		}
+	}
+	command := func(ctx context.Context) *exec.Cmd {
+		return exec.CommandContext(ctx, os.Args[0], "-test.run=^TestTorture$", "-test.v=false")
+	}
+	rep, err := Run(context.Background(), c, command)
+	if rep != nil {
+		var b strings.Builder
+		rep.Print(&b)
+		t.Log("\n" + b.String())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := rep.Anomalies(); n > 0 {
+		t.Errorf("%d anomalies (replay with EXACTLY_TORTURE_SEED=%d)", n, c.Seed)
+	}
+	if n := rep.TotalFaults(); n < c.Faults {
+		t.Errorf("%d faults injected, want at least %d", n, c.Faults)
+	}
+	want := []string{"kill:", FaultKafkaRestart, FaultPostgresRestart, FaultLatency, FaultReset, FaultTimeout, FaultPartition}
+	if !c.NoDisk {
+		want = append(want, FaultUnwritable)
+	}
+	for _, kind := range want {
+		found := false
+		for k := range rep.Faults {
+			found = found || strings.HasPrefix(k, kind)
+		}
+		if !found {
+			t.Errorf("no fault of kind %s injected", kind)
+		}
+	}
+}

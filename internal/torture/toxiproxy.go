@@ -1,0 +1,83 @@
+package torture
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
+
+// toxiproxy controls a toxiproxy server through its HTTP API
+// (github.com/Shopify/toxiproxy, run by scripts/toxiproxy.sh).
+type toxiproxy struct {
+	api string // host:port of the API
+	hc  http.Client
+}
+
+func newToxiproxy(api string) *toxiproxy {
+	return &toxiproxy{api: api, hc: http.Client{Timeout: 10 * time.Second}}
+}
+
+// call sends a request with body (JSON-encoded when not nil) and fails
+// unless the status is one of ok.
+func (t *toxiproxy) call(ctx context.Context, method, path string, body any, ok ...int) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+t.api+path, rd)
+	if err != nil {
+		return err
+	}
+	resp, err := t.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("toxiproxy %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(resp.Body)
+	for _, s := range ok {
+		if resp.StatusCode == s {
+			return nil
+		}
+	}
+	return fmt.Errorf("toxiproxy %s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(msg))
+}
+
+// proxy (re)creates the proxy name from listen to upstream, enabled and
+// without toxics.
+func (t *toxiproxy) proxy(ctx context.Context, name, listen, upstream string) error {
+	if err := t.call(ctx, http.MethodDelete, "/proxies/"+name, nil, http.StatusNoContent, http.StatusNotFound); err != nil {
+		return err
+	}
+	return t.call(ctx, http.MethodPost, "/proxies", map[string]any{"name": name, "listen": listen, "upstream": upstream, "enabled": true}, http.StatusCreated)
+}
+
+// remove deletes the proxy name, closing its connections.
+func (t *toxiproxy) remove(ctx context.Context, name string) error {
+	return t.call(ctx, http.MethodDelete, "/proxies/"+name, nil, http.StatusNoContent, http.StatusNotFound)
+}
+
+// enable enables or disables the proxy name: disabling closes every
+// connection through it and refuses new ones.
+func (t *toxiproxy) enable(ctx context.Context, name string, on bool) error {
+	return t.call(ctx, http.MethodPost, "/proxies/"+name, map[string]any{"enabled": on}, http.StatusOK)
+}
+
+// toxic adds a toxic of kind typ named tname to the proxy, on stream
+// ("upstream" or "downstream").
+func (t *toxiproxy) toxic(ctx context.Context, proxy, tname, typ, stream string, attrs map[string]any) error {
+	return t.call(ctx, http.MethodPost, "/proxies/"+proxy+"/toxics",
+		map[string]any{"name": tname, "type": typ, "stream": stream, "toxicity": 1.0, "attributes": attrs}, http.StatusOK)
+}
+
+// untoxic removes the toxic tname from the proxy.
+func (t *toxiproxy) untoxic(ctx context.Context, proxy, tname string) error {
+	return t.call(ctx, http.MethodDelete, "/proxies/"+proxy+"/toxics/"+tname, nil, http.StatusNoContent, http.StatusNotFound)
+}
