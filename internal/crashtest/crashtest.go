@@ -105,6 +105,13 @@ type Report struct {
 	Kills int
 	// ByKind counts kills by kind: "timed" or the protocol point.
 	ByKind map[string]int
+	// KillsBeforeDone counts the kills made before any child had exited 0,
+	// that is while the job still had input to process. Kills after that
+	// only restart a finished job; a test sizes its input so that this
+	// count reaches its quota.
+	KillsBeforeDone int
+	// done is set once a child exited 0.
+	done bool
 }
 
 func (r Report) String() string {
@@ -117,7 +124,8 @@ func (r Report) String() string {
 	for _, k := range kinds {
 		parts = append(parts, fmt.Sprintf("%s=%d", k, r.ByKind[k]))
 	}
-	return fmt.Sprintf("crash run seed=%d: %d runs, %d SIGKILLs (%s)", r.Seed, r.Runs, r.Kills, strings.Join(parts, " "))
+	return fmt.Sprintf("crash run seed=%d: %d runs, %d SIGKILLs (%s), %d of them before the job first finished",
+		r.Seed, r.Runs, r.Kills, strings.Join(parts, " "), r.KillsBeforeDone)
 }
 
 // Run starts the current test in a child process until it finishes
@@ -201,10 +209,15 @@ func Supervise(o Options, command func(ctx context.Context) *exec.Cmd, logf func
 		case killed:
 			rep.Kills++
 			rep.ByKind[kind]++
+			if !rep.done {
+				rep.KillsBeforeDone++
+			}
 		case err != nil:
 			return rep, fmt.Errorf("run %d (%s) failed: %w\n%s", rep.Runs, kind, err, rep)
 		case !kill:
 			return rep, nil
+		default:
+			rep.done = true
 		}
 	}
 }

@@ -24,7 +24,9 @@ func TestCrashRecoveryIsExactlyOnce(t *testing.T) {
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	cfg := Config{Dir: dir, Events: 40_000, Customers: 50, Seed: 7, Rate: 20_000, Parallelism: 2, CheckpointInterval: 50 * time.Millisecond}
+	// 60,000 orders at 5,000/s: the input outlasts the kill schedule, so
+	// the kills land while the job has work (checked below).
+	cfg := Config{Dir: dir, Events: 60_000, Customers: 50, Seed: 7, Rate: 5_000, Parallelism: 2, CheckpointInterval: 50 * time.Millisecond}
 	if crashtest.IsChild() {
 		cfg.Probe = crashtest.Probe()
 		if err := Run(context.Background(), cfg, nil); err != nil {
@@ -36,6 +38,9 @@ func TestCrashRecoveryIsExactlyOnce(t *testing.T) {
 	t.Log(rep)
 	if rep.ByKind["metadata-written"] == 0 {
 		t.Errorf("no kill between checkpoint completion and commit: %v", rep)
+	}
+	if rep.KillsBeforeDone < 20 {
+		t.Errorf("only %d kills landed while the job still had input: %v", rep.KillsBeforeDone, rep)
 	}
 	vr, err := Verify(cfg)
 	if err != nil {
