@@ -161,8 +161,14 @@ type total struct {
 	Sum   int
 }
 
-// runningSums builds source -> map -> keyBy -> running sum -> sink.
+// runningSums builds source -> filter -> keyBy -> running sum -> sink.
 func runningSums(src counting, out *memSink[total], par int) *stream.Job {
+	return runningSumsHook(src, out, par, nil)
+}
+
+// runningSumsHook is runningSums whose sum operator first calls check, when
+// set, with each value; an error from it fails the operator.
+func runningSumsHook(src counting, out *memSink[total], par int, check func(v int) error) *stream.Job {
 	j := stream.New("sums")
 	nums := stream.Source(j, "numbers", src, stream.Parallelism(par))
 	evens := stream.Filter(nums, func(int) bool { return true })
@@ -171,6 +177,11 @@ func runningSums(src counting, out *memSink[total], par int) *stream.Job {
 		sum, err := state.NewValueState(ctx.Backend(), "sum", state.IntCodec{})
 		return stream.ProcessFunc[int64, int, total]{
 			Process: func(ctx *stream.Context[int64], v int, o *stream.Output[total]) error {
+				if check != nil {
+					if err := check(v); err != nil {
+						return err
+					}
+				}
 				s, _ := sum.Value()
 				s += v
 				sum.Update(s)
@@ -218,28 +229,14 @@ func TestBoundedJobCommitsEverything(t *testing.T) {
 	checkSums(t, out.Visible(), 20000)
 }
 
-// failOnce makes the sums operator fail once when it sees value at.
+// failingSums makes the sum operator fail once, when it sees value at.
 func failingSums(src counting, out *memSink[total], par int, at int, failed *atomic.Bool) *stream.Job {
-	j := stream.New("sums")
-	nums := stream.Source(j, "numbers", src, stream.Parallelism(par))
-	keyed := stream.KeyBy(nums, func(v int) int64 { return int64(v % 10) }, state.Int64Codec{})
-	sums := stream.Process(keyed, "sums", func(ctx *stream.Context[int64]) (stream.ProcessFunc[int64, int, total], error) {
-		sum, err := state.NewValueState(ctx.Backend(), "sum", state.IntCodec{})
-		return stream.ProcessFunc[int64, int, total]{
-			Process: func(ctx *stream.Context[int64], v int, o *stream.Output[total]) error {
-				if v == at && failed.CompareAndSwap(false, true) {
-					return errors.New("injected failure")
-				}
-				s, _ := sum.Value()
-				s += v
-				sum.Update(s)
-				o.Emit(total{Key: int(ctx.Key()), Value: v, Sum: s})
-				return nil
-			},
-		}, err
-	}, stream.Parallelism(par))
-	stream.SinkTo(sums, "out", out)
-	return j
+	return runningSumsHook(src, out, par, func(v int) error {
+		if v == at && failed.CompareAndSwap(false, true) {
+			return errors.New("injected failure")
+		}
+		return nil
+	})
 }
 
 func TestFailoverIsExactlyOnce(t *testing.T) {
