@@ -166,14 +166,10 @@ func runningSums(src counting, out *memSink[total], par int) *stream.Job {
 	return runningSumsHook(src, out, par, nil)
 }
 
-// runningSumsHook is runningSums whose sum operator first calls check, when
-// set, with each value; an error from it fails the operator.
-func runningSumsHook(src counting, out *memSink[total], par int, check func(v int) error) *stream.Job {
-	j := stream.New("sums")
-	nums := stream.Source(j, "numbers", src, stream.Parallelism(par))
-	evens := stream.Filter(nums, func(int) bool { return true })
-	keyed := stream.KeyBy(evens, func(v int) int64 { return int64(v % 10) }, state.Int64Codec{})
-	sums := stream.Process(keyed, "sums", func(ctx *stream.Context[int64]) (stream.ProcessFunc[int64, int, total], error) {
+// sumsSetup returns the setup of a running sum per key in a ValueState;
+// check, when set, sees each value first and fails the operator with its error.
+func sumsSetup(check func(v int) error) func(*stream.Context[int64]) (stream.ProcessFunc[int64, int, total], error) {
+	return func(ctx *stream.Context[int64]) (stream.ProcessFunc[int64, int, total], error) {
 		sum, err := state.NewValueState(ctx.Backend(), "sum", state.IntCodec{})
 		return stream.ProcessFunc[int64, int, total]{
 			Process: func(ctx *stream.Context[int64], v int, o *stream.Output[total]) error {
@@ -189,7 +185,17 @@ func runningSumsHook(src counting, out *memSink[total], par int, check func(v in
 				return nil
 			},
 		}, err
-	}, stream.Parallelism(par))
+	}
+}
+
+// runningSumsHook is runningSums whose sum operator first calls check, when
+// set, with each value; an error from it fails the operator.
+func runningSumsHook(src counting, out *memSink[total], par int, check func(v int) error) *stream.Job {
+	j := stream.New("sums")
+	nums := stream.Source(j, "numbers", src, stream.Parallelism(par))
+	evens := stream.Filter(nums, func(int) bool { return true })
+	keyed := stream.KeyBy(evens, func(v int) int64 { return int64(v % 10) }, state.Int64Codec{})
+	sums := stream.Process(keyed, "sums", sumsSetup(check), stream.Parallelism(par))
 	stream.SinkTo(sums, "out", out)
 	return j
 }
@@ -437,18 +443,7 @@ func TestRestartAfterFinalCheckpoint(t *testing.T) {
 	j := stream.New("sums")
 	nums := stream.Source(j, "numbers", counting{n: 1000, splits: 2})
 	keyed := stream.KeyBy(nums, func(v int) int64 { return int64(v % 10) }, state.Int64Codec{})
-	sums := stream.Process(keyed, "sums", func(ctx *stream.Context[int64]) (stream.ProcessFunc[int64, int, total], error) {
-		sum, err := state.NewValueState(ctx.Backend(), "sum", state.IntCodec{})
-		return stream.ProcessFunc[int64, int, total]{
-			Process: func(ctx *stream.Context[int64], v int, o *stream.Output[total]) error {
-				s, _ := sum.Value()
-				s += v
-				sum.Update(s)
-				o.Emit(total{Key: int(ctx.Key()), Value: v, Sum: s})
-				return nil
-			},
-		}, err
-	})
+	sums := stream.Process(keyed, "sums", sumsSetup(nil))
 	stream.SinkTo(sums, "out", sink.Sink[total](flakySink[total]{out, &failures}))
 	// The deadline only turns the hang this test guards against into a failure.
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -558,18 +553,7 @@ func TestPanicInUserFunctionFailsTheAttempt(t *testing.T) {
 		return v
 	}, stream.Name("boom"))
 	keyed := stream.KeyBy(mapped, func(v int) int64 { return int64(v % 10) }, state.Int64Codec{})
-	sums := stream.Process(keyed, "sums", func(ctx *stream.Context[int64]) (stream.ProcessFunc[int64, int, total], error) {
-		sum, err := state.NewValueState(ctx.Backend(), "sum", state.IntCodec{})
-		return stream.ProcessFunc[int64, int, total]{
-			Process: func(ctx *stream.Context[int64], v int, o *stream.Output[total]) error {
-				s, _ := sum.Value()
-				s += v
-				sum.Update(s)
-				o.Emit(total{Key: int(ctx.Key()), Value: v, Sum: s})
-				return nil
-			},
-		}, err
-	})
+	sums := stream.Process(keyed, "sums", sumsSetup(nil))
 	stream.SinkTo(sums, "out", out)
 	r, err := j.Start(context.Background(), stream.Options{
 		CheckpointDir:      t.TempDir(),
