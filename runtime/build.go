@@ -68,6 +68,8 @@ func (j *Job) build(ctx context.Context, rp *restorePoint, events chan<- event, 
 				writer:  writer,
 				probe:   j.opts.Probe,
 				logger:  j.opts.Logger.With("task", fmt.Sprintf("%s[%d]", op.Name, s)),
+
+				wmInterval: j.opts.WatermarkInterval,
 			}
 			for k := range op.Inputs {
 				for u := range chans[h][k] {
@@ -142,7 +144,8 @@ func (j *Job) buildMember(ctx context.Context, t *task, i, s int, rp *restorePoi
 		BatchSize:          j.opts.BatchSize,
 		CheckpointInterval: j.opts.CheckpointInterval,
 		CommitRetries:      j.opts.CommitRetries,
-		Records:            j.metrics.counter(spec.Name),
+		Records:            counter(&j.metrics.records, spec.Name),
+		LateRecords:        counter(&j.metrics.late, spec.Name),
 		Logger:             j.opts.Logger.With("operator", spec.Name, "subtask", s),
 	}
 	if rp != nil {

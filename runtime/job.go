@@ -44,6 +44,8 @@ type Metrics struct {
 	Restarts atomic.Int64
 	// records counts records per operator subtask; see Records.
 	records sync.Map // operator name -> *atomic.Int64
+	// late counts records dropped for arriving behind the watermark.
+	late sync.Map // operator name -> *atomic.Int64
 }
 
 // Records returns the number of records the named operator handled, summed
@@ -55,8 +57,18 @@ func (m *Metrics) Records(operator string) int64 {
 	return 0
 }
 
-func (m *Metrics) counter(operator string) *atomic.Int64 {
-	c, _ := m.records.LoadOrStore(operator, new(atomic.Int64))
+// LateRecords returns the number of records the named event-time operator
+// dropped because they arrived after the watermark had passed their time,
+// summed over its subtasks and attempts.
+func (m *Metrics) LateRecords(operator string) int64 {
+	if c, ok := m.late.Load(operator); ok {
+		return c.(*atomic.Int64).Load()
+	}
+	return 0
+}
+
+func counter(counters *sync.Map, operator string) *atomic.Int64 {
+	c, _ := counters.LoadOrStore(operator, new(atomic.Int64))
 	return c.(*atomic.Int64)
 }
 

@@ -43,6 +43,11 @@ type Options struct {
 	// ChannelCapacity is the number of batches a channel between two tasks
 	// holds before the producer blocks. Default 8.
 	ChannelCapacity int
+	// WatermarkInterval is how often a source subtask that tracks event
+	// time is asked for its watermark and idleness, which are sent
+	// downstream when they changed; the end of a bounded input is sent at
+	// once. Default 200ms.
+	WatermarkInterval time.Duration
 	// CommitRetries is how many times a failed commit is retried, with
 	// exponential backoff from 50ms, before the attempt fails. Default 5.
 	CommitRetries int
@@ -117,6 +122,9 @@ func (o Options) withDefaults() Options {
 	if o.CommitRetries == 0 {
 		o.CommitRetries = 5
 	}
+	if o.WatermarkInterval == 0 {
+		o.WatermarkInterval = 200 * time.Millisecond
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -144,6 +152,7 @@ func (o Options) validate() error {
 		{o.BatchSize < 0, "BatchSize", o.BatchSize, "use a positive size such as 512"},
 		{o.ChannelCapacity < 0, "ChannelCapacity", o.ChannelCapacity, "use a positive count such as 8"},
 		{o.CommitRetries < 0, "CommitRetries", o.CommitRetries, "use 0 (default) or a positive count"},
+		{o.WatermarkInterval < 0, "WatermarkInterval", o.WatermarkInterval, "use 0 (default 200ms) or a positive duration"},
 	}
 	for _, c := range checks {
 		if c.bad {

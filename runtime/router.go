@@ -7,13 +7,16 @@ import (
 	"github.com/exactlyonce/exactly/checkpoint"
 )
 
-// Message travels on a channel between two tasks: a batch, a barrier or the
-// end of the stream.
+// Message travels on a channel between two tasks: a batch, a barrier, a
+// watermark, an idleness announcement or the end of the stream.
 type Message struct {
-	batch     any    // []T, or nil
-	barrier   uint64 // checkpoint id of a barrier, or 0
-	savepoint bool   // the barrier is a savepoint's
-	eos       bool   // the producer subtask will send nothing more
+	batch        any    // []T, or nil
+	barrier      uint64 // checkpoint id of a barrier, or 0
+	savepoint    bool   // the barrier is a savepoint's
+	watermark    int64  // the watermark, when hasWatermark
+	hasWatermark bool
+	idle         bool // the producer subtask is idle
+	eos          bool // the producer subtask will send nothing more
 }
 
 func barrierMessage(id uint64, kind checkpoint.Kind) Message {
@@ -28,8 +31,8 @@ type Router interface {
 	Emitter
 	// Flush sends every buffered record.
 	Flush() error
-	// Broadcast flushes, then sends m (a barrier or the end of the stream)
-	// to every consumer subtask.
+	// Broadcast flushes, then sends m (a barrier, a watermark, an idleness
+	// announcement or the end of the stream) to every consumer subtask.
 	Broadcast(m Message) error
 }
 

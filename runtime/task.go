@@ -104,6 +104,8 @@ type task struct {
 	writer  stateWriter
 	probe   func(ProbePoint, uint64)
 	logger  *slog.Logger
+	// wmInterval is the least time between two watermarks of a source task.
+	wmInterval time.Duration
 
 	notified uint64 // highest completed checkpoint the operators were told about
 }
@@ -136,6 +138,9 @@ func (t *task) run(ctx context.Context) error {
 // runSource polls the source, emits batches and serves the mailbox between them.
 func (t *task) runSource(ctx context.Context) error {
 	src := t.members[0].source
+	wms, _ := src.(WatermarkSource)
+	merger := newWatermarkMerger(1)
+	var lastWatermark time.Time
 	idle := idleMin
 	finished := false
 	woken := false
@@ -170,12 +175,21 @@ func (t *task) runSource(ctx context.Context) error {
 				if err := t.flush(); err != nil {
 					return err
 				}
+				if err := t.sourceWatermark(ctx, wms, merger, &lastWatermark); err != nil {
+					return err
+				}
 				idle = idleMin
 				continue
 			}
 			if fin {
 				finished = true
+				// Event time ends with the input: every window closes.
+				if err := t.forward(ctx, merger.watermark(0, MaxWatermark)); err != nil {
+					return err
+				}
 				t.report(ctx, event{kind: evSourceFinished})
+			} else if err := t.sourceWatermark(ctx, wms, merger, &lastWatermark); err != nil {
+				return err
 			}
 		}
 		var timeout <-chan time.Time
@@ -192,6 +206,24 @@ func (t *task) runSource(ctx context.Context) error {
 		case <-timeout:
 		}
 	}
+}
+
+// sourceWatermark sends the watermark or idleness of a source subtask
+// downstream when it changed, checking at most once per wmInterval.
+func (t *task) sourceWatermark(ctx context.Context, src WatermarkSource, m *watermarkMerger, last *time.Time) error {
+	if src == nil {
+		return nil
+	}
+	now := time.Now()
+	if now.Sub(*last) < t.wmInterval {
+		return nil
+	}
+	*last = now
+	wm, idle := src.Watermark()
+	if idle {
+		return t.forward(ctx, m.markIdle(0, wm))
+	}
+	return t.forward(ctx, m.watermark(0, wm))
 }
 
 // drainMailbox handles the driver's requests. It returns done when the task
@@ -351,6 +383,7 @@ func (t *task) runOperators(ctx context.Context) error {
 		finished: make([]bool, len(t.inputs)),
 		live:     len(t.inputs),
 	}
+	merger := newWatermarkMerger(len(t.inputs))
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	head := t.members[0].op
@@ -395,9 +428,20 @@ func (t *task) runOperators(ctx context.Context) error {
 			if err := t.flush(); err != nil {
 				return err
 			}
+		case msg.hasWatermark:
+			if err := t.forward(ctx, merger.watermark(i, msg.watermark)); err != nil {
+				return err
+			}
+		case msg.idle:
+			if err := t.forward(ctx, merger.markIdle(i, MinWatermark)); err != nil {
+				return err
+			}
 		case msg.eos:
 			in.finished[i] = true
 			in.live--
+			if err := t.forward(ctx, merger.finish(i)); err != nil {
+				return err
+			}
 			if in.live == 0 {
 				// Commit notifications posted before the end of the stream
 				// must be served before the task ends.

@@ -3,6 +3,7 @@ package state
 import (
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // stateKind identifies the type of a state in snapshot blobs. The values are part of
@@ -14,6 +15,8 @@ const (
 	kindMap    stateKind = 2
 	kindList   stateKind = 3
 	kindTimers stateKind = 4
+	// kindEventTimers are event-time timers.
+	kindEventTimers stateKind = 5
 )
 
 func (k stateKind) String() string {
@@ -26,17 +29,27 @@ func (k stateKind) String() string {
 		return "list"
 	case kindTimers:
 		return "timers"
+	case kindEventTimers:
+		return "event-time timers"
 	}
 	return fmt.Sprintf("unknown kind %d", uint8(k))
 }
 
-// timersName is the reserved section name of the timers; state names must be non-empty.
-const timersName = ""
+// Reserved section names: the processing-time timers have the empty name and the
+// event-time timers a name starting with reservedPrefix, which state names must not.
+const (
+	timersName      = ""
+	reservedPrefix  = "\x00"
+	eventTimersName = reservedPrefix + "event-time timers"
+)
 
 // displayName names a section in error messages.
 func displayName(name string) string {
-	if name == timersName {
+	switch name {
+	case timersName:
 		return "timers"
+	case eventTimersName:
+		return "event-time timers"
 	}
 	return fmt.Sprintf("state %q", name)
 }
@@ -58,8 +71,8 @@ type capturedTable[K comparable] interface {
 }
 
 // KeyedBackend holds the keyed state of one subtask of one keyed operator: the states
-// registered with NewValueState, NewMapState and NewListState, and processing-time
-// timers. Every access applies to the current key (SetCurrentKey).
+// registered with NewValueState, NewMapState and NewListState, and processing-time and
+// event-time timers. Every access applies to the current key (SetCurrentKey).
 //
 // A KeyedBackend is not safe for concurrent use; only the function returned by
 // Snapshot may run on another goroutine.
@@ -70,8 +83,9 @@ type KeyedBackend[K comparable] struct {
 	current        K
 	keyBuf         []byte
 	tables         map[string]table[K]
-	names          []string // keys of tables, sorted
-	timers         timerQueue[K]
+	names          []string      // keys of tables, sorted
+	timers         timerQueue[K] // processing time
+	eventTimers    timerQueue[K]
 }
 
 // NewKeyedBackend returns an empty backend for the subtask that owns the key groups
@@ -89,10 +103,11 @@ func NewKeyedBackend[K comparable](keyCodec Codec[K], maxParallelism int, owned 
 		keyCodec:       keyCodec,
 		maxParallelism: maxParallelism,
 		owned:          owned,
-		names:          []string{timersName},
+		names:          []string{timersName, eventTimersName},
+		timers:         newTimerQueue[K](kindTimers),
+		eventTimers:    newTimerQueue[K](kindEventTimers),
 	}
-	b.timers.index = make(map[timerID[K]]int)
-	b.tables = map[string]table[K]{timersName: &b.timers}
+	b.tables = map[string]table[K]{timersName: &b.timers, eventTimersName: &b.eventTimers}
 	return b
 }
 
@@ -116,6 +131,9 @@ func (b *KeyedBackend[K]) KeyGroupRange() KeyGroupRange { return b.owned }
 func (b *KeyedBackend[K]) register(name string, t table[K]) error {
 	if name == timersName {
 		return fmt.Errorf("state: state name is empty: give every state of an operator a unique, non-empty name")
+	}
+	if strings.HasPrefix(name, reservedPrefix) {
+		return fmt.Errorf("state: state name %q starts with a NUL byte, which is reserved for the engine's own sections: rename the state", name)
 	}
 	if _, ok := b.tables[name]; ok {
 		return fmt.Errorf("state: state %q is already registered: give every state of an operator a unique name", name)

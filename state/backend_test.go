@@ -226,6 +226,9 @@ func TestRegisterErrors(t *testing.T) {
 	if _, err := NewMapState[string, int, int](f.b, "", IntCodec{}, IntCodec{}); err == nil || !strings.Contains(err.Error(), "empty") {
 		t.Errorf("empty name: %v", err)
 	}
+	if _, err := NewValueState[string, int](f.b, "\x00event-time timers", IntCodec{}); err == nil || !strings.Contains(err.Error(), "reserved") {
+		t.Errorf("reserved name: %v", err)
+	}
 }
 
 func TestKeyGroupOfMatchesHash(t *testing.T) {
@@ -485,6 +488,35 @@ func TestTimersRescale(t *testing.T) {
 	}
 	if len(all) != 100 {
 		t.Fatalf("restored %d timers, want 100", len(all))
+	}
+}
+
+// TestEventTimersRescale checks that event-time timers are kept apart from
+// processing-time timers through a snapshot restored with another parallelism.
+func TestEventTimersRescale(t *testing.T) {
+	const maxP = 16
+	src := subtaskFixture(t, 0, 1, maxP)
+	for i := range 50 {
+		src.b.SetCurrentKey(fmt.Sprint("k", i))
+		src.b.RegisterEventTimer(epoch.Add(time.Duration(i%5) * time.Second))
+		src.b.RegisterTimer(epoch.Add(time.Hour))
+	}
+	src.b.SetCurrentKey("k0")
+	src.b.DeleteEventTimer(epoch)
+	fs := restoreInto(t, snapshotNow(t, src.b), 2, maxP)
+	events, processing := 0, 0
+	for _, f := range fs {
+		early := f.b.PopEventTimers(epoch.Add(2*time.Second).UnixNano(), nil)
+		for _, tm := range early {
+			if tm.When.After(epoch.Add(2 * time.Second)) {
+				t.Errorf("event timer %v popped at watermark +2s", tm)
+			}
+		}
+		events += len(early) + len(f.b.PopEventTimers(epoch.Add(time.Minute).UnixNano(), nil))
+		processing += len(f.b.PopDueTimers(epoch.Add(2*time.Hour), nil))
+	}
+	if events != 49 || processing != 50 {
+		t.Fatalf("restored %d event-time and %d processing-time timers, want 49 and 50", events, processing)
 	}
 }
 

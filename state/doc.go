@@ -1,6 +1,6 @@
 // Package state holds the keyed state of stream operators: key groups, codecs, and the
 // heap (in-memory) keyed-state backend with Value, Map and List state and per-key
-// processing-time timers, snapshotted per key group and restorable with another
+// processing-time and event-time timers, snapshotted per key group and restorable with another
 // parallelism.
 //
 // # Key groups
@@ -42,16 +42,17 @@
 //	section = name:bytes kind:byte count:uvarint entry*count
 //	bytes   = len:uvarint byte*len
 //
-// Sections appear in order of name. Timers are the section with the empty name (so
-// state names must be non-empty); sections without entries in the key group are left
-// out, and key groups without any state have no blob. Kinds are 1 value, 2 map,
-// 3 list, 4 timers. Entries, in unspecified order, start with the key's encoding as
-// bytes, followed by:
+// Sections appear in order of name. Processing-time timers are the section with the
+// empty name (so state names must be non-empty), event-time timers the section named
+// "\x00event-time timers" (so state names must not start with a NUL byte); sections
+// without entries in the key group are left out, and key groups without any state have
+// no blob. Kinds are 1 value, 2 map, 3 list, 4 timers, 5 event-time timers. Entries, in
+// unspecified order, start with the key's encoding as bytes, followed by:
 //
 //	value:  value:bytes
 //	map:    n:uvarint (userKey:bytes userValue:bytes)*n    (n >= 1)
 //	list:   n:uvarint element:bytes*n                      (n >= 1)
-//	timers: when:bytes  (UnixNano, Int64Codec; one entry per timer)
+//	timers: when:bytes  (UnixNano, Int64Codec; one entry per timer; both kinds)
 //
 // Restore checks every key against the key group it is restored into and rejects
 // malformed blobs with an error wrapping ErrCorrupt; it applies nothing unless the whole

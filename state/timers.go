@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Timer is a processing-time timer of one key, returned by PopDueTimers.
+// Timer is a timer of one key, returned by PopDueTimers and PopEventTimers.
 type Timer[K comparable] struct {
 	// Key is the key the timer was registered for.
 	Key K
@@ -13,21 +13,16 @@ type Timer[K comparable] struct {
 	When time.Time
 }
 
-// RegisterTimer registers a timer for the current key, due at when. Registering the
-// same key and time again has no effect: the timer fires once. Times are kept as
-// UnixNano, so they must lie between the years 1678 and 2262.
-func (b *KeyedBackend[K]) RegisterTimer(when time.Time) {
-	b.timers.add(b.current, when.UnixNano())
-}
+// RegisterTimer registers a processing-time timer for the current key, due at when.
+// Registering the same key and time again has no effect: the timer fires once. Times
+// are kept as UnixNano, so they must lie between the years 1678 and 2262.
+func (b *KeyedBackend[K]) RegisterTimer(when time.Time) { b.timers.add(b.current, when.UnixNano()) }
 
-// DeleteTimer removes the current key's timer due at when, if there is one.
-func (b *KeyedBackend[K]) DeleteTimer(when time.Time) {
-	if i, ok := b.timers.index[timerID[K]{b.current, when.UnixNano()}]; ok {
-		b.timers.removeAt(i)
-	}
-}
+// DeleteTimer removes the current key's processing-time timer due at when, if there
+// is one.
+func (b *KeyedBackend[K]) DeleteTimer(when time.Time) { b.timers.delete(b.current, when.UnixNano()) }
 
-// NextTimer returns the due time of the earliest pending timer, if any.
+// NextTimer returns the due time of the earliest pending processing-time timer, if any.
 func (b *KeyedBackend[K]) NextTimer() (time.Time, bool) {
 	if len(b.timers.heap) == 0 {
 		return time.Time{}, false
@@ -35,17 +30,29 @@ func (b *KeyedBackend[K]) NextTimer() (time.Time, bool) {
 	return time.Unix(0, b.timers.heap[0].when), true
 }
 
-// PopDueTimers removes all timers due at or before now and appends them to dst in time
-// order; timers due at the same time come out in registration order.
+// PopDueTimers removes all processing-time timers due at or before now and appends
+// them to dst in time order; timers due at the same time come out in registration
+// order.
 func (b *KeyedBackend[K]) PopDueTimers(now time.Time, dst []Timer[K]) []Timer[K] {
-	n := now.UnixNano()
-	q := &b.timers
-	for len(q.heap) > 0 && q.heap[0].when <= n {
-		e := q.heap[0]
-		q.removeAt(0)
-		dst = append(dst, Timer[K]{Key: e.key, When: time.Unix(0, e.when)})
-	}
-	return dst
+	return b.timers.popDue(now.UnixNano(), dst)
+}
+
+// RegisterEventTimer registers an event-time timer for the current key, due when the
+// watermark reaches when (see PopEventTimers). It behaves like RegisterTimer otherwise.
+func (b *KeyedBackend[K]) RegisterEventTimer(when time.Time) {
+	b.eventTimers.add(b.current, when.UnixNano())
+}
+
+// DeleteEventTimer removes the current key's event-time timer due at when, if there
+// is one.
+func (b *KeyedBackend[K]) DeleteEventTimer(when time.Time) {
+	b.eventTimers.delete(b.current, when.UnixNano())
+}
+
+// PopEventTimers removes all event-time timers due at or before the watermark (a
+// time in UnixNano) and appends them to dst in time order, like PopDueTimers.
+func (b *KeyedBackend[K]) PopEventTimers(watermark int64, dst []Timer[K]) []Timer[K] {
+	return b.eventTimers.popDue(watermark, dst)
 }
 
 // timerID identifies a timer for deduplication.
@@ -63,9 +70,31 @@ type timerEntry[K comparable] struct {
 // timerQueue is a binary min-heap of timers ordered by (when, seq), with an index from
 // timer to heap position for deduplication and deletion.
 type timerQueue[K comparable] struct {
+	k     stateKind // kindTimers or kindEventTimers
 	heap  []timerEntry[K]
 	index map[timerID[K]]int
 	seq   uint64
+}
+
+func newTimerQueue[K comparable](k stateKind) timerQueue[K] {
+	return timerQueue[K]{k: k, index: make(map[timerID[K]]int)}
+}
+
+// delete removes the timer of key due at when, if there is one.
+func (q *timerQueue[K]) delete(key K, when int64) {
+	if i, ok := q.index[timerID[K]{key, when}]; ok {
+		q.removeAt(i)
+	}
+}
+
+// popDue removes the timers due at or before n and appends them to dst in order.
+func (q *timerQueue[K]) popDue(n int64, dst []Timer[K]) []Timer[K] {
+	for len(q.heap) > 0 && q.heap[0].when <= n {
+		e := q.heap[0]
+		q.removeAt(0)
+		dst = append(dst, Timer[K]{Key: e.key, When: time.Unix(0, e.when)})
+	}
+	return dst
 }
 
 func (q *timerQueue[K]) add(key K, when int64) {
@@ -137,7 +166,7 @@ func (q *timerQueue[K]) down(i int) bool {
 	return i > start
 }
 
-func (q *timerQueue[K]) kind() stateKind { return kindTimers }
+func (q *timerQueue[K]) kind() stateKind { return q.k }
 
 func (q *timerQueue[K]) capture() capturedTable[K] {
 	return timerCapture[K](slices.Clone(q.heap))

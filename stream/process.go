@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -19,12 +20,16 @@ type ProcessFunc[K comparable, IN, OUT any] struct {
 	// OnTimer handles a processing-time timer registered for ctx.Key().
 	// Optional; timers registered without it are dropped when they fire.
 	OnTimer func(ctx *Context[K], when time.Time, out *Output[OUT]) error
+	// OnEventTimer handles an event-time timer registered for ctx.Key(),
+	// called when the watermark reaches when. Optional, like OnTimer.
+	OnEventTimer func(ctx *Context[K], when time.Time, out *Output[OUT]) error
 }
 
 // Context gives a keyed process function its key, its state and its timers.
 type Context[K comparable] struct {
-	backend *state.KeyedBackend[K]
-	oc      runtime.OperatorContext
+	backend   *state.KeyedBackend[K]
+	oc        runtime.OperatorContext
+	watermark int64 // the operator's input watermark, UnixNano
 }
 
 // Key returns the key of the record or timer being processed.
@@ -41,6 +46,21 @@ func (c *Context[K]) RegisterTimer(when time.Time) { c.backend.RegisterTimer(whe
 
 // DeleteTimer cancels a timer of the current key.
 func (c *Context[K]) DeleteTimer(when time.Time) { c.backend.DeleteTimer(when) }
+
+// RegisterEventTimer asks for OnEventTimer to be called for the current key
+// once the watermark reaches when. A timer at or before the current
+// watermark fires with the next watermark. Event-time timers are
+// checkpointed with the state; all of them fire when a bounded input ends.
+func (c *Context[K]) RegisterEventTimer(when time.Time) { c.backend.RegisterEventTimer(when) }
+
+// DeleteEventTimer cancels an event-time timer of the current key.
+func (c *Context[K]) DeleteEventTimer(when time.Time) { c.backend.DeleteEventTimer(when) }
+
+// Watermark returns the operator's current watermark: no record with an
+// event time at or before it is expected any more (see [SourceWithEventTime]).
+// Before the first watermark it is the earliest representable time,
+// time.Unix(0, math.MinInt64).
+func (c *Context[K]) Watermark() time.Time { return time.Unix(0, c.watermark) }
 
 // Subtask returns the index of the subtask running the function.
 func (c *Context[K]) Subtask() int { return c.oc.Subtask }
@@ -84,7 +104,7 @@ type processOp[K comparable, IN, OUT any] struct {
 func newProcessOp[K comparable, IN, OUT any](oc runtime.OperatorContext, ks KeyedStream[K, IN],
 	setup func(*Context[K]) (ProcessFunc[K, IN, OUT], error), out runtime.Emitter) (*processOp[K, IN, OUT], error) {
 	p := &processOp[K, IN, OUT]{key: ks.key, out: out}
-	p.ctx = Context[K]{backend: state.NewKeyedBackend(ks.codec, oc.MaxParallelism, oc.KeyGroups), oc: oc}
+	p.ctx = Context[K]{backend: state.NewKeyedBackend(ks.codec, oc.MaxParallelism, oc.KeyGroups), oc: oc, watermark: runtime.MinWatermark}
 	fn, err := setup(&p.ctx)
 	if err != nil {
 		return nil, fmt.Errorf("setup: %w", err)
@@ -99,6 +119,11 @@ func newProcessOp[K comparable, IN, OUT any](oc runtime.OperatorContext, ks Keye
 				return nil, fmt.Errorf("restoring key group %d: %w", kg, err)
 			}
 		}
+		wm, err := restoredWatermark(oc.Restored.Entries)
+		if err != nil {
+			return nil, err
+		}
+		p.ctx.watermark = wm
 	}
 	p.output.buf = make([]OUT, 0, oc.BatchSize)
 	return p, nil
@@ -127,25 +152,67 @@ func (p *processOp[K, IN, OUT]) emit() error {
 	return p.out.Emit(p.output.buf)
 }
 
+// Snapshot captures the keyed state and, once event time began, the
+// watermark: restored, it keeps windows that closed before the checkpoint
+// from opening again for records replayed behind it.
 func (p *processOp[K, IN, OUT]) Snapshot(context.Context, uint64) (func() (checkpoint.SubtaskSnapshot, error), error) {
 	encode := p.ctx.backend.Snapshot()
+	var entries [][]byte
+	if p.ctx.watermark != runtime.MinWatermark {
+		entries = [][]byte{binary.BigEndian.AppendUint64([]byte{watermarkEntryVersion}, uint64(p.ctx.watermark))}
+	}
 	return func() (checkpoint.SubtaskSnapshot, error) {
 		groups, err := encode()
-		return checkpoint.SubtaskSnapshot{KeyGroups: groups}, err
+		return checkpoint.SubtaskSnapshot{KeyGroups: groups, Entries: entries}, err
 	}, nil
+}
+
+// watermarkEntryVersion starts the operator entry holding a keyed
+// operator's watermark: version byte, then the watermark as a big-endian
+// uint64.
+const watermarkEntryVersion = 1
+
+// restoredWatermark returns the least watermark of the former subtasks
+// whose key groups a subtask restores, or MinWatermark if none had one.
+func restoredWatermark(entries [][]byte) (int64, error) {
+	wm := runtime.MinWatermark
+	for i, e := range entries {
+		if len(e) != 9 || e[0] != watermarkEntryVersion {
+			return 0, fmt.Errorf("restoring: operator entry %d is not a watermark (%d bytes): the checkpoint is corrupt or from an incompatible version", i, len(e))
+		}
+		w := int64(binary.BigEndian.Uint64(e[1:]))
+		if i == 0 || w < wm {
+			wm = w
+		}
+	}
+	return wm, nil
+}
+
+// Watermark fires the event-time timers the watermark wm passed.
+func (p *processOp[K, IN, OUT]) Watermark(_ context.Context, wm int64) error {
+	if wm <= p.ctx.watermark {
+		return nil
+	}
+	p.ctx.watermark = wm
+	return p.fire(p.ctx.backend.PopEventTimers(wm, p.due[:0]), p.fn.OnEventTimer)
 }
 
 func (p *processOp[K, IN, OUT]) NextTimer() (time.Time, bool) { return p.ctx.backend.NextTimer() }
 
 func (p *processOp[K, IN, OUT]) FireTimers(_ context.Context, now time.Time) error {
-	p.due = p.ctx.backend.PopDueTimers(now, p.due[:0])
+	return p.fire(p.ctx.backend.PopDueTimers(now, p.due[:0]), p.fn.OnTimer)
+}
+
+// fire calls onTimer (if set) for every timer of due and emits the output.
+func (p *processOp[K, IN, OUT]) fire(due []state.Timer[K], onTimer func(*Context[K], time.Time, *Output[OUT]) error) error {
+	p.due = due
 	p.output.buf = p.output.buf[:0]
-	for _, t := range p.due {
-		if p.fn.OnTimer == nil {
+	for _, t := range due {
+		if onTimer == nil {
 			continue
 		}
 		p.ctx.backend.SetCurrentKey(t.Key)
-		if err := p.fn.OnTimer(&p.ctx, t.When, &p.output); err != nil {
+		if err := onTimer(&p.ctx, t.When, &p.output); err != nil {
 			return err
 		}
 	}

@@ -31,6 +31,8 @@ type sourceOp[T any] struct {
 	// taken holds the positions of each checkpoint not yet completed, for
 	// a source.CheckpointListener; nil for other sources.
 	taken map[uint64]map[string][]byte
+	// et tracks event time; nil for sources without it.
+	et *EventTime[T]
 }
 
 type splitReader[T any] struct {
@@ -38,9 +40,13 @@ type splitReader[T any] struct {
 	r     source.Reader[T]
 	pos   []byte
 	done  bool
+	// newest is the latest event time read from the split (UnixNano), and
+	// lastRead when a record was last read from it (for idleness).
+	newest   int64
+	lastRead time.Time
 }
 
-func newSourceOp[T any](ctx context.Context, oc runtime.OperatorContext, src source.Source[T], out runtime.Emitter) (*sourceOp[T], error) {
+func newSourceOp[T any](ctx context.Context, oc runtime.OperatorContext, src source.Source[T], et *EventTime[T], out runtime.Emitter) (*sourceOp[T], error) {
 	splits, err := src.Splits(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("listing splits: %w", err)
@@ -55,7 +61,7 @@ func newSourceOp[T any](ctx context.Context, oc runtime.OperatorContext, src sou
 			restored[p.split] = p
 		}
 	}
-	s := &sourceOp[T]{oc: oc, src: src, known: map[string]bool{}, lastList: time.Now(), out: out, buf: make([]T, oc.BatchSize)}
+	s := &sourceOp[T]{oc: oc, src: src, et: et, known: map[string]bool{}, lastList: time.Now(), out: out, buf: make([]T, oc.BatchSize)}
 	s.disc, _ = src.(source.Discoverer[T])
 	if _, ok := src.(source.CheckpointListener); ok {
 		s.taken = map[uint64]map[string][]byte{}
@@ -104,6 +110,7 @@ func (s *sourceOp[T]) open(ctx context.Context, sr *splitReader[T], isNew bool) 
 	// position it was opened at (a "latest" Kafka offset resolved now, not
 	// at the restore).
 	sr.pos = sr.r.Position()
+	sr.newest, sr.lastRead = runtime.MinWatermark, time.Now()
 	return nil
 }
 
@@ -152,6 +159,12 @@ func (s *sourceOp[T]) Poll(ctx context.Context) (int, bool, error) {
 		if n > 0 {
 			sr.pos = sr.r.Position()
 			s.oc.Records.Add(int64(n))
+			if s.et != nil {
+				sr.lastRead = time.Now()
+				for _, v := range s.buf[:n] {
+					sr.newest = max(sr.newest, s.et.Timestamp(v).UnixNano())
+				}
+			}
 			if err := s.out.Emit(s.buf[:n]); err != nil {
 				return 0, false, err
 			}
@@ -176,6 +189,34 @@ func (s *sourceOp[T]) Poll(ctx context.Context) (int, bool, error) {
 		}
 	}
 	return 0, true, nil
+}
+
+// Watermark returns the least watermark of the splits that are neither
+// finished nor idle; when there is none, it returns the greatest watermark of
+// all splits and idle. A split's watermark trails its newest event time by
+// MaxOutOfOrderness (and 1ns: a record at exactly that bound is on time).
+func (s *sourceOp[T]) Watermark() (int64, bool) {
+	if s.et == nil {
+		return runtime.MinWatermark, false
+	}
+	least, greatest, active := runtime.MaxWatermark, runtime.MinWatermark, false
+	now := time.Now()
+	for _, sr := range s.readers {
+		wm := runtime.MinWatermark
+		if sr.newest != runtime.MinWatermark {
+			wm = sr.newest - int64(s.et.MaxOutOfOrderness) - 1
+		}
+		greatest = max(greatest, wm)
+		if sr.done || (s.et.IdleTimeout > 0 && now.Sub(sr.lastRead) >= s.et.IdleTimeout) {
+			continue
+		}
+		active = true
+		least = min(least, wm)
+	}
+	if !active {
+		return greatest, true
+	}
+	return least, false
 }
 
 func (s *sourceOp[T]) Snapshot(_ context.Context, id uint64) (func() (checkpoint.SubtaskSnapshot, error), error) {

@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/exactlyonce/exactly/runtime"
 	"github.com/exactlyonce/exactly/source"
@@ -38,13 +39,52 @@ func (s Stream[T]) input() runtime.Input {
 // Source adds a source to the job. name must be unique and stable: the
 // source's positions are checkpointed under it.
 func Source[T any](j *Job, name string, src source.Source[T], opts ...Option) Stream[T] {
+	return addSource(j, name, src, nil, opts)
+}
+
+// EventTime tells a source how to track event time, the time at which the
+// events its records describe happened.
+type EventTime[T any] struct {
+	// Timestamp returns a record's event time. Required.
+	Timestamp func(T) time.Time
+	// MaxOutOfOrderness is how far a record's event time may lag behind the
+	// newest one read from its split before the record is late: each
+	// split's watermark trails its newest event time by this much. Default
+	// 0: splits are in event-time order.
+	MaxOutOfOrderness time.Duration
+	// IdleTimeout makes a split that yielded no record for this long idle:
+	// it stops holding the watermark back until it yields again. Idleness
+	// depends on timing, so records of a split that wakes up may be late in
+	// one run and on time in another. Default 0: splits never go idle
+	// (a subtask without splits is always idle).
+	IdleTimeout time.Duration
+}
+
+// SourceWithEventTime adds a source whose records carry event time: each
+// subtask tracks the event time of its splits and sends watermarks
+// downstream, which close event-time windows ([WindowAggregate]) and fire
+// event-time timers. When a bounded source ends, event time ends: every
+// window closes.
+func SourceWithEventTime[T any](j *Job, name string, src source.Source[T], et EventTime[T], opts ...Option) Stream[T] {
+	switch {
+	case et.Timestamp == nil:
+		j.fail("source %q: EventTime.Timestamp is nil: give the function returning a record's event time", name)
+	case et.MaxOutOfOrderness < 0:
+		j.fail("source %q: EventTime.MaxOutOfOrderness = %v is negative: use 0 or a positive duration", name, et.MaxOutOfOrderness)
+	case et.IdleTimeout < 0:
+		j.fail("source %q: EventTime.IdleTimeout = %v is negative: use 0 (never idle) or a positive duration", name, et.IdleTimeout)
+	}
+	return addSource(j, name, src, &et, opts)
+}
+
+func addSource[T any](j *Job, name string, src source.Source[T], et *EventTime[T], opts []Option) Stream[T] {
 	if src == nil {
 		j.fail("source %q is nil", name)
 	}
 	nd := &node{spec: runtime.OperatorSpec{
 		Name: name,
 		NewSource: func(ctx context.Context, oc runtime.OperatorContext, out runtime.Emitter) (runtime.SourceOperator, error) {
-			return newSourceOp(ctx, oc, src, out)
+			return newSourceOp(ctx, oc, src, et, out)
 		},
 	}}
 	return Stream[T]{job: j, op: j.add(nd, opts)}
