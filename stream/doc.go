@@ -3,8 +3,12 @@
 // A job is built from a [Job] with generic functions: [Source] reads a
 // source; [Map], [Filter] and [FlatMap] transform records; [KeyBy] partitions
 // a stream by key and [Process] runs a function with keyed state and
-// processing-time timers on it; [Union] merges streams; [SinkTo] writes a
+// processing-time and event-time timers on it; [WindowAggregate] aggregates
+// it per event-time window; [Union] merges streams; [SinkTo] writes a
 // stream to an exactly-once sink. [Job.Run] executes the job.
+//
+// Event time starts at a source: [SourceWithEventTime] tracks it per split
+// and sends watermarks downstream (see docs/event-time.md).
 //
 //	j := stream.New("orders")
 //	orders := stream.Source(j, "orders", src)
