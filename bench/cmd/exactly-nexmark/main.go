@@ -65,29 +65,22 @@ func run(c config) error {
 		c.txnPrefix = "exactly-nexmark-" + c.out
 	}
 	conn := kafka.Conn{Brokers: strings.Split(c.brokers, ",")}
-	src, err := kafka.NewSource(kafka.SourceOptions{Conn: conn, Topics: []string{c.in}}, kafka.Bytes())
-	if err != nil {
-		return err
-	}
 	snk, err := kafka.NewSink(kafka.SinkOptions{Conn: conn, Topic: c.out, TransactionalIDPrefix: c.txnPrefix, CheckpointInterval: c.interval},
 		func(r result) (kafka.Message, error) { return kafka.Message{Value: r.value, Timestamp: r.time}, r.err })
 	if err != nil {
 		return err
 	}
 	j := stream.New("nexmark-" + c.query)
-	events := stream.Source(j, "events", src, stream.Parallelism(c.parallelism))
+	in := kafka.SourceOptions{Conn: conn, Topics: []string{c.in}}
 	var results stream.Stream[result]
 	switch c.query {
-	case "q0":
-		results = stream.Map(events, func(r kafka.Record[[]byte]) result { return result{value: r.Value, time: r.Timestamp} })
-	case "q1", "q2":
-		results = stream.FlatMap(events, selectBids(c.query))
-	case "count":
-		bids := stream.FlatMap(events, parseBids)
-		byAuction := stream.KeyBy(bids, func(b bid) int64 { return b.Auction }, state.Int64Codec{})
-		results = stream.Process(byAuction, "bids-per-auction", countBids, stream.Parallelism(c.parallelism))
+	case "q5", "q7":
+		results, err = windowed(j, c, in)
 	default:
-		return fmt.Errorf("unknown --query %q: use one of %v", c.query, nexmark.Queries)
+		results, err = perRecord(j, c, in)
+	}
+	if err != nil {
+		return err
 	}
 	stream.SinkTo(results, "out", snk)
 
@@ -113,6 +106,27 @@ func run(c config) error {
 		return nil
 	}
 	return err
+}
+
+// perRecord builds the queries that map each input record to at most one
+// output: q0, q1, q2 and count.
+func perRecord(j *stream.Job, c config, in kafka.SourceOptions) (stream.Stream[result], error) {
+	src, err := kafka.NewSource(in, kafka.Bytes())
+	if err != nil {
+		return stream.Stream[result]{}, err
+	}
+	events := stream.Source(j, "events", src, stream.Parallelism(c.parallelism))
+	switch c.query {
+	case "q0":
+		return stream.Map(events, func(r kafka.Record[[]byte]) result { return result{value: r.Value, time: r.Timestamp} }), nil
+	case "q1", "q2":
+		return stream.FlatMap(events, selectBids(c.query)), nil
+	case "count":
+		bids := stream.FlatMap(events, parseBids)
+		byAuction := stream.KeyBy(bids, func(b bid) int64 { return b.Auction }, state.Int64Codec{})
+		return stream.Process(byAuction, "bids-per-auction", countBids, stream.Parallelism(c.parallelism)), nil
+	}
+	return stream.Stream[result]{}, fmt.Errorf("unknown --query %q: use one of %v", c.query, nexmark.Queries)
 }
 
 // outCap is the capacity allocated for one output value: enough for every
