@@ -40,8 +40,10 @@ type splitReader[T any] struct {
 	r     source.Reader[T]
 	pos   []byte
 	done  bool
-	// newest is the latest event time read from the split (UnixNano), and
-	// lastRead when a record was last read from it (for idleness).
+	// newest is the latest event time read from the split (UnixNano),
+	// checkpointed with the position so that a restored source resumes
+	// event time where it was even if no record follows; lastRead is when
+	// a record was last read from it (for idleness).
 	newest   int64
 	lastRead time.Time
 }
@@ -72,7 +74,10 @@ func newSourceOp[T any](ctx context.Context, oc runtime.OperatorContext, src sou
 			continue
 		}
 		p, ok := restored[split]
-		sr := &splitReader[T]{split: split, pos: p.pos, done: ok && p.done}
+		sr := &splitReader[T]{split: split, pos: p.pos, done: ok && p.done, newest: runtime.MinWatermark}
+		if ok {
+			sr.newest = p.newest
+		}
 		if !sr.done {
 			// A split the restored checkpoint does not know appeared since.
 			isNew := !ok && oc.Restored != nil
@@ -110,7 +115,7 @@ func (s *sourceOp[T]) open(ctx context.Context, sr *splitReader[T], isNew bool) 
 	// position it was opened at (a "latest" Kafka offset resolved now, not
 	// at the restore).
 	sr.pos = sr.r.Position()
-	sr.newest, sr.lastRead = runtime.MinWatermark, time.Now()
+	sr.lastRead = time.Now()
 	return nil
 }
 
@@ -131,7 +136,7 @@ func (s *sourceOp[T]) discover(ctx context.Context) error {
 		if s.owner(0, split) != s.oc.Subtask {
 			continue
 		}
-		sr := &splitReader[T]{split: split}
+		sr := &splitReader[T]{split: split, newest: runtime.MinWatermark}
 		if err := s.open(ctx, sr, true); err != nil {
 			return err
 		}
@@ -222,7 +227,7 @@ func (s *sourceOp[T]) Watermark() (int64, bool) {
 func (s *sourceOp[T]) Snapshot(_ context.Context, id uint64) (func() (checkpoint.SubtaskSnapshot, error), error) {
 	var snap checkpoint.SubtaskSnapshot
 	for _, sr := range s.readers {
-		snap.Entries = append(snap.Entries, encodeSplitPosition(splitPosition{split: sr.split, pos: sr.pos, done: sr.done}))
+		snap.Entries = append(snap.Entries, encodeSplitPosition(splitPosition{split: sr.split, pos: sr.pos, done: sr.done, newest: sr.newest}))
 	}
 	if s.taken != nil {
 		positions := make(map[string][]byte, len(s.readers))
@@ -276,12 +281,18 @@ func (s *sourceOp[T]) closeReaders() error {
 
 // splitPosition is a split's checkpointed position.
 type splitPosition struct {
-	split string
-	pos   []byte
-	done  bool
+	split  string
+	pos    []byte
+	done   bool
+	newest int64 // the newest event time read, runtime.MinWatermark if none
 }
 
-const splitPositionVersion = 1
+// Split positions are encoded as
+//
+//	version:byte flags:byte len:uvarint split:bytes newest:int64 pos:rest
+//
+// with flags bit 0 = done and newest big-endian; version 1 had no newest.
+const splitPositionVersion = 2
 
 func encodeSplitPosition(p splitPosition) []byte {
 	b := []byte{splitPositionVersion, 0}
@@ -290,11 +301,12 @@ func encodeSplitPosition(p splitPosition) []byte {
 	}
 	b = binary.AppendUvarint(b, uint64(len(p.split)))
 	b = append(b, p.split...)
+	b = binary.BigEndian.AppendUint64(b, uint64(p.newest))
 	return append(b, p.pos...)
 }
 
 func decodeSplitPosition(b []byte) (splitPosition, error) {
-	if len(b) < 2 || b[0] != splitPositionVersion || b[1] > 1 {
+	if len(b) < 2 || b[0] < 1 || b[0] > splitPositionVersion || b[1] > 1 {
 		return splitPosition{}, fmt.Errorf("stream: malformed split position in checkpoint (version or flags)")
 	}
 	n, k := binary.Uvarint(b[2:])
@@ -302,5 +314,14 @@ func decodeSplitPosition(b []byte) (splitPosition, error) {
 		return splitPosition{}, fmt.Errorf("stream: malformed split position in checkpoint (split id length)")
 	}
 	rest := b[2+k:]
-	return splitPosition{split: string(rest[:n]), pos: slices.Clone(rest[n:]), done: b[1] == 1}, nil
+	p := splitPosition{split: string(rest[:n]), done: b[1] == 1, newest: runtime.MinWatermark}
+	rest = rest[n:]
+	if b[0] >= 2 {
+		if len(rest) < 8 {
+			return splitPosition{}, fmt.Errorf("stream: malformed split position in checkpoint (event time)")
+		}
+		p.newest, rest = int64(binary.BigEndian.Uint64(rest)), rest[8:]
+	}
+	p.pos = slices.Clone(rest)
+	return p, nil
 }

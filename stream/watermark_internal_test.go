@@ -32,3 +32,23 @@ func TestRestoredWatermark(t *testing.T) {
 		t.Errorf("malformed entry: %v", err)
 	}
 }
+
+// TestSplitPositionKeepsEventTime round-trips a split position with its
+// newest event time and still decodes version 1 positions, which had none.
+func TestSplitPositionKeepsEventTime(t *testing.T) {
+	p := splitPosition{split: "topic/3", pos: []byte{7, 8}, done: true, newest: -42}
+	got, err := decodeSplitPosition(encodeSplitPosition(p))
+	if err != nil || got.split != p.split || string(got.pos) != string(p.pos) || !got.done || got.newest != -42 {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	v1 := []byte{1, 0, 1, 'a', 9}
+	got, err = decodeSplitPosition(v1)
+	if err != nil || got.split != "a" || string(got.pos) != "\x09" || got.newest != runtime.MinWatermark {
+		t.Fatalf("version 1: %+v, %v", got, err)
+	}
+	for _, bad := range [][]byte{{3, 0}, {2, 0, 1, 'a', 1, 2}} {
+		if _, err := decodeSplitPosition(bad); err == nil {
+			t.Errorf("decoded malformed %v", bad)
+		}
+	}
+}

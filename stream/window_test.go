@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/exactlyonce/exactly/runtime"
 	"github.com/exactlyonce/exactly/source"
 	"github.com/exactlyonce/exactly/state"
 	"github.com/exactlyonce/exactly/stream"
@@ -155,13 +156,17 @@ func TestWindowsFailoverExactlyOnce(t *testing.T) {
 	checkWindows(t, out.Visible(), 6000, 100, 50)
 }
 
-// listSource is a bounded source of fixed event times (ms), one split per
-// list, one record per Read; an unbounded split (nil) never yields.
-type listSource [][]int
+// listSource is a source of fixed event times (ms), one split per list,
+// one record per Read. A split ends after its list unless the source is
+// unbounded; a nil list never yields.
+type listSource struct {
+	lists     [][]int
+	unbounded bool
+}
 
 func (l listSource) Splits(context.Context) ([]string, error) {
 	var ids []string
-	for i := range l {
+	for i := range l.lists {
 		ids = append(ids, fmt.Sprint(i))
 	}
 	return ids, nil
@@ -174,17 +179,18 @@ func (l listSource) Open(_ context.Context, split string, pos []byte) (source.Re
 	if pos != nil {
 		next, _ = binary.Uvarint(pos)
 	}
-	return &listReader{list: l[i], next: int(next)}, nil
+	return &listReader{list: l.lists[i], unbounded: l.unbounded, next: int(next)}, nil
 }
 
 type listReader struct {
-	list []int
-	next int
+	list      []int
+	unbounded bool
+	next      int
 }
 
 func (r *listReader) Read(_ context.Context, buf []int) (int, error) {
 	switch {
-	case r.list == nil:
+	case r.list == nil || (r.unbounded && r.next == len(r.list)):
 		return 0, nil
 	case r.next == len(r.list):
 		return 0, io.EOF
@@ -221,7 +227,7 @@ func TestLateRecordsAreDropped(t *testing.T) {
 	out := newMemSink[windowOut]()
 	// 250 ms with an out-of-orderness of 20 ms moves the watermark past the
 	// window [0, 100), so 50 is late; 240 is out of order but on time.
-	src := listSource{{10, 20, 250, 50, 240, 260}}
+	src := listSource{lists: [][]int{{10, 20, 250, 50, 240, 260}}}
 	j := countWindows(src, stream.EventTime[int]{Timestamp: millis, MaxOutOfOrderness: 20 * time.Millisecond}, out)
 	// Sending the watermark after every record makes the run deterministic.
 	r, err := j.Start(context.Background(), stream.Options{CheckpointDir: t.TempDir(), WatermarkInterval: time.Nanosecond})
@@ -249,7 +255,7 @@ func TestLateRecordsAreDropped(t *testing.T) {
 func TestIdleSplitReleasesWatermark(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	out := newMemSink[windowOut]()
-	src := listSource{{10, 20, 150, 400}, nil}
+	src := listSource{lists: [][]int{{10, 20, 150, 400}, nil}}
 	j := countWindows(src, stream.EventTime[int]{Timestamp: millis, IdleTimeout: 10 * time.Millisecond}, out)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -266,6 +272,52 @@ func TestIdleSplitReleasesWatermark(t *testing.T) {
 	if err := r.Wait(); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Wait = %v, want context.Canceled", err)
 	}
+	got := out.Visible()
+	if got[0].Start.UnixMilli() != 0 || got[0].Count != 2 || got[1].Start.UnixMilli() != 100 || got[1].Count != 1 {
+		t.Errorf("windows %v, want [0,100) with 2 and [100,200) with 1", got)
+	}
+}
+
+// TestRestoredSourceResumesEventTime checkpoints a source that read all its
+// records before it sent their watermark, then restores it: with nothing
+// more to read, the restored source must still release the windows those
+// records closed, from the event time checkpointed with its positions.
+func TestRestoredSourceResumesEventTime(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	out := newMemSink[windowOut]()
+	src := listSource{lists: [][]int{{10, 20, 150, 400}}, unbounded: true}
+	j := countWindows(src, stream.EventTime[int]{Timestamp: millis}, out)
+	dir := t.TempDir()
+	run := func(wmInterval time.Duration, until func(*runtime.Job) bool) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		r, err := j.Start(ctx, stream.Options{CheckpointDir: dir, CheckpointInterval: 5 * time.Millisecond, WatermarkInterval: wmInterval})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(20 * time.Second); !until(r); time.Sleep(2 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("condition not reached after 20s; windows visible: %v", out.Visible())
+			}
+		}
+		cancel()
+		if err := r.Wait(); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Wait = %v, want context.Canceled", err)
+		}
+	}
+	// First run: one watermark, at the first record; then read everything
+	// and complete a checkpoint.
+	var readAt int64
+	run(time.Hour, func(r *runtime.Job) bool {
+		if readAt == 0 && r.Metrics().Records("events") == 4 {
+			readAt = r.Metrics().Completed.Load()
+		}
+		return readAt > 0 && r.Metrics().Completed.Load() > readAt
+	})
+	if got := out.Visible(); len(got) != 0 {
+		t.Fatalf("windows visible after the first run: %v; the test needs them open", got)
+	}
+	run(time.Millisecond, func(*runtime.Job) bool { return len(out.Visible()) >= 2 })
 	got := out.Visible()
 	if got[0].Start.UnixMilli() != 0 || got[0].Count != 2 || got[1].Start.UnixMilli() != 100 || got[1].Count != 1 {
 		t.Errorf("windows %v, want [0,100) with 2 and [100,200) with 1", got)
