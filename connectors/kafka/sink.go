@@ -251,6 +251,8 @@ func (s *Sink[T]) NewWriter(ctx context.Context, info sink.WriterInfo) (sink.Wri
 		if err := s.checkTimeout(ctx, admin); err != nil {
 			return nil, fmt.Errorf("kafka: sink %q: %w", info.Sink, err)
 		}
+		w.bgCtx, w.bgCancel = context.WithCancel(context.WithoutCancel(ctx))
+		w.openAhead()
 		return w, nil
 	}
 	w.cl, err = s.opts.Conn.newClient(ctx, s.producerOpts(nil)...)
@@ -350,10 +352,19 @@ func (s *Sink[T]) NewCommitter(ctx context.Context, info sink.CommitterInfo) (si
 	return c, nil
 }
 
-// writer is one subtask's writer. With ExactlyOnce it opens a producer
-// client per transaction, under a free transactional id of its pool; the
-// client is closed at Prepare (closing ends no transaction) and the
-// committer ends the transaction by protocol.
+// writer is one subtask's writer. With ExactlyOnce it writes each
+// transaction with its own producer client, under a free transactional id
+// of its pool; the client is closed after Prepare (closing ends no
+// transaction) and the committer ends the transaction by protocol.
+//
+// The producer of the next transaction is opened ahead of time, in the
+// background, when the writer opens and when a transaction begins (or, if
+// no id was free then, after Prepare): a new client, its connections and
+// its InitProducerID then cost the task nothing when the first record
+// after a barrier arrives, and do not delay the commit of the previous
+// checkpoint, which the same task carries out. The id it holds is the one
+// the writer uses next, so the pool holds as many prepared transactions
+// as before.
 type writer[T any] struct {
 	s      *Sink[T]
 	info   sink.WriterInfo
@@ -365,12 +376,30 @@ type writer[T any] struct {
 	hook  *versionHook
 	next  int // slot to try first for the next transaction
 
+	// ahead delivers the next transaction's producer, opened in the
+	// background; nil when none is being opened. Its id is taken from the
+	// moment it is claimed.
+	ahead    chan producer
+	bgCtx    context.Context // cancelled by Close
+	bgCancel context.CancelFunc
+	bg       sync.WaitGroup // background opens and closes
+
 	mu       sync.Mutex
 	err      error       // first produce error; the writer is then unusable
 	evidence *kgo.Record // first acknowledged record of the open transaction
 	// haveEvidence is set with evidence: later acknowledgements then skip
 	// the mutex.
 	haveEvidence atomic.Bool
+}
+
+// producer is a transactional client under one id of the pool, with a
+// transaction begun in it and nothing written yet.
+type producer struct {
+	cl     *kgo.Client
+	id     string
+	hook   *versionHook
+	opened time.Time
+	err    error // opening failed; the id is released
 }
 
 // versionHook notices AddPartitionsToTxn requests: a transaction that
@@ -385,35 +414,103 @@ func (h *versionHook) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _
 	}
 }
 
-// begin opens a transaction under a free transactional id.
-func (w *writer[T]) begin(ctx context.Context) error {
-	id, slot := "", -1
+// claim takes a free transactional id of the pool; ok is false when every
+// id is taken.
+func (w *writer[T]) claim() (id string, ok bool) {
 	w.s.mu.Lock()
+	defer w.s.mu.Unlock()
 	for i := range w.s.opts.PoolSize {
-		cand := txnID(w.prefix, w.info.Subtask, (w.next+i)%w.s.opts.PoolSize)
-		if !w.s.busy[cand] {
-			id, slot = cand, (w.next+i)%w.s.opts.PoolSize
-			w.s.busy[cand] = true
-			break
+		slot := (w.next + i) % w.s.opts.PoolSize
+		if id := txnID(w.prefix, w.info.Subtask, slot); !w.s.busy[id] {
+			w.s.busy[id] = true
+			w.next = slot + 1
+			return id, true
 		}
 	}
-	w.s.mu.Unlock()
-	if slot < 0 {
+	return "", false
+}
+
+// open opens a producer under id and begins a transaction in it. With
+// initID it also runs InitProducerID now instead of at the first produce.
+// On failure the id is released.
+func (w *writer[T]) open(ctx context.Context, id string, initID bool) producer {
+	p := producer{id: id, hook: &versionHook{}, opened: time.Now()}
+	p.cl, p.err = w.s.opts.Conn.newClient(ctx, w.s.producerOpts(&id, kgo.WithHooks(p.hook))...)
+	if p.err == nil {
+		p.err = p.cl.BeginTransaction()
+	}
+	if p.err == nil && initID {
+		_, _, p.err = p.cl.ProducerID(ctx)
+	}
+	if p.err != nil {
+		if p.cl != nil {
+			p.cl.Close()
+			p.cl = nil
+		}
+		w.s.setBusy(id, false)
+	}
+	return p
+}
+
+// openAhead starts opening the next transaction's producer in the
+// background, if an id is free; if none is, the next Write opens one.
+func (w *writer[T]) openAhead() {
+	id, ok := w.claim()
+	if !ok {
+		return
+	}
+	ahead := make(chan producer, 1)
+	w.ahead = ahead
+	w.bg.Go(func() { ahead <- w.open(w.bgCtx, id, true) })
+}
+
+// discard closes the unused producer p, in the background, and releases its id.
+func (w *writer[T]) discard(p producer) {
+	if p.cl != nil {
+		w.bg.Go(p.cl.Close)
+		w.s.setBusy(p.id, false)
+	}
+}
+
+// begin opens a transaction: in the producer opened ahead, or else in a
+// new one under a free transactional id; then it opens the next one ahead.
+func (w *writer[T]) begin(ctx context.Context) error {
+	if err := w.take(ctx); err != nil {
+		return err
+	}
+	w.openAhead()
+	return nil
+}
+
+// take makes the producer opened ahead, or a new one, the open transaction's.
+func (w *writer[T]) take(ctx context.Context) error {
+	if w.ahead != nil {
+		var p producer
+		select {
+		case p = <-w.ahead:
+		case <-ctx.Done():
+			return fmt.Errorf("kafka: sink %q subtask %d: begin a transaction: %w", w.info.Sink, w.info.Subtask, ctx.Err())
+		}
+		w.ahead = nil
+		// A producer that waited longer than a transaction may last is
+		// not trusted: the coordinator may have expired its id.
+		if p.err == nil && time.Since(p.opened) < w.s.opts.TransactionTimeout {
+			w.cl, w.txnID, w.hook = p.cl, p.id, p.hook
+			return nil
+		}
+		w.logger.Debug("kafka: producer opened ahead not used; opening another", "sink", w.info.Sink, "subtask", w.info.Subtask,
+			"txn", p.id, "age", time.Since(p.opened), "error", p.err)
+		w.discard(p)
+	}
+	id, ok := w.claim()
+	if !ok {
 		return fmt.Errorf("kafka: sink %q subtask %d: all %d transactional ids hold prepared transactions waiting for a checkpoint to complete: fix what makes checkpoints fail, or raise SinkOptions.PoolSize", w.info.Sink, w.info.Subtask, w.s.opts.PoolSize)
 	}
-	w.hook = &versionHook{}
-	cl, err := w.s.opts.Conn.newClient(ctx, w.s.producerOpts(&id, kgo.WithHooks(w.hook))...)
-	if err == nil {
-		err = cl.BeginTransaction()
-		if err != nil {
-			cl.Close()
-		}
+	p := w.open(ctx, id, false)
+	if p.err != nil {
+		return fmt.Errorf("kafka: sink %q subtask %d: begin a transaction under %q: %w", w.info.Sink, w.info.Subtask, id, p.err)
 	}
-	if err != nil {
-		w.s.setBusy(id, false)
-		return fmt.Errorf("kafka: sink %q subtask %d: begin a transaction under %q: %w", w.info.Sink, w.info.Subtask, id, err)
-	}
-	w.cl, w.txnID, w.next = cl, id, slot+1
+	w.cl, w.txnID, w.hook = p.cl, p.id, p.hook
 	return nil
 }
 
@@ -486,11 +583,16 @@ func (w *writer[T]) failed() error {
 
 // Prepare flushes the open transaction and returns its committable, or
 // nil when nothing was written. With AtLeastOnce it flushes and returns
-// nil; with NoGuarantee it only reports earlier failures.
+// nil; with NoGuarantee it only reports earlier failures. Prepare runs at
+// the barrier and delays the checkpoint by its duration, so it does no
+// more than that: the client is closed in the background, and the next
+// transaction's producer is opened in the background if it is not already
+// (see writer).
 func (w *writer[T]) Prepare(ctx context.Context, checkpointID uint64) ([]byte, error) {
 	if w.cl == nil || w.s.opts.Guarantee == NoGuarantee {
 		return nil, w.failed()
 	}
+	start := time.Now()
 	if err := w.cl.Flush(ctx); err != nil {
 		return nil, fmt.Errorf("kafka: sink %q subtask %d: flush for checkpoint %d: %w", w.info.Sink, w.info.Subtask, checkpointID, err)
 	}
@@ -514,16 +616,32 @@ func (w *writer[T]) Prepare(ctx context.Context, checkpointID uint64) ([]byte, e
 	if err != nil {
 		return nil, err
 	}
-	w.cl.Close() // leaves the transaction open: the committer ends it
+	// Closing leaves the transaction open (the committer ends it); it is
+	// done in the background, as it can wait for the client's goroutines.
+	w.bg.Go(w.cl.Close)
 	w.cl, w.evidence, w.txnID = nil, nil, ""
 	w.haveEvidence.Store(false)
+	if w.ahead == nil {
+		w.openAhead()
+	}
+	w.logger.Debug("kafka: transaction prepared", "sink", w.info.Sink, "subtask", w.info.Subtask, "checkpoint", checkpointID,
+		"txn", c.TxnID, "took", time.Since(start))
 	return data, nil
 }
 
-// Close closes the producer. An open, unprepared transaction is left to
+// Close closes the producers. An open, unprepared transaction is left to
 // the broker's timeout or to the next AbortLingering; with NoGuarantee
 // buffered records get a last chance to be sent.
 func (w *writer[T]) Close() error {
+	if w.bgCancel != nil {
+		w.bgCancel()
+	}
+	if w.ahead != nil {
+		p := <-w.ahead
+		w.ahead = nil
+		w.discard(p)
+	}
+	defer w.bg.Wait()
 	if w.cl == nil {
 		return nil
 	}
@@ -572,12 +690,15 @@ func (c *committer[T]) Commit(ctx context.Context, cm sink.Committable) error {
 		return err
 	}
 	where := fmt.Sprintf("kafka: sink %q: commit checkpoint %d subtask %d (transactional id %q, producer id %d, epoch %d, protocol %d)", c.name, cm.CheckpointID, cm.Subtask, d.TxnID, d.ProducerID, d.Epoch, d.Version)
+	start := time.Now()
 	code, err := c.admin.endTxn(ctx, d, true)
 	switch {
 	case err != nil:
 		return fmt.Errorf("%s: %w", where, c.s.opts.Conn.explain(err))
 	case code == 0:
 		c.s.setBusy(d.TxnID, false)
+		c.logger.Debug("kafka: transaction committed", "sink", c.name, "checkpoint", cm.CheckpointID, "subtask", cm.Subtask,
+			"txn", d.TxnID, "took", time.Since(start))
 		return nil
 	case !fencedOrInvalid(code):
 		return fmt.Errorf("%s: %w", where, kerr.ErrorForCode(code))

@@ -241,3 +241,70 @@ func produceCommitted(t *testing.T, brokers, topic string) {
 		t.Fatal(err)
 	}
 }
+
+// TestWriterPool runs one writer through many transactions with a pool of
+// two ids: the producer opened ahead for the next transaction takes no id
+// from prepared transactions, so exactly two may wait for their commit;
+// the third Write then fails, and works again once a commit frees an id.
+// Nothing is left open after Close.
+func TestWriterPool(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	adm := admin(t, brokers)
+	topic, prefix := uniqueName("pool"), uniqueName("pool-txn")
+	createTopic(t, adm, topic, 2)
+	ctx := context.Background()
+	s, err := kafka.NewSink(kafka.SinkOptions{Conn: kafka.Conn{Brokers: []string{brokers}}, Topic: topic,
+		TransactionalIDPrefix: prefix, TransactionTimeout: time.Minute, PoolSize: 2},
+		func(v string) (kafka.Message, error) { return kafka.Message{Value: []byte(v)}, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := committer(t, s)
+	w, err := s.NewWriter(ctx, sink.WriterInfo{Job: "t", Sink: "out", Subtask: 0, Parallelism: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var want []string
+	prepare := func(cp uint64) sink.Committable {
+		t.Helper()
+		v := "v" + strconv.Itoa(int(cp))
+		want = append(want, v)
+		if err := w.Write(ctx, []string{v}); err != nil {
+			t.Fatalf("checkpoint %d: write: %v", cp, err)
+		}
+		data, err := w.Prepare(ctx, cp)
+		if err != nil || data == nil {
+			t.Fatalf("checkpoint %d: prepare: %q, %v", cp, data, err)
+		}
+		return sink.Committable{CheckpointID: cp, Subtask: 0, Data: data}
+	}
+	for cp := uint64(1); cp <= 5; cp++ {
+		if err := c.Commit(ctx, prepare(cp)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cm6, cm7 := prepare(6), prepare(7)
+	err = w.Write(ctx, []string{"v8"})
+	wantErr(t, err, "all 2 transactional ids")
+	if err := c.Commit(ctx, cm6); err != nil {
+		t.Fatal(err)
+	}
+	cm8 := prepare(8)
+	for _, cm := range []sink.Committable{cm7, cm8} {
+		if err := c.Commit(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got := values(t, brokers, topic, len(want))
+	slices.Sort(got)
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("committed %v, want %v", got, want)
+	}
+	if ids := openTransactions(t, adm, prefix); len(ids) > 0 {
+		t.Fatalf("open transactions left: %v", ids)
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +19,11 @@ import (
 )
 
 // Record is one Kafka record as a source emits it.
+//
+// Key, the header values and, with [Bytes], Value are not copies: they
+// share the memory of the fetched batch the record came in (see [Bytes]).
+// Never modify them; clone them (slices.Clone) to keep them for long, e.g.
+// in state or in a buffer, or each one kept holds its whole batch in memory.
 type Record[V any] struct {
 	// Topic, Partition and Offset locate the record.
 	Topic     string
@@ -36,12 +40,24 @@ type Record[V any] struct {
 }
 
 // Deserializer turns a record value into a V. It must be safe for
-// concurrent use and must not keep data after it returns.
+// concurrent use. data is the value as fetched: the source neither
+// modifies nor reuses it, so a Deserializer may return it or part of it
+// (as [Bytes] does), with the memory cost described there.
 type Deserializer[V any] func(data []byte) (V, error)
 
-// Bytes returns the value bytes unchanged (a copy).
+// Bytes returns the value bytes as fetched, without a copy.
+//
+// franz-go decodes the records of a fetch out of one buffer, the fetch
+// response (or, for a compressed batch, the batch's decompressed bytes),
+// and never reuses it: the source does not give franz-go buffer pools. So
+// the value slice belongs to the record, and copying it would only cost an
+// allocation and a copy per record. The price is that a value kept alive
+// keeps its whole buffer alive (up to about 1 MiB, a partition's fetch
+// size, or one batch): a job that keeps values beyond processing them (in
+// keyed state, windows, buffers) should keep slices.Clone(v) instead. The
+// same holds for Record.Key and header values, which were never copied.
 func Bytes() Deserializer[[]byte] {
-	return func(b []byte) ([]byte, error) { return slices.Clone(b), nil }
+	return func(b []byte) ([]byte, error) { return b, nil }
 }
 
 // String returns the value as a string.
@@ -118,7 +134,11 @@ type SourceOptions struct {
 	// monitoring only: the job restores positions from its checkpoints,
 	// never from the group, and a failed commit is only logged.
 	CommitOffsets bool
-	// PollTimeout bounds how long one Read waits for records. Default 20ms.
+	// PollTimeout bounds how long one Read waits for records. The engine
+	// injects checkpoint barriers and delivers commit notices between two
+	// Reads, so a long wait on an idle split delays both; a short one costs
+	// a wakeup per idle split per PollTimeout. Default 1ms (see
+	// docs/kafka.md, "Where the visibility latency goes").
 	PollTimeout time.Duration
 	// Bounded ends each split at the end of its partition as seen when the
 	// split is opened (the last stable offset, or the high watermark with
@@ -164,10 +184,10 @@ func (o *SourceOptions) validate() (*regexp.Regexp, error) {
 		return nil, errors.New("kafka: SourceOptions.Start is Committed but Group is empty: name the consumer group")
 	}
 	if o.PollTimeout < 0 {
-		return nil, fmt.Errorf("kafka: SourceOptions.PollTimeout = %v is negative: use 0 (default 20ms) or a positive duration", o.PollTimeout)
+		return nil, fmt.Errorf("kafka: SourceOptions.PollTimeout = %v is negative: use 0 (default 1ms) or a positive duration", o.PollTimeout)
 	}
 	if o.PollTimeout == 0 {
-		o.PollTimeout = 20 * time.Millisecond
+		o.PollTimeout = time.Millisecond
 	}
 	if o.DiscoveryInterval == 0 {
 		o.DiscoveryInterval = DefaultDiscoveryInterval
@@ -432,9 +452,22 @@ func (r *reader[V]) Read(ctx context.Context, buf []Record[V]) (int, error) {
 			r.err = fmt.Errorf("kafka: reading split %s at offset %d: %w", r.split, r.next, errors.Join(errs...))
 			return 0, r.err
 		}
-		r.queued = fs.Records()
+		// The client reads one partition: take its records as they are,
+		// without copying the pointers into a new slice (fs.Records).
+		for _, f := range fs {
+			for _, t := range f.Topics {
+				for _, p := range t.Partitions {
+					if len(r.queued) == 0 {
+						r.queued = p.Records[:len(p.Records):len(p.Records)] // an append copies
+					} else {
+						r.queued = append(r.queued, p.Records...)
+					}
+				}
+			}
+		}
 	}
 	n := 0
+	var headers []Header // the headers of this call's records: one allocation
 	for n < len(buf) && len(r.queued) > 0 {
 		kr := r.queued[0]
 		if r.end >= 0 && kr.Offset >= r.end {
@@ -446,11 +479,19 @@ func (r *reader[V]) Read(ctx context.Context, buf []Record[V]) (int, error) {
 			r.err = fmt.Errorf("kafka: record %s offset %d: value does not deserialize: %w", r.split, kr.Offset, err)
 			return n, r.err
 		}
-		rec := Record[V]{Topic: kr.Topic, Partition: kr.Partition, Offset: kr.Offset, Timestamp: kr.Timestamp, Key: kr.Key, Value: v}
-		for _, h := range kr.Headers {
-			rec.Headers = append(rec.Headers, Header{Key: h.Key, Value: h.Value})
+		rec := &buf[n]
+		*rec = Record[V]{Topic: kr.Topic, Partition: kr.Partition, Offset: kr.Offset, Timestamp: kr.Timestamp, Key: kr.Key, Value: v}
+		if nh := len(kr.Headers); nh > 0 {
+			if cap(headers)-len(headers) < nh {
+				// Room for as many headers on every record still to go.
+				headers = make([]Header, 0, nh*min(len(buf)-n, len(r.queued)))
+			}
+			start := len(headers)
+			for _, h := range kr.Headers {
+				headers = append(headers, Header{Key: h.Key, Value: h.Value})
+			}
+			rec.Headers = headers[start:len(headers):len(headers)]
 		}
-		buf[n] = rec
 		n++
 		r.next = kr.Offset + 1
 		r.queued = r.queued[1:]

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -70,10 +71,23 @@ type txnAdmin struct {
 	cl      *kgo.Client
 	timeout time.Duration // transaction timeout, for InitProducerID
 	retry   time.Duration // how long coordinator errors are retried in place
+
+	mu sync.Mutex
+	// coordinators caches the coordinator node of each transactional id,
+	// saving a FindCoordinator round trip per commit. It holds at most the
+	// ids of the sink's pools; an entry is dropped when its node fails or
+	// answers that it is not (or not yet) the coordinator.
+	coordinators map[string]int32
 }
 
 // coordinator returns the transaction coordinator of txnID.
 func (a *txnAdmin) coordinator(ctx context.Context, txnID string) (*kgo.Broker, error) {
+	a.mu.Lock()
+	node, ok := a.coordinators[txnID]
+	a.mu.Unlock()
+	if ok {
+		return a.cl.Broker(int(node)), nil
+	}
 	req := kmsg.NewPtrFindCoordinatorRequest()
 	req.CoordinatorType = 1
 	req.CoordinatorKey = txnID
@@ -89,7 +103,20 @@ func (a *txnAdmin) coordinator(ctx context.Context, txnID string) (*kgo.Broker, 
 	if err := kerr.ErrorForCode(code); err != nil {
 		return nil, err
 	}
+	a.mu.Lock()
+	if a.coordinators == nil {
+		a.coordinators = map[string]int32{}
+	}
+	a.coordinators[txnID] = node
+	a.mu.Unlock()
 	return a.cl.Broker(int(node)), nil
+}
+
+// forgetCoordinator drops the cached coordinator of txnID.
+func (a *txnAdmin) forgetCoordinator(txnID string) {
+	a.mu.Lock()
+	delete(a.coordinators, txnID)
+	a.mu.Unlock()
 }
 
 // endTxn sends EndTxn for c in the protocol version c was written with,
@@ -112,6 +139,7 @@ func (a *txnAdmin) endTxn(ctx context.Context, c committable, commit bool) (int1
 		req.Commit = commit
 		raw, err := b.Request(ctx, capped{req, maxVersion})
 		if err != nil {
+			a.forgetCoordinator(c.TxnID)
 			return true, err
 		}
 		resp := raw.(*kmsg.EndTxnResponse)
@@ -119,6 +147,9 @@ func (a *txnAdmin) endTxn(ctx context.Context, c committable, commit bool) (int1
 			return false, fmt.Errorf("transaction %s runs under transaction protocol 2 but the coordinator answered EndTxn v%d: the cluster's transaction.version was lowered while it was open", c.TxnID, resp.Version)
 		}
 		code = resp.ErrorCode
+		if retriable(code) {
+			a.forgetCoordinator(c.TxnID)
+		}
 		return retriable(code), kerr.ErrorForCode(code)
 	})
 	if err != nil && code == 0 {
