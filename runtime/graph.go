@@ -88,7 +88,11 @@ type Closer interface {
 // SourceOperator is one subtask of a source.
 type SourceOperator interface {
 	// Poll emits at most one batch. It returns how many records it emitted
-	// and whether every split of this subtask is finished.
+	// and whether every split of this subtask is finished. ctx is also
+	// cancelled when the task has mail (a barrier to inject, a commit
+	// notice): a blocking read should then return what it has; an error
+	// wrapping context.Canceled caused by that cancellation is ignored. Work that must not be
+	// interrupted (opening a split) should use a longer-lived context.
 	Poll(ctx context.Context) (n int, finished bool, err error)
 	Snapshotter
 }

@@ -50,6 +50,9 @@ type mailbox struct {
 	completed uint64
 	finish    bool
 	wake      chan struct{}
+	// interrupt cancels the source poll in progress, if any, so that a
+	// barrier or a commit notice does not wait for a blocking read.
+	interrupt context.CancelFunc
 }
 
 func newMailbox() *mailbox { return &mailbox{wake: make(chan struct{}, 1)} }
@@ -57,10 +60,32 @@ func newMailbox() *mailbox { return &mailbox{wake: make(chan struct{}, 1)} }
 func (m *mailbox) post(f func(*mailbox)) {
 	m.mu.Lock()
 	f(m)
+	if m.interrupt != nil {
+		m.interrupt()
+	}
 	m.mu.Unlock()
 	select {
 	case m.wake <- struct{}{}:
 	default:
+	}
+}
+
+// interruptible returns a context for one source poll that the next post
+// cancels (at once if mail is already waiting), and the function that
+// ends it.
+func (m *mailbox) interruptible(ctx context.Context) (context.Context, func()) {
+	pctx, cancel := context.WithCancel(ctx)
+	m.mu.Lock()
+	m.interrupt = cancel
+	m.mu.Unlock()
+	if len(m.wake) > 0 {
+		cancel()
+	}
+	return pctx, func() {
+		m.mu.Lock()
+		m.interrupt = nil
+		m.mu.Unlock()
+		cancel()
 	}
 }
 
@@ -167,7 +192,7 @@ func (t *task) runSource(ctx context.Context) error {
 			}
 		}
 		if !finished {
-			n, fin, err := src.Poll(ctx)
+			n, fin, err := t.poll(ctx, src)
 			if err != nil {
 				return fmt.Errorf("source %s: %w", t.name, err)
 			}
@@ -206,6 +231,19 @@ func (t *task) runSource(ctx context.Context) error {
 		case <-timeout:
 		}
 	}
+}
+
+// poll polls the source under a context that mail for the task cancels; a
+// context.Canceled error from that cancellation is not a failure: the
+// source was interrupted to serve the mail.
+func (t *task) poll(ctx context.Context, src SourceOperator) (n int, finished bool, err error) {
+	pctx, done := t.mail.interruptible(ctx)
+	defer done()
+	n, finished, err = src.Poll(pctx)
+	if errors.Is(err, context.Canceled) && pctx.Err() != nil && ctx.Err() == nil {
+		return n, false, nil
+	}
+	return n, finished, err
 }
 
 // sourceWatermark sends the watermark or idleness of a source subtask

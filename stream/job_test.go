@@ -624,3 +624,51 @@ func TestFailedBuildClosesBuiltOperators(t *testing.T) {
 		t.Fatalf("%d split readers left open", n)
 	}
 }
+
+// blocking is an unbounded source whose single split yields nothing and
+// whose Read blocks until its context is cancelled, like a long poll.
+type blocking struct{}
+
+func (blocking) Splits(context.Context) ([]string, error) { return []string{"0"}, nil }
+
+func (blocking) Open(context.Context, string, []byte) (source.Reader[int], error) {
+	return blockingReader{}, nil
+}
+
+type blockingReader struct{}
+
+func (blockingReader) Read(ctx context.Context, _ []int) (int, error) {
+	<-ctx.Done()
+	return 0, ctx.Err()
+}
+
+func (blockingReader) Position() []byte { return nil }
+func (blockingReader) Close() error     { return nil }
+
+// TestBlockingReadIsInterrupted checks that a source blocked in Read does
+// not hold back checkpoints: the runtime cancels the poll to inject the
+// barrier, and the cancellation is not a failure. Without the interruption
+// no checkpoint could complete.
+func TestBlockingReadIsInterrupted(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	j := stream.New("blocking")
+	stream.SinkTo(stream.Source(j, "stuck", blocking{}), "out", newMemSink[int]())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r, err := j.Start(ctx, stream.Options{CheckpointDir: t.TempDir(), CheckpointInterval: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); r.Metrics().Completed.Load() < 5; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d checkpoints completed in 20s: the blocked Read held the barrier back", r.Metrics().Completed.Load())
+		}
+	}
+	cancel()
+	if err := r.Wait(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait = %v, want context.Canceled", err)
+	}
+	if n := r.Metrics().Restarts.Load(); n != 0 {
+		t.Errorf("%d restarts: an interrupted Read was taken for a failure", n)
+	}
+}

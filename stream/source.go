@@ -19,6 +19,9 @@ import (
 // [source.Discoverer] names the owner itself and gains splits while the job
 // runs.
 type sourceOp[T any] struct {
+	// ctx is the attempt's context, for work a poll's interruption must
+	// not cut short: listing and opening discovered splits.
+	ctx      context.Context
 	oc       runtime.OperatorContext
 	src      source.Source[T]
 	disc     source.Discoverer[T] // nil for static sources
@@ -63,7 +66,7 @@ func newSourceOp[T any](ctx context.Context, oc runtime.OperatorContext, src sou
 			restored[p.split] = p
 		}
 	}
-	s := &sourceOp[T]{oc: oc, src: src, et: et, known: map[string]bool{}, lastList: time.Now(), out: out, buf: make([]T, oc.BatchSize)}
+	s := &sourceOp[T]{ctx: ctx, oc: oc, src: src, et: et, known: map[string]bool{}, lastList: time.Now(), out: out, buf: make([]T, oc.BatchSize)}
 	s.disc, _ = src.(source.Discoverer[T])
 	if _, ok := src.(source.CheckpointListener); ok {
 		s.taken = map[uint64]map[string][]byte{}
@@ -146,11 +149,12 @@ func (s *sourceOp[T]) discover(ctx context.Context) error {
 	return nil
 }
 
-// Poll reads one batch from the next split that has records.
+// Poll reads one batch from the next split that has records. ctx may be
+// cancelled to interrupt a blocking Read (see runtime.SourceOperator).
 func (s *sourceOp[T]) Poll(ctx context.Context) (int, bool, error) {
 	discovering := s.disc != nil && s.disc.DiscoveryInterval() > 0
 	if discovering && time.Since(s.lastList) >= s.disc.DiscoveryInterval() {
-		if err := s.discover(ctx); err != nil {
+		if err := s.discover(s.ctx); err != nil {
 			return 0, false, err
 		}
 	}

@@ -135,10 +135,10 @@ type SourceOptions struct {
 	// never from the group, and a failed commit is only logged.
 	CommitOffsets bool
 	// PollTimeout bounds how long one Read waits for records. The engine
-	// injects checkpoint barriers and delivers commit notices between two
-	// Reads, so a long wait on an idle split delays both; a short one costs
-	// a wakeup per idle split per PollTimeout. Default 1ms (see
-	// docs/kafka.md, "Where the visibility latency goes").
+	// interrupts a waiting Read for a barrier or a commit notice, but the
+	// subtask's other partitions wait for it; a short wait costs a wakeup
+	// per idle partition per PollTimeout. Default 1ms (see docs/kafka.md,
+	// "Where the visibility latency goes").
 	PollTimeout time.Duration
 	// Bounded ends each split at the end of its partition as seen when the
 	// split is opened (the last stable offset, or the high watermark with
