@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -33,7 +34,7 @@ import (
 // config holds the command's flags.
 type config struct {
 	brokers, query, in, out, checkpoints, txnPrefix, cpuProfile string
-	parallelism                                                 int
+	parallelism, gcPercent                                      int
 	interval                                                    time.Duration
 }
 
@@ -49,7 +50,9 @@ func main() {
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.IntVar(&c.parallelism, "parallelism", 2, "parallelism of every operator")
 	flag.DurationVar(&c.interval, "interval", time.Second, "checkpoint interval")
+	flag.IntVar(&c.gcPercent, "gogc", 400, "the Go garbage collector's GOGC: heap growth before a collection, in percent; the JVM peers size their heaps too (see docs/benchmarks.md)")
 	flag.Parse()
+	debug.SetGCPercent(c.gcPercent)
 	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "exactly-nexmark:", err)
 		os.Exit(1)
