@@ -22,8 +22,9 @@
 //
 // # Queries
 //
-// Each query maps one input value to zero or one output value; the Java
-// peers under bench/peers implement the same functions byte for byte.
+// The Java peers under bench/peers implement the same queries byte for
+// byte (bench/peers/common holds their shared code). q0, q1, q2 and count map
+// each input value to zero or one output value:
 //
 //   - q0 (pass-through): every event, unchanged.
 //   - q1 (currency conversion): each bid as "auction,bidder,priceEuro,dateTime",
@@ -32,12 +33,38 @@
 //     "auction,price".
 //   - count (keyed running count): each bid as "auction,n", n the number of
 //     bids on that auction so far, this one included.
+//
+// q5 and q7 are windowed on event time. Only bids count; a bid's event time
+// is its dateTime. Windows are aligned to the Unix epoch: a window of size s
+// is [start, start+s) in Unix ms, start a multiple of its period. Watermarks
+// allow MaxOutOfOrderness (1 s) of disorder: on Flink a bounded
+// out-of-orderness watermark strategy on the Kafka source, per partition; on
+// Kafka Streams the bid's dateTime as the record timestamp and a grace
+// period of 1 s. Only final results are output, once per window, each as a
+// Kafka record whose timestamp is the window's end.
+//
+//   - q7 (highest bid): tumbling windows of Q7Size (10 s). For each window,
+//     every bid whose price is the highest in the window, as
+//     "windowStart,auction,bidder,price,dateTime" (see AppendQ7).
+//   - q5 (hot items): sliding windows of Q5Size (10 s) every Q5Slide (2 s).
+//     For each window, the number of bids per auction, and every auction
+//     whose count is the highest in the window, as "windowStart,auction,count"
+//     (see AppendQ5).
+//
+// A system's watermark never reaches the end of an unbounded input, so
+// whether its last windows fire depends on the system. A run over events
+// [0, n) checks only the windows ending at or before Cutoff(n), CheckMargin
+// (3 s) before the dateTime of the last event; WindowStart tells an output's
+// window. HighestBids and HotItems are the reference implementations,
+// CheckedOutputs makes the checked outputs with them.
 package nexmark
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
+	"iter"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 
@@ -123,7 +150,7 @@ func lastPersonID(i uint64) int64 {
 // Append appends event i of the stream seeded by seed to dst.
 func Append(dst []byte, seed, i uint64) []byte {
 	r := generator.Rand(seed, i)
-	dateTime := int64(BaseTime) + int64(i)*EventSpacingMicros/1000
+	dateTime := DateTime(i)
 	switch KindOf(i) {
 	case PersonKind:
 		id := lastPersonID(i)
@@ -174,25 +201,13 @@ func Append(dst []byte, seed, i uint64) []byte {
 		dst = append(dst, ',')
 		return appendExtra(dst, r.Uint64(), 300)
 	default:
-		var auction, bidder int64
-		last := lastAuctionID(i)
-		if r.IntN(hotRatio) > 0 {
-			auction = (last - firstAuctionID) / hotAuctions * hotAuctions
-			auction += firstAuctionID
-		} else {
-			auction = max(firstAuctionID, last-r.Int64N(inFlightAuction))
-		}
-		if r.IntN(hotRatio) > 0 {
-			bidder = (lastPersonID(i)-firstPersonID)/hotBidders*hotBidders + firstPersonID + 1
-		} else {
-			bidder = recentPerson(r.Int64N, i)
-		}
+		b := drawBid(r, i)
 		dst = append(dst, "B,"...)
-		dst = strconv.AppendInt(dst, auction, 10)
+		dst = strconv.AppendInt(dst, b.Auction, 10)
 		dst = append(dst, ',')
-		dst = strconv.AppendInt(dst, bidder, 10)
+		dst = strconv.AppendInt(dst, b.Bidder, 10)
 		dst = append(dst, ',')
-		dst = strconv.AppendInt(dst, price(r.Float64()), 10)
+		dst = strconv.AppendInt(dst, b.Price, 10)
 		dst = append(dst, ',')
 		ch := r.IntN(channels)
 		if ch < len(hotChannel) {
@@ -209,6 +224,41 @@ func Append(dst []byte, seed, i uint64) []byte {
 		dst = strconv.AppendInt(dst, dateTime, 10)
 		dst = append(dst, ',')
 		return dst
+	}
+}
+
+// drawBid draws the auction, bidder and price of bid i from r, the first
+// draws of Append for a bid, and sets its dateTime.
+func drawBid(r *rand.Rand, i uint64) Bid {
+	b := Bid{DateTime: DateTime(i)}
+	last := lastAuctionID(i)
+	if r.IntN(hotRatio) > 0 {
+		b.Auction = (last-firstAuctionID)/hotAuctions*hotAuctions + firstAuctionID
+	} else {
+		b.Auction = max(firstAuctionID, last-r.Int64N(inFlightAuction))
+	}
+	if r.IntN(hotRatio) > 0 {
+		b.Bidder = (lastPersonID(i)-firstPersonID)/hotBidders*hotBidders + firstPersonID + 1
+	} else {
+		b.Bidder = recentPerson(r.Int64N, i)
+	}
+	b.Price = price(r.Float64())
+	return b
+}
+
+// DateTime returns the dateTime of event i, in Unix ms.
+func DateTime(i uint64) int64 { return int64(BaseTime) + int64(i)*EventSpacingMicros/1000 }
+
+// Bids yields the bids among events [from, to) of the stream seeded by seed,
+// in event order, which is non-decreasing DateTime order: the bids Append
+// writes, without formatting them.
+func Bids(seed, from, to uint64) iter.Seq[Bid] {
+	return func(yield func(Bid) bool) {
+		for i := from; i < to; i++ {
+			if KindOf(i) == BidKind && !yield(drawBid(generator.Rand(seed, i), i)) {
+				return
+			}
+		}
 	}
 }
 
@@ -247,7 +297,7 @@ func appendExtra(dst []byte, bits uint64, n int) []byte {
 }
 
 // Queries lists the query names in the order the benchmark runs them.
-var Queries = []string{"q0", "q1", "q2", "count"}
+var Queries = []string{"q0", "q1", "q2", "count", "q5", "q7"}
 
 // ErrMalformed is returned for a value that is not a well-formed event.
 var ErrMalformed = errors.New("nexmark: malformed event")
@@ -315,32 +365,33 @@ func AppendCount(dst []byte, auction, n int64) []byte {
 }
 
 // Expected returns how many output records query q makes of events
-// [from, to) of the stream seeded by seed.
+// [from, to) of the stream seeded by seed; for q5 and q7, the outputs of the
+// windows ending at or before Cutoff(to), the checked ones.
 func Expected(q string, seed, from, to uint64) (uint64, error) {
 	if !slices.Contains(Queries, q) {
 		return 0, fmt.Errorf("nexmark: unknown query %q (want one of %v)", q, Queries)
 	}
+	if to <= from {
+		return 0, nil
+	}
 	var n uint64
-	var buf []byte
-	for i := from; i < to; i++ {
-		if KindOf(i) != BidKind {
-			if q == "q0" {
-				n++
-			}
-			continue
-		}
-		switch q {
-		case "q2":
-			buf = Append(buf[:0], seed, i)
-			b, _, err := ParseBid(buf)
-			if err != nil {
-				return 0, err
-			}
+	switch q {
+	case "q0":
+		n = to - from
+	case "q2":
+		for b := range Bids(seed, from, to) {
 			if Q2Selects(b) {
 				n++
 			}
-		default:
-			n++
+		}
+	case "q5", "q7":
+		err := CheckedOutputs(q, seed, from, to, func([]byte) { n++ })
+		return n, err
+	default: // q1, count: one output per bid
+		for i := from; i < to; i++ {
+			if KindOf(i) == BidKind {
+				n++
+			}
 		}
 	}
 	return n, nil

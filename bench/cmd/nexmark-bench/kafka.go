@@ -34,9 +34,10 @@ func dial(seeds []string) (*broker, error) {
 // close closes the runner's client.
 func (b *broker) close() { b.cl.Close() }
 
-// createTopics creates topics with `partitions` partitions.
-func (b *broker) createTopics(ctx context.Context, topics ...string) error {
-	resp, err := b.adm.CreateTopics(ctx, partitions, 1, nil, topics...)
+// createTopics creates topics with `partitions` partitions and the topic
+// configs (nil: the broker's defaults).
+func (b *broker) createTopics(ctx context.Context, configs map[string]*string, topics ...string) error {
+	resp, err := b.adm.CreateTopics(ctx, partitions, 1, configs, topics...)
 	if err != nil {
 		return err
 	}
@@ -97,8 +98,9 @@ type seen struct {
 }
 
 // consume reads topic from the start with read_committed and passes each
-// record to fn until ctx ends.
-func (b *broker) consume(ctx context.Context, topic string, fn func(seen)) error {
+// record and its value to fn until ctx ends. The value is valid only during
+// the call.
+func (b *broker) consume(ctx context.Context, topic string, fn func(r seen, value []byte)) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.seeds...), kgo.ConsumeTopics(topic),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(10*time.Millisecond))
@@ -115,7 +117,7 @@ func (b *broker) consume(ctx context.Context, topic string, fn func(seen)) error
 		}
 		now := time.Now()
 		fs.EachRecord(func(r *kgo.Record) {
-			fn(seen{at: now, input: r.Timestamp, partition: r.Partition, offset: r.Offset})
+			fn(seen{at: now, input: r.Timestamp, partition: r.Partition, offset: r.Offset}, r.Value)
 		})
 	}
 	return nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactlyonce/exactly/bench/nexmark"
@@ -28,8 +30,17 @@ type throughput struct {
 	brokerCPU float64       // the broker's CPU-seconds in the window; 0 when not measured
 	commits   int           // times the visible output grew
 	rss       int64         // peak RSS (VmHWM), bytes
-	outputs   uint64        // output records seen, including any duplicate
-	expected  uint64
+	// The outputs, for q5 and q7 those of the checked windows only: the
+	// copies of expected outputs beyond the expected number, the expected
+	// outputs not seen, and (q5, q7) the outputs seen that are not expected.
+	duplicates, missing, wrong uint64
+}
+
+// windowOutput is where an output of q5 or q7 is and the end of its window.
+type windowOutput struct {
+	partition int32
+	offset    int64
+	end       int64 // Unix ms
 }
 
 // sample is one observation of a throughput run.
@@ -57,7 +68,10 @@ func (e env) runDir(name string) (string, error) {
 }
 
 // measureThroughput runs s on query q over the backlog in topic in (n
-// events, expected outputs) until every output is visible.
+// events, expected outputs) until every output is visible. For q5 and q7 it
+// counts only the outputs of the checked windows, those ending at or before
+// nexmark.Cutoff(n), waits for those, and compares them with the expected
+// ones value by value.
 func (e env) measureThroughput(ctx context.Context, s system, q, in string, n, expected uint64) (throughput, error) {
 	name := fmt.Sprintf("%s-%s-%s-tput", e.prefix, s.name, q)
 	out := name + "-out"
@@ -65,27 +79,59 @@ func (e env) measureThroughput(ctx context.Context, s system, q, in string, n, e
 	if err != nil {
 		return throughput{}, err
 	}
-	if err := e.b.createTopics(ctx, out); err != nil {
+	size, _, windowed := nexmark.Window(q)
+	var configs map[string]*string
+	if windowed {
+		// The outputs of q5 and q7 are timestamped with their window's end,
+		// in the generator's event time, which starts at nexmark.BaseTime:
+		// time-based retention would delete them once the broker's clock is
+		// retention.ms past that, maybe before the runner reads them.
+		configs = map[string]*string{"retention.ms": kadm.StringPtr("-1")}
+	}
+	if err := e.b.createTopics(ctx, configs, out); err != nil {
 		return throughput{}, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
+	cutoff := nexmark.Cutoff(n)
+	want := map[string]uint64{} // q5, q7: the checked outputs, by value
+	if windowed {
+		if err := nexmark.CheckedOutputs(q, e.seed, 0, n, func(v []byte) { want[string(v)]++ }); err != nil {
+			return throughput{}, err
+		}
+	}
 	var (
-		mu      sync.Mutex
-		count   uint64
-		lastOff [partitions]int64 // offset of the last data record seen per partition; -1 none
+		mu        sync.Mutex
+		count     uint64
+		lastOff   [partitions]int64 // offset of the last data record seen per partition; -1 none
+		windows   []windowOutput    // q5, q7: every output seen
+		got       = map[string]uint64{}
+		badOutput error // q5, q7: the first output whose window does not parse
 	)
 	for i := range lastOff {
 		lastOff[i] = -1
 	}
 	consumeErr := make(chan error, 1)
 	go func() {
-		consumeErr <- e.b.consume(ctx, out, func(r seen) {
+		consumeErr <- e.b.consume(ctx, out, func(r seen, value []byte) {
 			mu.Lock()
-			count++
+			defer mu.Unlock()
 			lastOff[r.partition] = max(lastOff[r.partition], r.offset)
-			mu.Unlock()
+			if !windowed {
+				count++
+				return
+			}
+			start, err := nexmark.WindowStart(value)
+			if err != nil {
+				badOutput = cmp.Or(badOutput, err)
+				return
+			}
+			windows = append(windows, windowOutput{r.partition, r.offset, start + size})
+			if start+size <= cutoff {
+				count++
+				got[string(value)]++
+			}
 		})
 	}()
 	logPath := filepath.Join(dir, s.name+".log")
@@ -132,7 +178,11 @@ func (e env) measureThroughput(ctx context.Context, s system, q, in string, n, e
 		// the last record of every partition stable.
 		done = count >= expected && stableAll(sm.ends, lastOff)
 		doneOff = lastOff
+		bad := badOutput
 		mu.Unlock()
+		if bad != nil {
+			return throughput{}, fmt.Errorf("%s: %v; log: %s", name, bad, logPath)
+		}
 	}
 	rss, err := peakRSS(pid)
 	if err != nil {
@@ -158,16 +208,26 @@ func (e env) measureThroughput(ctx context.Context, s system, q, in string, n, e
 	if len(commits) >= 3 {
 		l = commits[len(commits)-2]
 	}
-	// Input events behind the outputs that became visible in the window.
-	inWindow := float64(n) * float64(sum(l.ends)-sum(f.ends)) / float64(expected)
+	// Input events behind the outputs that became visible in the window: in
+	// proportion to the outputs; for q5 and q7, as many as the event time of
+	// the visible windows' ends advanced by.
+	var inWindow float64
+	if windowed {
+		inWindow = float64(visibleEnd(windows, l.ends)-visibleEnd(windows, f.ends)) * 1000 / nexmark.EventSpacingMicros
+	} else {
+		inWindow = float64(n) * float64(sum(l.ends)-sum(f.ends)) / float64(expected)
+	}
 	t := throughput{
 		startup:   f.at.Sub(began),
 		totalCPU:  samples[last].cpu,
 		brokerCPU: l.brokerCPU - f.brokerCPU,
 		rss:       rss,
-		outputs:   count,
-		expected:  expected,
 		commits:   len(commits),
+	}
+	if windowed {
+		t.duplicates, t.missing, t.wrong = tally(got, want)
+	} else {
+		t.duplicates, t.missing = excess(count, expected), excess(expected, count)
 	}
 	if w := l.at.Sub(f.at).Seconds(); w > 0 {
 		t.rate = inWindow / w
@@ -176,6 +236,43 @@ func (e env) measureThroughput(ctx context.Context, s system, q, in string, n, e
 		t.perCPU = inWindow / c
 	}
 	return t, nil
+}
+
+// tally compares the outputs seen with the expected ones, both counted by
+// value: duplicates are the copies of expected values beyond their number,
+// missing the expected values not seen, wrong the values seen not expected.
+func tally(got, want map[string]uint64) (duplicates, missing, wrong uint64) {
+	for v, n := range got {
+		if w := want[v]; w == 0 {
+			wrong += n
+		} else {
+			duplicates += excess(n, w)
+		}
+	}
+	for v, w := range want {
+		missing += excess(w, got[v])
+	}
+	return duplicates, missing, wrong
+}
+
+// excess is a-b, or 0 when b ≥ a.
+func excess(a, b uint64) uint64 {
+	if a > b {
+		return a - b
+	}
+	return 0
+}
+
+// visibleEnd returns the latest end of the windows of outs visible below
+// the stable offsets ends.
+func visibleEnd(outs []windowOutput, ends [partitions]int64) int64 {
+	var end int64
+	for _, o := range outs {
+		if o.offset < ends[o.partition] {
+			end = max(end, o.end)
+		}
+	}
+	return end
 }
 
 // stableAll reports whether every partition's stable end is past its last data record.
@@ -224,7 +321,7 @@ func (e env) measureLatency(ctx context.Context, s system, q string, plan latenc
 	if err != nil {
 		return latency{}, err
 	}
-	if err := e.b.createTopics(ctx, in, out); err != nil {
+	if err := e.b.createTopics(ctx, nil, in, out); err != nil {
 		return latency{}, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -236,7 +333,7 @@ func (e env) measureLatency(ctx context.Context, s system, q string, plan latenc
 	)
 	consumeErr := make(chan error, 1)
 	go func() {
-		consumeErr <- e.b.consume(ctx, out, func(r seen) {
+		consumeErr <- e.b.consume(ctx, out, func(r seen, _ []byte) {
 			mu.Lock()
 			recs = append(recs, r)
 			mu.Unlock()

@@ -18,10 +18,14 @@ type system struct {
 }
 
 // systems returns the systems by name, building each: the Go command with go
-// build, the Java peers with mvn -q package. repo is the repository root,
+// build, a Java peer with mvn -q package of its module and bench/peers/common
+// in the Maven reactor of bench/peers. repo is the repository root,
 // work the runner's scratch directory; profile, when set, makes exactly
 // write a CPU profile of every run into its run directory.
 func systems(repo, work, brokers string, names []string, profile bool) ([]system, error) {
+	mvn := func(project string) error {
+		return build(repo, "mvn", "-q", "-B", "-f", "bench/peers/pom.xml", "-pl", project, "-am", "package")
+	}
 	javaArgv := func(project, class string) []string {
 		dir := filepath.Join(repo, "bench", "peers", project, "target")
 		return []string{"java", "-Xmx1g", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
@@ -44,7 +48,7 @@ func systems(repo, work, brokers string, names []string, profile bool) ([]system
 				return argv
 			}})
 		case "flink":
-			if err := build(repo, "mvn", "-q", "-B", "-f", "bench/peers/flink/pom.xml", "package"); err != nil {
+			if err := mvn("flink"); err != nil {
 				return nil, err
 			}
 			out = append(out, system{name, func(q, in, out, dir, id string) []string {
@@ -52,7 +56,7 @@ func systems(repo, work, brokers string, names []string, profile bool) ([]system
 					"--in", in, "--out", out, "--checkpoints", filepath.Join(dir, "checkpoints"), "--txn-prefix", id)
 			}})
 		case "kstreams":
-			if err := build(repo, "mvn", "-q", "-B", "-f", "bench/peers/kstreams/pom.xml", "package"); err != nil {
+			if err := mvn("kstreams"); err != nil {
 				return nil, err
 			}
 			out = append(out, system{name, func(q, in, out, dir, id string) []string {

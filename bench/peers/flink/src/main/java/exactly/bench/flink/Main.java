@@ -1,9 +1,13 @@
 package exactly.bench.flink;
 
+import exactly.bench.nexmark.Nexmark;
+import exactly.bench.nexmark.Top;
 import java.io.File;
+import java.time.Duration;
 import java.util.HashMap;
 import java.util.Map;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
+import org.apache.flink.api.common.functions.AggregateFunction;
 import org.apache.flink.api.common.state.ValueState;
 import org.apache.flink.api.common.state.ValueStateDescriptor;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
@@ -18,6 +22,11 @@ import org.apache.flink.connector.kafka.source.reader.deserializer.KafkaRecordDe
 import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.functions.KeyedProcessFunction;
+import org.apache.flink.streaming.api.functions.windowing.ProcessAllWindowFunction;
+import org.apache.flink.streaming.api.functions.windowing.ProcessWindowFunction;
+import org.apache.flink.streaming.api.windowing.assigners.SlidingEventTimeWindows;
+import org.apache.flink.streaming.api.windowing.assigners.TumblingEventTimeWindows;
+import org.apache.flink.streaming.api.windowing.windows.TimeWindow;
 import org.apache.flink.util.Collector;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -66,15 +75,43 @@ public final class Main {
         env.enableCheckpointing(1000); // exactly-once checkpoints
         env.getConfig().enableObjectReuse();
 
-        KafkaSource<Rec> source = KafkaSource.<Rec>builder()
+        DataStream<Rec> results = switch (query) {
+            case "q5", "q7" -> {
+                // Bids only, timestamped with their dateTime; the source tracks the watermark
+                // of each Kafka partition and emits their minimum.
+                WatermarkStrategy<Nexmark.Bid> watermarks = WatermarkStrategy
+                        .<Nexmark.Bid>forBoundedOutOfOrderness(Duration.ofMillis(Nexmark.MAX_OUT_OF_ORDERNESS))
+                        .withTimestampAssigner((b, ts) -> b.dateTime);
+                DataStream<Nexmark.Bid> bids = env.fromSource(source(brokers, in, out, new BidDeserializer()), watermarks, "bids");
+                yield query.equals("q7") ? highestBids(bids) : hotItems(bids);
+            }
+            default -> perRecord(query, env.fromSource(source(brokers, in, out, new RecDeserializer()), WatermarkStrategy.noWatermarks(), "events"));
+        };
+        KafkaSink<Rec> sink = KafkaSink.<Rec>builder()
+                .setBootstrapServers(brokers)
+                .setDeliveryGuarantee(DeliveryGuarantee.EXACTLY_ONCE)
+                .setTransactionalIdPrefix(a.getOrDefault("txn-prefix", "flink-" + out))
+                .setProperty("transaction.timeout.ms", "900000") // the broker's transaction.max.timeout.ms
+                .setRecordSerializer(new RecSerializer(out))
+                .build();
+        results.sinkTo(sink).name("out");
+        env.execute("nexmark-" + query);
+    }
+
+    /** The Kafka source of topic in, from the earliest offset, reading records with deserializer. */
+    private static <T> KafkaSource<T> source(String brokers, String in, String out, KafkaRecordDeserializationSchema<T> deserializer) {
+        return KafkaSource.<T>builder()
                 .setBootstrapServers(brokers)
                 .setTopics(in)
                 .setGroupId("flink-" + out)
                 .setStartingOffsets(OffsetsInitializer.earliest())
-                .setDeserializer(new RecDeserializer())
+                .setDeserializer(deserializer)
                 .build();
-        DataStream<Rec> events = env.fromSource(source, WatermarkStrategy.noWatermarks(), "events");
-        DataStream<Rec> results = switch (query) {
+    }
+
+    /** The queries that map each event to at most one output: q0, q1, q2 and count. */
+    private static DataStream<Rec> perRecord(String query, DataStream<Rec> events) {
+        return switch (query) {
             case "q0" -> events;
             case "q1" -> events.flatMap((Rec r, Collector<Rec> c) -> {
                 Nexmark.Bid b = Nexmark.parseBid(r.value);
@@ -95,17 +132,27 @@ public final class Main {
                     c.collect(b);
                 }
             }).returns(Nexmark.Bid.class).keyBy(b -> b.auction, Types.LONG).process(new CountBids()).name("bids-per-auction");
-            default -> throw new IllegalArgumentException("unknown --query " + query + ": use q0, q1, q2 or count");
+            default -> throw new IllegalArgumentException("unknown --query " + query + ": use q0, q1, q2, count, q5 or q7");
         };
-        KafkaSink<Rec> sink = KafkaSink.<Rec>builder()
-                .setBootstrapServers(brokers)
-                .setDeliveryGuarantee(DeliveryGuarantee.EXACTLY_ONCE)
-                .setTransactionalIdPrefix(a.getOrDefault("txn-prefix", "flink-" + out))
-                .setProperty("transaction.timeout.ms", "900000") // the broker's transaction.max.timeout.ms
-                .setRecordSerializer(new RecSerializer(out))
-                .build();
-        results.sinkTo(sink).name("out");
-        env.execute("nexmark-" + query);
+    }
+
+    /** q7: per tumbling window, the bids at its highest price, all in one task (a global maximum). */
+    private static DataStream<Rec> highestBids(DataStream<Nexmark.Bid> bids) {
+        return bids.windowAll(TumblingEventTimeWindows.of(Duration.ofMillis(Nexmark.Q7_SIZE)))
+                .aggregate(new HighestPrice(), new EmitHighestBids()).name("highest-bids");
+    }
+
+    /**
+     * q5: the bids per auction and sliding window, counted in parallel, each count timestamped
+     * with its window's last millisecond; then, in one task, per tumbling window of the slide,
+     * which holds the counts of exactly one sliding window, the auctions with the most bids.
+     */
+    private static DataStream<Rec> hotItems(DataStream<Nexmark.Bid> bids) {
+        return bids.keyBy(b -> b.auction, Types.LONG)
+                .window(SlidingEventTimeWindows.of(Duration.ofMillis(Nexmark.Q5_SIZE), Duration.ofMillis(Nexmark.Q5_SLIDE)))
+                .aggregate(new CountInWindow(), new AuctionCount()).name("bids-per-auction-window")
+                .windowAll(TumblingEventTimeWindows.of(Duration.ofMillis(Nexmark.Q5_SLIDE)))
+                .aggregate(new MostBids(), new EmitHotItems()).name("hot-items");
     }
 
     /** Parses --key value pairs; --brokers, --query, --in, --out and --checkpoints are required. */
@@ -153,6 +200,22 @@ public final class Main {
         }
     }
 
+    /** Makes a Bid of each Kafka record that is a bid; persons and auctions are dropped. */
+    static final class BidDeserializer implements KafkaRecordDeserializationSchema<Nexmark.Bid> {
+        @Override
+        public void deserialize(ConsumerRecord<byte[], byte[]> r, Collector<Nexmark.Bid> out) {
+            Nexmark.Bid b = Nexmark.parseBid(r.value());
+            if (b != null) {
+                out.collect(b);
+            }
+        }
+
+        @Override
+        public TypeInformation<Nexmark.Bid> getProducedType() {
+            return TypeInformation.of(Nexmark.Bid.class);
+        }
+    }
+
     /** Writes a Rec's value to the topic, with the Rec's timestamp. */
     static final class RecSerializer implements KafkaRecordSerializationSchema<Rec> {
         private final String topic;
@@ -182,6 +245,114 @@ public final class Main {
             long next = n == null ? 1 : n + 1;
             count.update(next);
             out.collect(new Rec(b.ts, Nexmark.count(b.auction, next)));
+        }
+    }
+
+    /** q7's accumulator: the bids of a window at its highest price so far, as {auction, bidder, price, dateTime}. */
+    static final class HighestPrice implements AggregateFunction<Nexmark.Bid, Top, Top> {
+        @Override
+        public Top createAccumulator() {
+            return new Top();
+        }
+
+        @Override
+        public Top add(Nexmark.Bid b, Top top) {
+            return top.add(b.price, new long[] {b.auction, b.bidder, b.price, b.dateTime});
+        }
+
+        @Override
+        public Top getResult(Top top) {
+            return top;
+        }
+
+        @Override
+        public Top merge(Top a, Top b) {
+            return a.merge(b);
+        }
+    }
+
+    /** Emits q7's outputs of a window when the watermark passes its end, timestamped with the end. */
+    static final class EmitHighestBids extends ProcessAllWindowFunction<Top, Rec, TimeWindow> {
+        @Override
+        public void process(Context ctx, Iterable<Top> tops, Collector<Rec> out) {
+            TimeWindow w = ctx.window();
+            for (Top top : tops) {
+                for (long[] b : top.ties) {
+                    out.collect(new Rec(w.getEnd(), Nexmark.q7(w.getStart(), b[0], b[1], b[2], b[3])));
+                }
+            }
+        }
+    }
+
+    /** Counts the bids of one auction in one window. */
+    static final class CountInWindow implements AggregateFunction<Nexmark.Bid, Long, Long> {
+        @Override
+        public Long createAccumulator() {
+            return 0L;
+        }
+
+        @Override
+        public Long add(Nexmark.Bid b, Long n) {
+            return n + 1;
+        }
+
+        @Override
+        public Long getResult(Long n) {
+            return n;
+        }
+
+        @Override
+        public Long merge(Long a, Long b) {
+            return a + b;
+        }
+    }
+
+    /** Emits an auction's count in a window as {auction, count}, timestamped (by Flink) with the window's last millisecond. */
+    static final class AuctionCount extends ProcessWindowFunction<Long, long[], Long, TimeWindow> {
+        @Override
+        public void process(Long auction, Context ctx, Iterable<Long> counts, Collector<long[]> out) {
+            for (long n : counts) {
+                out.collect(new long[] {auction, n});
+            }
+        }
+    }
+
+    /** q5's accumulator: the {auction, count} pairs of a window with the highest count so far. */
+    static final class MostBids implements AggregateFunction<long[], Top, Top> {
+        @Override
+        public Top createAccumulator() {
+            return new Top();
+        }
+
+        @Override
+        public Top add(long[] auctionCount, Top top) {
+            return top.add(auctionCount[1], auctionCount);
+        }
+
+        @Override
+        public Top getResult(Top top) {
+            return top;
+        }
+
+        @Override
+        public Top merge(Top a, Top b) {
+            return a.merge(b);
+        }
+    }
+
+    /**
+     * Emits q5's outputs of the sliding window ending where this tumbling window of the slide
+     * ends, when the watermark passes that end, timestamped with it.
+     */
+    static final class EmitHotItems extends ProcessAllWindowFunction<Top, Rec, TimeWindow> {
+        @Override
+        public void process(Context ctx, Iterable<Top> tops, Collector<Rec> out) {
+            long end = ctx.window().getEnd();
+            for (Top top : tops) {
+                for (long[] a : top.ties) {
+                    out.collect(new Rec(end, Nexmark.q5(end - Nexmark.Q5_SIZE, a[0], a[1])));
+                }
+            }
         }
     }
 }

@@ -1,23 +1,43 @@
 package exactly.bench.kstreams;
 
+import exactly.bench.nexmark.Nexmark;
+import exactly.bench.nexmark.Top;
+import java.nio.ByteBuffer;
 import java.time.Duration;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
+import java.util.function.BiFunction;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.common.serialization.Deserializer;
+import org.apache.kafka.common.serialization.Serde;
 import org.apache.kafka.common.serialization.Serdes;
+import org.apache.kafka.common.serialization.Serializer;
+import org.apache.kafka.common.utils.Bytes;
 import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.KeyValue;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler;
 import org.apache.kafka.streams.kstream.Consumed;
+import org.apache.kafka.streams.kstream.EmitStrategy;
 import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.KStream;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.kstream.TimeWindows;
+import org.apache.kafka.streams.kstream.Window;
+import org.apache.kafka.streams.kstream.Windowed;
+import org.apache.kafka.streams.processor.TimestampExtractor;
+import org.apache.kafka.streams.processor.api.ContextualProcessor;
+import org.apache.kafka.streams.processor.api.Record;
+import org.apache.kafka.streams.state.WindowStore;
 
 /**
  * Runs one Nexmark query of bench/nexmark on Kafka Streams: exactly_once_v2,
@@ -26,7 +46,12 @@ import org.apache.kafka.streams.kstream.Produced;
  * group membership so a restarted instance takes its partitions back at once.
  * Started again with the same --app-id and --state-dir it resumes from its
  * committed offsets and changelogs. Each output record keeps the timestamp of
- * its input record (Kafka Streams' default).
+ * its input record (Kafka Streams' default), except those of the windowed
+ * queries q5 and q7: these read bids only, with their dateTime as the record
+ * timestamp, window with a grace period of 1 s, emit each window's final
+ * result only, when it closes, and timestamp it with the window's end. They
+ * regroup bids by key through topics of their own, one per input partition
+ * (see Aligned), which they create, named after --app-id.
  *
  * <pre>java -cp 'target/classes:target/lib/*' exactly.bench.kstreams.Main \
  *   --brokers 127.0.0.1:9092 --query q1 --in nexmark --out q1-out --app-id q1 --state-dir /tmp/ks</pre>
@@ -34,7 +59,7 @@ import org.apache.kafka.streams.kstream.Produced;
 public final class Main {
     private Main() {}
 
-    public static void main(String[] argv) throws InterruptedException {
+    public static void main(String[] argv) throws InterruptedException, ExecutionException {
         Map<String, String> a = flags(argv);
         String query = a.get("query"), out = a.get("out");
 
@@ -50,7 +75,18 @@ public final class Main {
         p.put(StreamsConfig.consumerPrefix(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG), "earliest");
 
         StreamsBuilder builder = new StreamsBuilder();
-        KStream<byte[], byte[]> events = builder.stream(a.get("in"), Consumed.with(Serdes.ByteArray(), Serdes.ByteArray()));
+        Consumed<byte[], byte[]> consumed = Consumed.with(Serdes.ByteArray(), Serdes.ByteArray());
+        if (query.equals("q5") || query.equals("q7")) {
+            consumed = consumed.withTimestampExtractor(new BidTime());
+            // A task waits for every partition of the Aligned topics it reads, as a
+            // watermark without idleness would (the longest run is shorter than this).
+            p.put(StreamsConfig.MAX_TASK_IDLE_MS_CONFIG, Duration.ofHours(1).toMillis());
+            // Windows closed by stream time are emitted at once, not at most once a
+            // second of wall-clock time (the default): else the windows closed by the
+            // last records of the input could wait for more input forever.
+            p.put(StreamsConfig.InternalConfig.EMIT_INTERVAL_MS_KSTREAMS_WINDOWED_AGGREGATION, 0L);
+        }
+        KStream<byte[], byte[]> events = builder.stream(a.get("in"), consumed);
         Produced<byte[], byte[]> produced = Produced.with(Serdes.ByteArray(), Serdes.ByteArray());
         switch (query) {
             case "q0" -> events.to(out, produced);
@@ -71,7 +107,15 @@ public final class Main {
                     .toStream()
                     .map((auction, n) -> KeyValue.pair((byte[]) null, Nexmark.count(auction, n)))
                     .to(out, produced);
-            default -> throw new IllegalArgumentException("unknown --query " + query + ": use q0, q1, q2 or count");
+            case "q5", "q7" -> {
+                try (Admin admin = Admin.create(Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, a.get("brokers")))) {
+                    int partitions = admin.describeTopics(List.of(a.get("in"))).allTopicNames().get().get(a.get("in")).partitions().size();
+                    Aligned aligned = new Aligned(builder, a.get("app-id"), partitions);
+                    (query.equals("q7") ? highestBids(events, aligned) : hotItems(events, aligned)).to(out, produced);
+                    aligned.createTopics(admin);
+                }
+            }
+            default -> throw new IllegalArgumentException("unknown --query " + query + ": use q0, q1, q2, count, q5 or q7");
         }
 
         KafkaStreams streams = new KafkaStreams(builder.build(), p);
@@ -111,4 +155,144 @@ public final class Main {
         }
         return a;
     }
+
+    /**
+     * q7: the bids, keyed 0, as {auction, bidder, price, dateTime}, to one task (a global
+     * maximum); per tumbling window, the bids at the highest price.
+     */
+    private static KStream<byte[], byte[]> highestBids(KStream<byte[], byte[]> events, Aligned aligned) {
+        KStream<Long, long[]> bids = aligned.regroup(events.flatMap((k, v) -> {
+            Nexmark.Bid b = Nexmark.parseBid(v);
+            return b == null ? List.of() : List.of(KeyValue.pair(0L, new long[] {b.auction, b.bidder, b.price, b.dateTime}));
+        }), "bids", LONGS);
+        return bids.groupByKey(Grouped.with(Serdes.Long(), LONGS))
+                .windowedBy(TimeWindows.ofSizeAndGrace(millis(Nexmark.Q7_SIZE), millis(Nexmark.MAX_OUT_OF_ORDERNESS)))
+                .emitStrategy(EmitStrategy.onWindowClose())
+                .aggregate(Top::new, (k, b, top) -> top.add(b[2], b), topStore("highest-bids"))
+                .toStream()
+                .process(() -> new EmitTies((w, b) -> Nexmark.q7(w.start(), b[0], b[1], b[2], b[3])));
+    }
+
+    /**
+     * q5: the bids per auction and sliding window, counted by the tasks of the auctions; then
+     * each final count, keyed 0 and timestamped with its window's last millisecond, to one task
+     * that keeps, per tumbling window of the slide, which holds the counts of exactly one sliding
+     * window, the auctions with the most bids. That window has no grace: it closes when the first
+     * count of the next sliding window comes, after those of its own from every task.
+     */
+    private static KStream<byte[], byte[]> hotItems(KStream<byte[], byte[]> events, Aligned aligned) {
+        KStream<Long, byte[]> bids = aligned.regroup(events.flatMap((k, v) -> {
+            Nexmark.Bid b = Nexmark.parseBid(v);
+            return b == null ? List.of() : List.of(KeyValue.pair(b.auction, new byte[0]));
+        }), "bids-by-auction", Serdes.ByteArray());
+        KStream<Long, long[]> counts = aligned.regroup(bids.groupByKey(Grouped.with(Serdes.Long(), Serdes.ByteArray()))
+                .windowedBy(TimeWindows.ofSizeAndGrace(millis(Nexmark.Q5_SIZE), millis(Nexmark.MAX_OUT_OF_ORDERNESS))
+                        .advanceBy(millis(Nexmark.Q5_SLIDE)))
+                .emitStrategy(EmitStrategy.onWindowClose())
+                .count(Materialized.as("bids-per-auction-window"))
+                .toStream()
+                .process(AuctionCount::new), "auction-counts", LONGS);
+        return counts.groupByKey(Grouped.with(Serdes.Long(), LONGS))
+                .windowedBy(TimeWindows.ofSizeWithNoGrace(millis(Nexmark.Q5_SLIDE)))
+                .emitStrategy(EmitStrategy.onWindowClose())
+                .aggregate(Top::new, (k, c, top) -> top.add(c[1], c), topStore("hot-items"))
+                .toStream()
+                .process(() -> new EmitTies((w, c) -> Nexmark.q5(w.end() - Nexmark.Q5_SIZE, c[0], c[1])));
+    }
+
+    private static Duration millis(long ms) {
+        return Duration.ofMillis(ms);
+    }
+
+    /** A window store of Tops, keyed by Long, named name (and so its changelog topic). */
+    private static Materialized<Long, Top, WindowStore<Bytes, byte[]>> topStore(String name) {
+        return Materialized.<Long, Top, WindowStore<Bytes, byte[]>>as(name).withKeySerde(Serdes.Long()).withValueSerde(TOPS);
+    }
+
+    /** A bid's dateTime is its record's timestamp; persons and auctions, dropped later, keep the record's own. */
+    static final class BidTime implements TimestampExtractor {
+        @Override
+        public long extract(ConsumerRecord<Object, Object> r, long partitionTime) {
+            Nexmark.Bid b = Nexmark.parseBid((byte[]) r.value());
+            return b == null ? r.timestamp() : b.dateTime;
+        }
+    }
+
+    /** Turns an auction's final count in a window into {auction, count}, keyed 0, at the window's last millisecond. */
+    static final class AuctionCount extends ContextualProcessor<Windowed<Long>, Long, Long, long[]> {
+        @Override
+        public void process(Record<Windowed<Long>, Long> r) {
+            context().forward(new Record<>(0L, new long[] {r.key().key(), r.value()}, r.key().window().end() - 1));
+        }
+    }
+
+    /** Emits one output per value of a window's final Top, formatted by format, timestamped with the window's end. */
+    static final class EmitTies extends ContextualProcessor<Windowed<Long>, Top, byte[], byte[]> {
+        private final BiFunction<Window, long[], byte[]> format;
+
+        EmitTies(BiFunction<Window, long[], byte[]> format) {
+            this.format = format;
+        }
+
+        @Override
+        public void process(Record<Windowed<Long>, Top> r) {
+            Window w = r.key().window();
+            for (long[] v : r.value().ties) {
+                context().forward(new Record<>((byte[]) null, format.apply(w, v), w.end()));
+            }
+        }
+    }
+
+    /** The serde of long[]: the longs, big-endian; null is null. */
+    static final Serde<long[]> LONGS = Serdes.serdeFrom(
+            (Serializer<long[]>) (topic, v) -> {
+                if (v == null) {
+                    return null;
+                }
+                ByteBuffer b = ByteBuffer.allocate(8 * v.length);
+                b.asLongBuffer().put(v);
+                return b.array();
+            },
+            (Deserializer<long[]>) (topic, bytes) -> {
+                if (bytes == null) {
+                    return null;
+                }
+                long[] v = new long[bytes.length / 8];
+                ByteBuffer.wrap(bytes).asLongBuffer().get(v);
+                return v;
+            });
+
+    /** The serde of Top: its score, the number of its values and their width, then their longs, big-endian; null is null. */
+    static final Serde<Top> TOPS = Serdes.serdeFrom(
+            (Serializer<Top>) (topic, top) -> {
+                if (top == null) {
+                    return null;
+                }
+                int width = top.ties.isEmpty() ? 0 : top.ties.get(0).length;
+                ByteBuffer b = ByteBuffer.allocate(16 + 8 * width * top.ties.size());
+                b.putLong(top.score).putInt(top.ties.size()).putInt(width);
+                for (long[] v : top.ties) {
+                    for (long x : v) {
+                        b.putLong(x);
+                    }
+                }
+                return b.array();
+            },
+            (Deserializer<Top>) (topic, bytes) -> {
+                if (bytes == null) {
+                    return null;
+                }
+                ByteBuffer b = ByteBuffer.wrap(bytes);
+                Top top = new Top();
+                top.score = b.getLong();
+                int n = b.getInt(), width = b.getInt();
+                for (int i = 0; i < n; i++) {
+                    long[] v = new long[width];
+                    for (int j = 0; j < width; j++) {
+                        v[j] = b.getLong();
+                    }
+                    top.ties.add(v);
+                }
+                return top;
+            });
 }

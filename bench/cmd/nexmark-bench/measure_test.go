@@ -1,0 +1,38 @@
+package main
+
+import "testing"
+
+func TestTally(t *testing.T) {
+	want := map[string]uint64{"a": 1, "b": 2, "c": 1}
+	for _, c := range []struct {
+		got                        map[string]uint64
+		duplicates, missing, wrong uint64
+	}{
+		{map[string]uint64{"a": 1, "b": 2, "c": 1}, 0, 0, 0},
+		{map[string]uint64{"a": 2, "b": 2}, 1, 1, 0}, // as many outputs as expected, but not the expected ones
+		{map[string]uint64{"a": 1, "b": 1, "c": 1, "x": 1}, 0, 1, 1},
+		{map[string]uint64{}, 0, 4, 0},
+	} {
+		d, m, w := tally(c.got, want)
+		if d != c.duplicates || m != c.missing || w != c.wrong {
+			t.Errorf("tally(%v) = +%d, -%d, %d wrong; want +%d, -%d, %d wrong", c.got, d, m, w, c.duplicates, c.missing, c.wrong)
+		}
+	}
+}
+
+func TestVisibleEnd(t *testing.T) {
+	outs := []windowOutput{{0, 0, 10}, {1, 0, 20}, {0, 1, 30}, {1, 5, 40}}
+	for _, c := range []struct {
+		ends [partitions]int64
+		want int64
+	}{
+		{[partitions]int64{}, 0},
+		{[partitions]int64{1, 0}, 10},
+		{[partitions]int64{2, 1}, 30},
+		{[partitions]int64{2, 6}, 40},
+	} {
+		if got := visibleEnd(outs, c.ends); got != c.want {
+			t.Errorf("visibleEnd below %v = %d, want %d", c.ends, got, c.want)
+		}
+	}
+}
