@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/exactlyonce/exactly/bench/nexmark"
@@ -15,13 +14,12 @@ import (
 )
 
 // The windows of the windowed queries and the out-of-orderness their
-// watermarks allow, as bench/nexmark defines them.
+// watermarks allow, as bench/nexmark defines them (in ms).
 const (
-	q7Window      = 10 * time.Second
-	q5Window      = 10 * time.Second
-	q5Slide       = 2 * time.Second
-	outOfOrder    = time.Second
-	windowKeySpan = int64(q7Window / time.Millisecond)
+	q7Window   = nexmark.Q7Size * time.Millisecond
+	q5Window   = nexmark.Q5Size * time.Millisecond
+	q5Slide    = nexmark.Q5Slide * time.Millisecond
+	outOfOrder = nexmark.MaxOutOfOrderness * time.Millisecond
 )
 
 // event is an input record parsed for the windowed queries: a bid, or a
@@ -74,7 +72,7 @@ func windowed(j *stream.Job, c config, in kafka.SourceOptions) (stream.Stream[re
 // highestBids is q7: per tumbling window, the bids with the highest price.
 // Windows are keyed by their start, so each key holds one window.
 func highestBids(bids stream.Stream[nexmark.Bid], parallelism int) stream.Stream[result] {
-	byWindow := stream.KeyBy(bids, func(b nexmark.Bid) int64 { return b.DateTime - b.DateTime%windowKeySpan }, state.Int64Codec{})
+	byWindow := stream.KeyBy(bids, func(b nexmark.Bid) int64 { return b.DateTime - b.DateTime%nexmark.Q7Size }, state.Int64Codec{})
 	best := stream.WindowAggregate(byWindow, "highest-bids", stream.Tumbling(q7Window), bidTime,
 		stream.Aggregate[int64, nexmark.Bid, []nexmark.Bid, []result]{
 			Add: func(acc []nexmark.Bid, b nexmark.Bid) []nexmark.Bid {
@@ -89,7 +87,7 @@ func highestBids(bids stream.Stream[nexmark.Bid], parallelism int) stream.Stream
 			Result: func(_ int64, w stream.Window, acc []nexmark.Bid) []result {
 				out := make([]result, len(acc))
 				for i, b := range acc {
-					out[i] = result{value: appendQ7(make([]byte, 0, outCap), w.Start.UnixMilli(), b), time: w.End}
+					out[i] = result{value: nexmark.AppendQ7(make([]byte, 0, outCap), w.Start.UnixMilli(), b), time: w.End}
 				}
 				return out
 			},
@@ -145,7 +143,7 @@ func hotItems(bids stream.Stream[nexmark.Bid], parallelism int) stream.Stream[re
 				best.Clear()
 				rs := make([]result, len(cur))
 				for i, a := range cur {
-					rs[i] = result{value: appendQ5(make([]byte, 0, outCap), a), time: time.UnixMilli(a.end)}
+					rs[i] = result{value: nexmark.AppendQ5(make([]byte, 0, outCap), a.start, a.auction, a.count), time: time.UnixMilli(a.end)}
 				}
 				out.Emit(rs)
 				return nil
@@ -158,26 +156,6 @@ func hotItems(bids stream.Stream[nexmark.Bid], parallelism int) stream.Stream[re
 // flatten turns a stream of result lists into a stream of results.
 func flatten(s stream.Stream[[]result]) stream.Stream[result] {
 	return stream.FlatMap(s, func(rs []result, out []result) []result { return append(out, rs...) })
-}
-
-// appendQ7 appends a q7 output: "windowStart,auction,bidder,price,dateTime".
-func appendQ7(dst []byte, start int64, b nexmark.Bid) []byte {
-	for i, v := range []int64{start, b.Auction, b.Bidder, b.Price, b.DateTime} {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = strconv.AppendInt(dst, v, 10)
-	}
-	return dst
-}
-
-// appendQ5 appends a q5 output: "windowStart,auction,count".
-func appendQ5(dst []byte, a auctionCount) []byte {
-	dst = strconv.AppendInt(dst, a.start, 10)
-	dst = append(dst, ',')
-	dst = strconv.AppendInt(dst, a.auction, 10)
-	dst = append(dst, ',')
-	return strconv.AppendInt(dst, a.count, 10)
 }
 
 // errMalformedState reports a checkpointed accumulator that does not decode.
