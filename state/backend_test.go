@@ -67,7 +67,7 @@ func (f *fixture) dump(k string) keyState {
 	s.Count, s.HasCount = f.count.Value()
 	s.Seen = maps.Collect(f.seen.All())
 	s.Events = f.events.Get()
-	for _, e := range f.b.timers.heap {
+	for _, e := range f.b.timers.pending() {
 		if e.key == k {
 			s.Timers = append(s.Timers, e.when)
 		}
@@ -299,7 +299,7 @@ func TestTimers(t *testing.T) {
 	if len(got) != 2 || got[0].Key != "a" || !got[0].When.Equal(at(3)) || !got[1].When.Equal(at(9)) {
 		t.Fatalf("PopDueTimers(100) = %v", got)
 	}
-	if _, ok := b.NextTimer(); ok || len(b.timers.index) != 0 {
+	if _, ok := b.NextTimer(); ok || len(b.timers.live) != 0 {
 		t.Fatal("timers left after popping all")
 	}
 }
@@ -582,7 +582,7 @@ func TestRestoreTruncatedBlobs(t *testing.T) {
 		if !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("truncated at %d: %v does not wrap ErrCorrupt", n, err)
 		}
-		if len(f.count.m)+len(f.seen.m)+len(f.events.m)+len(f.b.timers.heap) != 0 {
+		if len(f.count.m)+len(f.seen.m)+len(f.events.m)+len(f.b.timers.pending()) != 0 {
 			t.Fatalf("failed restore at %d changed the backend", n)
 		}
 	}
@@ -703,4 +703,53 @@ func BenchmarkSnapshot(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestTimerDeletionCompacts deletes most timers, which compacts the heap,
+// and checks that the rest still fire in order, once.
+func TestTimerDeletionCompacts(t *testing.T) {
+	b := NewKeyedBackend[int](IntCodec{}, 8, KeyGroupRange{0, 8})
+	for k := range 200 {
+		b.SetCurrentKey(k)
+		b.RegisterEventTimer(epoch.Add(time.Duration(200-k) * time.Second))
+	}
+	for k := range 200 {
+		if k%4 != 0 {
+			b.SetCurrentKey(k)
+			b.DeleteEventTimer(epoch.Add(time.Duration(200-k) * time.Second))
+		}
+	}
+	if n := len(b.eventTimers.heap); n >= 200 {
+		t.Errorf("heap holds %d entries after deleting 150 of 200: not compacted", n)
+	}
+	b.SetCurrentKey(4) // a pending timer registered again fires once
+	b.RegisterEventTimer(epoch.Add(196 * time.Second))
+	got := b.PopEventTimers(epoch.Add(time.Hour).UnixNano(), nil)
+	if len(got) != 50 {
+		t.Fatalf("popped %d timers, want 50", len(got))
+	}
+	for i, tm := range got {
+		if want := 196 - 4*i; tm.Key != want {
+			t.Fatalf("timer %d has key %d, want %d", i, tm.Key, want)
+		}
+	}
+}
+
+// BenchmarkEventTimers registers one timer per key and window of a sliding
+// window (6,000 keys, 5 windows open each) and pops them window by window.
+func BenchmarkEventTimers(b *testing.B) {
+	const keys, windows = 6000, 5
+	kb := NewKeyedBackend[int64](Int64Codec{}, 128, KeyGroupRange{0, 128})
+	var due []Timer[int64]
+	for i := range b.N {
+		w := int64(i % 1000)
+		for k := range int64(keys) {
+			kb.SetCurrentKey(k)
+			for j := range int64(windows) {
+				kb.RegisterEventTimer(time.Unix(0, w+j))
+			}
+		}
+		due = kb.PopEventTimers(w+windows, due[:0])
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*keys*windows), "ns/registration")
 }

@@ -24,10 +24,11 @@ func (b *KeyedBackend[K]) DeleteTimer(when time.Time) { b.timers.delete(b.curren
 
 // NextTimer returns the due time of the earliest pending processing-time timer, if any.
 func (b *KeyedBackend[K]) NextTimer() (time.Time, bool) {
-	if len(b.timers.heap) == 0 {
+	e, ok := b.timers.top()
+	if !ok {
 		return time.Time{}, false
 	}
-	return time.Unix(0, b.timers.heap[0].when), true
+	return time.Unix(0, e.when), true
 }
 
 // PopDueTimers removes all processing-time timers due at or before now and appends
@@ -67,71 +68,105 @@ type timerEntry[K comparable] struct {
 	seq  uint64 // registration order, breaks ties between equal times
 }
 
-// timerQueue is a binary min-heap of timers ordered by (when, seq), with an index from
-// timer to heap position for deduplication and deletion.
+// timerQueue is a binary min-heap of timers ordered by (when, seq), with the
+// pending timers in a map for deduplication and deletion. Deletion is lazy:
+// a deleted (or deleted and registered again) timer's heap entry stays until
+// it reaches the top, where its sequence number no longer matches the map's.
+// So the heap's moves touch no map, which matters with many timers (a
+// sliding window registers one per key and window).
 type timerQueue[K comparable] struct {
-	k     stateKind // kindTimers or kindEventTimers
-	heap  []timerEntry[K]
-	index map[timerID[K]]int
-	seq   uint64
+	k    stateKind // kindTimers or kindEventTimers
+	heap []timerEntry[K]
+	live map[timerID[K]]uint64 // pending timer -> the seq of its heap entry
+	seq  uint64
 }
 
 func newTimerQueue[K comparable](k stateKind) timerQueue[K] {
-	return timerQueue[K]{k: k, index: make(map[timerID[K]]int)}
-}
-
-// delete removes the timer of key due at when, if there is one.
-func (q *timerQueue[K]) delete(key K, when int64) {
-	if i, ok := q.index[timerID[K]{key, when}]; ok {
-		q.removeAt(i)
-	}
-}
-
-// popDue removes the timers due at or before n and appends them to dst in order.
-func (q *timerQueue[K]) popDue(n int64, dst []Timer[K]) []Timer[K] {
-	for len(q.heap) > 0 && q.heap[0].when <= n {
-		e := q.heap[0]
-		q.removeAt(0)
-		dst = append(dst, Timer[K]{Key: e.key, When: time.Unix(0, e.when)})
-	}
-	return dst
+	return timerQueue[K]{k: k, live: make(map[timerID[K]]uint64)}
 }
 
 func (q *timerQueue[K]) add(key K, when int64) {
 	id := timerID[K]{key, when}
-	if _, ok := q.index[id]; ok {
+	if _, ok := q.live[id]; ok {
 		return
 	}
 	q.seq++
+	q.live[id] = q.seq
 	q.heap = append(q.heap, timerEntry[K]{key: key, when: when, seq: q.seq})
-	q.index[id] = len(q.heap) - 1
 	q.up(len(q.heap) - 1)
 }
 
-func (q *timerQueue[K]) removeAt(i int) {
-	e := q.heap[i]
-	delete(q.index, timerID[K]{e.key, e.when})
-	last := len(q.heap) - 1
-	if i != last {
-		q.heap[i] = q.heap[last]
-		q.index[timerID[K]{q.heap[i].key, q.heap[i].when}] = i
+// delete removes the timer of key due at when, if there is one.
+func (q *timerQueue[K]) delete(key K, when int64) {
+	delete(q.live, timerID[K]{key, when})
+	if len(q.heap) > 64 && len(q.heap) > 2*len(q.live) {
+		q.compact()
 	}
+}
+
+// isLive reports whether a heap entry is a pending timer, not a stale one.
+func (q *timerQueue[K]) isLive(e *timerEntry[K]) bool {
+	seq, ok := q.live[timerID[K]{e.key, e.when}]
+	return ok && seq == e.seq
+}
+
+// top returns the earliest pending timer, dropping stale entries above it.
+func (q *timerQueue[K]) top() (*timerEntry[K], bool) {
+	for len(q.heap) > 0 {
+		if q.isLive(&q.heap[0]) {
+			return &q.heap[0], true
+		}
+		q.pop()
+	}
+	return nil, false
+}
+
+// popDue removes the timers due at or before n and appends them to dst in order.
+func (q *timerQueue[K]) popDue(n int64, dst []Timer[K]) []Timer[K] {
+	for {
+		e, ok := q.top()
+		if !ok || e.when > n {
+			return dst
+		}
+		delete(q.live, timerID[K]{e.key, e.when})
+		dst = append(dst, Timer[K]{Key: e.key, When: time.Unix(0, e.when)})
+		q.pop()
+	}
+}
+
+// pop removes the heap's first entry.
+func (q *timerQueue[K]) pop() {
+	last := len(q.heap) - 1
+	q.heap[0] = q.heap[last]
 	q.heap[last] = timerEntry[K]{} // drop the key reference
 	q.heap = q.heap[:last]
-	if i != last && !q.down(i) {
-		q.up(i)
+	if last > 0 {
+		q.down(0)
 	}
+}
+
+// compact drops the stale entries and restores the heap order.
+func (q *timerQueue[K]) compact() {
+	q.heap = slices.DeleteFunc(q.heap, func(e timerEntry[K]) bool { return !q.isLive(&e) })
+	for i := len(q.heap)/2 - 1; i >= 0; i-- {
+		q.down(i)
+	}
+}
+
+// pending returns the pending timers, in no particular order.
+func (q *timerQueue[K]) pending() []timerEntry[K] {
+	out := make([]timerEntry[K], 0, len(q.live))
+	for _, e := range q.heap {
+		if q.isLive(&e) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 func (q *timerQueue[K]) less(i, j int) bool {
 	a, b := &q.heap[i], &q.heap[j]
 	return a.when < b.when || (a.when == b.when && a.seq < b.seq)
-}
-
-func (q *timerQueue[K]) swap(i, j int) {
-	q.heap[i], q.heap[j] = q.heap[j], q.heap[i]
-	q.index[timerID[K]{q.heap[i].key, q.heap[i].when}] = i
-	q.index[timerID[K]{q.heap[j].key, q.heap[j].when}] = j
 }
 
 func (q *timerQueue[K]) up(i int) {
@@ -140,36 +175,33 @@ func (q *timerQueue[K]) up(i int) {
 		if !q.less(i, p) {
 			return
 		}
-		q.swap(i, p)
+		q.heap[i], q.heap[p] = q.heap[p], q.heap[i]
 		i = p
 	}
 }
 
-// down sifts element i down and reports whether it moved.
-func (q *timerQueue[K]) down(i int) bool {
-	start := i
+func (q *timerQueue[K]) down(i int) {
 	n := len(q.heap)
 	for {
 		c := 2*i + 1
 		if c >= n {
-			break
+			return
 		}
 		if r := c + 1; r < n && q.less(r, c) {
 			c = r
 		}
 		if !q.less(c, i) {
-			break
+			return
 		}
-		q.swap(i, c)
+		q.heap[i], q.heap[c] = q.heap[c], q.heap[i]
 		i = c
 	}
-	return i > start
 }
 
 func (q *timerQueue[K]) kind() stateKind { return q.k }
 
 func (q *timerQueue[K]) capture() capturedTable[K] {
-	return timerCapture[K](slices.Clone(q.heap))
+	return timerCapture[K](q.pending())
 }
 
 type timerCapture[K comparable] []timerEntry[K]
