@@ -315,25 +315,61 @@ func ParseBid(v []byte) (b Bid, ok bool, err error) {
 	if Kind(v[0]) != BidKind {
 		return Bid{}, false, nil
 	}
+	// Fields: auction,bidder,price,channel,url,dateTime,extra.
 	rest := v[2:]
-	var f [7][]byte // auction,bidder,price,channel,url,dateTime,extra
-	for k := range 6 {
+	for field := range 6 {
 		c := bytes.IndexByte(rest, ',')
 		if c < 0 {
 			return Bid{}, false, fmt.Errorf("%w: %q", ErrMalformed, v)
 		}
-		f[k], rest = rest[:c], rest[c+1:]
-	}
-	f[6] = rest
-	var errs [4]error
-	b.Auction, errs[0] = strconv.ParseInt(string(f[0]), 10, 64)
-	b.Bidder, errs[1] = strconv.ParseInt(string(f[1]), 10, 64)
-	b.Price, errs[2] = strconv.ParseInt(string(f[2]), 10, 64)
-	b.DateTime, errs[3] = strconv.ParseInt(string(f[5]), 10, 64)
-	if err := errors.Join(errs[:]...); err != nil {
-		return Bid{}, false, fmt.Errorf("%w: %q: %v", ErrMalformed, v, err)
+		var n int64
+		var good bool
+		switch field {
+		case 0:
+			n, good = parseInt(rest[:c])
+			b.Auction = n
+		case 1:
+			n, good = parseInt(rest[:c])
+			b.Bidder = n
+		case 2:
+			n, good = parseInt(rest[:c])
+			b.Price = n
+		case 5:
+			n, good = parseInt(rest[:c])
+			b.DateTime = n
+		default:
+			good = true
+		}
+		if !good {
+			return Bid{}, false, fmt.Errorf("%w: field %d is not an integer: %q", ErrMalformed, field+1, v)
+		}
+		rest = rest[c+1:]
 	}
 	return b, true, nil
+}
+
+// parseInt parses a decimal integer of at most 18 digits, optionally
+// negative, as the Java peers do; strconv would cost a string conversion
+// per field.
+func parseInt(d []byte) (int64, bool) {
+	neg := len(d) > 0 && d[0] == '-'
+	if neg {
+		d = d[1:]
+	}
+	if len(d) == 0 || len(d) > 18 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range d {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
 }
 
 // AppendQ1 appends the q1 output of bid b.

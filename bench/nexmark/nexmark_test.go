@@ -78,7 +78,7 @@ func TestQueries(t *testing.T) {
 	if _, ok, err := ParseBid([]byte("P,1000,Kate Smith,x@example.com,1 2 3 4,Bend,OR,1,pad")); ok || err != nil {
 		t.Errorf("ParseBid(person): ok %v, err %v", ok, err)
 	}
-	for _, bad := range []string{"", "B", "B,1,2", "B,x,2,3,c,u,4,", "X1,2"} {
+	for _, bad := range []string{"", "B", "B,1,2", "B,x,2,3,c,u,4,", "X1,2", "B,-,2,3,c,u,4,", "B,1,,3,c,u,4,", "B,1,2,3,c,u,12345678901234567890,"} {
 		if _, _, err := ParseBid([]byte(bad)); err == nil {
 			t.Errorf("ParseBid(%q): no error", bad)
 		}
@@ -105,5 +105,21 @@ func TestExpected(t *testing.T) {
 	}
 	if _, err := Expected("q9", 1, 0, 1); err == nil {
 		t.Error("Expected(q9): no error")
+	}
+}
+
+// BenchmarkParseBid parses generated bids.
+func BenchmarkParseBid(b *testing.B) {
+	var vs [][]byte
+	for i := uint64(0); len(vs) < 1000; i++ {
+		if KindOf(i) == BidKind {
+			vs = append(vs, Append(nil, 1, i))
+		}
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		if _, _, err := ParseBid(vs[i%len(vs)]); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
