@@ -205,6 +205,30 @@ func (c *Coordinator) Tick(now time.Time) []Action {
 	return nil
 }
 
+// NextTick returns when Tick next has something to do: trigger the
+// periodic checkpoint, or abort the one in flight for its timeout. The
+// zero time means at once (the first tick, a queued savepoint, the final
+// checkpoint); ok is false when only an event (an acknowledgement, a
+// metadata write) can move the coordinator on. A driver that ticks at this
+// time triggers checkpoints on time instead of up to a polling period late.
+func (c *Coordinator) NextTick() (at time.Time, ok bool) {
+	switch {
+	case !c.started:
+		return time.Time{}, true
+	case c.phase == acking:
+		return c.triggeredAt.Add(c.cfg.Timeout), true
+	case c.phase != idle || c.stopped:
+		return time.Time{}, false
+	case len(c.savepoints) > 0 || c.sourcesFinished:
+		return time.Time{}, true
+	}
+	due := c.lastTrigger.Add(c.cfg.Interval)
+	if pause := c.lastEnd.Add(c.cfg.MinPause); pause.After(due) {
+		due = pause
+	}
+	return due, true
+}
+
 // RequestSavepoint queues a savepoint. request identifies it in the
 // [NotifyComplete] or [Abort] that answers it; stop makes it the job's last
 // checkpoint. The savepoint is triggered as soon as no checkpoint is in flight.

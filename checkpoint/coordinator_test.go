@@ -115,6 +115,15 @@ func runScript(t *testing.T, file string) {
 			actions = c.SourcesFinished(now)
 		case "reset":
 			actions = c.Reset(now)
+		case "next-tick":
+			switch at, ok := c.NextTick(); {
+			case !ok:
+				out.WriteString("next-tick: none\n")
+			case at.IsZero():
+				out.WriteString("next-tick: now\n")
+			default:
+				fmt.Fprintf(&out, "next-tick: at %v\n", at.Sub(start))
+			}
 		default:
 			t.Fatalf("%s: unknown command %q", file, f[0])
 		}

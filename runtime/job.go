@@ -382,15 +382,22 @@ type driver struct {
 
 func (d *driver) loop(ctx, actx context.Context, events <-chan event) attemptResult {
 	j := d.job
-	tick := time.NewTicker(tickInterval(j.opts.CheckpointInterval))
-	defer tick.Stop()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
 	for !d.finished {
+		// Tick the coordinator exactly when it is due: a checkpoint
+		// triggered late makes its output visible late.
+		var tick <-chan time.Time
+		if at, ok := j.coord.NextTick(); ok {
+			timer.Reset(max(time.Until(at), 0))
+			tick = timer.C
+		}
 		var actions []checkpoint.Action
 		select {
 		case <-ctx.Done():
 			d.result.err = ctx.Err()
 			return d.result
-		case now := <-tick.C:
+		case now := <-tick:
 			actions = j.coord.Tick(now)
 		case req := <-j.requests:
 			j.nextRequest++
@@ -511,14 +518,6 @@ func (d *driver) do(ctx context.Context, a checkpoint.Action) []checkpoint.Actio
 		}
 	}
 	return nil
-}
-
-// tickInterval is how often the driver ticks the coordinator: the trigger
-// of a checkpoint is late by up to one tick, which adds to the visibility
-// latency of the output, so ticks are frequent (a tick costs a few
-// comparisons).
-func tickInterval(interval time.Duration) time.Duration {
-	return min(max(interval/100, time.Millisecond), 10*time.Millisecond)
 }
 
 // errJobStructure marks a mismatch between a checkpoint and the job.
