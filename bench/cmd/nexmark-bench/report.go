@@ -79,7 +79,7 @@ func (rs results) markdown() string {
 	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
 	for i, r := range rs.rows {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.query, displayName[r.system],
-			si(r.tput.rate), si(r.tput.perCPU), rs.opt(r, ms(r.lat.p50)), rs.opt(r, ms(r.lat.p99)), mib(r.tput.rss), rs.opt(r, secs(r.lat.recovery)), r.check())
+			r.tput.mark(si(r.tput.rate)), r.tput.mark(si(r.tput.perCPU)), rs.opt(r, ms(r.lat.p50)), rs.opt(r, ms(r.lat.p99)), mib(r.tput.rss), rs.opt(r, secs(r.lat.recovery)), r.check())
 		if i+1 < len(rs.rows) && rs.rows[i+1].query == r.query {
 			continue
 		}
@@ -100,6 +100,9 @@ func (rs results) markdown() string {
 	}
 	if rs.latency && slices.ContainsFunc(rs.rows, result.windowed) {
 		b.WriteString("\n" + windowedNote + "\n")
+	}
+	if slices.ContainsFunc(rs.rows, func(r result) bool { return r.tput.whole }) {
+		b.WriteString("\n" + wholeRunNote + "\n")
 	}
 	b.WriteString("\nDetails of the backlog runs (start-up: process start to first visible output; " +
 		"CPU-s: the system's, start to last visible output; broker CPU-s: the Kafka broker's, in the measured window; commits: times the visible output grew, the window spans all but the last) " +
@@ -122,6 +125,19 @@ const windowedNote = "¹ q5 and q7 (windowed on event time) have no latency and 
 	"Their outputs column checks only the windows ending at least 3 s of event time before the last input event " +
 	"(whether a system fires the later ones depends on how its watermark or stream time trails the end of the input), value by value, " +
 	"and their events/s count the input events by the event time the visible windows' ends advanced by."
+
+// wholeRunNote is the footnote of the rates measured over a whole run.
+const wholeRunNote = "² Measured over the whole run, start-up and the wait for the last checkpoint included: " +
+	"the system's commits of output spanned less than 2 s, too short a window to measure (see the commits column). " +
+	"This understates the system against those measured between commits."
+
+// mark adds the whole-run footnote mark to a rate measured over the whole run.
+func (t throughput) mark(v string) string {
+	if t.whole {
+		return v + "²"
+	}
+	return v
+}
 
 // opt is v, a dash when the latency runs were skipped, or n/a with the
 // footnote's mark for a windowed query, which has none.
