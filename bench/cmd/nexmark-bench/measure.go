@@ -226,13 +226,14 @@ func (e env) measureThroughput(ctx context.Context, s system, q, in string, n, e
 	// window too short to measure (two commits 50 ms apart would claim
 	// 100 M events/s): it is measured over its whole run instead, start-up
 	// included, which only understates it.
+	startup := f.at.Sub(began)
 	whole := l.at.Sub(f.at) < minWindow
 	if whole {
 		f, l, inWindow = sample{at: began, brokerCPU: samples[0].brokerCPU}, samples[last], float64(n)
 	}
 	t := throughput{
 		whole:     whole,
-		startup:   f.at.Sub(began),
+		startup:   startup,
 		totalCPU:  samples[last].cpu,
 		brokerCPU: l.brokerCPU - f.brokerCPU,
 		rss:       rss,
