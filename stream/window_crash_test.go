@@ -1,0 +1,135 @@
+package stream_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/exactlyonce/exactly/connectors/file"
+	"github.com/exactlyonce/exactly/connectors/generator"
+	"github.com/exactlyonce/exactly/internal/crashtest"
+	"github.com/exactlyonce/exactly/state"
+	"github.com/exactlyonce/exactly/stream"
+)
+
+// TestWindowsCrashExactlyOnce runs a sliding-window job in a child process
+// and SIGKILLs it repeatedly, at every point of the checkpoint protocol and
+// at random; the windows committed to the exactly-once file sink must equal
+// those of a failure-free run, value by value.
+func TestWindowsCrashExactlyOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash test: skipped with -short")
+	}
+	dir := os.Getenv("EXACTLY_WINDOW_CRASH_DIR")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	// 30,000 values at 6,000/s, event time = the value in ms: the input
+	// outlasts most of the kill schedule.
+	const n, size, slide = 30_000, 100, 50
+	out := filepath.Join(dir, "out")
+	if crashtest.IsChild() {
+		if err := runWindowCrashJob(dir, out, n, size, slide); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	rep := crashtest.Run(t, crashtest.Options{Kills: 12, MaxDelay: 1500 * time.Millisecond, Env: []string{"EXACTLY_WINDOW_CRASH_DIR=" + dir}})
+	t.Log(rep)
+	if rep.KillsBeforeDone < 8 {
+		t.Errorf("only %d kills landed while the job still had input: %v", rep.KillsBeforeDone, rep)
+	}
+	got, err := readWindowFiles(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkWindows(t, got, n, size, slide)
+}
+
+// runWindowCrashJob runs generator -> keyBy(v % 10) -> sliding windows of
+// count and sum -> file sink, resuming from the checkpoints in dir.
+func runWindowCrashJob(dir, out string, n, size, slide int) error {
+	src, err := generator.New(generator.Options{Count: uint64(n), Splits: 4, Rate: 6000}, func(i uint64) int { return int(i) })
+	if err != nil {
+		return err
+	}
+	snk, err := file.NewSink(out, func(dst []byte, w windowOut) []byte {
+		return fmt.Appendf(dst, "%d,%d,%d,%d", w.Key, w.Start.UnixMilli(), w.Count, w.Sum)
+	}, file.SinkOptions{})
+	if err != nil {
+		return err
+	}
+	j := stream.New("window-crash")
+	nums := stream.SourceWithEventTime(j, "numbers", src, stream.EventTime[int]{Timestamp: millis}, stream.Parallelism(2))
+	keyed := stream.KeyBy(nums, func(v int) int64 { return int64(v % 10) }, state.Int64Codec{})
+	sums := stream.WindowAggregate(keyed, "windows", stream.Sliding(time.Duration(size)*time.Millisecond, time.Duration(slide)*time.Millisecond), millis,
+		stream.Aggregate[int64, int, sumAcc, windowOut]{
+			Add: func(a sumAcc, v int) sumAcc { return sumAcc{a.Count + 1, a.Sum + v} },
+			Result: func(k int64, w stream.Window, a sumAcc) windowOut {
+				return windowOut{Key: k, Start: w.Start, Count: a.Count, Sum: a.Sum}
+			},
+			Codec: sumAccCodec{},
+		}, stream.Parallelism(2))
+	stream.SinkTo(sums, "out", snk)
+	return j.Run(context.Background(), stream.Options{
+		CheckpointDir:      filepath.Join(dir, "checkpoints"),
+		CheckpointInterval: 50 * time.Millisecond,
+		WatermarkInterval:  5 * time.Millisecond,
+		Probe:              crashtest.Probe(),
+	})
+}
+
+// readWindowFiles reads the committed (visible) files of the file sink.
+func readWindowFiles(dir string) ([]windowOut, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var got []windowOut
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") {
+			continue // in progress or pending: not committed
+		}
+		f, err := os.Open(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			w, ok := parseWindowLine(sc.Text())
+			if !ok {
+				f.Close()
+				return nil, fmt.Errorf("%s: malformed line %q", e.Name(), sc.Text())
+			}
+			got = append(got, w)
+		}
+		err = sc.Err()
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return got, nil
+}
+
+// parseWindowLine parses "key,start,count,sum".
+func parseWindowLine(line string) (windowOut, bool) {
+	fields := strings.Split(line, ",")
+	if len(fields) != 4 {
+		return windowOut{}, false
+	}
+	var v [4]int64
+	for i, f := range fields {
+		var err error
+		if v[i], err = strconv.ParseInt(f, 10, 64); err != nil {
+			return windowOut{}, false
+		}
+	}
+	return windowOut{Key: v[0], Start: time.UnixMilli(v[1]), Count: int(v[2]), Sum: int(v[3])}, true
+}
