@@ -188,8 +188,15 @@ func Run(ctx context.Context, c Config, command func(context.Context) *exec.Cmd)
 	}
 
 	var kills atomic.Int64
+	// Enough once the budget is spent and every fault kind was made once
+	// (kills dominate the budget; without the second condition a run could
+	// end before the scheduler's first round reached every kind).
+	kinds := int64(len(slices.Concat(in.kinds()...)))
 	enough := func() bool {
-		return kills.Load()+in.total.Load() >= int64(c.Faults) || c.Duration > 0 && time.Since(began) > c.Duration
+		if c.Duration > 0 && time.Since(began) > c.Duration {
+			return true
+		}
+		return kills.Load()+in.total.Load() >= int64(c.Faults) && in.total.Load() >= kinds
 	}
 	in.enough = enough
 	logf("torture: seed %d: %d events, %d keys, at least %d faults, topics %s → %s, tables %s and %s, files in %s",
