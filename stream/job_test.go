@@ -27,22 +27,31 @@ type counting struct {
 	delay     time.Duration // per Read, to keep a job running for a while
 }
 
-func (c counting) Splits(context.Context) ([]string, error) {
-	var ids []string
-	for i := range c.splits {
-		ids = append(ids, fmt.Sprint(i))
-	}
-	return ids, nil
-}
+func (c counting) Splits(context.Context) ([]string, error) { return splitIDs(c.splits), nil }
 
 func (c counting) Open(_ context.Context, split string, pos []byte) (source.Reader[int], error) {
-	var s int
-	fmt.Sscan(split, &s)
-	next := uint64(0)
-	if pos != nil {
-		next, _ = binary.Uvarint(pos)
+	s, next := openedAt(split, pos)
+	return &countingReader{c: c, split: s, next: next}, nil
+}
+
+// splitIDs returns the ids "0" ... "n-1" of a test source's splits.
+func splitIDs(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprint(i)
 	}
-	return &countingReader{c: c, split: s, next: int(next)}, nil
+	return ids
+}
+
+// openedAt returns the index of a split named by splitIDs and the record
+// index its position (a uvarint, nil at the start) resumes at.
+func openedAt(split string, pos []byte) (index, next int) {
+	fmt.Sscan(split, &index)
+	if pos != nil {
+		n, _ := binary.Uvarint(pos)
+		next = int(n)
+	}
+	return index, next
 }
 
 type countingReader struct {

@@ -164,22 +164,11 @@ type listSource struct {
 	unbounded bool
 }
 
-func (l listSource) Splits(context.Context) ([]string, error) {
-	var ids []string
-	for i := range l.lists {
-		ids = append(ids, fmt.Sprint(i))
-	}
-	return ids, nil
-}
+func (l listSource) Splits(context.Context) ([]string, error) { return splitIDs(len(l.lists)), nil }
 
 func (l listSource) Open(_ context.Context, split string, pos []byte) (source.Reader[int], error) {
-	var i int
-	fmt.Sscan(split, &i)
-	next := uint64(0)
-	if pos != nil {
-		next, _ = binary.Uvarint(pos)
-	}
-	return &listReader{list: l.lists[i], unbounded: l.unbounded, next: int(next)}, nil
+	i, next := openedAt(split, pos)
+	return &listReader{list: l.lists[i], unbounded: l.unbounded, next: next}, nil
 }
 
 type listReader struct {

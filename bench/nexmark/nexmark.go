@@ -374,30 +374,28 @@ func parseInt(d []byte) (int64, bool) {
 
 // AppendQ1 appends the q1 output of bid b.
 func AppendQ1(dst []byte, b Bid) []byte {
-	dst = strconv.AppendInt(dst, b.Auction, 10)
-	dst = append(dst, ',')
-	dst = strconv.AppendInt(dst, b.Bidder, 10)
-	dst = append(dst, ',')
-	dst = strconv.AppendInt(dst, b.Price*EuroRateNum/EuroRateDen, 10)
-	dst = append(dst, ',')
-	return strconv.AppendInt(dst, b.DateTime, 10)
+	return appendFields(dst, b.Auction, b.Bidder, b.Price*EuroRateNum/EuroRateDen, b.DateTime)
 }
 
 // Q2Selects reports whether q2 outputs bid b.
 func Q2Selects(b Bid) bool { return b.Auction%Q2Modulus == 0 }
 
 // AppendQ2 appends the q2 output of bid b.
-func AppendQ2(dst []byte, b Bid) []byte {
-	dst = strconv.AppendInt(dst, b.Auction, 10)
-	dst = append(dst, ',')
-	return strconv.AppendInt(dst, b.Price, 10)
-}
+func AppendQ2(dst []byte, b Bid) []byte { return appendFields(dst, b.Auction, b.Price) }
 
 // AppendCount appends the count output: the auction and its running count.
-func AppendCount(dst []byte, auction, n int64) []byte {
-	dst = strconv.AppendInt(dst, auction, 10)
-	dst = append(dst, ',')
-	return strconv.AppendInt(dst, n, 10)
+func AppendCount(dst []byte, auction, n int64) []byte { return appendFields(dst, auction, n) }
+
+// appendFields appends the decimal integers vs separated by commas: the
+// format of every query's output.
+func appendFields(dst []byte, vs ...int64) []byte {
+	for i, v := range vs {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = strconv.AppendInt(dst, v, 10)
+	}
+	return dst
 }
 
 // Expected returns how many output records query q makes of events

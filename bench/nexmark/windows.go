@@ -87,25 +87,13 @@ func CheckedOutputs(q string, seed, from, to uint64, emit func(v []byte)) error 
 
 // AppendQ7 appends the q7 output of bid b in the window starting at start.
 func AppendQ7(dst []byte, start int64, b Bid) []byte {
-	dst = strconv.AppendInt(dst, start, 10)
-	dst = append(dst, ',')
-	dst = strconv.AppendInt(dst, b.Auction, 10)
-	dst = append(dst, ',')
-	dst = strconv.AppendInt(dst, b.Bidder, 10)
-	dst = append(dst, ',')
-	dst = strconv.AppendInt(dst, b.Price, 10)
-	dst = append(dst, ',')
-	return strconv.AppendInt(dst, b.DateTime, 10)
+	return appendFields(dst, start, b.Auction, b.Bidder, b.Price, b.DateTime)
 }
 
 // AppendQ5 appends the q5 output of auction, with count bids in the window
 // starting at start.
 func AppendQ5(dst []byte, start, auction, count int64) []byte {
-	dst = strconv.AppendInt(dst, start, 10)
-	dst = append(dst, ',')
-	dst = strconv.AppendInt(dst, auction, 10)
-	dst = append(dst, ',')
-	return strconv.AppendInt(dst, count, 10)
+	return appendFields(dst, start, auction, count)
 }
 
 // alignDown returns the greatest multiple of period at or before t.
