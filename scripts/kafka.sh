@@ -11,7 +11,7 @@
 #   scripts/kafka.sh status    print the broker address if it runs
 #   scripts/kafka.sh clean     stop the broker and delete its data
 #
-# Environment: KAFKA_VERSION (default 4.1.1), KAFKA_PORT (default 59092),
+# Environment: KAFKA_VERSION (default 4.1.1), KAFKA_PORT (default 29092),
 # KAFKA_CONTROLLER_PORT (default KAFKA_PORT+1), KAFKA_DIR (default
 # <repo>/.tmp/kafka), KAFKA_TRANSACTION_VERSION (transaction.version feature
 # written at format time, 2 = KIP-890 protocol, default: the release's default),
@@ -22,11 +22,15 @@
 # listener, makes every broker connection through the proxy; the torture
 # suite uses this with toxiproxy). The listeners are written at every start.
 # start is idempotent: a running broker is reused.
+#
+# The default ports lie below Linux's ephemeral range (32768-60999): there, a
+# client connection's local port could hold a listener port when the broker
+# restarts, and the start fails with "Address already in use" (seen in CI).
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 version=${KAFKA_VERSION:-4.1.1}
-port=${KAFKA_PORT:-59092}
+port=${KAFKA_PORT:-29092}
 cport=${KAFKA_CONTROLLER_PORT:-$((port + 1))}
 dir=${KAFKA_DIR:-$repo/.tmp/kafka}
 proxy_port=${KAFKA_PROXY_PORT:-}

@@ -19,7 +19,7 @@
 # and max_prepared_transactions=64. Server commands run as the "postgres" user
 # when the script runs as root (initdb refuses root).
 #
-# Environment: POSTGRES_PORT (default 55432, the next free port if taken by
+# Environment: POSTGRES_PORT (default 25432, the next free port if taken by
 # something else), EXACTLY_POSTGRES_DATA (data directory, default
 # <repo>/.tmp/postgres; tests that restart the server use the same default).
 # start is idempotent: a running server is reused.
@@ -27,7 +27,7 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 data=${EXACTLY_POSTGRES_DATA:-$repo/.tmp/postgres}
-port=${POSTGRES_PORT:-55432}
+port=${POSTGRES_PORT:-25432}
 log=$data.log
 user=exactly
 password=exactly

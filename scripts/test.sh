@@ -33,6 +33,10 @@ start_service() {
 	echo "started $1: $out"
 }
 
+# The broker gets its proxy listener from the start (KAFKA_PORT+2, advertised
+# as KAFKA_PORT+3, where the torture suite puts toxiproxy), so that suite
+# never restarts it under the Kafka tests that run beside it.
+export KAFKA_PROXY_PORT=${KAFKA_PROXY_PORT:-$((${KAFKA_PORT:-29092} + 3))}
 for service in postgres kafka toxiproxy; do
 	if [[ -x "scripts/$service.sh" ]]; then
 		start_service "$service"

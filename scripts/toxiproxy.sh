@@ -12,13 +12,13 @@
 # The module's server command is github.com/Shopify/toxiproxy/v2/cmd/server
 # (the binary is named "server"; toxiproxy-server is its release name).
 #
-# Environment: TOXIPROXY_PORT (API port, default 58474), TOXIPROXY_DIR
+# Environment: TOXIPROXY_PORT (API port, default 28474), TOXIPROXY_DIR
 # (default <repo>/.tmp/toxiproxy). start is idempotent.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 version=v2.5.0
-port=${TOXIPROXY_PORT:-58474}
+port=${TOXIPROXY_PORT:-28474}
 dir=${TOXIPROXY_DIR:-$repo/.tmp/toxiproxy}
 bin=$dir/bin/server
 pidfile=$dir/toxiproxy.pid
