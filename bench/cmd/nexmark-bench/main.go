@@ -26,10 +26,14 @@
 // event are counted, waited for and compared, value by value, with those of
 // the reference implementation in bench/nexmark; the input events in the
 // measured window are estimated from the event time by which the ends of
-// the visible windows advanced in it. And they have no latency and recovery
-// run: the generator's event time is synthetic (10,000 events per second of
-// event time), so the time a window's result takes to become visible has no
-// meaning in wall time.
+// the visible windows advanced in it. And they have no latency run: the
+// generator's event time is synthetic (10,000 events per second of event
+// time), so the time a window's result takes to become visible has no
+// meaning in wall time. Instead each system runs them over the backlog a
+// second time, SIGKILLed up to --kills times (0.3-1.5 s after its start,
+// then after each recovery) and started again at once; the checked
+// outputs of that run are compared value by value too, and its recovery is
+// the longest time from a kill to the first output not visible at it.
 //
 // It prints a Markdown table with the ratios exactly/Flink and
 // exactly/Kafka Streams and, with --doc, writes it into that file between
@@ -62,6 +66,7 @@ type options struct {
 	events, seed                                        uint64
 	plan                                                latencyPlan
 	timeout                                             time.Duration
+	kills                                               int
 	latency, profile                                    bool
 }
 
@@ -83,6 +88,7 @@ func main() {
 	flag.DurationVar(&o.plan.others, "after", 8*time.Second, "latency runs: input produced after the SIGKILL")
 	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "longest wait for a system's output")
 	flag.BoolVar(&o.latency, "latency", true, "run the latency and recovery runs")
+	flag.IntVar(&o.kills, "kills", 3, "q5, q7: SIGKILLs of the second run over the backlog, each system restarted at once (0: no such run)")
 	flag.BoolVar(&o.profile, "profile", false, "make exactly write a CPU profile of every run (cpu.pprof in the run's directory)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -149,7 +155,7 @@ func run(ctx context.Context, o options) error {
 	if err := b.load(ctx, in, o.seed, o.events); err != nil {
 		return err
 	}
-	res := results{events: o.events, plan: o.plan, latency: o.latency}
+	res := results{events: o.events, plan: o.plan, latency: o.latency, kills: o.kills}
 	for _, q := range queries {
 		expected, err := nexmark.Expected(q, o.seed, 0, o.events)
 		if err != nil {
@@ -159,11 +165,24 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("%s makes no output of %d events that the run checks: use more --events", q, o.events)
 		}
 		_, _, windowed := nexmark.Window(q)
-		for _, s := range syss {
-			r := result{query: q, system: s.name}
-			fmt.Fprintf(os.Stderr, "%s %s: throughput over %d events (%d outputs)\n", s.name, q, o.events, expected)
-			if r.tput, err = e.measureThroughput(ctx, s, q, in, o.events, expected); err != nil {
+		var want map[string]uint64 // q5, q7: the checked outputs, by value
+		if windowed {
+			want = map[string]uint64{}
+			if err := nexmark.CheckedOutputs(q, o.seed, 0, o.events, func(v []byte) { want[string(v)]++ }); err != nil {
 				return err
+			}
+		}
+		for _, s := range syss {
+			r := result{query: q, system: s.name, kill: killRun{recovery: -1}}
+			fmt.Fprintf(os.Stderr, "%s %s: throughput over %d events (%d outputs)\n", s.name, q, o.events, expected)
+			if r.tput, err = e.measureThroughput(ctx, s, q, in, o.events, expected, want); err != nil {
+				return err
+			}
+			if windowed && o.kills > 0 {
+				fmt.Fprintf(os.Stderr, "%s %s: over the backlog again, with up to %d SIGKILLs\n", s.name, q, o.kills)
+				if r.kill, err = e.measureKills(ctx, s, q, in, o.events, expected, want, o.kills); err != nil {
+					return err
+				}
 			}
 			if o.latency && !windowed {
 				fmt.Fprintf(os.Stderr, "%s %s: latency at %.0f events/s, SIGKILL, recovery\n", s.name, q, o.plan.rate)

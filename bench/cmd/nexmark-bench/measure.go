@@ -1,10 +1,11 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactlyonce/exactly/bench/nexmark"
@@ -41,11 +41,13 @@ type throughput struct {
 	duplicates, missing, wrong uint64
 }
 
-// windowOutput is where an output of q5 or q7 is and the end of its window.
+// windowOutput is where an output of q5 or q7 is, the end of its window
+// and when the runner's consumer received it.
 type windowOutput struct {
 	partition int32
 	offset    int64
 	end       int64 // Unix ms
+	at        time.Time
 }
 
 // sample is one observation of a throughput run.
@@ -75,98 +77,29 @@ func (e env) runDir(name string) (string, error) {
 // measureThroughput runs s on query q over the backlog in topic in (n
 // events, expected outputs) until every output is visible. For q5 and q7 it
 // counts only the outputs of the checked windows, those ending at or before
-// nexmark.Cutoff(n), waits for those, and compares them with the expected
-// ones value by value.
-func (e env) measureThroughput(ctx context.Context, s system, q, in string, n, expected uint64) (throughput, error) {
-	name := fmt.Sprintf("%s-%s-%s-tput", e.prefix, s.name, q)
-	out := name + "-out"
-	dir, err := e.runDir(name)
+// nexmark.Cutoff(n), waits for those, and compares them with want value by
+// value.
+func (e env) measureThroughput(ctx context.Context, s system, q, in string, n, expected uint64, want map[string]uint64) (throughput, error) {
+	r, err := e.startBacklog(ctx, s, q, in, "tput", n)
 	if err != nil {
 		return throughput{}, err
 	}
-	size, _, windowed := nexmark.Window(q)
-	var configs map[string]*string
-	if windowed {
-		// The outputs of q5 and q7 are timestamped with their window's end,
-		// in the generator's event time, which starts at nexmark.BaseTime:
-		// time-based retention would delete them once the broker's clock is
-		// retention.ms past that, maybe before the runner reads them.
-		configs = map[string]*string{"retention.ms": kadm.StringPtr("-1")}
-	}
-	if err := e.b.createTopics(ctx, configs, out); err != nil {
-		return throughput{}, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-
-	cutoff := nexmark.Cutoff(n)
-	want := map[string]uint64{} // q5, q7: the checked outputs, by value
-	if windowed {
-		if err := nexmark.CheckedOutputs(q, e.seed, 0, n, func(v []byte) { want[string(v)]++ }); err != nil {
-			return throughput{}, err
-		}
-	}
-	var (
-		mu        sync.Mutex
-		count     uint64
-		lastOff   [partitions]int64 // offset of the last data record seen per partition; -1 none
-		windows   []windowOutput    // q5, q7: every output seen
-		got       = map[string]uint64{}
-		badOutput error // q5, q7: the first output whose window does not parse
-	)
-	for i := range lastOff {
-		lastOff[i] = -1
-	}
-	consumeErr := make(chan error, 1)
-	go func() {
-		consumeErr <- e.b.consume(ctx, out, func(r seen, value []byte) {
-			mu.Lock()
-			defer mu.Unlock()
-			lastOff[r.partition] = max(lastOff[r.partition], r.offset)
-			if !windowed {
-				count++
-				return
-			}
-			start, err := nexmark.WindowStart(value)
-			if err != nil {
-				badOutput = cmp.Or(badOutput, err)
-				return
-			}
-			windows = append(windows, windowOutput{r.partition, r.offset, start + size})
-			if start+size <= cutoff {
-				count++
-				got[string(value)]++
-			}
-		})
-	}()
-	logPath := filepath.Join(dir, s.name+".log")
-	p, err := start(s.argv(q, in, out, dir, name), logPath)
-	if err != nil {
-		return throughput{}, err
-	}
-	defer p.stop(15 * time.Second)
-	began := time.Now()
-	pid := p.cmd.Process.Pid
+	defer r.close()
+	pid := r.p.cmd.Process.Pid
 
 	var (
 		samples []sample
-		doneOff [partitions]int64 // lastOff when the run was found done
+		doneOff [partitions]int64 // the last records' offsets when the run was found done
 	)
 	deadline := time.After(e.timeout)
 	tick := time.NewTicker(sampleEvery)
 	defer tick.Stop()
 	for done := false; !done; {
-		select {
-		case <-deadline:
-			return throughput{}, fmt.Errorf("%s: not done after %v (%d of %d outputs); log: %s", name, e.timeout, count, expected, logPath)
-		case err := <-consumeErr:
+		if err := r.wait(tick, deadline, e.timeout, expected); err != nil {
 			return throughput{}, err
-		case <-p.done:
-			return throughput{}, fmt.Errorf("%s: the system exited (%v); log: %s", name, p.err, logPath)
-		case <-tick.C:
 		}
 		sm := sample{at: time.Now()}
-		if sm.ends, err = e.b.committedEnds(ctx, out); err != nil {
+		if sm.ends, err = e.b.committedEnds(ctx, r.out); err != nil {
 			return throughput{}, err
 		}
 		if sm.cpu, err = cpuSeconds(pid); err != nil {
@@ -178,26 +111,16 @@ func (e env) measureThroughput(ctx context.Context, s system, q, in string, n, e
 			}
 		}
 		samples = append(samples, sm)
-		mu.Lock()
-		// Done once the consumer has every output and the last sample shows
-		// the last record of every partition stable.
-		done = count >= expected && stableAll(sm.ends, lastOff)
-		doneOff = lastOff
-		bad := badOutput
-		mu.Unlock()
-		if bad != nil {
-			return throughput{}, fmt.Errorf("%s: %v; log: %s", name, bad, logPath)
+		if done, doneOff, err = r.col.done(expected, sm.ends); err != nil {
+			return throughput{}, fmt.Errorf("%s: %v; log: %s", r.name, err, r.logPath)
 		}
 	}
 	rss, err := peakRSS(pid)
 	if err != nil {
 		return throughput{}, err
 	}
-	p.stop(15 * time.Second)
-	time.Sleep(2 * time.Second) // anything written after the last expected output would be a duplicate
+	r.settle()
 
-	mu.Lock()
-	defer mu.Unlock()
 	last := slices.IndexFunc(samples, func(sm sample) bool { return stableAll(sm.ends, doneOff) })
 	// Commits: the samples at which the visible output grew. The window
 	// runs from the first commit to the one before the last: the last
@@ -217,8 +140,8 @@ func (e env) measureThroughput(ctx context.Context, s system, q, in string, n, e
 	// proportion to the outputs; for q5 and q7, as many as the event time of
 	// the visible windows' ends advanced by.
 	var inWindow float64
-	if windowed {
-		inWindow = float64(visibleEnd(windows, l.ends)-visibleEnd(windows, f.ends)) * 1000 / nexmark.EventSpacingMicros
+	if r.col.windowed {
+		inWindow = float64(r.col.visibleEnd(l.ends)-r.col.visibleEnd(f.ends)) * 1000 / nexmark.EventSpacingMicros
 	} else {
 		inWindow = float64(n) * float64(sum(l.ends)-sum(f.ends)) / float64(expected)
 	}
@@ -226,10 +149,10 @@ func (e env) measureThroughput(ctx context.Context, s system, q, in string, n, e
 	// window too short to measure (two commits 50 ms apart would claim
 	// 100 M events/s): it is measured over its whole run instead, start-up
 	// included, which only understates it.
-	startup := f.at.Sub(began)
+	startup := f.at.Sub(r.began)
 	whole := l.at.Sub(f.at) < minWindow
 	if whole {
-		f, l, inWindow = sample{at: began, brokerCPU: samples[0].brokerCPU}, samples[last], float64(n)
+		f, l, inWindow = sample{at: r.began, brokerCPU: samples[0].brokerCPU}, samples[last], float64(n)
 	}
 	t := throughput{
 		whole:     whole,
@@ -239,11 +162,7 @@ func (e env) measureThroughput(ctx context.Context, s system, q, in string, n, e
 		rss:       rss,
 		commits:   len(commits),
 	}
-	if windowed {
-		t.duplicates, t.missing, t.wrong = tally(got, want)
-	} else {
-		t.duplicates, t.missing = excess(count, expected), excess(expected, count)
-	}
+	t.duplicates, t.missing, t.wrong = r.col.check(expected, want)
 	if w := l.at.Sub(f.at).Seconds(); w > 0 {
 		t.rate = inWindow / w
 	}
@@ -288,6 +207,18 @@ func visibleEnd(outs []windowOutput, ends [partitions]int64) int64 {
 		}
 	}
 	return end
+}
+
+// firstBeyond returns the earliest receipt of the outputs of outs at or
+// beyond the stable offsets ends.
+func firstBeyond(outs []windowOutput, ends [partitions]int64) (time.Time, bool) {
+	var first time.Time
+	for _, o := range outs {
+		if o.offset >= ends[o.partition] && (first.IsZero() || o.at.Before(first)) {
+			first = o.at
+		}
+	}
+	return first, !first.IsZero()
 }
 
 // stableAll reports whether every partition's stable end is past its last data record.
@@ -486,4 +417,95 @@ func (e env) produceAtRate(ctx context.Context, topic string, rate float64, prod
 			return *p
 		}
 	}
+}
+
+// killRun is the result of a windowed query's run over the backlog with
+// SIGKILLs.
+type killRun struct {
+	kills int
+	// recovery is the longest time from a SIGKILL to the receipt of the
+	// first output not visible at it; -1 when no kill was made.
+	recovery                   time.Duration
+	duplicates, missing, wrong uint64 // of the checked outputs, as in throughput
+}
+
+// Delays of the kill runs: a SIGKILL comes a uniform random delay in
+// [killAfterMin, killAfterMax) after the system's start, or after the
+// first output of the restarted system following the previous kill.
+const (
+	killAfterMin = 300 * time.Millisecond
+	killAfterMax = 1500 * time.Millisecond
+	// markersSettle is the pause between a kill and the restart, included
+	// in the recovery time.
+	markersSettle = 100 * time.Millisecond
+)
+
+// measureKills runs s on the windowed query q over the backlog in topic in
+// (n events, expected checked outputs, want those by value), SIGKILLs it up
+// to kills times, starting it again at once each time, and compares the
+// outputs with want once every one is visible. Kills are made only while
+// the run lasts; the delays come from the seed, the system and the query.
+func (e env) measureKills(ctx context.Context, s system, q, in string, n, expected uint64, want map[string]uint64, kills int) (killRun, error) {
+	r, err := e.startBacklog(ctx, s, q, in, "kill", n)
+	if err != nil {
+		return killRun{}, err
+	}
+	defer r.close()
+	h := fnv.New64a()
+	h.Write([]byte(s.name + "/" + q))
+	rng := rand.New(rand.NewPCG(e.seed, h.Sum64()))
+	delay := func() time.Duration {
+		return killAfterMin + time.Duration(rng.Int64N(int64(killAfterMax-killAfterMin)))
+	}
+
+	res := killRun{recovery: -1}
+	var (
+		killAt   = r.began.Add(delay()) // when the next kill is due
+		killed   time.Time              // the last kill, while its recovery is not seen; zero: none
+		killEnds [partitions]int64      // the stable ends right after that kill
+	)
+	deadline := time.After(e.timeout)
+	tick := time.NewTicker(sampleEvery)
+	defer tick.Stop()
+	for {
+		if err := r.wait(tick, deadline, e.timeout, expected); err != nil {
+			return killRun{}, err
+		}
+		ends, err := e.b.committedEnds(ctx, r.out)
+		if err != nil {
+			return killRun{}, err
+		}
+		now := time.Now()
+		if !killed.IsZero() {
+			if at, ok := r.col.firstBeyond(killEnds); ok {
+				res.recovery = max(res.recovery, at.Sub(killed))
+				killed, killAt = time.Time{}, now.Add(delay())
+			}
+		}
+		done, _, err := r.col.done(expected, ends)
+		if err != nil {
+			return killRun{}, fmt.Errorf("%s: %v; log: %s", r.name, err, r.logPath)
+		}
+		if done {
+			break
+		}
+		if res.kills < kills && killed.IsZero() && now.After(killAt) {
+			r.p.kill()
+			killed = time.Now()
+			res.kills++
+			// A commit the system sent just before it died may still
+			// become visible: let it, so that it does not pass for output
+			// of the restarted system.
+			time.Sleep(markersSettle)
+			if killEnds, err = e.b.committedEnds(ctx, r.out); err != nil {
+				return killRun{}, err
+			}
+			if r.p, err = start(r.argv, r.logPath); err != nil {
+				return killRun{}, err
+			}
+		}
+	}
+	r.settle()
+	res.duplicates, res.missing, res.wrong = r.col.check(expected, want)
+	return res, nil
 }

@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestTally(t *testing.T) {
 	want := map[string]uint64{"a": 1, "b": 2, "c": 1}
@@ -21,7 +24,7 @@ func TestTally(t *testing.T) {
 }
 
 func TestVisibleEnd(t *testing.T) {
-	outs := []windowOutput{{0, 0, 10}, {1, 0, 20}, {0, 1, 30}, {1, 5, 40}}
+	outs := []windowOutput{{0, 0, 10, time.Time{}}, {1, 0, 20, time.Time{}}, {0, 1, 30, time.Time{}}, {1, 5, 40, time.Time{}}}
 	for _, c := range []struct {
 		ends [partitions]int64
 		want int64
@@ -33,6 +36,25 @@ func TestVisibleEnd(t *testing.T) {
 	} {
 		if got := visibleEnd(outs, c.ends); got != c.want {
 			t.Errorf("visibleEnd below %v = %d, want %d", c.ends, got, c.want)
+		}
+	}
+}
+
+func TestFirstBeyond(t *testing.T) {
+	at := func(s int) time.Time { return time.Unix(int64(s), 0) }
+	outs := []windowOutput{{0, 0, 10, at(1)}, {1, 0, 20, at(2)}, {0, 1, 30, at(5)}, {1, 5, 40, at(4)}}
+	for _, c := range []struct {
+		ends  [partitions]int64
+		first time.Time // zero: none
+	}{
+		{[partitions]int64{}, at(1)},
+		{[partitions]int64{1, 1}, at(4)}, // the output at partition 1, offset 5 came before partition 0's at offset 1
+		{[partitions]int64{1, 6}, at(5)},
+		{[partitions]int64{2, 6}, time.Time{}},
+	} {
+		got, ok := firstBeyond(outs, c.ends)
+		if ok != !c.first.IsZero() || !got.Equal(c.first) {
+			t.Errorf("firstBeyond %v = %v, %v; want %v", c.ends, got, ok, c.first)
 		}
 	}
 }

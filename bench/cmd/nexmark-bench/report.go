@@ -15,7 +15,8 @@ import (
 type result struct {
 	query, system string
 	tput          throughput
-	lat           latency
+	lat           latency // the queries but q5 and q7
+	kill          killRun // q5 and q7
 }
 
 // results are the rows of one invocation.
@@ -24,13 +25,14 @@ type results struct {
 	events  uint64
 	plan    latencyPlan
 	latency bool
+	kills   int
 	load    string
 }
 
 // displayName is how the tables name a system.
 var displayName = map[string]string{"exactly": "exactly", "flink": "Flink", "kstreams": "Kafka Streams"}
 
-// windowed reports whether r's query is windowed, without latency run.
+// windowed reports whether r's query is windowed: a kill run instead of a latency run.
 func (r result) windowed() bool {
 	_, _, ok := nexmark.Window(r.query)
 	return ok
@@ -38,9 +40,9 @@ func (r result) windowed() bool {
 
 // line is the one-line progress report of r.
 func (r result) line() string {
-	p50, p99, recovery := ms(r.lat.p50), ms(r.lat.p99), secs(r.lat.recovery)
+	p50, p99, recovery := ms(r.lat.p50), ms(r.lat.p99), secs(r.recovery())
 	if r.windowed() {
-		p50, p99, recovery = "n/a", "n/a", "n/a"
+		p50, p99 = "n/a", "n/a"
 	}
 	return fmt.Sprintf("%s %s: %s events/s, %s events/CPU-s, p50 %s, p99 %s, RSS %s, recovery %s, outputs %s",
 		r.system, r.query, si(r.tput.rate), si(r.tput.perCPU), p50, p99, mib(r.tput.rss), recovery, r.check())
@@ -55,6 +57,7 @@ func (r result) check() string {
 	}{
 		{"backlog", r.tput.duplicates, r.tput.missing, r.tput.wrong},
 		{"kill", excess(r.lat.outputs, r.lat.expected), excess(r.lat.expected, r.lat.outputs), 0},
+		{"kills", r.kill.duplicates, r.kill.missing, r.kill.wrong},
 	} {
 		if c.duplicates > 0 {
 			bad = append(bad, fmt.Sprintf("%s +%d duplicates", c.run, c.duplicates))
@@ -72,6 +75,15 @@ func (r result) check() string {
 	return strings.Join(bad, ", ")
 }
 
+// recovery is the recovery time of r's kill: its latency run's, or for q5
+// and q7 the longest of its kill run's.
+func (r result) recovery() time.Duration {
+	if r.windowed() {
+		return r.kill.recovery
+	}
+	return r.lat.recovery
+}
+
 // markdown renders the main table and the details table.
 func (rs results) markdown() string {
 	var b strings.Builder
@@ -79,7 +91,7 @@ func (rs results) markdown() string {
 	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
 	for i, r := range rs.rows {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.query, displayName[r.system],
-			r.tput.mark(si(r.tput.rate)), r.tput.mark(si(r.tput.perCPU)), rs.opt(r, ms(r.lat.p50)), rs.opt(r, ms(r.lat.p99)), mib(r.tput.rss), rs.opt(r, secs(r.lat.recovery)), r.check())
+			r.tput.mark(si(r.tput.rate)), r.tput.mark(si(r.tput.perCPU)), rs.opt(r, ms(r.lat.p50)), rs.opt(r, ms(r.lat.p99)), mib(r.tput.rss), rs.killed(r, secs(r.recovery())), r.check())
 		if i+1 < len(rs.rows) && rs.rows[i+1].query == r.query {
 			continue
 		}
@@ -95,33 +107,36 @@ func (rs results) markdown() string {
 			fmt.Fprintf(&b, "| %s | **exactly / %s** | %s | %s | %s | %s | %s | %s | |\n", r.query, displayName[peer],
 				ratio(ours.tput.rate, p.tput.rate), ratio(ours.tput.perCPU, p.tput.perCPU),
 				rs.opt(r, ratio(float64(ours.lat.p50), float64(p.lat.p50))), rs.opt(r, ratio(float64(ours.lat.p99), float64(p.lat.p99))),
-				ratio(float64(ours.tput.rss), float64(p.tput.rss)), rs.opt(r, ratio(float64(ours.lat.recovery), float64(p.lat.recovery))))
+				ratio(float64(ours.tput.rss), float64(p.tput.rss)), rs.killed(r, ratio(float64(ours.recovery()), float64(p.recovery()))))
 		}
 	}
-	if rs.latency && slices.ContainsFunc(rs.rows, result.windowed) {
+	if slices.ContainsFunc(rs.rows, result.windowed) {
 		b.WriteString("\n" + windowedNote + "\n")
 	}
 	if slices.ContainsFunc(rs.rows, func(r result) bool { return r.tput.whole }) {
 		b.WriteString("\n" + wholeRunNote + "\n")
 	}
 	b.WriteString("\nDetails of the backlog runs (start-up: process start to first visible output; " +
-		"CPU-s: the system's, start to last visible output; broker CPU-s: the Kafka broker's, in the measured window; commits: times the visible output grew, the window spans all but the last) " +
-		"and number of outputs the latency percentiles are computed on:\n\n")
-	b.WriteString("| query | system | start-up | CPU-s | broker CPU-s | commits | latency samples |\n|---|---|---|---|---|---|---|\n")
+		"CPU-s: the system's, start to last visible output; broker CPU-s: the Kafka broker's, in the measured window; commits: times the visible output grew, the window spans all but the last), " +
+		"number of outputs the latency percentiles are computed on, and SIGKILLs made (q5, q7: in the kill run):\n\n")
+	b.WriteString("| query | system | start-up | CPU-s | broker CPU-s | commits | latency samples | SIGKILLs |\n|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rs.rows {
 		broker := "—"
 		if r.tput.brokerCPU > 0 {
 			broker = fmt.Sprintf("%.1f", r.tput.brokerCPU)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %.1f | %s | %d | %s |\n", r.query, displayName[r.system], secs(r.tput.startup),
-			r.tput.totalCPU, broker, r.tput.commits, rs.opt(r, fmt.Sprint(r.lat.samples)))
+		fmt.Fprintf(&b, "| %s | %s | %s | %.1f | %s | %d | %s | %s |\n", r.query, displayName[r.system], secs(r.tput.startup),
+			r.tput.totalCPU, broker, r.tput.commits, rs.opt(r, fmt.Sprint(r.lat.samples)), rs.killed(r, fmt.Sprint(r.kills())))
 	}
 	return b.String()
 }
 
 // windowedNote is the footnote of the windowed queries' rows.
-const windowedNote = "¹ q5 and q7 (windowed on event time) have no latency and recovery run: the generator's event time is synthetic " +
+const windowedNote = "¹ q5 and q7 (windowed on event time) have no latency run: the generator's event time is synthetic " +
 	"(10,000 events per second of event time), so the time a window's result takes to become visible has no meaning in wall time. " +
+	"Each system runs them over the backlog a second time instead, SIGKILLed 0.3–1.5 s after its start and again after each recovery, " +
+	"restarted 0.1 s after each kill; their recovery is the longest time from a kill to the receipt of the first output not visible at it, " +
+	"and their outputs column covers both runs. " +
 	"Their outputs column checks only the windows ending at least 3 s of event time before the last input event " +
 	"(whether a system fires the later ones depends on how its watermark or stream time trails the end of the input), value by value, " +
 	"and their events/s count the input events by the event time the visible windows' ends advanced by."
@@ -149,6 +164,26 @@ func (rs results) opt(r result, v string) string {
 		return "n/a¹"
 	}
 	return v
+}
+
+// killed is v, or a dash when r had no kill run: the latency runs or, for
+// q5 and q7, the kill runs were skipped.
+func (rs results) killed(r result, v string) string {
+	if r.windowed() && rs.kills == 0 {
+		return "—"
+	}
+	if r.windowed() {
+		return v
+	}
+	return rs.opt(r, v)
+}
+
+// kills is the number of SIGKILLs r's runs made.
+func (r result) kills() int {
+	if r.windowed() {
+		return r.kill.kills
+	}
+	return 1
 }
 
 // find returns the row of system on query.

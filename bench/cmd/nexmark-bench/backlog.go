@@ -1,0 +1,173 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/exactlyonce/exactly/bench/nexmark"
+)
+
+// collector gathers what a read_committed consumer sees of the output topic
+// of a backlog run. For q5 and q7 it keeps where every output is and its
+// window's end, and counts by value the outputs of the checked windows,
+// those ending at or before nexmark.Cutoff of the backlog.
+type collector struct {
+	windowed     bool
+	size, cutoff int64 // q5, q7: window size and the last checked window end, Unix ms
+
+	mu      sync.Mutex
+	count   uint64            // outputs seen; q5, q7: those of the checked windows
+	lastOff [partitions]int64 // offset of the last data record seen per partition; -1 none
+	windows []windowOutput    // q5, q7: every output seen
+	got     map[string]uint64 // q5, q7: the checked outputs seen, by value
+	bad     error             // q5, q7: the first output whose window does not parse
+}
+
+// newCollector returns the collector of query q over a backlog of n events.
+func newCollector(q string, n uint64) *collector {
+	size, _, windowed := nexmark.Window(q)
+	c := &collector{windowed: windowed, size: size, cutoff: nexmark.Cutoff(n), got: map[string]uint64{}}
+	for i := range c.lastOff {
+		c.lastOff[i] = -1
+	}
+	return c
+}
+
+// add records one output record; value is valid only during the call.
+func (c *collector) add(r seen, value []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lastOff[r.partition] = max(c.lastOff[r.partition], r.offset)
+	if !c.windowed {
+		c.count++
+		return
+	}
+	start, err := nexmark.WindowStart(value)
+	if err != nil {
+		c.bad = cmp.Or(c.bad, err)
+		return
+	}
+	c.windows = append(c.windows, windowOutput{r.partition, r.offset, start + c.size, r.at})
+	if start+c.size <= c.cutoff {
+		c.count++
+		c.got[string(value)]++
+	}
+}
+
+// done reports whether the expected outputs were all seen and the stable
+// ends of the output topic lie past the last record of every partition;
+// it returns the offsets of those last records, and the first output that
+// did not parse.
+func (c *collector) done(expected uint64, ends [partitions]int64) (bool, [partitions]int64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.count >= expected && stableAll(ends, c.lastOff), c.lastOff, c.bad
+}
+
+// visibleEnd returns the latest end of the windows visible below the
+// stable offsets ends.
+func (c *collector) visibleEnd(ends [partitions]int64) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return visibleEnd(c.windows, ends)
+}
+
+// firstBeyond returns when the consumer received the first output at or
+// beyond the stable offsets ends, those not visible when ends were read.
+func (c *collector) firstBeyond(ends [partitions]int64) (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return firstBeyond(c.windows, ends)
+}
+
+// check compares the outputs seen with the expected ones: for q5 and q7
+// value by value with want, for the others by number.
+func (c *collector) check(expected uint64, want map[string]uint64) (duplicates, missing, wrong uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.windowed {
+		return tally(c.got, want)
+	}
+	return excess(c.count, expected), excess(expected, c.count), 0
+}
+
+// backlogRun is one system running one query over the backlog, with a
+// read_committed consumer collecting its output.
+type backlogRun struct {
+	name, out, logPath string
+	argv               []string
+	col                *collector
+	p                  *proc
+	began              time.Time
+	consumeErr         chan error
+	cancel             context.CancelFunc // ends the consumer
+}
+
+// startBacklog creates the output topic of the run of s on q named after
+// kind, starts consuming it and starts s on the backlog topic in (n
+// events). close ends the run.
+func (e env) startBacklog(ctx context.Context, s system, q, in, kind string, n uint64) (*backlogRun, error) {
+	name := fmt.Sprintf("%s-%s-%s-%s", e.prefix, s.name, q, kind)
+	dir, err := e.runDir(name)
+	if err != nil {
+		return nil, err
+	}
+	r := &backlogRun{name: name, out: name + "-out", logPath: filepath.Join(dir, s.name+".log"),
+		col: newCollector(q, n), consumeErr: make(chan error, 1)}
+	r.argv = s.argv(q, in, r.out, dir, name)
+	var configs map[string]*string
+	if r.col.windowed {
+		// The outputs of q5 and q7 are timestamped with their window's end,
+		// in the generator's event time, which starts at nexmark.BaseTime:
+		// time-based retention would delete them once the broker's clock is
+		// retention.ms past that, maybe before the runner reads them.
+		configs = map[string]*string{"retention.ms": kadm.StringPtr("-1")}
+	}
+	if err := e.b.createTopics(ctx, configs, r.out); err != nil {
+		return nil, err
+	}
+	ctx, r.cancel = context.WithCancel(ctx)
+	go func() { r.consumeErr <- e.b.consume(ctx, r.out, r.col.add) }()
+	if r.p, err = start(r.argv, r.logPath); err != nil {
+		r.cancel()
+		return nil, err
+	}
+	r.began = time.Now()
+	return r, nil
+}
+
+// wait waits for the next tick of t; it fails when deadline has passed,
+// the consumer failed or the system exited.
+func (r *backlogRun) wait(t *time.Ticker, deadline <-chan time.Time, timeout time.Duration, expected uint64) error {
+	select {
+	case <-deadline:
+		r.col.mu.Lock()
+		defer r.col.mu.Unlock()
+		return fmt.Errorf("%s: not done after %v (%d of %d outputs); log: %s", r.name, timeout, r.col.count, expected, r.logPath)
+	case err := <-r.consumeErr:
+		return err
+	case <-r.p.done:
+		return fmt.Errorf("%s: the system exited (%v); log: %s", r.name, r.p.err, r.logPath)
+	case <-t.C:
+		return nil
+	}
+}
+
+// settle stops the system and waits for any output written after the last
+// expected one: that would be a duplicate.
+func (r *backlogRun) settle() {
+	r.p.stop(15 * time.Second)
+	time.Sleep(2 * time.Second)
+}
+
+// close stops the system and the consumer.
+func (r *backlogRun) close() {
+	r.p.stop(15 * time.Second)
+	r.cancel()
+}
