@@ -44,9 +44,11 @@ type Options struct {
 	// holds before the producer blocks. Default 8.
 	ChannelCapacity int
 	// WatermarkInterval is how often a source subtask that tracks event
-	// time is asked for its watermark and idleness, which are sent
-	// downstream when they changed; the end of a bounded input is sent at
-	// once. Default 200ms.
+	// time sends its watermark and idleness downstream, when they changed:
+	// once per interval of wall-clock time, or as soon as the watermark is
+	// an interval of event time past the last one sent (a backlog read
+	// faster than real time); the end of a bounded input is sent at once.
+	// Default 200ms.
 	WatermarkInterval time.Duration
 	// CommitRetries is how many times a failed commit is retried, with
 	// exponential backoff from 50ms, before the attempt fails. Default 5.

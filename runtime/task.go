@@ -165,7 +165,7 @@ func (t *task) runSource(ctx context.Context) error {
 	src := t.members[0].source
 	wms, _ := src.(WatermarkSource)
 	merger := newWatermarkMerger(1)
-	var lastWatermark time.Time
+	pacer := newWatermarkPacer(t.wmInterval)
 	idle := idleMin
 	finished := false
 	woken := false
@@ -200,7 +200,7 @@ func (t *task) runSource(ctx context.Context) error {
 				if err := t.flush(); err != nil {
 					return err
 				}
-				if err := t.sourceWatermark(ctx, wms, merger, &lastWatermark); err != nil {
+				if err := t.sourceWatermark(ctx, wms, merger, pacer); err != nil {
 					return err
 				}
 				idle = idleMin
@@ -213,7 +213,7 @@ func (t *task) runSource(ctx context.Context) error {
 					return err
 				}
 				t.report(ctx, event{kind: evSourceFinished})
-			} else if err := t.sourceWatermark(ctx, wms, merger, &lastWatermark); err != nil {
+			} else if err := t.sourceWatermark(ctx, wms, merger, pacer); err != nil {
 				return err
 			}
 		}
@@ -247,17 +247,15 @@ func (t *task) poll(ctx context.Context, src SourceOperator) (n int, finished bo
 }
 
 // sourceWatermark sends the watermark or idleness of a source subtask
-// downstream when it changed, checking at most once per wmInterval.
-func (t *task) sourceWatermark(ctx context.Context, src WatermarkSource, m *watermarkMerger, last *time.Time) error {
+// downstream when it changed and the pacer says it is due.
+func (t *task) sourceWatermark(ctx context.Context, src WatermarkSource, m *watermarkMerger, p *watermarkPacer) error {
 	if src == nil {
 		return nil
 	}
-	now := time.Now()
-	if now.Sub(*last) < t.wmInterval {
+	wm, idle := src.Watermark()
+	if !p.due(time.Now(), wm) {
 		return nil
 	}
-	*last = now
-	wm, idle := src.Watermark()
 	if idle {
 		return t.forward(ctx, m.markIdle(0, wm))
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"time"
 )
 
 // Event time is a count of nanoseconds since the Unix epoch, like
@@ -20,8 +21,8 @@ const (
 
 // WatermarkSource is a source subtask that tracks event time. The runtime
 // asks it for its watermark after polls, sends the watermark downstream when
-// it advanced (at most once per Options.WatermarkInterval), and sends
-// MaxWatermark when the source is finished.
+// it advanced (see watermarkPacer for how often), and sends MaxWatermark
+// when the source is finished.
 type WatermarkSource interface {
 	// Watermark returns the subtask's watermark, and idle when it has
 	// nothing to read that could hold event time back (no split, or every
@@ -29,6 +30,36 @@ type WatermarkSource interface {
 	// next watermark. An idle subtask's watermark is the greatest of its
 	// splits'.
 	Watermark() (wm int64, idle bool)
+}
+
+// watermarkPacer decides when a source subtask sends its watermark: when
+// an interval of wall-clock time has passed since it last sent one, or as
+// soon as the watermark is an interval of event time past that one. Read
+// live, event time passes as fast as wall-clock time and the first rule
+// paces; read from a backlog, it passes many times faster, and the second
+// rule closes windows at the pace of event time instead of letting each
+// key's open windows pile up between two watermarks (with 1 s of backlog
+// read per 10 ms, a 200 ms interval would keep 20 s of windows open). It
+// is a pure state machine.
+type watermarkPacer struct {
+	interval time.Duration
+	sentAt   time.Time // when the last watermark was sent
+	sent     int64     // the last watermark sent
+}
+
+func newWatermarkPacer(interval time.Duration) *watermarkPacer {
+	return &watermarkPacer{interval: interval, sent: MinWatermark}
+}
+
+// due reports whether the watermark wm, read at now, is to be sent; if so
+// it records it as sent.
+func (p *watermarkPacer) due(now time.Time, wm int64) bool {
+	ahead := p.sent != MinWatermark && wm > p.sent && uint64(wm-p.sent) >= uint64(p.interval)
+	if !ahead && now.Sub(p.sentAt) < p.interval {
+		return false
+	}
+	p.sentAt, p.sent = now, wm
+	return true
 }
 
 // WatermarkOperator is an operator with event-time behaviour.

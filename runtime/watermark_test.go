@@ -1,6 +1,9 @@
 package runtime
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // TestWatermarkMerger walks a three-input merger through advances, idleness,
 // reactivation and the end of inputs.
@@ -44,5 +47,40 @@ func TestWatermarkMergerMax(t *testing.T) {
 	m.watermark(0, MaxWatermark)
 	if got := m.watermark(1, MaxWatermark); got != (mergeResult{advance: true, wm: MaxWatermark}) {
 		t.Fatalf("got %+v", got)
+	}
+}
+
+// TestWatermarkPacer walks the pacer through live pacing (wall-clock
+// time) and a backlog (event time running ahead).
+func TestWatermarkPacer(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	p := newWatermarkPacer(200 * time.Millisecond)
+	start := time.Unix(1000, 0)
+	at := func(d int64) time.Time { return start.Add(time.Duration(d) * time.Millisecond) }
+	for _, s := range []struct {
+		name string
+		now  time.Time
+		wm   int64
+		want bool
+	}{
+		{"the first watermark is sent", at(0), 5_000 * ms, true},
+		{"live: 50 ms later, 50 ms of event time", at(50), 5_050 * ms, false},
+		{"live: an interval of wall-clock time", at(200), 5_200 * ms, true},
+		{"live: an unchanged watermark still waits", at(300), 5_200 * ms, false},
+		{"backlog: an interval of event time at once", at(310), 5_400 * ms, true},
+		{"backlog: just short of it", at(320), 5_599 * ms, false},
+		{"backlog: far ahead", at(321), 60_000 * ms, true},
+		{"a watermark behind waits for wall-clock time", at(400), 1_000 * ms, false},
+		{"and then goes", at(521), 1_000 * ms, true},
+		{"the end of event time", at(522), MaxWatermark, true},
+	} {
+		if got := p.due(s.now, s.wm); got != s.want {
+			t.Fatalf("%s: due = %v, want %v", s.name, got, s.want)
+		}
+	}
+	first := newWatermarkPacer(time.Second)
+	if !first.due(start, MinWatermark) || first.due(at(1), MaxWatermark-1) {
+		// From MinWatermark, no difference counts as event time ahead.
+		t.Fatal("the pacer compared event time with MinWatermark")
 	}
 }

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -299,41 +300,77 @@ func TestTimers(t *testing.T) {
 	if len(got) != 2 || got[0].Key != "a" || !got[0].When.Equal(at(3)) || !got[1].When.Equal(at(9)) {
 		t.Fatalf("PopDueTimers(100) = %v", got)
 	}
-	if _, ok := b.NextTimer(); ok || len(b.timers.live) != 0 {
+	if _, ok := b.NextTimer(); ok || len(b.timers.buckets) != 0 {
 		t.Fatal("timers left after popping all")
 	}
 }
 
-// TestTimerHeapRandomized checks the heap against a sorted model under random
-// registrations and deletions.
-func TestTimerHeapRandomized(t *testing.T) {
+// TestTimerQueueRandomized checks the timers against a model under random
+// registrations, deletions, pops and NextTimer calls: timers fire once, in
+// time order, and in registration order at equal times.
+func TestTimerQueueRandomized(t *testing.T) {
 	b := NewKeyedBackend[int](IntCodec{}, 8, KeyGroupRange{0, 8})
-	model := map[timerID[int]]bool{}
+	type id struct {
+		key  int
+		when int64
+	}
+	model := map[id]int{} // pending timer -> registration order
+	order := 0
 	x := uint64(1)
 	rnd := func(n int) int { x ^= x << 13; x ^= x >> 7; x ^= x << 17; return int(x % uint64(n)) }
-	for range 5000 {
-		k, s := rnd(20), rnd(50)
+	// pop pops the model's timers due at or before now, in order.
+	pop := func(now int64) []Timer[int] {
+		var due []id
+		for i := range model {
+			if i.when <= now {
+				due = append(due, i)
+			}
+		}
+		slices.SortFunc(due, func(a, b id) int { return cmp.Or(cmp.Compare(a.when, b.when), cmp.Compare(model[a], model[b])) })
+		out := make([]Timer[int], len(due))
+		for n, i := range due {
+			out[n] = Timer[int]{Key: i.key, When: time.Unix(0, i.when)}
+			delete(model, i)
+		}
+		return out
+	}
+	now := epoch.UnixNano()
+	for step := range 20000 {
+		k := rnd(20)
 		b.SetCurrentKey(k)
-		when := epoch.Add(time.Duration(s) * time.Second)
-		if rnd(3) == 0 {
+		when := epoch.Add(time.Duration(rnd(100)) * time.Second)
+		i := id{k, when.UnixNano()}
+		switch r := rnd(10); {
+		case r < 3:
 			b.DeleteTimer(when)
-			delete(model, timerID[int]{k, when.UnixNano()})
-		} else {
+			delete(model, i)
+		case r < 9:
 			b.RegisterTimer(when)
-			model[timerID[int]{k, when.UnixNano()}] = true
+			if _, ok := model[i]; !ok { // a timer already due fires at the next pop
+				order++
+				model[i] = order
+			}
+		default:
+			now += int64(rnd(3)) * int64(time.Second)
+			got, want := b.PopDueTimers(time.Unix(0, now), nil), pop(now)
+			if !slices.EqualFunc(got, want, func(a, b Timer[int]) bool { return a.Key == b.Key && a.When.Equal(b.When) }) {
+				t.Fatalf("step %d: popped %v, want %v", step, got, want)
+			}
+		}
+		next, ok := b.NextTimer()
+		var wantNext time.Time
+		for i := range model {
+			if w := time.Unix(0, i.when); wantNext.IsZero() || w.Before(wantNext) {
+				wantNext = w
+			}
+		}
+		if ok != (len(model) > 0) || (ok && !next.Equal(wantNext)) {
+			t.Fatalf("step %d: NextTimer = %v, %v; want %v, %v", step, next, ok, wantNext, len(model) > 0)
 		}
 	}
-	got := b.PopDueTimers(epoch.Add(time.Hour), nil)
-	if len(got) != len(model) {
-		t.Fatalf("popped %d timers, model has %d", len(got), len(model))
-	}
-	for i, tm := range got {
-		if !model[timerID[int]{tm.Key, tm.When.UnixNano()}] {
-			t.Fatalf("popped unknown timer %v", tm)
-		}
-		if i > 0 && tm.When.Before(got[i-1].When) {
-			t.Fatalf("timer %d out of order", i)
-		}
+	got, want := b.PopDueTimers(epoch.Add(time.Hour), nil), pop(epoch.Add(time.Hour).UnixNano())
+	if !slices.EqualFunc(got, want, func(a, b Timer[int]) bool { return a.Key == b.Key && a.When.Equal(b.When) }) {
+		t.Fatalf("final pop: %v, want %v", got, want)
 	}
 }
 
@@ -719,8 +756,8 @@ func TestTimerDeletionCompacts(t *testing.T) {
 			b.DeleteEventTimer(epoch.Add(time.Duration(200-k) * time.Second))
 		}
 	}
-	if n := len(b.eventTimers.heap); n >= 200 {
-		t.Errorf("heap holds %d entries after deleting 150 of 200: not compacted", n)
+	if n := len(b.eventTimers.whens); n >= 200 {
+		t.Errorf("heap holds %d due times after deleting 150 of 200 timers due at distinct times: not compacted", n)
 	}
 	b.SetCurrentKey(4) // a pending timer registered again fires once
 	b.RegisterEventTimer(epoch.Add(196 * time.Second))
@@ -752,4 +789,37 @@ func BenchmarkEventTimers(b *testing.B) {
 		due = kb.PopEventTimers(w+windows, due[:0])
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*keys*windows), "ns/registration")
+}
+
+// BenchmarkTimersDistinctTimes is the timers' unfavourable case: every key
+// moves its own timer to a time no other timer has (a session gap), as
+// processing-time timeouts do, and due timers are popped as time passes.
+// With a gap of twice the time between two visits of a key, most timers are
+// moved before they fire; with half, most fire.
+func BenchmarkTimersDistinctTimes(b *testing.B) {
+	const keys, visit = 10000, 10000 * 10 // ns between two visits of a key
+	for _, c := range []struct {
+		name string
+		gap  int64
+	}{{"moved", 2 * visit}, {"fired", visit / 2}} {
+		b.Run(c.name, func(b *testing.B) {
+			kb := NewKeyedBackend[int64](Int64Codec{}, 128, KeyGroupRange{0, 128})
+			last := make([]int64, keys) // each key's pending timer, UnixNano
+			var due []Timer[int64]
+			now := int64(0)
+			for i := range b.N {
+				k := int64(i % keys)
+				kb.SetCurrentKey(k)
+				if last[k] != 0 {
+					kb.DeleteTimer(time.Unix(0, last[k]))
+				}
+				now += visit / keys
+				last[k] = now + c.gap
+				kb.RegisterTimer(time.Unix(0, last[k]))
+				if i%100 == 0 {
+					due = kb.PopDueTimers(time.Unix(0, now), due[:0])
+				}
+			}
+		})
+	}
 }

@@ -42,6 +42,21 @@ func (s *MapState[K, UK, UV]) Put(uk UK, uv UV) {
 	inner[uk] = uv
 }
 
+// Compute sets uk's value in the current key's map to what f returns, given
+// the current value and whether uk is present, and returns it. It looks the
+// key up once where Get and Put look it up twice.
+func (s *MapState[K, UK, UV]) Compute(uk UK, f func(old UV, ok bool) UV) UV {
+	inner, ok := s.m[s.b.current]
+	if !ok {
+		inner = make(map[UK]UV)
+		s.m[s.b.current] = inner
+	}
+	old, ok := inner[uk]
+	v := f(old, ok)
+	inner[uk] = v
+	return v
+}
+
 // Remove deletes uk from the current key's map.
 func (s *MapState[K, UK, UV]) Remove(uk UK) {
 	inner, ok := s.m[s.b.current]

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"maps"
 	"slices"
 	"time"
 )
@@ -56,146 +57,251 @@ func (b *KeyedBackend[K]) PopEventTimers(watermark int64, dst []Timer[K]) []Time
 	return b.eventTimers.popDue(watermark, dst)
 }
 
-// timerID identifies a timer for deduplication.
-type timerID[K comparable] struct {
-	key  K
-	when int64
-}
-
 type timerEntry[K comparable] struct {
 	key  K
 	when int64  // UnixNano
 	seq  uint64 // registration order, breaks ties between equal times
 }
 
-// timerQueue is a binary min-heap of timers ordered by (when, seq), with the
-// pending timers in a map for deduplication and deletion. Deletion is lazy:
-// a deleted (or deleted and registered again) timer's heap entry stays until
-// it reaches the top, where its sequence number no longer matches the map's.
-// So the heap's moves touch no map, which matters with many timers (a
-// sliding window registers one per key and window).
+// timerQueue holds the timers grouped by due time: a min-heap of the due
+// times, and per due time a bucket of its timers in registration order. A
+// sliding window registers one timer per key and window, and every key's
+// timer of a window is due at the window's end: the buckets are few and
+// large, so registering a timer costs a lookup in its bucket's index and an
+// append, and firing it a step of a scan, with no heap move and no
+// per-timer deletion (a fired bucket is dropped whole).
+//
+// Deletion leaves a tombstone (seq 0) in the bucket's order until the
+// bucket fires or is compacted; a bucket left empty leaves its due time in
+// the heap until it reaches the top or the heap is compacted.
 type timerQueue[K comparable] struct {
-	k    stateKind // kindTimers or kindEventTimers
-	heap []timerEntry[K]
-	live map[timerID[K]]uint64 // pending timer -> the seq of its heap entry
-	seq  uint64
+	k       stateKind // kindTimers or kindEventTimers
+	whens   []int64   // min-heap of due times; may hold times without a bucket
+	buckets map[int64]*timerBucket[K]
+	free    []*timerBucket[K] // emptied buckets kept for reuse, small ones first
+	large   int               // buckets in free with an index
+	seq     uint64
 }
 
+// timerBucket holds the timers due at one time.
+type timerBucket[K comparable] struct {
+	order   []timerEntry[K] // registration order; seq 0 marks a deleted timer
+	head    int             // order[:head] holds only deleted timers
+	pending int             // timers in order not deleted
+	// index locates the pending timers in order by key; nil while order
+	// holds at most smallBucket entries, which are searched instead.
+	index map[K]int
+}
+
+const (
+	// smallBucket is the most entries a bucket searches without an index.
+	smallBucket = 8
+	// maxFreeBuckets bounds the emptied buckets kept for reuse, and
+	// maxFreeLarge those of them with an index, whose arrays are kept too.
+	maxFreeBuckets = 256
+	maxFreeLarge   = 4
+)
+
 func newTimerQueue[K comparable](k stateKind) timerQueue[K] {
-	return timerQueue[K]{k: k, live: make(map[timerID[K]]uint64)}
+	return timerQueue[K]{k: k, buckets: make(map[int64]*timerBucket[K])}
 }
 
 func (q *timerQueue[K]) add(key K, when int64) {
-	id := timerID[K]{key, when}
-	if _, ok := q.live[id]; ok {
+	b := q.buckets[when]
+	if b == nil {
+		if n := len(q.free); n > 0 {
+			b, q.free = q.free[n-1], q.free[:n-1]
+			if b.index != nil {
+				q.large--
+			}
+		} else {
+			b = &timerBucket[K]{}
+		}
+		q.buckets[when] = b
+		q.push(when)
+	} else if b.find(key) >= 0 {
 		return
 	}
 	q.seq++
-	q.live[id] = q.seq
-	q.heap = append(q.heap, timerEntry[K]{key: key, when: when, seq: q.seq})
-	q.up(len(q.heap) - 1)
+	b.order = append(b.order, timerEntry[K]{key: key, when: when, seq: q.seq})
+	b.pending++
+	switch {
+	case b.index != nil:
+		b.index[key] = len(b.order) - 1
+	case len(b.order) > smallBucket:
+		b.reindex()
+	}
 }
 
 // delete removes the timer of key due at when, if there is one.
 func (q *timerQueue[K]) delete(key K, when int64) {
-	delete(q.live, timerID[K]{key, when})
-	if len(q.heap) > 64 && len(q.heap) > 2*len(q.live) {
-		q.compact()
+	b := q.buckets[when]
+	if b == nil {
+		return
+	}
+	i := b.find(key)
+	if i < 0 {
+		return
+	}
+	b.order[i] = timerEntry[K]{} // seq 0, and no reference to the key
+	if b.index != nil {
+		delete(b.index, key)
+	}
+	b.pending--
+	switch {
+	case b.pending == 0:
+		delete(q.buckets, when)
+		q.recycle(b)
+		if len(q.whens) > 64 && len(q.whens) > 2*len(q.buckets) {
+			q.compact()
+		}
+	case len(b.order) > 64 && len(b.order) > 2*b.pending:
+		b.order = slices.DeleteFunc(b.order, func(e timerEntry[K]) bool { return e.seq == 0 })
+		b.head = 0
+		b.reindex()
 	}
 }
 
-// isLive reports whether a heap entry is a pending timer, not a stale one.
-func (q *timerQueue[K]) isLive(e *timerEntry[K]) bool {
-	seq, ok := q.live[timerID[K]{e.key, e.when}]
-	return ok && seq == e.seq
+// find returns the position in b.order of key's pending timer, or -1.
+func (b *timerBucket[K]) find(key K) int {
+	if b.index != nil {
+		if i, ok := b.index[key]; ok {
+			return i
+		}
+		return -1
+	}
+	for i := b.head; i < len(b.order); i++ {
+		if e := &b.order[i]; e.seq != 0 && e.key == key {
+			return i
+		}
+	}
+	return -1
 }
 
-// top returns the earliest pending timer, dropping stale entries above it.
-func (q *timerQueue[K]) top() (*timerEntry[K], bool) {
-	for len(q.heap) > 0 {
-		if q.isLive(&q.heap[0]) {
-			return &q.heap[0], true
+// reindex builds b.index from b.order.
+func (b *timerBucket[K]) reindex() {
+	b.index = make(map[K]int, len(b.order))
+	for i, e := range b.order {
+		if e.seq != 0 {
+			b.index[e.key] = i
 		}
-		q.pop()
+	}
+}
+
+// recycle keeps a bucket that left the queue for reuse, with its arrays:
+// a window's next bucket is as large as its last.
+func (q *timerQueue[K]) recycle(b *timerBucket[K]) {
+	large := b.index != nil
+	if len(q.free) >= maxFreeBuckets || (large && q.large >= maxFreeLarge) {
+		return
+	}
+	clear(b.order) // drop the key references
+	clear(b.index)
+	*b = timerBucket[K]{order: b.order[:0], index: b.index}
+	if large {
+		q.free = append(q.free, b) // last: taken first
+		q.large++
+		return
+	}
+	q.free = slices.Insert(q.free, 0, b)
+}
+
+// top returns the earliest pending timer, dropping the due times without
+// a bucket.
+func (q *timerQueue[K]) top() (*timerEntry[K], bool) {
+	for len(q.whens) > 0 {
+		b := q.buckets[q.whens[0]]
+		if b == nil {
+			q.pop()
+			continue
+		}
+		for b.order[b.head].seq == 0 { // a bucket in the queue has a pending timer
+			b.head++
+		}
+		return &b.order[b.head], true
 	}
 	return nil, false
 }
 
 // popDue removes the timers due at or before n and appends them to dst in order.
 func (q *timerQueue[K]) popDue(n int64, dst []Timer[K]) []Timer[K] {
-	for {
-		e, ok := q.top()
-		if !ok || e.when > n {
-			return dst
-		}
-		delete(q.live, timerID[K]{e.key, e.when})
-		dst = append(dst, Timer[K]{Key: e.key, When: time.Unix(0, e.when)})
+	for len(q.whens) > 0 && q.whens[0] <= n {
+		when := q.whens[0]
 		q.pop()
-	}
-}
-
-// pop removes the heap's first entry.
-func (q *timerQueue[K]) pop() {
-	last := len(q.heap) - 1
-	q.heap[0] = q.heap[last]
-	q.heap[last] = timerEntry[K]{} // drop the key reference
-	q.heap = q.heap[:last]
-	if last > 0 {
-		q.down(0)
-	}
-}
-
-// compact drops the stale entries and restores the heap order.
-func (q *timerQueue[K]) compact() {
-	q.heap = slices.DeleteFunc(q.heap, func(e timerEntry[K]) bool { return !q.isLive(&e) })
-	for i := len(q.heap)/2 - 1; i >= 0; i-- {
-		q.down(i)
-	}
-}
-
-// pending returns the pending timers, in no particular order.
-func (q *timerQueue[K]) pending() []timerEntry[K] {
-	out := make([]timerEntry[K], 0, len(q.live))
-	for _, e := range q.heap {
-		if q.isLive(&e) {
-			out = append(out, e)
+		b := q.buckets[when]
+		if b == nil {
+			continue
 		}
+		delete(q.buckets, when)
+		t := time.Unix(0, when)
+		for _, e := range b.order[b.head:] {
+			if e.seq != 0 {
+				dst = append(dst, Timer[K]{Key: e.key, When: t})
+			}
+		}
+		q.recycle(b)
 	}
-	return out
+	return dst
 }
 
-func (q *timerQueue[K]) less(i, j int) bool {
-	a, b := &q.heap[i], &q.heap[j]
-	return a.when < b.when || (a.when == b.when && a.seq < b.seq)
-}
-
-func (q *timerQueue[K]) up(i int) {
-	for i > 0 {
+// push adds a due time to the heap.
+func (q *timerQueue[K]) push(when int64) {
+	q.whens = append(q.whens, when)
+	for i := len(q.whens) - 1; i > 0; {
 		p := (i - 1) / 2
-		if !q.less(i, p) {
+		if q.whens[p] <= q.whens[i] {
 			return
 		}
-		q.heap[i], q.heap[p] = q.heap[p], q.heap[i]
+		q.whens[i], q.whens[p] = q.whens[p], q.whens[i]
 		i = p
 	}
 }
 
+// pop removes the heap's first due time.
+func (q *timerQueue[K]) pop() {
+	last := len(q.whens) - 1
+	q.whens[0] = q.whens[last]
+	q.whens = q.whens[:last]
+	q.down(0)
+}
+
+// compact rebuilds the heap from the buckets' due times.
+func (q *timerQueue[K]) compact() {
+	q.whens = slices.AppendSeq(q.whens[:0], maps.Keys(q.buckets))
+	for i := len(q.whens)/2 - 1; i >= 0; i-- {
+		q.down(i)
+	}
+}
+
 func (q *timerQueue[K]) down(i int) {
-	n := len(q.heap)
+	n := len(q.whens)
 	for {
 		c := 2*i + 1
 		if c >= n {
 			return
 		}
-		if r := c + 1; r < n && q.less(r, c) {
+		if r := c + 1; r < n && q.whens[r] < q.whens[c] {
 			c = r
 		}
-		if !q.less(c, i) {
+		if q.whens[c] >= q.whens[i] {
 			return
 		}
-		q.heap[i], q.heap[c] = q.heap[c], q.heap[i]
+		q.whens[i], q.whens[c] = q.whens[c], q.whens[i]
 		i = c
 	}
+}
+
+// pending returns the pending timers in (when, registration) order.
+func (q *timerQueue[K]) pending() []timerEntry[K] {
+	var out []timerEntry[K]
+	for _, w := range slices.Sorted(maps.Keys(q.buckets)) {
+		for _, e := range q.buckets[w].order {
+			if e.seq != 0 {
+				out = append(out, e)
+			}
+		}
+	}
+	return out
 }
 
 func (q *timerQueue[K]) kind() stateKind { return q.k }
@@ -222,7 +328,7 @@ func (c timerCapture[K]) encode(w *sectionWriter[K]) error {
 }
 
 func (q *timerQueue[K]) stage(r *sectionReader[K], count int) (func(), error) {
-	ids := make([]timerID[K], count)
+	ids := make([]timerEntry[K], count)
 	for i := range ids {
 		var err error
 		if ids[i].key, err = r.key(); err != nil {

@@ -75,11 +75,12 @@ func WindowAggregate[K comparable, T, A, OUT any](ks KeyedStream[K, T], name str
 						closed++
 						continue
 					}
-					acc, open := accs.Get(start)
-					if !open {
-						ctx.RegisterEventTimer(time.Unix(0, end-1))
-					}
-					accs.Put(start, agg.Add(acc, v))
+					accs.Compute(start, func(acc A, open bool) A {
+						if !open {
+							ctx.RegisterEventTimer(time.Unix(0, end-1))
+						}
+						return agg.Add(acc, v)
+					})
 				}
 				if windows > 0 && closed == windows {
 					ctx.oc.LateRecords.Add(1)

@@ -312,3 +312,27 @@ func TestRestoredSourceResumesEventTime(t *testing.T) {
 		t.Errorf("windows %v, want [0,100) with 2 and [100,200) with 1", got)
 	}
 }
+
+// BenchmarkSlidingWindows runs a q5-like job: b.N records, one per
+// millisecond of event time, over 5,000 keys, in sliding windows of 10 s
+// every 2 s (five windows per record, about two records per key and
+// window), with parallelism 1 so that the operator's cost is not shared.
+func BenchmarkSlidingWindows(b *testing.B) {
+	const keys = 5000
+	out := newMemSink[int]()
+	j := stream.New("windows")
+	nums := stream.SourceWithEventTime(j, "numbers", counting{n: b.N, splits: 1}, stream.EventTime[int]{Timestamp: millis})
+	keyed := stream.KeyBy(nums, func(v int) int64 { return int64(v % keys) }, state.Int64Codec{})
+	counts := stream.WindowAggregate(keyed, "windows", stream.Sliding(10*time.Second, 2*time.Second), millis,
+		stream.Aggregate[int64, int, int64, int]{
+			Add:    func(n int64, _ int) int64 { return n + 1 },
+			Result: func(_ int64, _ stream.Window, n int64) int { return int(n) },
+			Codec:  state.Int64Codec{},
+		})
+	stream.SinkTo(counts, "out", out)
+	b.ResetTimer()
+	if err := j.Run(context.Background(), stream.Options{CheckpointDir: b.TempDir(), CheckpointInterval: time.Second}); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/record")
+}
