@@ -21,14 +21,16 @@ Proves exactly-once end to end against real services: loads a deterministic
 workload (events with unique ids and per-key sequence numbers) into a Kafka
 topic, runs a job with keyed state (running total, last sequence per key)
 writing to Kafka (exactly-once), PostgreSQL (fenced and prepared tables) and
-files in child processes, and injects faults at random from the printed seed:
+files, and per-key event-time windows written to a second Kafka topic, in
+child processes, and injects faults at random from the printed seed:
 SIGKILLs of the job at protocol points and at random moments, broker restarts
 (scripts/kafka.sh restart), PostgreSQL immediate restarts
 (scripts/postgres.sh restart-immediate), network latency, resets, timeouts and
 partitions through toxiproxy (scripts/toxiproxy.sh), and an unwritable
 (chattr +i) or full (tmpfs) checkpoint directory. It then reads every sink
 and reports missing, duplicated and out-of-order events, aborted data visible
-to read_committed readers, wrong totals and lingering transactions, and exits
+to read_committed readers, wrong totals or window contents and lingering
+transactions, and exits
 non-zero on any anomaly. Disk faults need root. The service scripts run with
 this process's environment (KAFKA_DIR, EXACTLY_POSTGRES_DATA, ...). See
 docs/reliability.md.

@@ -5,11 +5,24 @@ import (
 	"strings"
 )
 
+// What a sink's records are checked as: see SinkResult.Unit.
+const (
+	unitEvents  = "events"
+	unitWindows = "windows"
+)
+
 // SinkResult is the checker's verdict on one sink. Every count but Records
 // and Verified is an anomaly.
 type SinkResult struct {
 	// Sink names the sink.
 	Sink string
+	// Unit is what the sink's records are checked as: "events" (one record
+	// per input event, as [Expected.Check] does; "" means this) or
+	// "windows" (one record per key and event-time window, as
+	// [Expected.CheckWindows] does). For windows, Verified, Missing and
+	// Duplicates count windows, WrongTotals counts windows whose count or
+	// sum is wrong, and FinalTotals and StateGaps do not apply.
+	Unit string
 	// Records counts the records read from the committed output.
 	Records int
 	// Verified counts the events found in the output, each counted once.
@@ -49,14 +62,26 @@ func (r SinkResult) Anomalies() int {
 		r.Unexpected + r.AbortedVisible + r.Lingering
 }
 
+// unit returns r.Unit, "events" when empty.
+func (r SinkResult) unit() string {
+	if r.Unit == "" {
+		return unitEvents
+	}
+	return r.Unit
+}
+
 // String summarizes r on one line.
 func (r SinkResult) String() string {
 	verdict := "OK"
 	if n := r.Anomalies(); n > 0 {
 		verdict = fmt.Sprintf("FAIL (%d anomalies)", n)
 	}
-	return fmt.Sprintf("%-18s records %d, events verified %d; missing %d, duplicates %d, out of order %d, wrong totals %d, wrong final totals %d, state gaps %d, unexpected %d, aborted visible %d, lingering %d: %s",
-		r.Sink, r.Records, r.Verified, r.Missing, r.Duplicates, r.OutOfOrder, r.WrongTotals, r.FinalTotals, r.StateGaps,
+	values := fmt.Sprintf("wrong totals %d, wrong final totals %d, state gaps %d", r.WrongTotals, r.FinalTotals, r.StateGaps)
+	if r.unit() == unitWindows {
+		values = fmt.Sprintf("wrong values %d", r.WrongTotals)
+	}
+	return fmt.Sprintf("%-18s records %d, %s verified %d; missing %d, duplicates %d, out of order %d, %s, unexpected %d, aborted visible %d, lingering %d: %s",
+		r.Sink, r.Records, r.unit(), r.Verified, r.Missing, r.Duplicates, r.OutOfOrder, values,
 		r.Unexpected, r.AbortedVisible, r.Lingering, verdict)
 }
 
@@ -72,15 +97,34 @@ type Expected struct {
 	events  []Event
 	running []int64          // running total of the event's key including it
 	final   map[string]int64 // each key's final total
+	windows []WindowOut      // the windowed branch's output, by start, then first event
+	window  map[windowID]int // index in windows
+}
+
+// windowID identifies a window of a key.
+type windowID struct {
+	key   string
+	start int64
 }
 
 // NewExpected computes the expected output of w.
 func NewExpected(w Workload) *Expected {
-	x := &Expected{events: w.Generate(), final: map[string]int64{}}
+	x := &Expected{events: w.Generate(), final: map[string]int64{}, window: map[windowID]int{}}
 	x.running = make([]int64, len(x.events))
+	size := windowSize.Milliseconds()
 	for i, e := range x.events {
 		x.final[e.Key] += e.Amount
 		x.running[i] = x.final[e.Key]
+		t := e.Time().UnixMilli()
+		id := windowID{e.Key, t - t%size}
+		k, ok := x.window[id]
+		if !ok {
+			k = len(x.windows)
+			x.window[id] = k
+			x.windows = append(x.windows, WindowOut{Start: id.start, Key: e.Key})
+		}
+		x.windows[k].Count++
+		x.windows[k].Sum += e.Amount
 	}
 	return x
 }
@@ -142,19 +186,22 @@ func (x *Expected) Check(res SinkResult, streams [][]Out) SinkResult {
 	return res
 }
 
-// parseStream decodes lines of appendOut's encoding, counting and
-// describing malformed ones in res.
-func parseStream(res *SinkResult, lines []string) []Out {
-	out := make([]Out, 0, len(lines))
-	for _, l := range lines {
-		o, err := parseOut(strings.TrimSpace(l))
-		if err != nil {
-			res.Records++
-			res.Unexpected++
-			res.example("malformed record: %v", err)
-			continue
+// parseStreams decodes ordered streams of lines with parse (parseOut,
+// parseWindow), counting and describing malformed lines in res.
+func parseStreams[T any](res *SinkResult, streams [][]string, parse func(string) (T, error)) [][]T {
+	out := make([][]T, len(streams))
+	for i, lines := range streams {
+		out[i] = make([]T, 0, len(lines))
+		for _, l := range lines {
+			v, err := parse(strings.TrimSpace(l))
+			if err != nil {
+				res.Records++
+				res.Unexpected++
+				res.example("malformed record: %v", err)
+				continue
+			}
+			out[i] = append(out[i], v)
 		}
-		out = append(out, o)
 	}
 	return out
 }

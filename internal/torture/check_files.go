@@ -14,9 +14,20 @@ import (
 // left behind count as lingering.
 func CheckFiles(x *Expected, name, dir string) (SinkResult, error) {
 	res := SinkResult{Sink: name}
-	entries, err := os.ReadDir(dir)
+	streams, err := readFiles(&res, dir)
 	if err != nil {
 		return res, err
+	}
+	return x.Check(res, parseStreams(&res, streams, parseOut)), nil
+}
+
+// readFiles returns the lines of the committed files of a file sink in
+// dir, one stream per subtask (in subtask order), each in checkpoint
+// order, and counts in res the uncommitted files left behind.
+func readFiles(res *SinkResult, dir string) ([][]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
 	}
 	bySubtask := map[string][]string{}
 	for _, e := range entries {
@@ -30,7 +41,7 @@ func CheckFiles(x *Expected, name, dir string) (SinkResult, error) {
 		}
 		data, err := os.ReadFile(filepath.Join(dir, n))
 		if err != nil {
-			return res, err
+			return nil, err
 		}
 		if len(data) == 0 {
 			continue
@@ -43,9 +54,9 @@ func CheckFiles(x *Expected, name, dir string) (SinkResult, error) {
 		}
 		bySubtask[subtask] = append(bySubtask[subtask], strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")...)
 	}
-	var streams [][]Out
+	var streams [][]string
 	for _, st := range slices.Sorted(maps.Keys(bySubtask)) {
-		streams = append(streams, parseStream(&res, bySubtask[st]))
+		streams = append(streams, bySubtask[st])
 	}
-	return x.Check(res, streams), nil
+	return streams, nil
 }

@@ -14,7 +14,22 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// CheckKafka checks the output topic of the exactly-once Kafka sink.
+// CheckKafka checks the output topic of the exactly-once Kafka sink of the
+// keyed totals: the committed records that readCommitted finds, partition
+// by partition in offset order, are checked against x.
+func CheckKafka(ctx context.Context, x *Expected, name, brokers, topic, txnPrefix string) (SinkResult, error) {
+	res := SinkResult{Sink: name}
+	parts, err := readCommitted(ctx, &res, brokers, topic, txnPrefix)
+	if err != nil {
+		return res, err
+	}
+	return x.Check(res, parseStreams(&res, parts, parseOut)), nil
+}
+
+// readCommitted returns the values of the records a read_committed reader
+// reads from topic, one stream per partition (in partition order), each in
+// offset order, and counts in res the transaction anomalies of the
+// exactly-once Kafka sink that wrote them under txnPrefix.
 //
 // It first scans the topic with a read_uncommitted reader that keeps the
 // control records, and works out from the transaction markers, without
@@ -24,13 +39,12 @@ import (
 // record it returns that is not committed by the markers is an aborted or
 // uncommitted record made visible (AbortedVisible); a transaction left
 // open, by the markers or in the broker's transaction list under
-// txnPrefix, is Lingering. The read_committed records, partition by
-// partition in offset order, are then checked against x.
-func CheckKafka(ctx context.Context, x *Expected, name, brokers, topic, txnPrefix string) (SinkResult, error) {
-	res := SinkResult{Sink: name}
+// txnPrefix, is Lingering. A record written outside a transaction is
+// Unexpected.
+func readCommitted(ctx context.Context, res *SinkResult, brokers, topic, txnPrefix string) ([][]string, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers))
 	if err != nil {
-		return res, err
+		return nil, err
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
@@ -39,14 +53,14 @@ func CheckKafka(ctx context.Context, x *Expected, name, brokers, topic, txnPrefi
 		err = ends.Error()
 	}
 	if err != nil {
-		return res, fmt.Errorf("end offsets of %s: %w", topic, err)
+		return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
 	}
 	end := map[int32]int64{}
 	ends.Each(func(o kadm.ListedOffset) { end[o.Partition] = o.Offset })
 
 	raw, err := readTopic(ctx, brokers, topic, end, kgo.FetchIsolationLevel(kgo.ReadUncommitted()), kgo.KeepControlRecords())
 	if err != nil {
-		return res, fmt.Errorf("read_uncommitted scan: %w", err)
+		return nil, fmt.Errorf("read_uncommitted scan: %w", err)
 	}
 	committed := map[int32]map[int64]bool{} // partition → offsets of committed data records
 	for p, recs := range raw {
@@ -86,9 +100,9 @@ func CheckKafka(ctx context.Context, x *Expected, name, brokers, topic, txnPrefi
 	}
 	rc, err := readTopic(ctx, brokers, topic, lastCommitted, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
-		return res, fmt.Errorf("read_committed read: %w", err)
+		return nil, fmt.Errorf("read_committed read: %w", err)
 	}
-	var streams [][]Out
+	var streams [][]string
 	for _, p := range slices.Sorted(maps.Keys(rc)) {
 		var lines []string
 		for _, r := range rc[p] {
@@ -98,12 +112,12 @@ func CheckKafka(ctx context.Context, x *Expected, name, brokers, topic, txnPrefi
 			}
 			lines = append(lines, string(r.Value))
 		}
-		streams = append(streams, parseStream(&res, lines))
+		streams = append(streams, lines)
 	}
 
 	open, err := adm.ListTransactions(ctx, nil, []string{"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"})
 	if err != nil {
-		return res, fmt.Errorf("list transactions: %w", err)
+		return nil, fmt.Errorf("list transactions: %w", err)
 	}
 	for _, id := range open.TransactionalIDs() {
 		if strings.HasPrefix(id, txnPrefix+"-") {
@@ -111,7 +125,7 @@ func CheckKafka(ctx context.Context, x *Expected, name, brokers, topic, txnPrefi
 			res.example("transaction %s still open", id)
 		}
 	}
-	return x.Check(res, streams), nil
+	return streams, nil
 }
 
 // readTopic reads topic from the start until, in every partition of

@@ -30,6 +30,7 @@ const (
 	sinkFenced       = "pg-fenced"
 	sinkPrepared     = "pg-prepared"
 	sinkFiles        = "files"
+	sinkWindows      = "kafka-windows"
 	jobParallelism   = 2
 	inputPartitions  = 4
 	outputPartitions = 3
@@ -41,6 +42,8 @@ type jobConfig struct {
 	Input       string // input topic
 	Output      string // output topic
 	TxnPrefix   string // transactional id prefix of the Kafka sink
+	Windows     string // output topic of the windowed branch
+	WindowsTxn  string // transactional id prefix of the windowed branch's Kafka sink
 	DSN         string // PostgreSQL, through the fault proxy when there is one
 	Fenced      string // table of the fenced-mode sink
 	Prepared    string // table of the prepared-mode sink
@@ -110,8 +113,9 @@ func RunChild(ctx context.Context) error {
 	}
 }
 
-// buildJob builds Kafka input → throttle → keyed totals → four
-// exactly-once sinks: Kafka, PostgreSQL fenced, PostgreSQL prepared, files.
+// buildJob builds Kafka input (with event time) → throttle → keyed totals
+// → four exactly-once sinks: Kafka, PostgreSQL fenced, PostgreSQL prepared,
+// files; and throttle → keyed event-time windows → a fifth, Kafka.
 func buildJob(c jobConfig) (*stream.Job, error) {
 	conn := kafka.Conn{Brokers: []string{c.Brokers}}
 	src, err := kafka.NewSource(kafka.SourceOptions{Conn: conn, Topics: []string{c.Input}, Bounded: true}, kafka.String())
@@ -120,7 +124,12 @@ func buildJob(c jobConfig) (*stream.Job, error) {
 	}
 	j := stream.New(jobName)
 	lim := newLimiter(c.Rate)
-	events := stream.Map(stream.Source(j, "input", src, stream.Parallelism(jobParallelism)), func(r kafka.Record[string]) Event {
+	// The loader stamps each record with its event's time, in id order per
+	// partition: no record trails its partition's newest, none is late.
+	in := stream.SourceWithEventTime(j, "input", src, stream.EventTime[kafka.Record[string]]{
+		Timestamp: func(r kafka.Record[string]) time.Time { return r.Timestamp },
+	}, stream.Parallelism(jobParallelism))
+	events := stream.Map(in, func(r kafka.Record[string]) Event {
 		lim.wait()
 		e, err := parseEvent(r.Value)
 		if err != nil {
@@ -132,11 +141,8 @@ func buildJob(c jobConfig) (*stream.Job, error) {
 	})
 	outs := Totals(events, jobParallelism)
 
-	ks, err := kafka.NewSink(kafka.SinkOptions{
-		Conn: conn, Topic: c.Output, TransactionalIDPrefix: c.TxnPrefix,
-		TransactionTimeout: 5 * time.Minute, CheckpointInterval: c.Interval, PoolSize: 20,
-	}, func(o Out) (kafka.Message, error) {
-		return kafka.Message{Key: []byte(o.Key), Value: appendOut(nil, o)}, nil
+	ks, err := kafkaSink(conn, c, c.Output, c.TxnPrefix, func(o Out) kafka.Message {
+		return kafka.Message{Key: []byte(o.Key), Value: appendOut(nil, o)}
 	})
 	if err != nil {
 		return nil, err
@@ -158,7 +164,29 @@ func buildJob(c jobConfig) (*stream.Job, error) {
 		return nil, err
 	}
 	stream.SinkTo(outs, sinkFiles, fs, stream.Parallelism(jobParallelism))
+
+	// Each window's record is stamped with the window's last millisecond:
+	// event time long past, which is why the topic keeps records forever
+	// (retention.ms=-1, see load).
+	ws, err := kafkaSink(conn, c, c.Windows, c.WindowsTxn, func(w WindowOut) kafka.Message {
+		return kafka.Message{Key: []byte(w.Key), Value: appendWindow(nil, w), Timestamp: time.UnixMilli(w.Start).Add(windowSize - time.Millisecond)}
+	})
+	if err != nil {
+		return nil, err
+	}
+	stream.SinkTo(Windows(events, jobParallelism), sinkWindows, ws, stream.Parallelism(jobParallelism))
 	return j, nil
+}
+
+// kafkaSink returns an exactly-once Kafka sink writing encode's messages
+// to topic under the transactional id prefix txnPrefix, with transactions
+// that outlast the faults and a pool of ids that outlasts checkpoints
+// failing in a row.
+func kafkaSink[T any](conn kafka.Conn, c jobConfig, topic, txnPrefix string, encode func(T) kafka.Message) (*kafka.Sink[T], error) {
+	return kafka.NewSink(kafka.SinkOptions{
+		Conn: conn, Topic: topic, TransactionalIDPrefix: txnPrefix,
+		TransactionTimeout: 5 * time.Minute, CheckpointInterval: c.Interval, PoolSize: 20,
+	}, func(v T) (kafka.Message, error) { return encode(v), nil })
 }
 
 // outColumns are the columns the PostgreSQL sinks fill, in the order of

@@ -82,6 +82,9 @@ type Report struct {
 	Failovers int
 	// Checkpoints counts the checkpoints completed.
 	Checkpoints int
+	// Windows counts the event-time windows (per key) the workload fills:
+	// the records a windowed sink must hold.
+	Windows int
 	// Sinks is the checker's verdict per sink.
 	Sinks []SinkResult
 	// Duration is the run's wall time.
@@ -115,15 +118,19 @@ func (r *Report) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "recoveries: %d job process restarts from a checkpoint, %d failovers inside a process\n", r.Runs-1, r.Failovers)
 	fmt.Fprintf(w, "checkpoints completed: %d\n", r.Checkpoints)
-	verified := 0
+	verified, sinks := map[string]int{}, map[string]int{}
 	for _, s := range r.Sinks {
-		verified += s.Verified
+		verified[s.unit()] += s.Verified
+		sinks[s.unit()]++
 		fmt.Fprintf(w, "  %s\n", s)
 		for _, e := range s.Examples {
 			fmt.Fprintf(w, "      %s\n", e)
 		}
 	}
-	fmt.Fprintf(w, "events verified: %d (%d sinks × %d events)\n", verified, len(r.Sinks), r.Events)
+	fmt.Fprintf(w, "events verified: %d (%d sinks × %d events)\n", verified[unitEvents], sinks[unitEvents], r.Events)
+	if n := sinks[unitWindows]; n > 0 {
+		fmt.Fprintf(w, "windows verified: %d of %d\n", verified[unitWindows], n*r.Windows)
+	}
 	verdict := "PASS"
 	if r.Anomalies() > 0 {
 		verdict = "FAIL"
@@ -158,6 +165,9 @@ func Run(ctx context.Context, c Config, command func(context.Context) *exec.Cmd)
 	jc := jobConfig{
 		Brokers: c.Kafka, DSN: c.Postgres,
 		Input: name + "-in", Output: name + "-out", TxnPrefix: name,
+		// WindowsTxn must not start with TxnPrefix + "-": the checker
+		// counts the transactions under that as the first Kafka sink's.
+		Windows: name + "-windows", WindowsTxn: name + "_windows",
 		Fenced: name + "_fenced", Prepared: name + "_prepared",
 		Files: filepath.Join(c.Dir, "files"), Progress: filepath.Join(c.Dir, "progress"),
 		Rate: c.Rate, Interval: c.Interval,
@@ -199,8 +209,8 @@ func Run(ctx context.Context, c Config, command func(context.Context) *exec.Cmd)
 		return kills.Load()+in.total.Load() >= int64(c.Faults) && in.total.Load() >= kinds
 	}
 	in.enough = enough
-	logf("torture: seed %d: %d events, %d keys, at least %d faults, topics %s → %s, tables %s and %s, files in %s",
-		c.Seed, c.Events, c.Keys, c.Faults, jc.Input, jc.Output, jc.Fenced, jc.Prepared, jc.Files)
+	logf("torture: seed %d: %d events, %d keys, at least %d faults, topics %s → %s and %s, tables %s and %s, files in %s",
+		c.Seed, c.Events, c.Keys, c.Faults, jc.Input, jc.Output, jc.Windows, jc.Fenced, jc.Prepared, jc.Files)
 	crep, err := crashtest.Supervise(crashtest.Options{
 		Kills: 1, Seed: c.Seed, MaxDelay: 6 * time.Second, Timeout: 30 * time.Minute,
 		Env:    []string{envJob + "=" + string(cfgJSON)},
@@ -225,7 +235,8 @@ func Run(ctx context.Context, c Config, command func(context.Context) *exec.Cmd)
 
 	x := NewExpected(c.Workload)
 	logf("torture: job finished; checking the sinks")
-	res, err := CheckKafka(ctx, x, "kafka", c.Kafka, jc.Output, jc.TxnPrefix)
+	rep.Windows = len(x.windows)
+	res, err := CheckKafka(ctx, x, sinkKafka, c.Kafka, jc.Output, jc.TxnPrefix)
 	if err != nil {
 		return rep, fmt.Errorf("torture: checking Kafka: %w", err)
 	}
@@ -237,8 +248,12 @@ func Run(ctx context.Context, c Config, command func(context.Context) *exec.Cmd)
 		}
 		rep.Sinks = append(rep.Sinks, res)
 	}
-	if res, err = CheckFiles(x, "files", jc.Files); err != nil {
+	if res, err = CheckFiles(x, sinkFiles, jc.Files); err != nil {
 		return rep, fmt.Errorf("torture: checking files: %w", err)
+	}
+	rep.Sinks = append(rep.Sinks, res)
+	if res, err = CheckKafkaWindows(ctx, x, sinkWindows, c.Kafka, jc.Windows, jc.WindowsTxn); err != nil {
+		return rep, fmt.Errorf("torture: checking the windowed Kafka topic: %w", err)
 	}
 	rep.Sinks = append(rep.Sinks, res)
 	rep.Duration = time.Since(began)
@@ -324,7 +339,10 @@ func setupFaults(ctx context.Context, c Config, jc *jobConfig, logf func(string,
 }
 
 // load creates the topics and writes the workload into the input topic,
-// each event keyed by its key.
+// each event keyed by its key and stamped with its event time. The input
+// and the windowed output hold records stamped in event time, long past:
+// those topics keep records forever (retention.ms=-1), or the broker's
+// time retention would delete them.
 func load(ctx context.Context, c Config, jc jobConfig) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Kafka), kgo.DefaultProduceTopic(jc.Input), kgo.ProducerBatchMaxBytes(1<<20))
 	if err != nil {
@@ -332,11 +350,13 @@ func load(ctx context.Context, c Config, jc jobConfig) error {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
+	forever := map[string]*string{"retention.ms": kadm.StringPtr("-1")}
 	for _, t := range []struct {
-		name  string
-		parts int32
-	}{{jc.Input, inputPartitions}, {jc.Output, outputPartitions}} {
-		resp, err := adm.CreateTopic(ctx, t.parts, 1, nil, t.name)
+		name    string
+		parts   int32
+		configs map[string]*string
+	}{{jc.Input, inputPartitions, forever}, {jc.Output, outputPartitions, nil}, {jc.Windows, outputPartitions, forever}} {
+		resp, err := adm.CreateTopic(ctx, t.parts, 1, t.configs, t.name)
 		if err == nil {
 			err = resp.Err
 		}
@@ -347,7 +367,7 @@ func load(ctx context.Context, c Config, jc jobConfig) error {
 	evs := c.Generate()
 	recs := make([]*kgo.Record, len(evs))
 	for i, e := range evs {
-		recs[i] = &kgo.Record{Key: []byte(e.Key), Value: appendEvent(nil, e)}
+		recs[i] = &kgo.Record{Key: []byte(e.Key), Value: appendEvent(nil, e), Timestamp: e.Time()}
 	}
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		return fmt.Errorf("torture: load the input: %w", err)
