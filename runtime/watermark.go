@@ -58,7 +58,7 @@ func (p *watermarkPacer) due(now time.Time, wm int64) bool {
 	if !ahead && now.Sub(p.sentAt) < p.interval {
 		return false
 	}
-	p.sentAt, p.sent = now, wm
+	p.sentAt, p.sent = now, max(p.sent, wm) // a watermark going back is not sent on
 	return true
 }
 

@@ -178,6 +178,29 @@ func TestMapState(t *testing.T) {
 	if len(f.seen.m) != 0 {
 		t.Fatalf("Clear left %v", f.seen.m)
 	}
+
+	// Compute: absent, then present; the other key is untouched.
+	add := func(old int, ok bool) int {
+		if !ok {
+			return 100
+		}
+		return old + 1
+	}
+	f.b.SetCurrentKey("c")
+	if v := f.seen.Compute("w", add); v != 100 {
+		t.Fatalf("Compute on an absent entry = %d, want 100", v)
+	}
+	if v := f.seen.Compute("w", add); v != 101 {
+		t.Fatalf("Compute on a present entry = %d, want 101", v)
+	}
+	f.b.SetCurrentKey("d")
+	if f.seen.Contains("w") {
+		t.Fatal("d sees c's entry")
+	}
+	f.b.SetCurrentKey("c")
+	if v, ok := f.seen.Get("w"); !ok || v != 101 || f.seen.Len() != 1 {
+		t.Fatalf("after Compute: Get(w) = %d, %v; Len %d", v, ok, f.seen.Len())
+	}
 }
 
 func TestListState(t *testing.T) {
@@ -307,8 +330,23 @@ func TestTimers(t *testing.T) {
 
 // TestTimerQueueRandomized checks the timers against a model under random
 // registrations, deletions, pops and NextTimer calls: timers fire once, in
-// time order, and in registration order at equal times.
+// time order, and in registration order at equal times. With few keys over
+// many times the buckets stay small; with many keys over few times they
+// grow indexes, are compacted under deletions and recycled with them.
 func TestTimerQueueRandomized(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		keys, times int
+		popOneIn    int // a step pops with probability 1/popOneIn
+	}{
+		{"small buckets", 20, 100, 10},
+		{"large buckets", 500, 3, 400},
+	} {
+		t.Run(c.name, func(t *testing.T) { checkTimerQueue(t, c.keys, c.times, c.popOneIn) })
+	}
+}
+
+func checkTimerQueue(t *testing.T, keys, times, popOneIn int) {
 	b := NewKeyedBackend[int](IntCodec{}, 8, KeyGroupRange{0, 8})
 	type id struct {
 		key  int
@@ -334,26 +372,28 @@ func TestTimerQueueRandomized(t *testing.T) {
 		}
 		return out
 	}
+	same := func(a, b Timer[int]) bool { return a.Key == b.Key && a.When.Equal(b.When) }
 	now := epoch.UnixNano()
 	for step := range 20000 {
-		k := rnd(20)
+		k := rnd(keys)
 		b.SetCurrentKey(k)
-		when := epoch.Add(time.Duration(rnd(100)) * time.Second)
+		// Times from now on: a timer is rarely due when registered.
+		when := time.Unix(0, now).Add(time.Duration(rnd(times)) * time.Second)
 		i := id{k, when.UnixNano()}
-		switch r := rnd(10); {
-		case r < 3:
+		switch r := rnd(10 * popOneIn); {
+		case r < 3*popOneIn:
 			b.DeleteTimer(when)
 			delete(model, i)
-		case r < 9:
+		case r < 10*popOneIn-1:
 			b.RegisterTimer(when)
-			if _, ok := model[i]; !ok { // a timer already due fires at the next pop
+			if _, ok := model[i]; !ok {
 				order++
 				model[i] = order
 			}
 		default:
 			now += int64(rnd(3)) * int64(time.Second)
 			got, want := b.PopDueTimers(time.Unix(0, now), nil), pop(now)
-			if !slices.EqualFunc(got, want, func(a, b Timer[int]) bool { return a.Key == b.Key && a.When.Equal(b.When) }) {
+			if !slices.EqualFunc(got, want, same) {
 				t.Fatalf("step %d: popped %v, want %v", step, got, want)
 			}
 		}
@@ -368,8 +408,8 @@ func TestTimerQueueRandomized(t *testing.T) {
 			t.Fatalf("step %d: NextTimer = %v, %v; want %v, %v", step, next, ok, wantNext, len(model) > 0)
 		}
 	}
-	got, want := b.PopDueTimers(epoch.Add(time.Hour), nil), pop(epoch.Add(time.Hour).UnixNano())
-	if !slices.EqualFunc(got, want, func(a, b Timer[int]) bool { return a.Key == b.Key && a.When.Equal(b.When) }) {
+	end := time.Unix(0, now).Add(time.Hour)
+	if got, want := b.PopDueTimers(end, nil), pop(end.UnixNano()); !slices.EqualFunc(got, want, same) {
 		t.Fatalf("final pop: %v, want %v", got, want)
 	}
 }

@@ -43,8 +43,8 @@ func (s *MapState[K, UK, UV]) Put(uk UK, uv UV) {
 }
 
 // Compute sets uk's value in the current key's map to what f returns, given
-// the current value and whether uk is present, and returns it. It looks the
-// key up once where Get and Put look it up twice.
+// the current value and whether uk is present, and returns it. It finds the
+// current key's map once where Get and Put find it twice. f must not use s.
 func (s *MapState[K, UK, UV]) Compute(uk UK, f func(old UV, ok bool) UV) UV {
 	inner, ok := s.m[s.b.current]
 	if !ok {

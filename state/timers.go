@@ -59,8 +59,8 @@ func (b *KeyedBackend[K]) PopEventTimers(watermark int64, dst []Timer[K]) []Time
 
 type timerEntry[K comparable] struct {
 	key  K
-	when int64  // UnixNano
-	seq  uint64 // registration order, breaks ties between equal times
+	when int64 // UnixNano
+	live bool  // false: a deleted timer's tombstone
 }
 
 // timerQueue holds the timers grouped by due time: a min-heap of the due
@@ -71,21 +71,23 @@ type timerEntry[K comparable] struct {
 // append, and firing it a step of a scan, with no heap move and no
 // per-timer deletion (a fired bucket is dropped whole).
 //
-// Deletion leaves a tombstone (seq 0) in the bucket's order until the
+// Deletion leaves a tombstone (live false) in the bucket's order until the
 // bucket fires or is compacted; a bucket left empty leaves its due time in
 // the heap until it reaches the top or the heap is compacted.
 type timerQueue[K comparable] struct {
 	k       stateKind // kindTimers or kindEventTimers
 	whens   []int64   // min-heap of due times; may hold times without a bucket
 	buckets map[int64]*timerBucket[K]
-	free    []*timerBucket[K] // emptied buckets kept for reuse, small ones first
-	large   int               // buckets in free with an index
-	seq     uint64
+	// Emptied buckets kept for reuse: small ones, and large ones (with an
+	// index) with their arrays, since a window's next bucket is as large
+	// as its last. A new due time takes a small one first: processing-time
+	// timeouts, each at its own time, then never take a large one.
+	freeSmall, freeLarge []*timerBucket[K]
 }
 
 // timerBucket holds the timers due at one time.
 type timerBucket[K comparable] struct {
-	order   []timerEntry[K] // registration order; seq 0 marks a deleted timer
+	order   []timerEntry[K] // registration order, tombstones included
 	head    int             // order[:head] holds only deleted timers
 	pending int             // timers in order not deleted
 	// index locates the pending timers in order by key; nil while order
@@ -96,10 +98,10 @@ type timerBucket[K comparable] struct {
 const (
 	// smallBucket is the most entries a bucket searches without an index.
 	smallBucket = 8
-	// maxFreeBuckets bounds the emptied buckets kept for reuse, and
-	// maxFreeLarge those of them with an index, whose arrays are kept too.
-	maxFreeBuckets = 256
-	maxFreeLarge   = 4
+	// maxFreeSmall and maxFreeLarge bound the emptied buckets kept for
+	// reuse.
+	maxFreeSmall = 256
+	maxFreeLarge = 4
 )
 
 func newTimerQueue[K comparable](k stateKind) timerQueue[K] {
@@ -109,12 +111,12 @@ func newTimerQueue[K comparable](k stateKind) timerQueue[K] {
 func (q *timerQueue[K]) add(key K, when int64) {
 	b := q.buckets[when]
 	if b == nil {
-		if n := len(q.free); n > 0 {
-			b, q.free = q.free[n-1], q.free[:n-1]
-			if b.index != nil {
-				q.large--
-			}
-		} else {
+		switch ns, nl := len(q.freeSmall), len(q.freeLarge); {
+		case ns > 0:
+			b, q.freeSmall = q.freeSmall[ns-1], q.freeSmall[:ns-1]
+		case nl > 0:
+			b, q.freeLarge = q.freeLarge[nl-1], q.freeLarge[:nl-1]
+		default:
 			b = &timerBucket[K]{}
 		}
 		q.buckets[when] = b
@@ -122,8 +124,7 @@ func (q *timerQueue[K]) add(key K, when int64) {
 	} else if b.find(key) >= 0 {
 		return
 	}
-	q.seq++
-	b.order = append(b.order, timerEntry[K]{key: key, when: when, seq: q.seq})
+	b.order = append(b.order, timerEntry[K]{key: key, when: when, live: true})
 	b.pending++
 	switch {
 	case b.index != nil:
@@ -143,7 +144,7 @@ func (q *timerQueue[K]) delete(key K, when int64) {
 	if i < 0 {
 		return
 	}
-	b.order[i] = timerEntry[K]{} // seq 0, and no reference to the key
+	b.order[i] = timerEntry[K]{} // a tombstone, with no reference to the key
 	if b.index != nil {
 		delete(b.index, key)
 	}
@@ -156,7 +157,7 @@ func (q *timerQueue[K]) delete(key K, when int64) {
 			q.compact()
 		}
 	case len(b.order) > 64 && len(b.order) > 2*b.pending:
-		b.order = slices.DeleteFunc(b.order, func(e timerEntry[K]) bool { return e.seq == 0 })
+		b.order = slices.DeleteFunc(b.order, func(e timerEntry[K]) bool { return !e.live })
 		b.head = 0
 		b.reindex()
 	}
@@ -171,7 +172,7 @@ func (b *timerBucket[K]) find(key K) int {
 		return -1
 	}
 	for i := b.head; i < len(b.order); i++ {
-		if e := &b.order[i]; e.seq != 0 && e.key == key {
+		if e := &b.order[i]; e.live && e.key == key {
 			return i
 		}
 	}
@@ -182,28 +183,25 @@ func (b *timerBucket[K]) find(key K) int {
 func (b *timerBucket[K]) reindex() {
 	b.index = make(map[K]int, len(b.order))
 	for i, e := range b.order {
-		if e.seq != 0 {
+		if e.live {
 			b.index[e.key] = i
 		}
 	}
 }
 
-// recycle keeps a bucket that left the queue for reuse, with its arrays:
-// a window's next bucket is as large as its last.
+// recycle keeps a bucket that left the queue for reuse, with its arrays.
 func (q *timerQueue[K]) recycle(b *timerBucket[K]) {
-	large := b.index != nil
-	if len(q.free) >= maxFreeBuckets || (large && q.large >= maxFreeLarge) {
+	free, most := &q.freeSmall, maxFreeSmall
+	if b.index != nil {
+		free, most = &q.freeLarge, maxFreeLarge
+	}
+	if len(*free) >= most {
 		return
 	}
 	clear(b.order) // drop the key references
 	clear(b.index)
 	*b = timerBucket[K]{order: b.order[:0], index: b.index}
-	if large {
-		q.free = append(q.free, b) // last: taken first
-		q.large++
-		return
-	}
-	q.free = slices.Insert(q.free, 0, b)
+	*free = append(*free, b)
 }
 
 // top returns the earliest pending timer, dropping the due times without
@@ -215,7 +213,7 @@ func (q *timerQueue[K]) top() (*timerEntry[K], bool) {
 			q.pop()
 			continue
 		}
-		for b.order[b.head].seq == 0 { // a bucket in the queue has a pending timer
+		for !b.order[b.head].live { // a bucket in the queue has a pending timer
 			b.head++
 		}
 		return &b.order[b.head], true
@@ -235,7 +233,7 @@ func (q *timerQueue[K]) popDue(n int64, dst []Timer[K]) []Timer[K] {
 		delete(q.buckets, when)
 		t := time.Unix(0, when)
 		for _, e := range b.order[b.head:] {
-			if e.seq != 0 {
+			if e.live {
 				dst = append(dst, Timer[K]{Key: e.key, When: t})
 			}
 		}
@@ -296,7 +294,7 @@ func (q *timerQueue[K]) pending() []timerEntry[K] {
 	var out []timerEntry[K]
 	for _, w := range slices.Sorted(maps.Keys(q.buckets)) {
 		for _, e := range q.buckets[w].order {
-			if e.seq != 0 {
+			if e.live {
 				out = append(out, e)
 			}
 		}
@@ -328,19 +326,19 @@ func (c timerCapture[K]) encode(w *sectionWriter[K]) error {
 }
 
 func (q *timerQueue[K]) stage(r *sectionReader[K], count int) (func(), error) {
-	ids := make([]timerEntry[K], count)
-	for i := range ids {
+	entries := make([]timerEntry[K], count)
+	for i := range entries {
 		var err error
-		if ids[i].key, err = r.key(); err != nil {
+		if entries[i].key, err = r.key(); err != nil {
 			return nil, err
 		}
-		if ids[i].when, err = readValue[K, int64](r, Int64Codec{}); err != nil {
+		if entries[i].when, err = readValue[K, int64](r, Int64Codec{}); err != nil {
 			return nil, err
 		}
 	}
 	return func() {
-		for _, id := range ids {
-			q.add(id.key, id.when)
+		for _, e := range entries {
+			q.add(e.key, e.when)
 		}
 	}, nil
 }

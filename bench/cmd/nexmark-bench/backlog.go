@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -70,6 +71,13 @@ func (c *collector) done(expected uint64, ends [partitions]int64) (bool, [partit
 	return c.count >= expected && stableAll(ends, c.lastOff), c.lastOff, c.bad
 }
 
+// seen returns the number of outputs seen; for q5 and q7 of the checked windows.
+func (c *collector) seen() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.count
+}
+
 // visibleEnd returns the latest end of the windows visible below the
 // stable offsets ends.
 func (c *collector) visibleEnd(ends [partitions]int64) int64 {
@@ -102,6 +110,8 @@ func (c *collector) check(expected uint64, want map[string]uint64) (duplicates, 
 type backlogRun struct {
 	name, out, logPath string
 	argv               []string
+	expected           uint64        // outputs to wait for; for q5 and q7 of the checked windows
+	timeout            time.Duration // the longest wait for them
 	col                *collector
 	p                  *proc
 	began              time.Time
@@ -109,17 +119,20 @@ type backlogRun struct {
 	cancel             context.CancelFunc // ends the consumer
 }
 
+// errDeadline reports a run whose outputs were not all visible in time.
+var errDeadline = errors.New("not done in time")
+
 // startBacklog creates the output topic of the run of s on q named after
 // kind, starts consuming it and starts s on the backlog topic in (n
-// events). close ends the run.
-func (e env) startBacklog(ctx context.Context, s system, q, in, kind string, n uint64) (*backlogRun, error) {
+// events, expected outputs). close ends the run.
+func (e env) startBacklog(ctx context.Context, s system, q, in, kind string, n, expected uint64) (*backlogRun, error) {
 	name := fmt.Sprintf("%s-%s-%s-%s", e.prefix, s.name, q, kind)
 	dir, err := e.runDir(name)
 	if err != nil {
 		return nil, err
 	}
 	r := &backlogRun{name: name, out: name + "-out", logPath: filepath.Join(dir, s.name+".log"),
-		col: newCollector(q, n), consumeErr: make(chan error, 1)}
+		expected: expected, timeout: e.timeout, col: newCollector(q, n), consumeErr: make(chan error, 1)}
 	r.argv = s.argv(q, in, r.out, dir, name)
 	var configs map[string]*string
 	if r.col.windowed {
@@ -142,14 +155,13 @@ func (e env) startBacklog(ctx context.Context, s system, q, in, kind string, n u
 	return r, nil
 }
 
-// wait waits for the next tick of t; it fails when deadline has passed,
-// the consumer failed or the system exited.
-func (r *backlogRun) wait(t *time.Ticker, deadline <-chan time.Time, timeout time.Duration, expected uint64) error {
+// wait waits for the next tick of t; it fails when deadline (a timer of
+// r.timeout) has passed, with errDeadline, when the consumer failed or when
+// the system exited.
+func (r *backlogRun) wait(t *time.Ticker, deadline <-chan time.Time) error {
 	select {
 	case <-deadline:
-		r.col.mu.Lock()
-		defer r.col.mu.Unlock()
-		return fmt.Errorf("%s: not done after %v (%d of %d outputs); log: %s", r.name, timeout, r.col.count, expected, r.logPath)
+		return fmt.Errorf("%s: %w: %d of %d outputs after %v; log: %s", r.name, errDeadline, r.col.seen(), r.expected, r.timeout, r.logPath)
 	case err := <-r.consumeErr:
 		return err
 	case <-r.p.done:

@@ -17,8 +17,8 @@
 //   - the time to recover after a SIGKILL: the system is killed during the
 //     latency run and started again at once; recovery is the time from the
 //     kill to the first visible output of an input produced after it;
-//   - whether the output had exactly the expected number of records in both
-//     runs.
+//   - whether the output had exactly the expected number of records in
+//     every run.
 //
 // The windowed queries q5 and q7 (see bench/nexmark) differ in two ways. As
 // a system's watermark never reaches the end of its input, only the outputs
@@ -30,10 +30,11 @@
 // generator's event time is synthetic (10,000 events per second of event
 // time), so the time a window's result takes to become visible has no
 // meaning in wall time. Instead each system runs them over the backlog a
-// second time, SIGKILLed up to --kills times (0.3-1.5 s after its start,
-// then after each recovery) and started again at once; the checked
-// outputs of that run are compared value by value too, and its recovery is
-// the longest time from a kill to the first output not visible at it.
+// second time, SIGKILLed up to --kills times (0.1-0.8 s after its first
+// visible output, then after each recovery) and started again once the
+// output's stable offsets settled; the checked outputs of that run are
+// compared value by value too, and its recovery is the longest time from
+// a kill to the first output not visible at it.
 //
 // It prints a Markdown table with the ratios exactly/Flink and
 // exactly/Kafka Streams and, with --doc, writes it into that file between

@@ -80,7 +80,7 @@ func (e env) runDir(name string) (string, error) {
 // nexmark.Cutoff(n), waits for those, and compares them with want value by
 // value.
 func (e env) measureThroughput(ctx context.Context, s system, q, in string, n, expected uint64, want map[string]uint64) (throughput, error) {
-	r, err := e.startBacklog(ctx, s, q, in, "tput", n)
+	r, err := e.startBacklog(ctx, s, q, in, "tput", n, expected)
 	if err != nil {
 		return throughput{}, err
 	}
@@ -95,7 +95,7 @@ func (e env) measureThroughput(ctx context.Context, s system, q, in string, n, e
 	tick := time.NewTicker(sampleEvery)
 	defer tick.Stop()
 	for done := false; !done; {
-		if err := r.wait(tick, deadline, e.timeout, expected); err != nil {
+		if err := r.wait(tick, deadline); err != nil {
 			return throughput{}, err
 		}
 		sm := sample{at: time.Now()}
@@ -425,28 +425,35 @@ type killRun struct {
 	kills int
 	// recovery is the longest time from a SIGKILL to the receipt of the
 	// first output not visible at it; -1 when no kill was made.
-	recovery                   time.Duration
+	recovery time.Duration
+	// incomplete: the checked outputs were not all visible within the
+	// timeout after the last kill; the missing ones count as missing.
+	incomplete                 bool
 	duplicates, missing, wrong uint64 // of the checked outputs, as in throughput
 }
 
 // Delays of the kill runs: a SIGKILL comes a uniform random delay in
-// [killAfterMin, killAfterMax) after the system's start, or after the
-// first output of the restarted system following the previous kill.
+// [killAfterMin, killAfterMax) after the system's first visible output, or
+// after the first output of the restarted system following the previous
+// kill; never once every checked output was seen.
 const (
-	killAfterMin = 300 * time.Millisecond
-	killAfterMax = 1500 * time.Millisecond
-	// markersSettle is the pause between a kill and the restart, included
-	// in the recovery time.
-	markersSettle = 100 * time.Millisecond
+	killAfterMin = 100 * time.Millisecond
+	killAfterMax = 800 * time.Millisecond
+	// settleMin and settleMax bound the wait after a kill for the commits
+	// the system sent before it died to become visible; the restart
+	// follows, and the wait counts in the recovery time.
+	settleMin = 100 * time.Millisecond
+	settleMax = 2 * time.Second
 )
 
 // measureKills runs s on the windowed query q over the backlog in topic in
 // (n events, expected checked outputs, want those by value), SIGKILLs it up
-// to kills times, starting it again at once each time, and compares the
-// outputs with want once every one is visible. Kills are made only while
-// the run lasts; the delays come from the seed, the system and the query.
+// to kills times, starting it again each time once the output topic's
+// stable ends settled, and compares the outputs with want once every one
+// is visible, or the timeout after the last kill passed. The delays come
+// from the seed, the system and the query.
 func (e env) measureKills(ctx context.Context, s system, q, in string, n, expected uint64, want map[string]uint64, kills int) (killRun, error) {
-	r, err := e.startBacklog(ctx, s, q, in, "kill", n)
+	r, err := e.startBacklog(ctx, s, q, in, "kill", n, expected)
 	if err != nil {
 		return killRun{}, err
 	}
@@ -460,15 +467,18 @@ func (e env) measureKills(ctx context.Context, s system, q, in string, n, expect
 
 	res := killRun{recovery: -1}
 	var (
-		killAt   = r.began.Add(delay()) // when the next kill is due
-		killed   time.Time              // the last kill, while its recovery is not seen; zero: none
-		killEnds [partitions]int64      // the stable ends right after that kill
+		killAt   time.Time         // when the next kill is due; zero: before the first output
+		killed   time.Time         // the last kill, while its recovery is not seen; zero: none
+		killEnds [partitions]int64 // the stable ends once that kill's commits settled
 	)
 	deadline := time.After(e.timeout)
 	tick := time.NewTicker(sampleEvery)
 	defer tick.Stop()
 	for {
-		if err := r.wait(tick, deadline, e.timeout, expected); err != nil {
+		if err := r.wait(tick, deadline); errors.Is(err, errDeadline) {
+			res.incomplete = true
+			break
+		} else if err != nil {
 			return killRun{}, err
 		}
 		ends, err := e.b.committedEnds(ctx, r.out)
@@ -476,10 +486,15 @@ func (e env) measureKills(ctx context.Context, s system, q, in string, n, expect
 			return killRun{}, err
 		}
 		now := time.Now()
-		if !killed.IsZero() {
+		switch {
+		case !killed.IsZero():
 			if at, ok := r.col.firstBeyond(killEnds); ok {
 				res.recovery = max(res.recovery, at.Sub(killed))
-				killed, killAt = time.Time{}, now.Add(delay())
+				killed, killAt = time.Time{}, at.Add(delay())
+			}
+		case killAt.IsZero():
+			if r.col.visibleEnd(ends) > 0 {
+				killAt = now.Add(delay())
 			}
 		}
 		done, _, err := r.col.done(expected, ends)
@@ -489,23 +504,37 @@ func (e env) measureKills(ctx context.Context, s system, q, in string, n, expect
 		if done {
 			break
 		}
-		if res.kills < kills && killed.IsZero() && now.After(killAt) {
-			r.p.kill()
-			killed = time.Now()
-			res.kills++
-			// A commit the system sent just before it died may still
-			// become visible: let it, so that it does not pass for output
-			// of the restarted system.
-			time.Sleep(markersSettle)
-			if killEnds, err = e.b.committedEnds(ctx, r.out); err != nil {
-				return killRun{}, err
-			}
-			if r.p, err = start(r.argv, r.logPath); err != nil {
-				return killRun{}, err
-			}
+		if res.kills == kills || !killed.IsZero() || killAt.IsZero() || now.Before(killAt) || r.col.seen() >= expected {
+			continue
 		}
+		r.p.kill()
+		killed = time.Now()
+		res.kills++
+		if killEnds, err = e.settledEnds(ctx, r.out); err != nil {
+			return killRun{}, err
+		}
+		if r.p, err = start(r.argv, r.logPath); err != nil {
+			return killRun{}, err
+		}
+		deadline = time.After(e.timeout)
 	}
 	r.settle()
 	res.duplicates, res.missing, res.wrong = r.col.check(expected, want)
 	return res, nil
+}
+
+// settledEnds returns the stable ends of topic once two reads settleMin
+// apart agree, or after settleMax: a commit that a SIGKILLed system sent
+// just before it died may still become visible, and must not pass for
+// output of the restarted system.
+func (e env) settledEnds(ctx context.Context, topic string) ([partitions]int64, error) {
+	var last [partitions]int64
+	for began := time.Now(); ; {
+		time.Sleep(settleMin)
+		ends, err := e.b.committedEnds(ctx, topic)
+		if err != nil || ends == last || time.Since(began) >= settleMax {
+			return ends, err
+		}
+		last = ends
+	}
 }

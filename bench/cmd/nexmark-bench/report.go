@@ -43,12 +43,17 @@ func (r result) line() string {
 	p50, p99, recovery := ms(r.lat.p50), ms(r.lat.p99), secs(r.recovery())
 	if r.windowed() {
 		p50, p99 = "n/a", "n/a"
+		if r.kill.kills == 0 {
+			recovery = "n/a"
+		}
 	}
 	return fmt.Sprintf("%s %s: %s events/s, %s events/CPU-s, p50 %s, p99 %s, RSS %s, recovery %s, outputs %s",
 		r.system, r.query, si(r.tput.rate), si(r.tput.perCPU), p50, p99, mib(r.tput.rss), recovery, r.check())
 }
 
-// check says whether the outputs of both runs were exactly the expected ones.
+// check says whether the outputs of every run were exactly the expected
+// ones: the backlog run, and the latency run with its kill or, for q5 and
+// q7, the kill run.
 func (r result) check() string {
 	var bad []string
 	for _, c := range []struct {
@@ -56,8 +61,8 @@ func (r result) check() string {
 		duplicates, missing, wrong uint64
 	}{
 		{"backlog", r.tput.duplicates, r.tput.missing, r.tput.wrong},
-		{"kill", excess(r.lat.outputs, r.lat.expected), excess(r.lat.expected, r.lat.outputs), 0},
-		{"kills", r.kill.duplicates, r.kill.missing, r.kill.wrong},
+		{"latency run", excess(r.lat.outputs, r.lat.expected), excess(r.lat.expected, r.lat.outputs), 0},
+		{"kill run", r.kill.duplicates, r.kill.missing, r.kill.wrong},
 	} {
 		if c.duplicates > 0 {
 			bad = append(bad, fmt.Sprintf("%s +%d duplicates", c.run, c.duplicates))
@@ -68,6 +73,9 @@ func (r result) check() string {
 		if c.wrong > 0 {
 			bad = append(bad, fmt.Sprintf("%s %d wrong", c.run, c.wrong))
 		}
+	}
+	if r.kill.incomplete {
+		bad = append(bad, "kill run not done in time")
 	}
 	if len(bad) == 0 {
 		return "exact"
@@ -91,7 +99,7 @@ func (rs results) markdown() string {
 	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
 	for i, r := range rs.rows {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.query, displayName[r.system],
-			r.tput.mark(si(r.tput.rate)), r.tput.mark(si(r.tput.perCPU)), rs.opt(r, ms(r.lat.p50)), rs.opt(r, ms(r.lat.p99)), mib(r.tput.rss), rs.killed(r, secs(r.recovery())), r.check())
+			r.tput.mark(si(r.tput.rate)), r.tput.mark(si(r.tput.perCPU)), rs.opt(r, ms(r.lat.p50)), rs.opt(r, ms(r.lat.p99)), mib(r.tput.rss), rs.recoveryCell(r, secs(r.recovery())), r.check())
 		if i+1 < len(rs.rows) && rs.rows[i+1].query == r.query {
 			continue
 		}
@@ -107,11 +115,15 @@ func (rs results) markdown() string {
 			fmt.Fprintf(&b, "| %s | **exactly / %s** | %s | %s | %s | %s | %s | %s | |\n", r.query, displayName[peer],
 				ratio(ours.tput.rate, p.tput.rate), ratio(ours.tput.perCPU, p.tput.perCPU),
 				rs.opt(r, ratio(float64(ours.lat.p50), float64(p.lat.p50))), rs.opt(r, ratio(float64(ours.lat.p99), float64(p.lat.p99))),
-				ratio(float64(ours.tput.rss), float64(p.tput.rss)), rs.killed(r, ratio(float64(ours.recovery()), float64(p.recovery()))))
+				ratio(float64(ours.tput.rss), float64(p.tput.rss)), rs.recoveryCell(r, ratio(float64(ours.recovery()), float64(p.recovery()))))
 		}
 	}
 	if slices.ContainsFunc(rs.rows, result.windowed) {
-		b.WriteString("\n" + windowedNote + "\n")
+		b.WriteString("\n" + windowedNote)
+		if rs.kills > 0 {
+			b.WriteString(" " + killRunNote)
+		}
+		b.WriteString("\n")
 	}
 	if slices.ContainsFunc(rs.rows, func(r result) bool { return r.tput.whole }) {
 		b.WriteString("\n" + wholeRunNote + "\n")
@@ -126,7 +138,7 @@ func (rs results) markdown() string {
 			broker = fmt.Sprintf("%.1f", r.tput.brokerCPU)
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %.1f | %s | %d | %s | %s |\n", r.query, displayName[r.system], secs(r.tput.startup),
-			r.tput.totalCPU, broker, r.tput.commits, rs.opt(r, fmt.Sprint(r.lat.samples)), rs.killed(r, fmt.Sprint(r.kills())))
+			r.tput.totalCPU, broker, r.tput.commits, rs.opt(r, fmt.Sprint(r.lat.samples)), rs.sigkills(r))
 	}
 	return b.String()
 }
@@ -134,12 +146,16 @@ func (rs results) markdown() string {
 // windowedNote is the footnote of the windowed queries' rows.
 const windowedNote = "¹ q5 and q7 (windowed on event time) have no latency run: the generator's event time is synthetic " +
 	"(10,000 events per second of event time), so the time a window's result takes to become visible has no meaning in wall time. " +
-	"Each system runs them over the backlog a second time instead, SIGKILLed 0.3–1.5 s after its start and again after each recovery, " +
-	"restarted 0.1 s after each kill; their recovery is the longest time from a kill to the receipt of the first output not visible at it, " +
-	"and their outputs column covers both runs. " +
 	"Their outputs column checks only the windows ending at least 3 s of event time before the last input event " +
 	"(whether a system fires the later ones depends on how its watermark or stream time trails the end of the input), value by value, " +
 	"and their events/s count the input events by the event time the visible windows' ends advanced by."
+
+// killRunNote completes windowedNote when the kill runs were made.
+const killRunNote = "Each system runs them over the backlog a second time instead, SIGKILLed 0.1–0.8 s after its first visible output " +
+	"and again after each recovery (never once every checked output was seen), restarted once the output's stable offsets settled (at least 0.2 s); " +
+	"the outputs column covers that run too. Their recovery is the longest time from a kill to the receipt of the first output not visible at it: " +
+	"for exactly and Flink that can be a transaction prepared before the kill and committed on restore, " +
+	"which Kafka Streams aborts and computes again."
 
 // wholeRunNote is the footnote of the rates measured over a whole run.
 const wholeRunNote = "² Measured over the whole run, start-up and the wait for the last checkpoint included: " +
@@ -158,32 +174,38 @@ func (t throughput) mark(v string) string {
 // footnote's mark for a windowed query, which has none.
 func (rs results) opt(r result, v string) string {
 	switch {
-	case !rs.latency:
-		return "—"
 	case r.windowed():
 		return "n/a¹"
+	case !rs.latency:
+		return "—"
 	}
 	return v
 }
 
-// killed is v, or a dash when r had no kill run: the latency runs or, for
-// q5 and q7, the kill runs were skipped.
-func (rs results) killed(r result, v string) string {
-	if r.windowed() && rs.kills == 0 {
+// recoveryCell is v for a row with a kill, or a dash when its kill was
+// skipped: the latency runs or, for q5 and q7, the kill runs.
+func (rs results) recoveryCell(r result, v string) string {
+	switch {
+	case r.windowed() && rs.kills == 0:
 		return "—"
-	}
-	if r.windowed() {
+	case r.windowed() && r.kill.kills == 0:
+		return "n/a" // the run ended before a kill was due
+	case r.windowed():
 		return v
 	}
 	return rs.opt(r, v)
 }
 
-// kills is the number of SIGKILLs r's runs made.
-func (r result) kills() int {
-	if r.windowed() {
-		return r.kill.kills
+// sigkills is the number of SIGKILLs r's runs made, or a dash when its
+// kill was skipped.
+func (rs results) sigkills(r result) string {
+	switch {
+	case !r.windowed():
+		return rs.opt(r, "1")
+	case rs.kills == 0:
+		return "—"
 	}
-	return 1
+	return fmt.Sprint(r.kill.kills)
 }
 
 // find returns the row of system on query.
