@@ -36,16 +36,26 @@ type Job struct {
 type Metrics struct {
 	// Completed counts completed checkpoints and savepoints.
 	Completed atomic.Int64
-	// LastCompleted is the id of the last completed checkpoint.
-	LastCompleted atomic.Uint64
 	// Aborted counts aborted checkpoints.
 	Aborted atomic.Int64
 	// Restarts counts restarts after failures.
 	Restarts atomic.Int64
+	// LastCheckpoint describes the last completed checkpoint or savepoint;
+	// nil before the first.
+	LastCheckpoint atomic.Pointer[CheckpointStats]
 	// records counts records per operator subtask; see Records.
 	records sync.Map // operator name -> *atomic.Int64
 	// late counts records dropped for arriving behind the watermark.
 	late sync.Map // operator name -> *atomic.Int64
+}
+
+// CheckpointStats describes a completed checkpoint.
+type CheckpointStats struct {
+	// ID is the checkpoint's id.
+	ID uint64
+	// Triggered is when it was triggered, Completed when its metadata was
+	// written (wall clock).
+	Triggered, Completed time.Time
 }
 
 // Records returns the number of records the named operator handled, summed
@@ -65,6 +75,22 @@ func (m *Metrics) LateRecords(operator string) int64 {
 		return c.(*atomic.Int64).Load()
 	}
 	return 0
+}
+
+// RecordsByOperator returns Records of every operator.
+func (m *Metrics) RecordsByOperator() map[string]int64 { return counts(&m.records) }
+
+// LateRecordsByOperator returns LateRecords of every operator (0 for those
+// without event time).
+func (m *Metrics) LateRecordsByOperator() map[string]int64 { return counts(&m.late) }
+
+func counts(counters *sync.Map) map[string]int64 {
+	out := map[string]int64{}
+	counters.Range(func(op, c any) bool {
+		out[op.(string)] = c.(*atomic.Int64).Load()
+		return true
+	})
+	return out
 }
 
 func counter(counters *sync.Map, operator string) *atomic.Int64 {
@@ -480,6 +506,7 @@ func (d *driver) do(ctx context.Context, a checkpoint.Action) []checkpoint.Actio
 		}
 		j.opts.Probe(ProbeMetadataWritten, a.Metadata.ID)
 		md := a.Metadata
+		j.metrics.LastCheckpoint.Store(&CheckpointStats{ID: md.ID, Triggered: md.Triggered, Completed: time.Now()})
 		d.result.restorePoint = newRestorePoint(j.store, &md, j.store.Dir(md.ID, md.Kind))
 		return j.coord.MetadataPersisted(time.Now(), a.Metadata.ID, nil)
 	case checkpoint.NotifyComplete:
@@ -487,7 +514,6 @@ func (d *driver) do(ctx context.Context, a checkpoint.Action) []checkpoint.Actio
 		d.result.checkpointed = true
 		d.result.final = d.result.final || a.Final
 		j.metrics.Completed.Add(1)
-		j.metrics.LastCompleted.Store(a.ID)
 		// Every task learns of the completion before any source is told to
 		// finish, so that sinks commit on the notification rather than in Close.
 		for _, t := range d.tasks {

@@ -9,14 +9,20 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/exactlyonce/exactly/internal/crashtest"
 	"github.com/exactlyonce/exactly/internal/demo"
+	"github.com/exactlyonce/exactly/metrics"
 	"github.com/exactlyonce/exactly/runtime"
 )
 
@@ -82,11 +88,12 @@ Flags:
 `
 
 type demoFlags struct {
-	cfg   demo.Config
-	chaos int
-	keep  bool
-	seed  uint64
-	child bool
+	cfg         demo.Config
+	chaos       int
+	keep        bool
+	seed        uint64
+	child       bool
+	metricsAddr string
 }
 
 func parseDemoFlags(args []string, out io.Writer) (demoFlags, error) {
@@ -105,6 +112,7 @@ func parseDemoFlags(args []string, out io.Writer) (demoFlags, error) {
 	fs.Uint64Var(&f.seed, "chaos-seed", 0, "seed of the --chaos schedule (0: random; printed so a run can be replayed)")
 	fs.BoolVar(&f.keep, "resume", false, "keep the directory's earlier state and resume from its last checkpoint instead of starting afresh")
 	fs.BoolVar(&f.child, "child", false, "internal: run as the child of a --chaos run")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve the job's Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464; empty: off)")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
@@ -113,6 +121,9 @@ func parseDemoFlags(args []string, out io.Writer) (demoFlags, error) {
 	}
 	if f.chaos < 0 {
 		return f, fmt.Errorf("demo: --chaos is %d: use 0 or a positive number of kills", f.chaos)
+	}
+	if f.chaos > 0 && f.metricsAddr != "" {
+		return f, errors.New("demo: --metrics-addr and --chaos together: the killed child processes would serve the metrics; drop one")
 	}
 	if f.chaos > 0 && f.cfg.Rate == 0 {
 		f.cfg.Rate = 50_000
@@ -137,6 +148,13 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "exactly demo: %d orders, %d customers, parallelism %d, checkpoints every %v, output in %s\n",
 		f.cfg.Events, f.cfg.Customers, f.cfg.Parallelism, f.cfg.CheckpointInterval, f.cfg.Dir)
+	if f.metricsAddr != "" {
+		stop, err := serveMetrics(f.metricsAddr, &f.cfg, out)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	start := time.Now()
 	if f.chaos > 0 {
 		if err := superviseDemo(f, args, out); err != nil {
@@ -157,10 +175,30 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 	return nil
 }
 
+// serveMetrics serves the Prometheus metrics of the job c runs at
+// http://addr/metrics from the moment it starts; stop closes the server.
+func serveMetrics(addr string, c *demo.Config, out io.Writer) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("demo: --metrics-addr %s: %w: give a free host:port", addr, err)
+	}
+	reg := prometheus.NewRegistry()
+	c.OnStart = func(m *runtime.Metrics) { reg.MustRegister(metrics.NewCollector("demo", m)) }
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	fmt.Fprintf(out, "metrics at http://%s/metrics\n", ln.Addr())
+	return func() { _ = srv.Close() }, nil
+}
+
 func printProgress(out io.Writer, total uint64, m *runtime.Metrics, start time.Time) {
-	in := m.Records("orders")
+	var last uint64
+	if c := m.LastCheckpoint.Load(); c != nil {
+		last = c.ID
+	}
 	fmt.Fprintf(out, "  %6.1fs  orders read %9d / %d  rows written %9d  checkpoints %4d (last #%d)  restarts %d\n",
-		time.Since(start).Seconds(), in, total, m.Records("sqlite"), m.Completed.Load(), m.LastCompleted.Load(), m.Restarts.Load())
+		time.Since(start).Seconds(), m.Records("orders"), total, m.Records("sqlite"), m.Completed.Load(), last, m.Restarts.Load())
 }
 
 // superviseDemo runs the demo in child processes and kills them f.chaos times.

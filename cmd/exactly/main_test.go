@@ -4,9 +4,14 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"io"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/exactlyonce/exactly/internal/demo"
+	"github.com/exactlyonce/exactly/runtime"
 )
 
 func TestDemoRunsAndVerifies(t *testing.T) {
@@ -34,6 +39,7 @@ func TestDemoFlagErrorsNameTheFlag(t *testing.T) {
 		{[]string{"--chaos", "-1"}, "--chaos is -1"},
 		{[]string{"--customers", "-3"}, "--customers is -3"},
 		{[]string{"stray"}, `unexpected argument "stray"`},
+		{[]string{"--chaos", "2", "--metrics-addr", "127.0.0.1:0"}, "--metrics-addr and --chaos"},
 	} {
 		var out strings.Builder
 		_, err := parseDemoFlags(tc.args, &out)
@@ -53,5 +59,39 @@ func TestDemoHelpExplainsFlags(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("help lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// TestDemoServesMetrics starts the metrics server of --metrics-addr, hands
+// it a job's metrics as the demo does when the job starts, and scrapes it.
+func TestDemoServesMetrics(t *testing.T) {
+	var out strings.Builder
+	var cfg demo.Config
+	stop, err := serveMetrics("127.0.0.1:0", &cfg, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	var m runtime.Metrics
+	m.Restarts.Add(2)
+	cfg.OnStart(&m)
+	url, ok := strings.CutPrefix(strings.TrimSpace(out.String()), "metrics at ")
+	if !ok {
+		t.Fatalf("no address printed: %q", out.String())
+	}
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `exactly_restarts_total{job="demo"} 2`; !strings.Contains(string(body), want+"\n") {
+		t.Errorf("scrape lacks %q:\n%s", want, body)
+	}
+	if _, err := serveMetrics("no-port", &cfg, &out); err == nil || !strings.Contains(err.Error(), "--metrics-addr no-port") {
+		t.Errorf("a bad address gave %v, want an error naming the flag", err)
 	}
 }

@@ -44,6 +44,8 @@ type Config struct {
 	// Discard replaces the SQLite and file sinks by one that commits
 	// nothing, to measure the engine alone.
 	Discard bool
+	// OnStart, when set, is called with the job's metrics once it started.
+	OnStart func(*runtime.Metrics)
 }
 
 // Validate reports the first invalid field, naming the flag that sets it.
@@ -190,6 +192,9 @@ func Run(ctx context.Context, c Config, progress func(*runtime.Metrics)) error {
 	r, err := j.Start(ctx, opts)
 	if err != nil {
 		return err
+	}
+	if c.OnStart != nil {
+		c.OnStart(r.Metrics())
 	}
 	if progress == nil {
 		return r.Wait()
