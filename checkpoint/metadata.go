@@ -44,6 +44,17 @@ type OperatorState struct {
 	Subtasks []StateHandle `json:"subtasks"`
 }
 
+// StateBytes returns the size of the checkpoint's state files.
+func (m *Metadata) StateBytes() int64 {
+	var n int64
+	for _, op := range m.Operators {
+		for _, h := range op.Subtasks {
+			n += h.Size
+		}
+	}
+	return n
+}
+
 // StateHandle points at the state file of one subtask of one operator.
 type StateHandle struct {
 	// Subtask is the subtask index.

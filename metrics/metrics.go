@@ -18,6 +18,7 @@
 //	exactly_checkpoint_last_duration_seconds       its trigger to metadata written
 //	exactly_checkpoint_last_completion_timestamp_seconds
 //	                                               when it completed (alert on time() minus this)
+//	exactly_checkpoint_last_size_bytes             its state files' size
 //	exactly_restarts_total                         restarts after failures
 //	exactly_operator_records_total{operator}       records an operator handled
 //	exactly_operator_late_records_total{operator}  records dropped behind the watermark
@@ -34,10 +35,10 @@ import (
 
 // Collector is a prometheus.Collector of one job's metrics.
 type Collector struct {
-	m                                    *runtime.Metrics
-	completed, aborted, restarts         *prometheus.Desc
-	lastID, lastDuration, lastCompletion *prometheus.Desc
-	records, late                        *prometheus.Desc
+	m                                              *runtime.Metrics
+	completed, aborted, restarts                   *prometheus.Desc
+	lastID, lastDuration, lastCompletion, lastSize *prometheus.Desc
+	records, late                                  *prometheus.Desc
 }
 
 // NewCollector returns a collector of m, the metrics of the job named job
@@ -54,6 +55,7 @@ func NewCollector(job string, m *runtime.Metrics) *Collector {
 		lastID:         desc("checkpoint_last_id", "Id of the last completed checkpoint."),
 		lastDuration:   desc("checkpoint_last_duration_seconds", "Time from the trigger of the last completed checkpoint to its metadata written."),
 		lastCompletion: desc("checkpoint_last_completion_timestamp_seconds", "Unix time at which the last checkpoint completed."),
+		lastSize:       desc("checkpoint_last_size_bytes", "Size of the state files of the last completed checkpoint."),
 		records:        desc("operator_records_total", "Records an operator handled, over its subtasks.", "operator"),
 		late:           desc("operator_late_records_total", "Records an event-time operator dropped for arriving behind the watermark.", "operator"),
 	}
@@ -61,7 +63,7 @@ func NewCollector(job string, m *runtime.Metrics) *Collector {
 
 // Describe sends the descriptors of every series c collects.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.completed, c.aborted, c.restarts, c.lastID, c.lastDuration, c.lastCompletion, c.records, c.late} {
+	for _, d := range []*prometheus.Desc{c.completed, c.aborted, c.restarts, c.lastID, c.lastDuration, c.lastCompletion, c.lastSize, c.records, c.late} {
 		ch <- d
 	}
 }
@@ -77,6 +79,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.lastID, prometheus.GaugeValue, float64(last.ID))
 		ch <- prometheus.MustNewConstMetric(c.lastDuration, prometheus.GaugeValue, last.Completed.Sub(last.Triggered).Seconds())
 		ch <- prometheus.MustNewConstMetric(c.lastCompletion, prometheus.GaugeValue, float64(last.Completed.UnixNano())/1e9)
+		ch <- prometheus.MustNewConstMetric(c.lastSize, prometheus.GaugeValue, float64(last.StateBytes))
 	}
 	for op, n := range m.RecordsByOperator() {
 		ch <- prometheus.MustNewConstMetric(c.records, prometheus.CounterValue, float64(n), op)

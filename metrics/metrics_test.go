@@ -66,13 +66,16 @@ func TestCollectorServesTheJobsMetrics(t *testing.T) {
 			t.Errorf("scrape lacks the line %q; got:\n%s", want, body)
 		}
 	}
-	for _, gauge := range []string{"exactly_checkpoint_last_duration_seconds", "exactly_checkpoint_last_completion_timestamp_seconds"} {
+	for _, gauge := range []string{"exactly_checkpoint_last_duration_seconds", "exactly_checkpoint_last_completion_timestamp_seconds", "exactly_checkpoint_last_size_bytes"} {
 		if !slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, gauge+`{job="demo"} `) }) {
 			t.Errorf("scrape lacks %s; got:\n%s", gauge, body)
 		}
 	}
 	if d := last.Completed.Sub(last.Triggered); d <= 0 {
 		t.Errorf("last checkpoint took %v: not after its trigger", d)
+	}
+	if last.StateBytes <= 0 {
+		t.Errorf("last checkpoint's state is %d bytes: the running totals have state", last.StateBytes)
 	}
 }
 

@@ -56,6 +56,8 @@ type CheckpointStats struct {
 	// Triggered is when it was triggered, Completed when its metadata was
 	// written (wall clock).
 	Triggered, Completed time.Time
+	// StateBytes is the size of its state files.
+	StateBytes int64
 }
 
 // Records returns the number of records the named operator handled, summed
@@ -506,7 +508,7 @@ func (d *driver) do(ctx context.Context, a checkpoint.Action) []checkpoint.Actio
 		}
 		j.opts.Probe(ProbeMetadataWritten, a.Metadata.ID)
 		md := a.Metadata
-		j.metrics.LastCheckpoint.Store(&CheckpointStats{ID: md.ID, Triggered: md.Triggered, Completed: time.Now()})
+		j.metrics.LastCheckpoint.Store(&CheckpointStats{ID: md.ID, Triggered: md.Triggered, Completed: time.Now(), StateBytes: md.StateBytes()})
 		d.result.restorePoint = newRestorePoint(j.store, &md, j.store.Dir(md.ID, md.Kind))
 		return j.coord.MetadataPersisted(time.Now(), a.Metadata.ID, nil)
 	case checkpoint.NotifyComplete:
