@@ -9,22 +9,26 @@
 //	reg.MustRegister(metrics.NewCollector("orders", r.Metrics()))
 //	http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 //
-// The series, each labelled with the job's name (and the operator's, where
-// per operator):
+// The series, each labelled job_name with the job's name (not job: a
+// Prometheus server sets job to the scrape job's name) and, where per
+// operator, operator:
 //
 //	exactly_checkpoints_completed_total            checkpoints and savepoints completed
-//	exactly_checkpoints_aborted_total              checkpoints aborted (timeout, declined, failed write)
+//	exactly_checkpoints_aborted_total              checkpoints aborted or interrupted
 //	exactly_checkpoint_last_id                     id of the last completed checkpoint
 //	exactly_checkpoint_last_duration_seconds       its trigger to metadata written
 //	exactly_checkpoint_last_completion_timestamp_seconds
 //	                                               when it completed (alert on time() minus this)
 //	exactly_checkpoint_last_size_bytes             its state files' size
-//	exactly_restarts_total                         restarts after failures
-//	exactly_operator_records_total{operator}       records an operator handled
+//	exactly_restarts_total                         restarts after failures inside the process
+//	exactly_operator_records_total{operator}       records an operator handled, replays included
 //	exactly_operator_late_records_total{operator}  records dropped behind the watermark
 //
 // Counters count from the process's start: after a crash and restart from a
-// checkpoint they begin again at 0, as Prometheus counters do.
+// checkpoint they begin again at 0, which Prometheus treats as a counter
+// reset. The checkpoint gauges describe the job's last completed
+// checkpoint: after a restart, the restored one until the process
+// completes its own.
 package metrics
 
 import (
@@ -42,21 +46,21 @@ type Collector struct {
 }
 
 // NewCollector returns a collector of m, the metrics of the job named job
-// (the value of every series' job label).
+// (the value of every series' job_name label).
 func NewCollector(job string, m *runtime.Metrics) *Collector {
 	desc := func(name, help string, labels ...string) *prometheus.Desc {
-		return prometheus.NewDesc("exactly_"+name, help, labels, prometheus.Labels{"job": job})
+		return prometheus.NewDesc("exactly_"+name, help, labels, prometheus.Labels{"job_name": job})
 	}
 	return &Collector{
 		m:              m,
 		completed:      desc("checkpoints_completed_total", "Checkpoints and savepoints completed."),
-		aborted:        desc("checkpoints_aborted_total", "Checkpoints aborted: timed out, declined by a subtask, or not written."),
-		restarts:       desc("restarts_total", "Restarts of the job after a failure."),
+		aborted:        desc("checkpoints_aborted_total", "Checkpoints aborted (timed out, declined by a subtask, no id reserved) or interrupted by a restart or a stop."),
+		restarts:       desc("restarts_total", "Restarts of the job after a failure, inside this process."),
 		lastID:         desc("checkpoint_last_id", "Id of the last completed checkpoint."),
 		lastDuration:   desc("checkpoint_last_duration_seconds", "Time from the trigger of the last completed checkpoint to its metadata written."),
 		lastCompletion: desc("checkpoint_last_completion_timestamp_seconds", "Unix time at which the last checkpoint completed."),
 		lastSize:       desc("checkpoint_last_size_bytes", "Size of the state files of the last completed checkpoint."),
-		records:        desc("operator_records_total", "Records an operator handled, over its subtasks.", "operator"),
+		records:        desc("operator_records_total", "Records an operator handled, over its subtasks; records replayed after a restart count again.", "operator"),
 		late:           desc("operator_late_records_total", "Records an event-time operator dropped for arriving behind the watermark.", "operator"),
 	}
 }
@@ -69,7 +73,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect sends the current values. The checkpoint gauges are left out
-// until a checkpoint has completed.
+// while the job has no completed checkpoint.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	m := c.m
 	ch <- prometheus.MustNewConstMetric(c.completed, prometheus.CounterValue, float64(m.Completed.Load()))

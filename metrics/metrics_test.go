@@ -28,7 +28,8 @@ func TestCollectorServesTheJobsMetrics(t *testing.T) {
 	var m *runtime.Metrics
 	c := demo.Config{Dir: t.TempDir(), Events: events, Customers: 100, Seed: 1, Parallelism: 2,
 		CheckpointInterval: 20 * time.Millisecond, Discard: true}
-	if err := demo.Run(context.Background(), c, func(got *runtime.Metrics) { m = got }); err != nil {
+	c.OnStart = func(got *runtime.Metrics) { m = got }
+	if err := demo.Run(context.Background(), c, nil); err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
@@ -55,19 +56,19 @@ func TestCollectorServesTheJobsMetrics(t *testing.T) {
 	}
 	lines := strings.Split(string(body), "\n")
 	for _, want := range []string{
-		fmt.Sprintf(`exactly_checkpoints_completed_total{job="demo"} %d`, m.Completed.Load()),
-		`exactly_checkpoints_aborted_total{job="demo"} 0`,
-		`exactly_restarts_total{job="demo"} 0`,
-		fmt.Sprintf(`exactly_checkpoint_last_id{job="demo"} %d`, last.ID),
-		fmt.Sprintf(`exactly_operator_records_total{job="demo",operator="orders"} %d`, events),
-		fmt.Sprintf(`exactly_operator_records_total{job="demo",operator="running-totals"} %d`, events),
+		fmt.Sprintf(`exactly_checkpoints_completed_total{job_name="demo"} %d`, m.Completed.Load()),
+		`exactly_checkpoints_aborted_total{job_name="demo"} 0`,
+		`exactly_restarts_total{job_name="demo"} 0`,
+		fmt.Sprintf(`exactly_checkpoint_last_id{job_name="demo"} %d`, last.ID),
+		fmt.Sprintf(`exactly_operator_records_total{job_name="demo",operator="orders"} %d`, events),
+		fmt.Sprintf(`exactly_operator_records_total{job_name="demo",operator="running-totals"} %d`, events),
 	} {
 		if !slices.Contains(lines, want) {
 			t.Errorf("scrape lacks the line %q; got:\n%s", want, body)
 		}
 	}
 	for _, gauge := range []string{"exactly_checkpoint_last_duration_seconds", "exactly_checkpoint_last_completion_timestamp_seconds", "exactly_checkpoint_last_size_bytes"} {
-		if !slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, gauge+`{job="demo"} `) }) {
+		if !slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, gauge+`{job_name="demo"} `) }) {
 			t.Errorf("scrape lacks %s; got:\n%s", gauge, body)
 		}
 	}
@@ -89,5 +90,28 @@ func TestCollectorBeforeTheFirstCheckpoint(t *testing.T) {
 	}
 	if n := testutil.CollectAndCount(col, "exactly_checkpoint_last_id"); n != 0 {
 		t.Errorf("exactly_checkpoint_last_id exported before any checkpoint")
+	}
+}
+
+// TestLastCheckpointSurvivesARestart runs the demo job, then starts it
+// again on the same checkpoints: from its start, the new run reports the
+// checkpoint it restored, so an alert on the last completion's age does
+// not go blind after a crash.
+func TestLastCheckpointSurvivesARestart(t *testing.T) {
+	c := demo.Config{Dir: t.TempDir(), Events: 5_000, Customers: 10, Seed: 1, Parallelism: 2,
+		CheckpointInterval: 20 * time.Millisecond, Discard: true}
+	var first *runtime.Metrics
+	c.OnStart = func(m *runtime.Metrics) { first = m }
+	if err := demo.Run(context.Background(), c, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := first.LastCheckpoint.Load()
+	var atStart *runtime.CheckpointStats
+	c.OnStart = func(m *runtime.Metrics) { atStart = m.LastCheckpoint.Load() }
+	if err := demo.Run(context.Background(), c, nil); err != nil {
+		t.Fatal(err)
+	}
+	if atStart == nil || atStart.ID != want.ID || atStart.StateBytes != want.StateBytes {
+		t.Fatalf("at the restart's start the last checkpoint is %+v, want the restored %+v", atStart, want)
 	}
 }

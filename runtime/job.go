@@ -40,8 +40,9 @@ type Metrics struct {
 	Aborted atomic.Int64
 	// Restarts counts restarts after failures.
 	Restarts atomic.Int64
-	// LastCheckpoint describes the last completed checkpoint or savepoint;
-	// nil before the first.
+	// LastCheckpoint describes the last completed checkpoint or savepoint:
+	// at first the one the job restored (its Completed is when its last
+	// acknowledgement arrived), nil when it started afresh.
 	LastCheckpoint atomic.Pointer[CheckpointStats]
 	// records counts records per operator subtask; see Records.
 	records sync.Map // operator name -> *atomic.Int64
@@ -164,6 +165,9 @@ func Start(ctx context.Context, g Graph, opts Options) (*Job, error) {
 	}
 	if rp != nil {
 		j.idFloor = rp.md.ID
+		// The job's last completed checkpoint, until this process
+		// completes one: a restart does not make it unknown.
+		j.metrics.LastCheckpoint.Store(&CheckpointStats{ID: rp.md.ID, Triggered: rp.md.Triggered, Completed: rp.md.Completed, StateBytes: rp.md.StateBytes()})
 	}
 	go func() {
 		defer close(j.done)
@@ -401,8 +405,9 @@ func restoreOperator(ctx context.Context, op *OperatorSpec, rc RestoreContext) (
 type driver struct {
 	job        *Job
 	tasks      []*task
-	completed  uint64 // last completed checkpoint
-	sourcesOut int    // source subtasks that reported finished
+	completed  uint64           // last completed checkpoint
+	persisted  *CheckpointStats // the checkpoint whose metadata was written, until it is announced complete
+	sourcesOut int              // source subtasks that reported finished
 	tasksDone  int
 	result     attemptResult
 	finished   bool
@@ -508,7 +513,7 @@ func (d *driver) do(ctx context.Context, a checkpoint.Action) []checkpoint.Actio
 		}
 		j.opts.Probe(ProbeMetadataWritten, a.Metadata.ID)
 		md := a.Metadata
-		j.metrics.LastCheckpoint.Store(&CheckpointStats{ID: md.ID, Triggered: md.Triggered, Completed: time.Now(), StateBytes: md.StateBytes()})
+		d.persisted = &CheckpointStats{ID: md.ID, Triggered: md.Triggered, Completed: time.Now(), StateBytes: md.StateBytes()}
 		d.result.restorePoint = newRestorePoint(j.store, &md, j.store.Dir(md.ID, md.Kind))
 		return j.coord.MetadataPersisted(time.Now(), a.Metadata.ID, nil)
 	case checkpoint.NotifyComplete:
@@ -516,6 +521,9 @@ func (d *driver) do(ctx context.Context, a checkpoint.Action) []checkpoint.Actio
 		d.result.checkpointed = true
 		d.result.final = d.result.final || a.Final
 		j.metrics.Completed.Add(1)
+		if d.persisted != nil && d.persisted.ID == a.ID {
+			j.metrics.LastCheckpoint.Store(d.persisted)
+		}
 		// Every task learns of the completion before any source is told to
 		// finish, so that sinks commit on the notification rather than in Close.
 		for _, t := range d.tasks {

@@ -14,10 +14,12 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/exactlyonce/exactly/internal/crashtest"
@@ -183,11 +185,17 @@ func serveMetrics(addr string, c *demo.Config, out io.Writer) (stop func(), err 
 		return nil, fmt.Errorf("demo: --metrics-addr %s: %w: give a free host:port", addr, err)
 	}
 	reg := prometheus.NewRegistry()
-	c.OnStart = func(m *runtime.Metrics) { reg.MustRegister(metrics.NewCollector("demo", m)) }
+	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})) // process_start_time_seconds shows crashes
+	var once sync.Once
+	c.OnStart = func(m *runtime.Metrics) { once.Do(func() { reg.MustRegister(metrics.NewCollector("demo", m)) }) }
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
+	go func() {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			fmt.Fprintf(out, "metrics server: %v\n", err)
+		}
+	}()
 	fmt.Fprintf(out, "metrics at http://%s/metrics\n", ln.Addr())
 	return func() { _ = srv.Close() }, nil
 }

@@ -88,7 +88,7 @@ func TestDemoServesMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `exactly_restarts_total{job="demo"} 2`; !strings.Contains(string(body), want+"\n") {
+	if want := `exactly_restarts_total{job_name="demo"} 2`; !strings.Contains(string(body), want+"\n") {
 		t.Errorf("scrape lacks %q:\n%s", want, body)
 	}
 	if _, err := serveMetrics("no-port", &cfg, &out); err == nil || !strings.Contains(err.Error(), "--metrics-addr no-port") {

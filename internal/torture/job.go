@@ -132,9 +132,11 @@ func buildJob(c jobConfig) (*stream.Job, error) {
 	events := stream.Map(in, func(r kafka.Record[string]) Event {
 		lim.wait()
 		e, err := parseEvent(r.Value)
-		if err != nil {
-			// The input is ours: a malformed record is a bug. The checker
-			// reports it as unexpected.
+		if err != nil || !r.Timestamp.Equal(e.Time()) {
+			// The input is ours: a malformed record, or one whose
+			// timestamp (the watermarks' event time) is not its event's
+			// time (the windows'), is a bug. The checker reports it as
+			// unexpected.
 			return Event{ID: -1, Key: r.Value}
 		}
 		return e

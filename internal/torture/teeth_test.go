@@ -251,6 +251,8 @@ func TestWindowCheckerHasTeeth(t *testing.T) {
 			want: SinkResult{WrongTotals: 1}},
 		{name: "count and sum too low", brk: func(s [][]WindowOut) [][]WindowOut { s[0][0].Count--; s[0][0].Sum--; return s },
 			want: SinkResult{WrongTotals: 1}},
+		{name: "sum off by one, count right", brk: func(s [][]WindowOut) [][]WindowOut { s[0][0].Sum++; return s },
+			want: SinkResult{WrongTotals: 1}},
 		{name: "window shifted", brk: func(s [][]WindowOut) [][]WindowOut { s[0][0].Start += windowSize.Milliseconds() / 2; return s },
 			want: SinkResult{Unexpected: 1, Missing: 1}},
 		{name: "windows of a key swapped", brk: func(s [][]WindowOut) [][]WindowOut {

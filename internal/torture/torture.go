@@ -350,7 +350,8 @@ func load(ctx context.Context, c Config, jc jobConfig) error {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	forever := map[string]*string{"retention.ms": kadm.StringPtr("-1")}
+	// CreateTime: the records keep the loader's and the sink's timestamps.
+	forever := map[string]*string{"retention.ms": kadm.StringPtr("-1"), "message.timestamp.type": kadm.StringPtr("CreateTime")}
 	for _, t := range []struct {
 		name    string
 		parts   int32
