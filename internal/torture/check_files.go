@@ -13,12 +13,18 @@ import (
 // files forming one ordered stream. Hidden pending or in-progress files
 // left behind count as lingering.
 func CheckFiles(x *Expected, name, dir string) (SinkResult, error) {
+	return checkFiles(name, dir, parseOut, x.Check)
+}
+
+// checkFiles reads the committed files in dir as readFiles does, parses
+// each subtask's lines with parse and checks the streams with check.
+func checkFiles[T any](name, dir string, parse func(string) (T, error), check func(SinkResult, [][]T) SinkResult) (SinkResult, error) {
 	res := SinkResult{Sink: name}
 	streams, err := readFiles(&res, dir)
 	if err != nil {
 		return res, err
 	}
-	return x.Check(res, parseStreams(&res, streams, parseOut)), nil
+	return check(res, parseStreams(&res, streams, parse)), nil
 }
 
 // readFiles returns the lines of the committed files of a file sink in

@@ -18,12 +18,19 @@ import (
 // keyed totals: the committed records that readCommitted finds, partition
 // by partition in offset order, are checked against x.
 func CheckKafka(ctx context.Context, x *Expected, name, brokers, topic, txnPrefix string) (SinkResult, error) {
+	return checkTopic(ctx, name, brokers, topic, txnPrefix, parseOut, x.Check)
+}
+
+// checkTopic reads topic as readCommitted does, parses each partition's
+// records with parse and checks the streams with check.
+func checkTopic[T any](ctx context.Context, name, brokers, topic, txnPrefix string,
+	parse func(string) (T, error), check func(SinkResult, [][]T) SinkResult) (SinkResult, error) {
 	res := SinkResult{Sink: name}
 	parts, err := readCommitted(ctx, &res, brokers, topic, txnPrefix)
 	if err != nil {
 		return res, err
 	}
-	return x.Check(res, parseStreams(&res, parts, parseOut)), nil
+	return check(res, parseStreams(&res, parts, parse)), nil
 }
 
 // readCommitted returns the values of the records a read_committed reader

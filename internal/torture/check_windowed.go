@@ -10,12 +10,7 @@ import (
 // partition by partition in offset order, are checked against x's windows
 // by [Expected.CheckWindows].
 func CheckKafkaWindows(ctx context.Context, x *Expected, name, brokers, topic, txnPrefix string) (SinkResult, error) {
-	res := SinkResult{Sink: name}
-	parts, err := readCommitted(ctx, &res, brokers, topic, txnPrefix)
-	if err != nil {
-		return res, err
-	}
-	return x.CheckWindows(res, parseStreams(&res, parts, parseWindow)), nil
+	return checkTopic(ctx, name, brokers, topic, txnPrefix, parseWindow, x.CheckWindows)
 }
 
 // CheckWindows verifies the committed output of a windowed sink, given as

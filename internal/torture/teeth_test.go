@@ -161,11 +161,7 @@ func TestCheckerHasTeeth(t *testing.T) {
 				var res SinkResult
 				var err error
 				if branch == branchWindows {
-					res = SinkResult{Sink: "files"}
-					var streams [][]string
-					if streams, err = readFiles(&res, files); err == nil {
-						res = NewExpected(teethWindowWorkload).CheckWindows(res, parseStreams(&res, streams, parseWindow))
-					}
+					res, err = checkFiles("files", files, parseWindow, NewExpected(teethWindowWorkload).CheckWindows)
 				} else {
 					res, err = CheckFiles(NewExpected(teethWorkload), "files", files)
 				}
