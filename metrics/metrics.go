@@ -20,6 +20,7 @@
 //	exactly_checkpoint_last_completion_timestamp_seconds
 //	                                               when it completed (alert on time() minus this)
 //	exactly_checkpoint_last_size_bytes             its state files' size
+//	exactly_checkpoint_duration_seconds            histogram of the checkpoints completed in this process
 //	exactly_restarts_total                         restarts after failures inside the process
 //	exactly_operator_records_total{operator}       records an operator handled, replays included
 //	exactly_operator_late_records_total{operator}  records dropped behind the watermark
@@ -42,6 +43,7 @@ type Collector struct {
 	m                                              *runtime.Metrics
 	completed, aborted, restarts                   *prometheus.Desc
 	lastID, lastDuration, lastCompletion, lastSize *prometheus.Desc
+	durations                                      *prometheus.Desc
 	records, late                                  *prometheus.Desc
 }
 
@@ -60,6 +62,7 @@ func NewCollector(job string, m *runtime.Metrics) *Collector {
 		lastDuration:   desc("checkpoint_last_duration_seconds", "Time from the trigger of the last completed checkpoint to its metadata written."),
 		lastCompletion: desc("checkpoint_last_completion_timestamp_seconds", "Unix time at which the last checkpoint completed."),
 		lastSize:       desc("checkpoint_last_size_bytes", "Size of the state files of the last completed checkpoint."),
+		durations:      desc("checkpoint_duration_seconds", "Time from trigger to metadata written of the checkpoints completed in this process."),
 		records:        desc("operator_records_total", "Records an operator handled, over its subtasks; records replayed after a restart count again.", "operator"),
 		late:           desc("operator_late_records_total", "Records an event-time operator dropped for arriving behind the watermark.", "operator"),
 	}
@@ -67,7 +70,7 @@ func NewCollector(job string, m *runtime.Metrics) *Collector {
 
 // Describe sends the descriptors of every series c collects.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.completed, c.aborted, c.restarts, c.lastID, c.lastDuration, c.lastCompletion, c.lastSize, c.records, c.late} {
+	for _, d := range []*prometheus.Desc{c.completed, c.aborted, c.restarts, c.lastID, c.lastDuration, c.lastCompletion, c.lastSize, c.durations, c.records, c.late} {
 		ch <- d
 	}
 }
@@ -85,6 +88,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.lastCompletion, prometheus.GaugeValue, float64(last.Completed.UnixNano())/1e9)
 		ch <- prometheus.MustNewConstMetric(c.lastSize, prometheus.GaugeValue, float64(last.StateBytes))
 	}
+	cumulative, count, sum := m.CheckpointDurations.Snapshot()
+	buckets := make(map[float64]uint64, len(cumulative))
+	for i, n := range cumulative {
+		buckets[runtime.CheckpointDurationBuckets[i].Seconds()] = n
+	}
+	ch <- prometheus.MustNewConstHistogram(c.durations, count, sum.Seconds(), buckets)
 	for op, n := range m.RecordsByOperator() {
 		ch <- prometheus.MustNewConstMetric(c.records, prometheus.CounterValue, float64(n), op)
 	}

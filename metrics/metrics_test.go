@@ -60,6 +60,8 @@ func TestCollectorServesTheJobsMetrics(t *testing.T) {
 		`exactly_checkpoints_aborted_total{job_name="demo"} 0`,
 		`exactly_restarts_total{job_name="demo"} 0`,
 		fmt.Sprintf(`exactly_checkpoint_last_id{job_name="demo"} %d`, last.ID),
+		fmt.Sprintf(`exactly_checkpoint_duration_seconds_count{job_name="demo"} %d`, m.Completed.Load()),
+		fmt.Sprintf(`exactly_checkpoint_duration_seconds_bucket{job_name="demo",le="+Inf"} %d`, m.Completed.Load()),
 		fmt.Sprintf(`exactly_operator_records_total{job_name="demo",operator="orders"} %d`, events),
 		fmt.Sprintf(`exactly_operator_records_total{job_name="demo",operator="running-totals"} %d`, events),
 	} {
@@ -85,8 +87,8 @@ func TestCollectorServesTheJobsMetrics(t *testing.T) {
 func TestCollectorBeforeTheFirstCheckpoint(t *testing.T) {
 	var m runtime.Metrics
 	col := metrics.NewCollector("idle", &m)
-	if n := testutil.CollectAndCount(col); n != 3 {
-		t.Errorf("collected %d series, want the 3 job counters", n)
+	if n := testutil.CollectAndCount(col); n != 4 {
+		t.Errorf("collected %d series, want the 3 job counters and the empty histogram", n)
 	}
 	if n := testutil.CollectAndCount(col, "exactly_checkpoint_last_id"); n != 0 {
 		t.Errorf("exactly_checkpoint_last_id exported before any checkpoint")

@@ -44,6 +44,9 @@ type Metrics struct {
 	// at first the one the job restored (its Completed is when its last
 	// acknowledgement arrived), nil when it started afresh.
 	LastCheckpoint atomic.Pointer[CheckpointStats]
+	// CheckpointDurations counts the checkpoints and savepoints completed
+	// in this process by their time from trigger to metadata written.
+	CheckpointDurations DurationHistogram
 	// records counts records per operator subtask; see Records.
 	records sync.Map // operator name -> *atomic.Int64
 	// late counts records dropped for arriving behind the watermark.
@@ -523,6 +526,7 @@ func (d *driver) do(ctx context.Context, a checkpoint.Action) []checkpoint.Actio
 		j.metrics.Completed.Add(1)
 		if d.persisted != nil && d.persisted.ID == a.ID {
 			j.metrics.LastCheckpoint.Store(d.persisted)
+			j.metrics.CheckpointDurations.Observe(d.persisted.Completed.Sub(d.persisted.Triggered))
 		}
 		// Every task learns of the completion before any source is told to
 		// finish, so that sinks commit on the notification rather than in Close.
