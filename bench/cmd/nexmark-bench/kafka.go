@@ -17,9 +17,10 @@ const partitions = 4
 
 // broker wraps the clients the runner uses to set up and observe a run.
 type broker struct {
-	seeds []string
-	cl    *kgo.Client
-	adm   *kadm.Client
+	seeds   []string
+	cl      *kgo.Client
+	adm     *kadm.Client
+	created []string // the topics createTopics made
 }
 
 // dial connects to the cluster at seeds.
@@ -38,6 +39,17 @@ func (b *broker) close() { b.cl.Close() }
 // configs (nil: the broker's defaults).
 func (b *broker) createTopics(ctx context.Context, configs map[string]*string, topics ...string) error {
 	resp, err := b.adm.CreateTopics(ctx, partitions, 1, configs, topics...)
+	if err != nil {
+		return err
+	}
+	b.created = append(b.created, topics...)
+	return resp.Error()
+}
+
+// deleteCreated deletes the topics createTopics made: a run of 10 M events
+// leaves gigabytes, and the windowed outputs are never deleted by time.
+func (b *broker) deleteCreated(ctx context.Context) error {
+	resp, err := b.adm.DeleteTopics(ctx, b.created...)
 	if err != nil {
 		return err
 	}

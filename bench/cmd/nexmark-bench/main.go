@@ -68,7 +68,7 @@ type options struct {
 	plan                                                latencyPlan
 	timeout                                             time.Duration
 	kills                                               int
-	latency, profile                                    bool
+	latency, profile, keepTopics                        bool
 }
 
 // main parses the flags and runs the benchmark.
@@ -90,6 +90,7 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "longest wait for a system's output")
 	flag.BoolVar(&o.latency, "latency", true, "run the latency and recovery runs")
 	flag.IntVar(&o.kills, "kills", 3, "q5, q7: SIGKILLs of the second run over the backlog, each system restarted at once (0: no such run)")
+	flag.BoolVar(&o.keepTopics, "keep-topics", false, "keep the run's topics on the broker (deleted after a successful run by default; a failed run keeps them)")
 	flag.BoolVar(&o.profile, "profile", false, "make exactly write a CPU profile of every run (cpu.pprof in the run's directory)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -198,10 +199,18 @@ func run(ctx context.Context, o options) error {
 	res.load = fmt.Sprintf("load average %s at the start, %s at the end", loadBefore, loadAverage())
 	table := res.markdown()
 	fmt.Println(table)
-	if o.doc == "" {
+	if o.doc != "" {
+		if err := writeSection(o.doc, res.section(commandLine(), table)); err != nil {
+			return err
+		}
+	}
+	if o.keepTopics {
 		return nil
 	}
-	return writeSection(o.doc, res.section(commandLine(), table))
+	if err := b.deleteCreated(ctx); err != nil {
+		return fmt.Errorf("deleting the run's topics (%s*): %w", e.prefix, err)
+	}
+	return nil
 }
 
 // loadAverage returns the 1-, 5- and 15-minute load averages.
