@@ -14,7 +14,6 @@ import (
 	"github.com/exactlyonce/exactly/connectors/file"
 	"github.com/exactlyonce/exactly/connectors/generator"
 	"github.com/exactlyonce/exactly/internal/crashtest"
-	"github.com/exactlyonce/exactly/state"
 	"github.com/exactlyonce/exactly/stream"
 )
 
@@ -65,18 +64,7 @@ func runWindowCrashJob(dir, out string, n, size, slide int) error {
 	if err != nil {
 		return err
 	}
-	j := stream.New("window-crash")
-	nums := stream.SourceWithEventTime(j, "numbers", src, stream.EventTime[int]{Timestamp: millis}, stream.Parallelism(2))
-	keyed := stream.KeyBy(nums, func(v int) int64 { return int64(v % 10) }, state.Int64Codec{})
-	sums := stream.WindowAggregate(keyed, "windows", stream.Sliding(time.Duration(size)*time.Millisecond, time.Duration(slide)*time.Millisecond), millis,
-		stream.Aggregate[int64, int, sumAcc, windowOut]{
-			Add: func(a sumAcc, v int) sumAcc { return sumAcc{a.Count + 1, a.Sum + v} },
-			Result: func(k int64, w stream.Window, a sumAcc) windowOut {
-				return windowOut{Key: k, Start: w.Start, Count: a.Count, Sum: a.Sum}
-			},
-			Codec: sumAccCodec{},
-		}, stream.Parallelism(2))
-	stream.SinkTo(sums, "out", snk)
+	j := windowSums(src, stream.Sliding(time.Duration(size)*time.Millisecond, time.Duration(slide)*time.Millisecond), snk, nil)
 	return j.Run(context.Background(), stream.Options{
 		CheckpointDir:      filepath.Join(dir, "checkpoints"),
 		CheckpointInterval: 50 * time.Millisecond,

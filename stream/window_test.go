@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/exactlyonce/exactly/runtime"
+	"github.com/exactlyonce/exactly/sink"
 	"github.com/exactlyonce/exactly/source"
 	"github.com/exactlyonce/exactly/state"
 	"github.com/exactlyonce/exactly/stream"
@@ -47,9 +48,9 @@ func (sumAccCodec) Decode(b []byte) (sumAcc, error) {
 // millis is the test records' event time: the value, in milliseconds.
 func millis(v int) time.Time { return time.UnixMilli(int64(v)) }
 
-// windowSums builds counting source (event time = value in ms) -> check ->
-// keyBy(v % 10) -> windows of count and sum -> sink.
-func windowSums(src counting, w stream.Windows, out *memSink[windowOut], check func(int) error) *stream.Job {
+// windowSums builds source (event time = value in ms) -> check (when set)
+// -> keyBy(v % 10) -> windows of count and sum -> sink.
+func windowSums(src source.Source[int], w stream.Windows, out sink.Sink[windowOut], check func(int) error) *stream.Job {
 	j := stream.New("windows")
 	nums := stream.SourceWithEventTime(j, "numbers", src, stream.EventTime[int]{Timestamp: millis}, stream.Parallelism(2))
 	if check != nil {

@@ -315,33 +315,21 @@ func ParseBid(v []byte) (b Bid, ok bool, err error) {
 	if Kind(v[0]) != BidKind {
 		return Bid{}, false, nil
 	}
-	// Fields: auction,bidder,price,channel,url,dateTime,extra.
+	// Fields: auction,bidder,price,channel,url,dateTime,extra; the queries
+	// read the integers below, nil where a field is skipped.
+	into := [6]*int64{&b.Auction, &b.Bidder, &b.Price, nil, nil, &b.DateTime}
 	rest := v[2:]
-	for field := range 6 {
+	for field, dst := range into {
 		c := bytes.IndexByte(rest, ',')
 		if c < 0 {
 			return Bid{}, false, fmt.Errorf("%w: %q", ErrMalformed, v)
 		}
-		var n int64
-		var good bool
-		switch field {
-		case 0:
-			n, good = parseInt(rest[:c])
-			b.Auction = n
-		case 1:
-			n, good = parseInt(rest[:c])
-			b.Bidder = n
-		case 2:
-			n, good = parseInt(rest[:c])
-			b.Price = n
-		case 5:
-			n, good = parseInt(rest[:c])
-			b.DateTime = n
-		default:
-			good = true
-		}
-		if !good {
-			return Bid{}, false, fmt.Errorf("%w: field %d is not an integer: %q", ErrMalformed, field+1, v)
+		if dst != nil {
+			n, good := parseInt(rest[:c])
+			if !good {
+				return Bid{}, false, fmt.Errorf("%w: field %d is not an integer: %q", ErrMalformed, field+1, v)
+			}
+			*dst = n
 		}
 		rest = rest[c+1:]
 	}

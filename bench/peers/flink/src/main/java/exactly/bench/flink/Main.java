@@ -248,16 +248,11 @@ public final class Main {
         }
     }
 
-    /** q7's accumulator: the bids of a window at its highest price so far, as {auction, bidder, price, dateTime}. */
-    static final class HighestPrice implements AggregateFunction<Nexmark.Bid, Top, Top> {
+    /** An aggregate into a {@link Top}; subclasses say what an input adds. */
+    abstract static class TopAggregate<IN> implements AggregateFunction<IN, Top, Top> {
         @Override
         public Top createAccumulator() {
             return new Top();
-        }
-
-        @Override
-        public Top add(Nexmark.Bid b, Top top) {
-            return top.add(b.price, new long[] {b.auction, b.bidder, b.price, b.dateTime});
         }
 
         @Override
@@ -268,6 +263,14 @@ public final class Main {
         @Override
         public Top merge(Top a, Top b) {
             return a.merge(b);
+        }
+    }
+
+    /** q7's accumulator: the bids of a window at its highest price so far, as {auction, bidder, price, dateTime}. */
+    static final class HighestPrice extends TopAggregate<Nexmark.Bid> {
+        @Override
+        public Top add(Nexmark.Bid b, Top top) {
+            return top.add(b.price, new long[] {b.auction, b.bidder, b.price, b.dateTime});
         }
     }
 
@@ -318,25 +321,10 @@ public final class Main {
     }
 
     /** q5's accumulator: the {auction, count} pairs of a window with the highest count so far. */
-    static final class MostBids implements AggregateFunction<long[], Top, Top> {
-        @Override
-        public Top createAccumulator() {
-            return new Top();
-        }
-
+    static final class MostBids extends TopAggregate<long[]> {
         @Override
         public Top add(long[] auctionCount, Top top) {
             return top.add(auctionCount[1], auctionCount);
-        }
-
-        @Override
-        public Top getResult(Top top) {
-            return top;
-        }
-
-        @Override
-        public Top merge(Top a, Top b) {
-            return a.merge(b);
         }
     }
 
