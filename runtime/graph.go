@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/sink"
 	"github.com/exactlyonce/exactly/state"
 )
 
@@ -126,6 +127,8 @@ type OperatorContext struct {
 	LateRecords *atomic.Int64
 	// CommitRetries is how many times a failed commit is retried.
 	CommitRetries int
+	// Owner is this run's incarnation and epoch, for sinks' fencing.
+	Owner sink.Owner
 	// Logger is annotated with the operator and subtask.
 	Logger *slog.Logger
 }
@@ -142,6 +145,10 @@ type RestoreContext struct {
 	Entries [][]byte
 	// CommitRetries is how many times a failed commit is retried.
 	CommitRetries int
+	// Owner is this run's incarnation and epoch, for sinks' fencing.
+	Owner sink.Owner
+	// TakeOverSinks is [Options].TakeOverSinks.
+	TakeOverSinks bool
 	// Logger is annotated with the operator.
 	Logger *slog.Logger
 }

@@ -107,6 +107,7 @@ func (c txCommitter) Abort(_ context.Context, p sink.Committable) error {
 	delete(c.s.prepared, string(p.Data))
 	return nil
 }
+func (c txCommitter) Fence(context.Context, uint64) error { return nil }
 func (c txCommitter) AbortLingering(context.Context, uint64) error {
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()

@@ -55,24 +55,33 @@ func (q *Queue) Pending() []Committable { return slices.Clone(q.pending) }
 // Len returns the number of pending committables.
 func (q *Queue) Len() int { return len(q.pending) }
 
-const committableVersion = 1
+// Committable encodings: version 1 had no incarnation; version 2 adds it
+// as a uvarint-length-prefixed string after the subtask.
+const (
+	committableV1 = 1
+	committableV2 = 2
+)
 
 // errBadCommittable is wrapped by DecodeCommittable errors.
 var errBadCommittable = errors.New("sink: malformed committable")
 
 // EncodeCommittable serializes c for a checkpoint.
 func EncodeCommittable(c Committable) []byte {
-	b := []byte{committableVersion}
+	b := []byte{committableV2}
 	b = binary.AppendUvarint(b, c.CheckpointID)
 	b = binary.AppendUvarint(b, uint64(c.Subtask))
+	b = binary.AppendUvarint(b, uint64(len(c.Incarnation)))
+	b = append(b, c.Incarnation...)
 	return append(b, c.Data...)
 }
 
-// DecodeCommittable parses the output of [EncodeCommittable].
+// DecodeCommittable parses the output of [EncodeCommittable], and the
+// version 1 encoding of earlier checkpoints (with an empty incarnation).
 func DecodeCommittable(b []byte) (Committable, error) {
-	if len(b) == 0 || b[0] != committableVersion {
+	if len(b) == 0 || (b[0] != committableV1 && b[0] != committableV2) {
 		return Committable{}, fmt.Errorf("%w: unknown version (a checkpoint from a newer engine?)", errBadCommittable)
 	}
+	version := b[0]
 	b = b[1:]
 	id, n := binary.Uvarint(b)
 	if n <= 0 {
@@ -83,5 +92,16 @@ func DecodeCommittable(b []byte) (Committable, error) {
 	if n <= 0 || sub > 1<<31 {
 		return Committable{}, fmt.Errorf("%w: bad subtask", errBadCommittable)
 	}
-	return Committable{CheckpointID: id, Subtask: int(sub), Data: slices.Clone(b[n:])}, nil
+	b = b[n:]
+	c := Committable{CheckpointID: id, Subtask: int(sub)}
+	if version == committableV2 {
+		size, n := binary.Uvarint(b)
+		if n <= 0 || size > uint64(len(b)-n) {
+			return Committable{}, fmt.Errorf("%w: bad incarnation", errBadCommittable)
+		}
+		c.Incarnation = string(b[n : n+int(size)])
+		b = b[n+int(size):]
+	}
+	c.Data = slices.Clone(b)
+	return c, nil
 }

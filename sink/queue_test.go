@@ -48,16 +48,26 @@ func TestQueueDoneIgnoresNonHead(t *testing.T) {
 }
 
 func TestCommittableRoundTrip(t *testing.T) {
-	c := Committable{CheckpointID: 1 << 40, Subtask: 17, Data: []byte("txn-abc")}
+	c := Committable{CheckpointID: 1 << 40, Subtask: 17, Incarnation: "7f3a", Data: []byte("txn-abc")}
 	got, err := DecodeCommittable(EncodeCommittable(c))
 	if err != nil || !reflect.DeepEqual(got, c) {
 		t.Fatalf("round trip = %+v, %v; want %+v", got, err, c)
 	}
 	enc := EncodeCommittable(c)
-	for i := 0; i < 3; i++ { // version, id and subtask truncated
+	for i := 0; i < 5; i++ { // version, id, subtask and incarnation truncated
 		if _, err := DecodeCommittable(enc[:i]); !errors.Is(err, errBadCommittable) {
 			t.Errorf("truncated at %d: err = %v, want errBadCommittable", i, err)
 		}
+	}
+}
+
+func TestCommittableVersion1(t *testing.T) {
+	// Version 1, as wave-1 checkpoints hold it: no incarnation.
+	v1 := []byte{1, 42, 3, 't', 'x', 'n'}
+	got, err := DecodeCommittable(v1)
+	want := Committable{CheckpointID: 42, Subtask: 3, Data: []byte("txn")}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("decode v1 = %+v, %v; want %+v", got, err, want)
 	}
 }
 
@@ -69,6 +79,9 @@ func TestPermanent(t *testing.T) {
 	}
 	if IsPermanent(base) || Permanent(nil) != nil {
 		t.Fatal("unmarked errors must not be permanent")
+	}
+	if !IsPermanent(fmt.Errorf("commit: %w", ErrFenced)) || !IsPermanent(fmt.Errorf("fence: %w", ErrForeignProgress)) {
+		t.Fatal("fencing and foreign-progress errors must be permanent")
 	}
 }
 

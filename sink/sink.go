@@ -38,6 +38,26 @@
 //  4. Commit may be called more than once for the same committable (a crash
 //     after Commit but before the engine recorded it, a retry after a timeout).
 //     It must then succeed without making the data visible twice.
+//  5. On every start, before anything is committed, the engine calls
+//     [Committer.Fence] once per sink with the process's [Owner]. From then
+//     on no committer of an older owner can make anything visible.
+//
+// # Owners: incarnation and epoch
+//
+// A job's checkpoint storage is created once and gets a random incarnation
+// id; every process that takes ownership of it gets an epoch higher than
+// every earlier owner's ([Owner]). Checkpoint ids are comparable only within
+// one incarnation: a rerun of "the same" job with empty checkpoint storage
+// starts again at 1, so a sink that decides "already committed" from a
+// checkpoint id must record the incarnation next to it and compare ids only
+// when the incarnations are equal ([Committable.Incarnation] is the
+// incarnation that prepared the transaction).
+//
+// The epoch fences zombies: a process paused past its ownership lease, or an
+// old instance still running after a new one took over. Fence records the
+// new owner in the sink; every Commit checks, in the same transaction that
+// makes its data visible, that its owner is still the sink's owner, and
+// fails with an error wrapping [ErrFenced] otherwise.
 //
 // docs/sinks.md walks through the failure cases for connector authors.
 package sink
@@ -45,6 +65,7 @@ package sink
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 )
@@ -79,6 +100,22 @@ type Committer interface {
 	// replayed by the next run. Aborting an unknown or already aborted
 	// transaction succeeds.
 	Abort(ctx context.Context, c Committable) error
+	// Fence makes this committer's owner ([CommitterInfo].Owner) the owner
+	// of the sink, before the engine commits anything of the restored
+	// checkpoint restoredCheckpointID (0 when the job starts without one).
+	// After Fence returns, Commit and Abort by a committer of an older
+	// owner — a lower epoch of the same incarnation — fail with an error
+	// wrapping [ErrFenced] and change nothing. Fence itself fails with
+	// [ErrFenced] when the sink already records a newer owner.
+	//
+	// A sink that records progress by checkpoint id and finds the progress
+	// of another incarnation fails with an error wrapping
+	// [ErrForeignProgress] when restoredCheckpointID is 0 (a fresh start
+	// over another run's output), unless [CommitterInfo].TakeOver is set;
+	// restored from a checkpoint or savepoint of another incarnation, it
+	// takes the sink over. Fencing is idempotent: fencing twice with the
+	// same owner succeeds.
+	Fence(ctx context.Context, restoredCheckpointID uint64) error
 	// AbortLingering removes every transaction of this sink left behind by
 	// earlier attempts of the job, for every subtask that ever existed,
 	// after the committables of restoredCheckpointID (0 when the job starts
@@ -94,6 +131,10 @@ type Committable struct {
 	CheckpointID uint64
 	// Subtask is the index of the writer subtask that prepared it.
 	Subtask int
+	// Incarnation is the incarnation of the job's checkpoint storage whose
+	// owner prepared it (see [Owner]); empty in checkpoints written before
+	// incarnations existed.
+	Incarnation string
 	// Data is what [Writer.Prepare] returned.
 	Data []byte
 }
@@ -108,6 +149,8 @@ type WriterInfo struct {
 	Subtask int
 	// Parallelism is the number of writer subtasks of this sink.
 	Parallelism int
+	// Owner is the run of the job this writer belongs to.
+	Owner Owner
 	// CheckpointInterval is the job's checkpoint interval: a transaction
 	// stays open about this long, longer when checkpoints fail.
 	CheckpointInterval time.Duration
@@ -121,9 +164,31 @@ type CommitterInfo struct {
 	Job string
 	// Sink is the sink operator's name, stable across restarts and unique in the job.
 	Sink string
+	// Owner is the run of the job this committer commits for; see
+	// [Committer.Fence].
+	Owner Owner
+	// TakeOver lets [Committer.Fence] take over a sink that holds another
+	// incarnation's progress on a fresh start (the user chose to rerun the
+	// job from scratch into the same output).
+	TakeOver bool
 	// Logger is the job's logger, annotated with the sink.
 	Logger *slog.Logger
 }
+
+// Owner identifies one run of a job for fencing: the incarnation of its
+// checkpoint storage and the epoch of the process that owns that storage.
+type Owner struct {
+	// Incarnation is the random id created with the job's checkpoint
+	// storage. Two runs with the same job name but different checkpoint
+	// storage have different incarnations.
+	Incarnation string
+	// Epoch increases with every process that takes ownership of the
+	// checkpoint storage; the owner with the highest epoch is current.
+	Epoch uint64
+}
+
+// String returns "incarnation/epoch".
+func (o Owner) String() string { return fmt.Sprintf("%s/%d", o.Incarnation, o.Epoch) }
 
 // Sink creates the writers and committers of one exactly-once sink.
 type Sink[T any] interface {
@@ -132,6 +197,16 @@ type Sink[T any] interface {
 	// NewCommitter opens a committer. The engine may open several.
 	NewCommitter(ctx context.Context, info CommitterInfo) (Committer, error)
 }
+
+// ErrFenced is wrapped by the errors of a committer whose owner is no longer
+// the sink's owner: another process took the job over. The engine stops
+// the job (it is a zombie) instead of restarting it.
+var ErrFenced = errors.New("sink: fenced: a newer owner of the job has taken over")
+
+// ErrForeignProgress is wrapped by the error of [Committer.Fence] when a job
+// starting without a checkpoint finds that the sink holds the progress of
+// another incarnation of the job, and TakeOver is not set.
+var ErrForeignProgress = errors.New("sink: the sink holds the progress of another incarnation of the job")
 
 // ErrPermanent marks commit errors that retrying cannot fix.
 var ErrPermanent = errors.New("sink: permanent failure")
@@ -145,8 +220,11 @@ func Permanent(err error) error {
 	return permanentError{err}
 }
 
-// IsPermanent reports whether err was marked with [Permanent].
-func IsPermanent(err error) bool { return errors.Is(err, ErrPermanent) }
+// IsPermanent reports whether err was marked with [Permanent], or is a
+// fencing or foreign-progress error, which retrying cannot fix either.
+func IsPermanent(err error) bool {
+	return errors.Is(err, ErrPermanent) || errors.Is(err, ErrFenced) || errors.Is(err, ErrForeignProgress)
+}
 
 type permanentError struct{ err error }
 

@@ -156,6 +156,7 @@ func (c memCommitter[T]) Abort(_ context.Context, p sink.Committable) error {
 	delete(c.m.prepared, string(p.Data))
 	return nil
 }
+func (c memCommitter[T]) Fence(context.Context, uint64) error { return nil }
 func (c memCommitter[T]) AbortLingering(context.Context, uint64) error {
 	c.m.mu.Lock()
 	defer c.m.mu.Unlock()

@@ -48,11 +48,14 @@ func restoreSink[T any](ctx context.Context, sk sink.Sink[T], rc runtime.Restore
 	slices.SortStableFunc(pending, func(a, b sink.Committable) int {
 		return cmp.Or(cmp.Compare(a.CheckpointID, b.CheckpointID), cmp.Compare(a.Subtask, b.Subtask))
 	})
-	c, err := sk.NewCommitter(ctx, sink.CommitterInfo{Job: rc.Job, Sink: rc.Operator, Logger: rc.Logger})
+	c, err := sk.NewCommitter(ctx, sink.CommitterInfo{Job: rc.Job, Sink: rc.Operator, Owner: rc.Owner, TakeOver: rc.TakeOverSinks, Logger: rc.Logger})
 	if err != nil {
 		return fmt.Errorf("opening the committer: %w", err)
 	}
 	defer c.Close()
+	if err := c.Fence(ctx, rc.CheckpointID); err != nil {
+		return fmt.Errorf("fencing earlier owners as %s: %w", rc.Owner, err)
+	}
 	for _, p := range pending {
 		if err := commitWithRetry(ctx, c, p, rc.CommitRetries); err != nil {
 			return err
@@ -97,11 +100,11 @@ type sinkOp[T any] struct {
 
 func newSinkOp[T any](ctx context.Context, oc runtime.OperatorContext, sk sink.Sink[T]) (*sinkOp[T], error) {
 	w, err := sk.NewWriter(ctx, sink.WriterInfo{Job: oc.Job, Sink: oc.Operator, Subtask: oc.Subtask,
-		Parallelism: oc.Parallelism, CheckpointInterval: oc.CheckpointInterval, Logger: oc.Logger})
+		Parallelism: oc.Parallelism, Owner: oc.Owner, CheckpointInterval: oc.CheckpointInterval, Logger: oc.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("opening the writer: %w", err)
 	}
-	c, err := sk.NewCommitter(ctx, sink.CommitterInfo{Job: oc.Job, Sink: oc.Operator, Logger: oc.Logger})
+	c, err := sk.NewCommitter(ctx, sink.CommitterInfo{Job: oc.Job, Sink: oc.Operator, Owner: oc.Owner, Logger: oc.Logger})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("opening the committer: %w", err), w.Close())
 	}
@@ -125,7 +128,7 @@ func (s *sinkOp[T]) Snapshot(ctx context.Context, id uint64) (func() (checkpoint
 		return nil, fmt.Errorf("prepare: %w", err)
 	}
 	if data != nil {
-		s.queue.Add(sink.Committable{CheckpointID: id, Subtask: s.oc.Subtask, Data: data})
+		s.queue.Add(sink.Committable{CheckpointID: id, Subtask: s.oc.Subtask, Incarnation: s.oc.Owner.Incarnation, Data: data})
 	}
 	var snap checkpoint.SubtaskSnapshot
 	for _, c := range s.queue.Pending() {

@@ -736,6 +736,9 @@ func (c *committer[T]) Abort(ctx context.Context, cm sink.Committable) error {
 	return nil
 }
 
+// Fence is not implemented yet for this sink (issue 10, in progress).
+func (c *committer[T]) Fence(context.Context, uint64) error { return nil }
+
 // AbortLingering aborts every open transaction whose transactional id has
 // the form "{prefix}-{subtask}-{slot}", for any subtask, found by listing
 // the cluster's transactions: it includes subtasks that no longer exist.

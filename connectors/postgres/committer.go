@@ -185,6 +185,9 @@ func rollbackPrepared(ctx context.Context, conn *pgx.Conn, g string) error {
 	return nil
 }
 
+// Fence is not implemented yet for this sink (issue 10, in progress).
+func (m *committer) Fence(context.Context, uint64) error { return nil }
+
 // AbortLingering rolls back every prepared transaction of the sink in the
 // current database and drops every staging table of the sink (of any
 // subtask), whichever mode is configured.

@@ -477,6 +477,9 @@ func (c *committer) Abort(ctx context.Context, cm sink.Committable) error {
 	})
 }
 
+// Fence is not implemented yet for this sink (issue 10, in progress).
+func (c *committer) Fence(context.Context, uint64) error { return nil }
+
 // AbortLingering deletes every staged row of the sink.
 func (c *committer) AbortLingering(ctx context.Context, restoredCheckpointID uint64) error {
 	if _, err := c.db.db.ExecContext(ctx, c.sql.abortAll, c.sinkName); err != nil {

@@ -20,5 +20,6 @@ func (discard) Write(context.Context, []Total) error            { return nil }
 func (discard) Prepare(context.Context, uint64) ([]byte, error) { return nil, nil }
 func (discard) Commit(context.Context, sink.Committable) error  { return nil }
 func (discard) Abort(context.Context, sink.Committable) error   { return nil }
+func (discard) Fence(context.Context, uint64) error             { return nil }
 func (discard) AbortLingering(context.Context, uint64) error    { return nil }
 func (discard) Close() error                                    { return nil }
