@@ -17,6 +17,10 @@ type Config struct {
 	Job string
 	// MaxParallelism is the job's number of key groups, recorded in the metadata.
 	MaxParallelism int
+	// Incarnation and Epoch identify the owner of the checkpoint storage,
+	// recorded in the metadata.
+	Incarnation string
+	Epoch       uint64
 	// Interval is the time between the triggers of two periodic checkpoints.
 	Interval time.Duration
 	// Timeout aborts a checkpoint that has not completed this long after its trigger.
@@ -26,6 +30,14 @@ type Config struct {
 	MinPause time.Duration
 	// Subtasks is the number of subtasks that acknowledge every checkpoint.
 	Subtasks int
+	// SubtaskNames optionally names the subtasks ("sink[0]"), by index, for
+	// the reasons of aborts and failovers.
+	SubtaskNames []string
+	// TolerableFailures is how many checkpoints in a row may fail (time out,
+	// be declined, fail to reserve an id) before the coordinator asks for a
+	// failover with [FailOver]. A stuck subtask then restarts the job
+	// instead of stalling it forever. Negative: never fail over.
+	TolerableFailures int
 }
 
 // Action is something the coordinator asks its driver to do.
@@ -69,6 +81,9 @@ type NotifyComplete struct {
 	// Final is true when this checkpoint ends the job: either it was a stop
 	// with savepoint, or it was triggered after every source had finished.
 	Final bool
+	// EndOfInput is true when it was triggered after every source had
+	// finished: the job is done and must not run again from it.
+	EndOfInput bool
 }
 
 // Abort tells the driver that checkpoint ID will never complete: its
@@ -84,11 +99,28 @@ type Abort struct {
 	Reason string
 }
 
+// FailOver asks the driver to end the attempt with Err and recover: too
+// many checkpoints failed in a row, or the outcome of a metadata write is
+// unknown. The coordinator triggers nothing more until [Coordinator.Reset].
+type FailOver struct {
+	// Err says why.
+	Err error
+	// OutcomeUnknown is the id of a checkpoint whose metadata write failed
+	// in a way that leaves it unknown whether the checkpoint completed, or
+	// 0. Such a checkpoint must be treated as possibly complete: nothing it
+	// covers may be aborted, and recovery reads the storage to decide.
+	OutcomeUnknown uint64
+	// Request is the savepoint request the unknown checkpoint served, or 0:
+	// it is answered with Err.
+	Request uint64
+}
+
 func (ReserveID) isAction()       {}
 func (InjectBarriers) isAction()  {}
 func (PersistMetadata) isAction() {}
 func (NotifyComplete) isAction()  {}
 func (Abort) isAction()           {}
+func (FailOver) isAction()        {}
 
 func (a ReserveID) String() string { return fmt.Sprintf("reserve-id kind=%s", a.Kind) }
 func (a InjectBarriers) String() string {
@@ -103,7 +135,10 @@ func (a PersistMetadata) String() string {
 		a.Metadata.ID, a.Metadata.Kind, strings.Join(ops, " "))
 }
 func (a NotifyComplete) String() string {
-	return fmt.Sprintf("notify-complete id=%d kind=%s request=%d final=%t", a.ID, a.Kind, a.Request, a.Final)
+	return fmt.Sprintf("notify-complete id=%d kind=%s request=%d final=%t end-of-input=%t", a.ID, a.Kind, a.Request, a.Final, a.EndOfInput)
+}
+func (a FailOver) String() string {
+	return fmt.Sprintf("fail-over outcome-unknown=%d request=%d error=%q", a.OutcomeUnknown, a.Request, a.Err)
 }
 func (a Abort) String() string {
 	return fmt.Sprintf("abort id=%d kind=%s request=%d reason=%q", a.ID, a.Kind, a.Request, a.Reason)
@@ -126,6 +161,8 @@ const (
 	reserving               // ReserveID returned, waiting for Begin
 	acking                  // barriers injected, waiting for acknowledgements
 	persisting              // metadata being written
+	unknown                 // a metadata write failed: the checkpoint may be complete; waiting for Reset
+	failed                  // too many checkpoints failed in a row: waiting for Reset
 )
 
 type savepointRequest struct {
@@ -152,6 +189,7 @@ type Coordinator struct {
 	lastEnd     time.Time
 
 	savepoints      []savepointRequest // queued requests
+	failures        int                // checkpoints failed in a row
 	sourcesFinished bool
 	stopped         bool // a final checkpoint completed; nothing more is triggered
 }
@@ -167,6 +205,8 @@ func NewCoordinator(cfg Config) (*Coordinator, error) {
 		return nil, fmt.Errorf("checkpoint: min pause %v must not be negative: set MinPauseBetweenCheckpoints to 0 or more", cfg.MinPause)
 	case cfg.Subtasks <= 0:
 		return nil, fmt.Errorf("checkpoint: %d subtasks: a job needs at least one subtask", cfg.Subtasks)
+	case cfg.SubtaskNames != nil && len(cfg.SubtaskNames) != cfg.Subtasks:
+		return nil, fmt.Errorf("checkpoint: %d subtask names for %d subtasks: name every subtask or none", len(cfg.SubtaskNames), cfg.Subtasks)
 	}
 	return &Coordinator{cfg: cfg}, nil
 }
@@ -182,8 +222,8 @@ func (c *Coordinator) Tick(now time.Time) []Action {
 	}
 	if (c.phase == acking || c.phase == persisting) && now.Sub(c.triggeredAt) >= c.cfg.Timeout {
 		if c.phase == acking {
-			return c.abort(now, fmt.Sprintf("not acknowledged by every subtask within the timeout of %v (%d of %d acknowledged)",
-				c.cfg.Timeout, len(c.acked), c.cfg.Subtasks))
+			return c.fail(now, fmt.Sprintf("not acknowledged by every subtask within the timeout of %v (%d of %d acknowledged; waiting for %s)",
+				c.cfg.Timeout, len(c.acked), c.cfg.Subtasks, c.missing()))
 		}
 		// A metadata write in progress cannot be cancelled; its result decides.
 		return nil
@@ -264,7 +304,7 @@ func (c *Coordinator) BeginFailed(now time.Time, err error) []Action {
 	if c.phase != reserving {
 		return nil
 	}
-	return c.abort(now, fmt.Sprintf("reserving a checkpoint id: %v", err))
+	return c.fail(now, fmt.Sprintf("reserving a checkpoint id: %v", err))
 }
 
 // Ack records that subtask (an index in [0, Config.Subtasks)) has durably
@@ -291,25 +331,53 @@ func (c *Coordinator) Decline(now time.Time, id uint64, subtask int, reason stri
 	if c.phase != acking || id != c.id {
 		return nil
 	}
-	return c.abort(now, fmt.Sprintf("declined by subtask %d: %s", subtask, reason))
+	return c.fail(now, fmt.Sprintf("declined by %s: %s", c.subtaskName(subtask), reason))
 }
 
 // MetadataPersisted reports the result of [PersistMetadata]. With a nil err
 // the checkpoint is complete.
+//
+// A non-nil err means the outcome is unknown: a failed write or sync says
+// nothing about what reached the storage, so the checkpoint may be
+// complete. It is never aborted: the coordinator asks for a [FailOver]
+// with OutcomeUnknown set and waits for [Coordinator.Reset]; recovery
+// reads the storage to learn whether the checkpoint completed. A write
+// that certainly did not happen is reported with
+// [Coordinator.MetadataRejected] instead.
 func (c *Coordinator) MetadataPersisted(now time.Time, id uint64, err error) []Action {
 	if c.phase != persisting || id != c.id {
 		return nil
 	}
 	if err != nil {
-		return c.abort(now, fmt.Sprintf("writing metadata: %v", err))
+		c.phase = unknown
+		return []Action{FailOver{
+			Err:            fmt.Errorf("checkpoint %d: writing its metadata: %w (it may have completed: recovering from the latest checkpoint in storage)", id, err),
+			OutcomeUnknown: id,
+			Request:        c.request.id,
+		}}
 	}
-	done := NotifyComplete{ID: c.id, Kind: c.kind, Request: c.request.id, Final: c.final || c.request.stop}
+	c.failures = 0
+	done := NotifyComplete{ID: c.id, Kind: c.kind, Request: c.request.id, Final: c.final || c.request.stop, EndOfInput: c.final}
 	c.finish(now)
 	if done.Final {
 		c.stopped = true
 		return []Action{done}
 	}
 	return append([]Action{done}, c.Tick(now)...)
+}
+
+// Fenced reports that the checkpoint storage refused to reserve an id or
+// to write metadata, before writing anything, because another process took
+// the job over (err says who). The checkpoint in flight, if any, is
+// aborted and the coordinator asks for a [FailOver] with err: this process
+// is a zombie and the driver stops the job.
+func (c *Coordinator) Fenced(now time.Time, err error) []Action {
+	var actions []Action
+	if c.phase == reserving || c.phase == acking || c.phase == persisting {
+		actions = c.abort(now, fmt.Sprintf("fenced: %v", err))
+	}
+	c.phase = failed
+	return append(actions, FailOver{Err: err})
 }
 
 // Reset aborts the checkpoint in flight, if any, because the job is being
@@ -321,10 +389,58 @@ func (c *Coordinator) MetadataPersisted(now time.Time, id uint64, err error) []A
 func (c *Coordinator) Reset(now time.Time) []Action {
 	c.sourcesFinished = false
 	c.stopped = false
-	if c.phase == idle {
+	c.failures = 0
+	switch c.phase {
+	case idle:
+		return nil
+	case unknown, failed:
+		// Nothing to abort: an unknown checkpoint may be complete, and a
+		// failed one was aborted already.
+		c.finish(now)
 		return nil
 	}
 	return c.abort(now, "the job is restarting")
+}
+
+// fail aborts the checkpoint in flight for a failure that counts towards
+// TolerableFailures, and asks for a failover when there were too many.
+func (c *Coordinator) fail(now time.Time, reason string) []Action {
+	id := c.id
+	if c.phase == reserving {
+		id = 0
+	}
+	actions := c.abort(now, reason)
+	c.failures++
+	if c.cfg.TolerableFailures < 0 || c.failures <= c.cfg.TolerableFailures {
+		return actions
+	}
+	c.phase = failed
+	return append(actions, FailOver{Err: fmt.Errorf("%d checkpoints failed in a row, more than the %d tolerated (TolerableCheckpointFailures); the last, %d: %s",
+		c.failures, c.cfg.TolerableFailures, id, reason)})
+}
+
+// missing names the subtasks that have not acknowledged the checkpoint in
+// flight, at most five of them.
+func (c *Coordinator) missing() string {
+	var names []string
+	for i := 0; i < c.cfg.Subtasks; i++ {
+		if _, ok := c.acked[i]; ok {
+			continue
+		}
+		if len(names) == 5 {
+			names = append(names, "…")
+			break
+		}
+		names = append(names, c.subtaskName(i))
+	}
+	return strings.Join(names, ", ")
+}
+
+func (c *Coordinator) subtaskName(i int) string {
+	if i >= 0 && i < len(c.cfg.SubtaskNames) {
+		return c.cfg.SubtaskNames[i]
+	}
+	return fmt.Sprintf("subtask %d", i)
 }
 
 // InFlight returns the id of the checkpoint in flight, or 0.
@@ -379,7 +495,10 @@ func (c *Coordinator) metadata(now time.Time) Metadata {
 		ID:             c.id,
 		Kind:           c.kind,
 		Job:            c.cfg.Job,
+		Incarnation:    c.cfg.Incarnation,
+		Epoch:          c.cfg.Epoch,
 		MaxParallelism: c.cfg.MaxParallelism,
+		EndOfInput:     c.final,
 		Triggered:      c.triggeredAt,
 		Completed:      now,
 	}

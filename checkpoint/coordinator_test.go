@@ -20,13 +20,14 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output in testda
 // followed by the actions the coordinator returned, one per line. Time is
 // virtual: "at" sets the clock. Commands:
 //
-//	config interval=D timeout=D minpause=D subtasks=N
+//	config interval=D timeout=D minpause=D subtasks=N [tolerable=N] [names=A,B,...]
 //	at D                    set the clock (offset from the start)
 //	tick
 //	begin ID | begin-fail
 //	ack ID SUBTASK [OPERATOR]
 //	decline ID SUBTASK
 //	persisted ID | persist-fail ID
+//	fenced
 //	savepoint REQUEST [stop]
 //	sources-finished
 //	reset
@@ -77,6 +78,10 @@ func runScript(t *testing.T, file string) {
 					cfg.MinPause = mustDuration(t, v)
 				case "subtasks":
 					cfg.Subtasks = mustInt(t, v)
+				case "tolerable":
+					cfg.TolerableFailures = mustInt(t, v)
+				case "names":
+					cfg.SubtaskNames = strings.Split(v, ",")
 				default:
 					t.Fatalf("%s: unknown config key %q", file, k)
 				}
@@ -109,6 +114,8 @@ func runScript(t *testing.T, file string) {
 			actions = c.MetadataPersisted(now, uint64(mustInt(t, f[1])), nil)
 		case "persist-fail":
 			actions = c.MetadataPersisted(now, uint64(mustInt(t, f[1])), errors.New("fsync: input/output error"))
+		case "fenced":
+			actions = c.Fenced(now, errors.New("not the owner: epoch 3 took over"))
 		case "savepoint":
 			actions = c.RequestSavepoint(now, uint64(mustInt(t, f[1])), len(f) > 2 && f[2] == "stop")
 		case "sources-finished":

@@ -24,6 +24,15 @@ type Metadata struct {
 	Kind Kind `json:"kind"`
 	// Job is the job's name.
 	Job string `json:"job"`
+	// Incarnation is the random id of the checkpoint directory's
+	// incarnation that took the checkpoint; empty in older checkpoints.
+	Incarnation string `json:"incarnation,omitempty"`
+	// Epoch is the epoch of the owner that took it; 0 in older checkpoints.
+	Epoch uint64 `json:"epoch,omitempty"`
+	// EndOfInput is true for the final checkpoint of a job whose sources
+	// all finished: the job is done, and starting it again from this
+	// checkpoint runs nothing.
+	EndOfInput bool `json:"end_of_input,omitempty"`
 	// MaxParallelism is the job's number of key groups.
 	MaxParallelism int `json:"max_parallelism"`
 	// Triggered is when the checkpoint was triggered (wall clock, informational).

@@ -144,6 +144,7 @@ func (j *Job) buildMember(ctx context.Context, t *task, i, s int, rp *restorePoi
 		BatchSize:          j.opts.BatchSize,
 		CheckpointInterval: j.opts.CheckpointInterval,
 		CommitRetries:      j.opts.CommitRetries,
+		Owner:              j.owner,
 		Records:            counter(&j.metrics.records, spec.Name),
 		LateRecords:        counter(&j.metrics.late, spec.Name),
 		Logger:             j.opts.Logger.With("operator", spec.Name, "subtask", s),

@@ -29,7 +29,8 @@ type Job struct {
 	err         error
 
 	metrics Metrics
-	idFloor uint64 // the restored checkpoint's id: new ids must be higher
+	idFloor uint64     // the restored checkpoint's id: new ids must be higher
+	owner   sink.Owner // this process's incarnation and epoch
 }
 
 // Metrics are counters of a running job, safe to read at any time.
@@ -139,20 +140,38 @@ func Start(ctx context.Context, g Graph, opts Options) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	subtasks := 0
+	own, err := st.Acquire(ctx, store.OwnershipOptions{Lease: opts.OwnershipLease, Wait: opts.OwnershipWait})
+	if err != nil {
+		return nil, fmt.Errorf("exactly: job %q: %w", g.Job, err)
+	}
+	started := false
+	defer func() {
+		if !started {
+			_ = st.Release() // the job never ran; the next start takes over at once
+		}
+	}()
+	// The coordinator's subtasks are the tasks, in the order build creates
+	// them: one per subtask of each chain's head operator.
+	var names []string
 	chain := g.chainedTo()
 	for i, op := range g.Operators {
 		if chain[i] < 0 {
-			subtasks += op.Parallelism
+			for s := range op.Parallelism {
+				names = append(names, fmt.Sprintf("%s[%d]", op.Name, s))
+			}
 		}
 	}
 	coord, err := checkpoint.NewCoordinator(checkpoint.Config{
-		Job:            g.Job,
-		MaxParallelism: opts.MaxParallelism,
-		Interval:       opts.CheckpointInterval,
-		Timeout:        opts.CheckpointTimeout,
-		MinPause:       opts.MinPauseBetweenCheckpoints,
-		Subtasks:       subtasks,
+		Job:               g.Job,
+		MaxParallelism:    opts.MaxParallelism,
+		Interval:          opts.CheckpointInterval,
+		Timeout:           opts.CheckpointTimeout,
+		MinPause:          opts.MinPauseBetweenCheckpoints,
+		Incarnation:       own.Incarnation,
+		Epoch:             own.Epoch,
+		Subtasks:          len(names),
+		SubtaskNames:      names,
+		TolerableFailures: opts.TolerableCheckpointFailures,
 	})
 	if err != nil {
 		return nil, err
@@ -161,6 +180,7 @@ func Start(ctx context.Context, g Graph, opts Options) (*Job, error) {
 		opts.Probe = func(ProbePoint, uint64) {}
 	}
 	j := &Job{g: g, opts: opts, store: st, coord: coord, requests: make(chan savepointRequest),
+		owner:      sink.Owner{Incarnation: own.Incarnation, Epoch: own.Epoch},
 		savepoints: map[uint64]savepointRequest{}, done: make(chan struct{})}
 	rp, err := j.initialRestorePoint()
 	if err != nil {
@@ -172,15 +192,56 @@ func Start(ctx context.Context, g Graph, opts Options) (*Job, error) {
 		// completes one: a restart does not make it unknown.
 		j.metrics.LastCheckpoint.Store(&CheckpointStats{ID: rp.md.ID, Triggered: rp.md.Triggered, Completed: rp.md.Completed, StateBytes: rp.md.StateBytes()})
 	}
+	started = true
+	jctx, cancel := context.WithCancelCause(ctx)
+	renewing := make(chan struct{})
+	go func() {
+		defer close(renewing)
+		j.keepOwnership(jctx, cancel)
+	}()
 	go func() {
 		defer close(j.done)
-		j.err = j.drive(ctx, rp)
+		j.err = j.drive(jctx, rp)
+		cancel(nil)
+		<-renewing
+		if err := st.Release(); err != nil {
+			j.opts.Logger.Warn("releasing the checkpoint directory failed; the next owner waits for the lease to expire", "error", err)
+		}
 		for id, req := range j.savepoints {
 			req.reply <- savepointResult{err: fmt.Errorf("savepoint request %d: the job ended before it completed", id)}
 		}
 	}()
 	return j, nil
 }
+
+// keepOwnership renews the job's ownership of its checkpoint directory
+// until ctx ends. When another process took the directory over, it cancels
+// ctx with the cause: this process is a zombie and must stop without
+// committing or aborting anything.
+func (j *Job) keepOwnership(ctx context.Context, cancel context.CancelCauseFunc) {
+	t := time.NewTicker(j.store.RenewInterval())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := j.store.Renew()
+		if errors.Is(err, store.ErrNotOwner) {
+			j.opts.Logger.Error("lost ownership of the checkpoint directory: stopping", "job", j.g.Job, "error", err)
+			cancel(err)
+			return
+		}
+		if err != nil {
+			j.opts.Logger.Warn("renewing ownership of the checkpoint directory failed; retrying", "job", j.g.Job, "error", err)
+		}
+	}
+}
+
+// fenced reports whether ctx was cancelled because another process took
+// the job over.
+func fenced(ctx context.Context) bool { return errors.Is(context.Cause(ctx), store.ErrNotOwner) }
 
 // Wait blocks until the job ends and returns why.
 func (j *Job) Wait() error {
@@ -275,7 +336,15 @@ func (j *Job) drive(ctx context.Context, rp *restorePoint) error {
 		if res.err == nil {
 			return nil
 		}
+		if fenced(ctx) {
+			return fmt.Errorf("exactly: job %q stopped: %w", j.g.Job, context.Cause(ctx))
+		}
 		if ctx.Err() != nil {
+			// Stopped: a commit that failed while stopping is the user's
+			// to know about (the output is safe in the checkpoint).
+			if res.closeErr != nil {
+				return fmt.Errorf("exactly: job %q stopped: %w", j.g.Job, errors.Join(ctx.Err(), res.closeErr))
+			}
 			return ctx.Err()
 		}
 		if res.checkpointed {
@@ -283,7 +352,7 @@ func (j *Job) drive(ctx context.Context, rp *restorePoint) error {
 		}
 		failures++
 		r := j.opts.Restart
-		if sink.IsPermanent(res.err) || errors.Is(res.err, store.ErrCorrupt) || errors.Is(res.err, errJobStructure) ||
+		if sink.IsPermanent(res.err) || errors.Is(res.err, store.ErrCorrupt) || errors.Is(res.err, errJobStructure) || errors.Is(res.err, store.ErrNotOwner) ||
 			r.MaxAttempts < 0 || failures > r.MaxAttempts {
 			return fmt.Errorf("exactly: job %q failed: %w", j.g.Job, res.err)
 		}
@@ -321,6 +390,10 @@ type attemptResult struct {
 	restorePoint *restorePoint // the latest completed checkpoint, if one completed
 	final        bool          // a final checkpoint completed: the job has nothing left to run
 	reloadLatest bool          // the outcome of a metadata write is unknown: restore from the store's latest
+	// outcomeUnknown: a checkpoint newer than the last completed one may be
+	// complete in storage; closing must abort nothing.
+	outcomeUnknown bool
+	closeErr       error // what closing the operators reported
 }
 
 // attempt runs the job once, from rp (nil: from scratch).
@@ -353,16 +426,20 @@ func (j *Job) attempt(ctx context.Context, rp *restorePoint) attemptResult {
 	cancel()
 	running.Wait()
 	async.Wait()
-	clean := res.err == nil || ctx.Err() != nil
+	// A deliberate stop commits what the last completed checkpoint covers
+	// and aborts the rest; after a failure, or when a checkpoint may have
+	// completed unseen, both are left to recovery.
+	clean := (res.err == nil || ctx.Err() != nil) && !res.outcomeUnknown && !fenced(ctx)
 	closeCtx, stop := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer stop()
 	for _, t := range tasks {
 		if err := t.close(closeCtx, d.completed, clean); err != nil {
 			j.opts.Logger.Warn("closing an operator failed", "error", err)
-			if res.err == nil {
-				res.err = err
-			}
+			res.closeErr = errors.Join(res.closeErr, err)
 		}
+	}
+	if res.err == nil {
+		res.err = res.closeErr
 	}
 	for _, a := range j.coord.Reset(time.Now()) {
 		d.do(actx, a)
@@ -390,7 +467,8 @@ func (j *Job) restoreSinks(ctx context.Context, rp *restorePoint) error {
 			}
 		}
 		rc := RestoreContext{Job: j.g.Job, Operator: op.Name, CheckpointID: id, Entries: entries,
-			CommitRetries: j.opts.CommitRetries, Logger: j.opts.Logger.With("operator", op.Name)}
+			CommitRetries: j.opts.CommitRetries, Owner: j.owner, TakeOverSinks: j.opts.TakeOverSinks,
+			Logger: j.opts.Logger.With("operator", op.Name)}
 		if err := restoreOperator(ctx, op, rc); err != nil {
 			return fmt.Errorf("%s: restoring from checkpoint %d: %w", op.Name, id, err)
 		}
@@ -490,6 +568,9 @@ func (d *driver) do(ctx context.Context, a checkpoint.Action) []checkpoint.Actio
 	switch a := a.(type) {
 	case checkpoint.ReserveID:
 		id, err := j.store.ReserveAbove(j.idFloor)
+		if errors.Is(err, store.ErrNotOwner) {
+			return j.coord.Fenced(time.Now(), err)
+		}
 		if err != nil {
 			return j.coord.BeginFailed(time.Now(), err)
 		}
@@ -502,17 +583,11 @@ func (d *driver) do(ctx context.Context, a checkpoint.Action) []checkpoint.Actio
 		}
 	case checkpoint.PersistMetadata:
 		_, err := j.store.Complete(a.Metadata)
+		if errors.Is(err, store.ErrNotOwner) {
+			return j.coord.Fenced(time.Now(), err)
+		}
 		if err != nil {
-			// The checkpoint may or may not be complete on disk (a failed
-			// sync says nothing about what reached it), so it must not be
-			// treated as aborted: a clean stop would then abort the
-			// transactions it covers, and a later restore from it would
-			// find them gone. Fail over; the restart restores from the
-			// latest checkpoint on disk, which decides.
-			d.result.err = fmt.Errorf("checkpoint %d: writing its metadata: %w (it may have completed: restarting from the latest checkpoint on disk)", a.Metadata.ID, err)
-			d.result.reloadLatest = true
-			d.finished = true
-			return nil
+			return j.coord.MetadataPersisted(time.Now(), a.Metadata.ID, err)
 		}
 		j.opts.Probe(ProbeMetadataWritten, a.Metadata.ID)
 		md := a.Metadata
@@ -544,6 +619,17 @@ func (d *driver) do(ctx context.Context, a checkpoint.Action) []checkpoint.Actio
 			delete(j.savepoints, a.Request)
 			req.reply <- savepointResult{path: j.store.Dir(a.ID, a.Kind)}
 		}
+	case checkpoint.FailOver:
+		d.result.err = a.Err
+		if req, ok := j.savepoints[a.Request]; ok {
+			delete(j.savepoints, a.Request)
+			req.reply <- savepointResult{err: fmt.Errorf("savepoint: %w", a.Err)}
+		}
+		if a.OutcomeUnknown != 0 {
+			d.result.reloadLatest = true
+			d.result.outcomeUnknown = true
+		}
+		d.finished = true
 	case checkpoint.Abort:
 		j.metrics.Aborted.Add(1)
 		j.opts.Logger.Warn("checkpoint aborted", "checkpoint", a.ID, "kind", a.Kind, "reason", a.Reason)

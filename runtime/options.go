@@ -50,6 +50,30 @@ type Options struct {
 	// faster than real time); the end of a bounded input is sent at once.
 	// Default 200ms.
 	WatermarkInterval time.Duration
+	// TolerableCheckpointFailures is how many checkpoints in a row may fail
+	// (time out, be declined) before the job fails over and restarts from
+	// its latest checkpoint, with an error naming the subtask that did not
+	// acknowledge. Default 3; -1 never fails over for failed checkpoints.
+	TolerableCheckpointFailures int
+	// TakeOverSinks lets a job that starts without a checkpoint write into
+	// sinks that hold the progress of another incarnation of the job (a
+	// rerun from scratch into the same tables, after the checkpoint
+	// directory was lost or deliberately emptied). Without it such a start
+	// fails with an error wrapping sink.ErrForeignProgress, because
+	// reprocessing from scratch writes the old output again. Default false.
+	TakeOverSinks bool
+	// OwnershipLease is how long this process's ownership of CheckpointDir
+	// lasts without renewal (renewed every third of it). Another instance
+	// started on the same directory waits while the lease is renewed; when
+	// this process dies the next one takes over at once, and when it is
+	// paused (SIGSTOP, a frozen VM) longer than the lease, the next one
+	// takes over with a higher epoch and this process can then complete no
+	// checkpoint and commit nothing. Default 10s.
+	OwnershipLease time.Duration
+	// OwnershipWait is how long Start waits for another live owner of
+	// CheckpointDir before failing with an error naming it. Default twice
+	// OwnershipLease; -1 waits until the context ends (a standby instance).
+	OwnershipWait time.Duration
 	// CommitRetries is how many times a failed commit is retried, with
 	// exponential backoff from 50ms, before the attempt fails. Default 5.
 	CommitRetries int
@@ -124,6 +148,9 @@ func (o Options) withDefaults() Options {
 	if o.CommitRetries == 0 {
 		o.CommitRetries = 5
 	}
+	if o.TolerableCheckpointFailures == 0 {
+		o.TolerableCheckpointFailures = 3
+	}
 	if o.WatermarkInterval == 0 {
 		o.WatermarkInterval = 200 * time.Millisecond
 	}
@@ -154,6 +181,9 @@ func (o Options) validate() error {
 		{o.BatchSize < 0, "BatchSize", o.BatchSize, "use a positive size such as 512"},
 		{o.ChannelCapacity < 0, "ChannelCapacity", o.ChannelCapacity, "use a positive count such as 8"},
 		{o.CommitRetries < 0, "CommitRetries", o.CommitRetries, "use 0 (default) or a positive count"},
+		{o.OwnershipLease < 0, "OwnershipLease", o.OwnershipLease, "use 0 (default 10s) or a positive duration"},
+		{o.OwnershipWait < -1, "OwnershipWait", o.OwnershipWait, "use -1 (wait as a standby), 0 (default: twice the lease) or a positive duration"},
+		{o.TolerableCheckpointFailures < -1, "TolerableCheckpointFailures", o.TolerableCheckpointFailures, "use -1 (never fail over), 0 (default 3) or a positive count"},
 		{o.WatermarkInterval < 0, "WatermarkInterval", o.WatermarkInterval, "use 0 (default 200ms) or a positive duration"},
 	}
 	for _, c := range checks {

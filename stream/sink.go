@@ -148,17 +148,30 @@ func (s *sinkOp[T]) CheckpointComplete(ctx context.Context, id uint64) error {
 	return nil
 }
 
-// Close commits what the last completed checkpoint covers and aborts the
-// rest when the job stops deliberately; after a failure it leaves both to
-// recovery.
+// Close commits what the last completed checkpoint covers and aborts what
+// no completed checkpoint covers when the job stops deliberately; after a
+// failure it leaves both to recovery. A committable that the completed
+// checkpoint covers is never aborted, even when its commit fails: it is
+// stored in that checkpoint, and the next start commits it.
 func (s *sinkOp[T]) Close(ctx context.Context, completed uint64, clean bool) error {
 	var errs []error
 	if clean {
-		errs = append(errs, s.CheckpointComplete(ctx, completed))
+		if err := s.CheckpointComplete(ctx, completed); err != nil {
+			errs = append(errs, fmt.Errorf("%w: %w", ErrCommitPending, err))
+		}
 		for _, c := range s.queue.Pending() {
-			errs = append(errs, s.committer.Abort(ctx, c))
+			if c.CheckpointID > completed {
+				errs = append(errs, s.committer.Abort(ctx, c))
+			}
 		}
 	}
 	errs = append(errs, s.writer.Close(), s.committer.Close())
 	return errors.Join(errs...)
 }
+
+// ErrCommitPending is wrapped by the error of a job that stopped while the
+// output of its last completed checkpoint could not be committed. The
+// output is not lost: it is prepared and recorded in that checkpoint, and
+// the next start of the job commits it (after the cause, such as a sink
+// outage or a constraint the rows violate, is fixed).
+var ErrCommitPending = errors.New("stream: the last checkpoint's output is safe but not yet committed: it will be committed when the job starts again")

@@ -75,9 +75,11 @@ const (
 type magic [8]byte
 
 var (
-	metadataMagic = magic{'E', 'X', 'M', 'E', 'T', 'A'}
-	stateMagic    = magic{'E', 'X', 'S', 'T', 'A', 'T', 'E'}
-	idsMagic      = magic{'E', 'X', 'I', 'D', 'S'}
+	metadataMagic    = magic{'E', 'X', 'M', 'E', 'T', 'A'}
+	stateMagic       = magic{'E', 'X', 'S', 'T', 'A', 'T', 'E'}
+	idsMagic         = magic{'E', 'X', 'I', 'D', 'S'}
+	ownerMagic       = magic{'E', 'X', 'O', 'W', 'N', 'E', 'R'}
+	incarnationMagic = magic{'E', 'X', 'I', 'N', 'C'}
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

@@ -51,8 +51,11 @@ type Store struct {
 
 	// mu serialises ReserveID, Complete (with its retention), Discard and
 	// Latest, so that ids are reserved one at a time and retention never
-	// removes a directory Latest is validating.
+	// removes a directory Latest is validating; and guards owner.
 	mu sync.Mutex
+	// owner is set by Acquire: from then on ids and completions are made
+	// only while this store is the directory's owner.
+	owner *owner
 }
 
 // Open returns a Store for dir, creating dir (durably) if needed.
@@ -135,9 +138,17 @@ func (s *Store) ReserveAbove(floor uint64) (uint64, error) {
 	return s.reserveAbove(floor)
 }
 
-func (s *Store) reserveAbove(floor uint64) (uint64, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (s *Store) reserveAbove(floor uint64) (id uint64, err error) {
+	err = s.whileOwner(func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		id, err = s.reserveLocked(floor)
+		return err
+	})
+	return id, err
+}
+
+func (s *Store) reserveLocked(floor uint64) (uint64, error) {
 	last, err := s.readIDs()
 	last = max(last, floor)
 	if err != nil {
@@ -287,22 +298,28 @@ func (s *Store) Complete(m checkpoint.Metadata) (path string, err error) {
 	}
 	data := seal(metadataMagic, append(newEnvelope(len(payload)), payload...))
 
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.fs.MkdirAll(dir, 0o755); err != nil {
-		return "", ioErr("creating directory", dir, err)
-	}
-	if err := s.syncDir(dir); err != nil {
+	err = s.whileOwner(func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if err := s.fs.MkdirAll(dir, 0o755); err != nil {
+			return ioErr("creating directory", dir, err)
+		}
+		if err := s.syncDir(dir); err != nil {
+			return err
+		}
+		if err := s.syncDir(filepath.Dir(dir)); err != nil {
+			return err
+		}
+		if err := s.writeAtomic(dir, metadataFile, data); err != nil {
+			return err
+		}
+		if m.Kind == checkpoint.KindCheckpoint {
+			s.retain(m.ID)
+		}
+		return nil
+	})
+	if err != nil {
 		return "", err
-	}
-	if err := s.syncDir(filepath.Dir(dir)); err != nil {
-		return "", err
-	}
-	if err := s.writeAtomic(dir, metadataFile, data); err != nil {
-		return "", err
-	}
-	if m.Kind == checkpoint.KindCheckpoint {
-		s.retain(m.ID)
 	}
 	return dir, nil
 }

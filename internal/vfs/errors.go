@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"io"
 	"io/fs"
 	"os"
 )
@@ -20,6 +21,7 @@ const (
 	OpWrite     = "write"
 	OpSync      = "sync"
 	OpClose     = "close"
+	OpTryLock   = "trylock"
 )
 
 // WithErrors returns an FS that calls inject before every operation on inner
@@ -151,4 +153,11 @@ func (f *errorFile) Close() error {
 		err = cerr
 	}
 	return err
+}
+
+func (e *errorFS) TryLock(name string) (io.Closer, error) {
+	if err := e.check(OpTryLock, name); err != nil {
+		return nil, err
+	}
+	return e.fs.TryLock(name)
 }

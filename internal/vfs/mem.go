@@ -31,8 +31,37 @@ import (
 //
 // Paths are cleaned and treated as rooted: "a/b" and "/a/b" name the same file.
 type MemFS struct {
-	mu   sync.Mutex
-	root *memNode
+	mu    sync.Mutex
+	root  *memNode
+	locks map[string]bool // held TryLocks, by cleaned path; a crash drops them
+}
+
+// TryLock takes an in-memory lock on name (the file is not created). A
+// [MemFS.Crash] releases every lock, as the death of a process does.
+func (m *MemFS) TryLock(name string) (io.Closer, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	key := path.Clean("/" + filepath.ToSlash(name))
+	if m.locks[key] {
+		return nil, &fs.PathError{Op: "flock", Path: name, Err: ErrLocked}
+	}
+	if m.locks == nil {
+		m.locks = map[string]bool{}
+	}
+	m.locks[key] = true
+	return memLock{m, key}, nil
+}
+
+type memLock struct {
+	m   *MemFS
+	key string
+}
+
+func (l memLock) Close() error {
+	l.m.mu.Lock()
+	defer l.m.mu.Unlock()
+	delete(l.m.locks, l.key)
+	return nil
 }
 
 // memNode is a file or a directory (an inode).

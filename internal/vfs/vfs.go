@@ -13,6 +13,7 @@
 package vfs
 
 import (
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -54,7 +55,16 @@ type FS interface {
 	// durable. A file written and synced is not durable until the directory
 	// holding its name is synced as well.
 	SyncDir(dir string) error
+	// TryLock takes an exclusive advisory lock on the named file, creating
+	// it if needed, without waiting: if another holder (another process, or
+	// another TryLock in this one) has it, it fails with an error wrapping
+	// [ErrLocked]. Closing the returned value releases the lock; so does
+	// the death of the process.
+	TryLock(name string) (io.Closer, error)
 }
+
+// ErrLocked is wrapped by [FS.TryLock] errors when the lock is held.
+var ErrLocked = errors.New("vfs: locked by another holder")
 
 // Default is the operating system's filesystem.
 var Default FS = osFS{}

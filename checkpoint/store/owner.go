@@ -1,0 +1,380 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/exactlyonce/exactly/internal/vfs"
+)
+
+// Names of the ownership files in the store directory.
+const (
+	incarnationFile = "_incarnation" // random id, created once with the directory's first owner
+	ownerFile       = "_owner"       // the current owner: epoch, holder, lease
+	lockFile        = "_lock"        // flock held around every read-check-write of _owner
+	aliveFile       = "_alive"       // flock held by the current owner for as long as it lives
+)
+
+// ErrNotOwner is wrapped by the errors of a store whose ownership passed to
+// another process (a higher epoch): it may complete no checkpoint and
+// reserve no id. The process is a zombie and must stop.
+var ErrNotOwner = errors.New("checkpoint/store: this process no longer owns the checkpoint directory")
+
+// Defaults of [OwnershipOptions].
+const (
+	DefaultLease = 10 * time.Second
+	// lockWait bounds the wait for _lock, which is held only around a few
+	// small file operations; a holder that keeps it longer is paused.
+	lockWait = 30 * time.Second
+)
+
+// OwnershipOptions configures [Store.Acquire].
+type OwnershipOptions struct {
+	// Lease is how long the owner's claim lasts without renewal; the owner
+	// renews it every Lease/3 ([Store.Renew]). Another process takes over a
+	// live-looking owner only after its lease expired: a process paused
+	// longer (SIGSTOP, a VM freeze) becomes a zombie and is fenced. An
+	// owner that died (its _alive lock is free) or released is taken over
+	// at once. Default DefaultLease (10s).
+	Lease time.Duration
+	// Wait is how long Acquire waits for a live owner's lease to expire
+	// before it fails. Default 0: twice the lease. Negative: wait until ctx
+	// ends (a standby instance).
+	Wait time.Duration
+	// Holder describes this process in the owner file and in errors.
+	// Default "host <hostname> pid <pid>".
+	Holder string
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Poll is the pause between two looks at a live owner's lease while
+	// waiting. Default Lease/10, at least 10ms.
+	Poll time.Duration
+}
+
+// Ownership is what [Store.Acquire] returns: the directory's incarnation and
+// this owner's epoch.
+type Ownership struct {
+	// Incarnation is the random id created with the directory's first owner.
+	Incarnation string
+	// Epoch is higher than every earlier owner's.
+	Epoch uint64
+}
+
+// ownerRecord is the payload of _owner.
+type ownerRecord struct {
+	Epoch    uint64 `json:"epoch"`
+	Holder   string `json:"holder"`
+	Renewed  int64  `json:"renewed_unix_nano"`
+	LeaseNS  int64  `json:"lease_ns"`
+	Released bool   `json:"released"`
+}
+
+func (r ownerRecord) expires() time.Time { return time.Unix(0, r.Renewed+r.LeaseNS) }
+
+// owner is the store's state as the current owner.
+type owner struct {
+	Ownership
+	opts  OwnershipOptions
+	alive io.Closer // the _alive lock, nil when a zombie still holds it
+}
+
+// Acquire makes this store the owner of its directory, with an epoch higher
+// than every earlier owner's, and returns the directory's incarnation and
+// the new epoch. From then on [Store.ReserveAbove] and [Store.Complete]
+// check, atomically with what they write, that no other process took the
+// directory over, and fail with ErrNotOwner if one did.
+//
+// A previous owner that died or released is taken over at once. A live one
+// (its _alive lock held) is waited for until its lease expires — then it is
+// presumed paused or partitioned and fenced — for at most opts.Wait; the
+// error then names the holder. The first owner of a directory creates its
+// incarnation.
+func (s *Store) Acquire(ctx context.Context, opts OwnershipOptions) (Ownership, error) {
+	opts = opts.withDefaults()
+	if opts.Lease <= 0 {
+		return Ownership{}, fmt.Errorf("checkpoint/store: ownership lease %v: must be positive, for example 10s", opts.Lease)
+	}
+	start := opts.Now()
+	waitLogged := false
+	for {
+		o, held, err := s.tryAcquire(opts)
+		if err != nil {
+			return Ownership{}, err
+		}
+		if o != nil {
+			s.mu.Lock()
+			s.owner = o
+			s.mu.Unlock()
+			s.log.Info("checkpoint/store: took ownership of the checkpoint directory",
+				"dir", s.dir, "incarnation", o.Incarnation, "epoch", o.Epoch, "previous_holder", held.Holder)
+			return o.Ownership, nil
+		}
+		now := opts.Now()
+		if opts.Wait >= 0 && now.Sub(start) >= opts.Wait {
+			return Ownership{}, fmt.Errorf("checkpoint/store: %s is owned by %s (epoch %d), whose lease is renewed (last %v ago, lease %v): another instance of the job is running on this directory; stop it, or give this instance another checkpoint directory (waited %v)",
+				s.dir, held.Holder, held.Epoch, now.Sub(time.Unix(0, held.Renewed)).Round(time.Millisecond), time.Duration(held.LeaseNS), opts.Wait)
+		}
+		if !waitLogged {
+			waitLogged = true
+			s.log.Info("checkpoint/store: waiting for the owner of the checkpoint directory to stop or its lease to expire",
+				"dir", s.dir, "holder", held.Holder, "epoch", held.Epoch, "expires", held.expires())
+		}
+		select {
+		case <-ctx.Done():
+			return Ownership{}, fmt.Errorf("checkpoint/store: waiting for %s (owned by %s, epoch %d): %w", s.dir, held.Holder, held.Epoch, ctx.Err())
+		case <-time.After(opts.Poll):
+		}
+	}
+}
+
+func (o OwnershipOptions) withDefaults() OwnershipOptions {
+	if o.Lease == 0 {
+		o.Lease = DefaultLease
+	}
+	if o.Wait == 0 {
+		o.Wait = 2 * o.Lease
+	}
+	if o.Holder == "" {
+		host, _ := os.Hostname()
+		o.Holder = fmt.Sprintf("host %s pid %d", host, os.Getpid())
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Poll == 0 {
+		o.Poll = max(o.Lease/10, 10*time.Millisecond)
+	}
+	return o
+}
+
+// tryAcquire takes ownership if the current owner is gone, released or
+// past its lease; otherwise it returns the owner's record.
+func (s *Store) tryAcquire(opts OwnershipOptions) (*owner, ownerRecord, error) {
+	unlock, err := s.lockDir()
+	if err != nil {
+		return nil, ownerRecord{}, err
+	}
+	defer unlock()
+	cur, err := s.readOwner()
+	if err != nil {
+		return nil, ownerRecord{}, err
+	}
+	alive, err := s.fs.TryLock(filepath.Join(s.dir, aliveFile))
+	switch {
+	case err == nil:
+		// The previous owner is dead or released: no wait.
+	case errors.Is(err, vfs.ErrLocked):
+		if cur.Epoch > 0 && !cur.Released && opts.Now().Before(cur.expires()) {
+			return nil, cur, nil
+		}
+		// Its lease expired: the holder of _alive is paused or was fenced.
+		alive = nil
+	default:
+		return nil, ownerRecord{}, ioErr("locking", filepath.Join(s.dir, aliveFile), err)
+	}
+	inc, err := s.incarnation()
+	if err != nil {
+		closeQuietly(alive)
+		return nil, ownerRecord{}, err
+	}
+	next := ownerRecord{Epoch: cur.Epoch + 1, Holder: opts.Holder, Renewed: opts.Now().UnixNano(), LeaseNS: int64(opts.Lease)}
+	if err := s.writeOwner(next); err != nil {
+		closeQuietly(alive)
+		return nil, ownerRecord{}, err
+	}
+	return &owner{Ownership: Ownership{Incarnation: inc, Epoch: next.Epoch}, opts: opts, alive: alive}, cur, nil
+}
+
+// Renew extends this owner's lease. It fails with ErrNotOwner if another
+// process took the directory over: the caller must stop at once.
+func (s *Store) Renew() error {
+	return s.asOwner(func(o *owner) error {
+		if o.alive == nil {
+			// A fenced zombie held _alive when this owner took over; once
+			// it is gone, hold it so that this owner's death is seen at once.
+			if l, err := s.fs.TryLock(filepath.Join(s.dir, aliveFile)); err == nil {
+				o.alive = l
+			}
+		}
+		return s.writeOwner(ownerRecord{Epoch: o.Epoch, Holder: o.opts.Holder, Renewed: o.opts.Now().UnixNano(), LeaseNS: int64(o.opts.Lease)})
+	})
+}
+
+// RenewInterval is how often the owner should call [Store.Renew]: a third
+// of its lease. It is 0 before [Store.Acquire].
+func (s *Store) RenewInterval() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.owner == nil {
+		return 0
+	}
+	return s.owner.opts.Lease / 3
+}
+
+// Release gives up ownership, so that the next owner takes over at once.
+// A store that lost ownership releases nothing. The store must not be used
+// to write afterwards.
+func (s *Store) Release() error {
+	err := s.asOwner(func(o *owner) error {
+		return s.writeOwner(ownerRecord{Epoch: o.Epoch, Holder: o.opts.Holder, Renewed: o.opts.Now().UnixNano(), LeaseNS: int64(o.opts.Lease), Released: true})
+	})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.owner != nil {
+		closeQuietly(s.owner.alive)
+		s.owner = nil
+	}
+	if errors.Is(err, ErrNotOwner) || errors.Is(err, errNoOwnership) {
+		return nil
+	}
+	return err
+}
+
+// errNoOwnership: the store was never acquired (or was released).
+var errNoOwnership = errors.New("checkpoint/store: the store does not own its directory: call Acquire first")
+
+// asOwner runs f under the directory lock if this store is still the
+// current owner, and fails with ErrNotOwner otherwise. A store that never
+// called Acquire runs f unchecked (tests of the format alone). s.mu must
+// not be held.
+func (s *Store) asOwner(f func(*owner) error) error {
+	s.mu.Lock()
+	o := s.owner
+	s.mu.Unlock()
+	if o == nil {
+		return errNoOwnership
+	}
+	unlock, err := s.lockDir()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := s.checkOwner(o); err != nil {
+		return err
+	}
+	return f(o)
+}
+
+// checkOwner fails with ErrNotOwner unless o is the owner recorded in
+// _owner. The directory lock must be held.
+func (s *Store) checkOwner(o *owner) error {
+	cur, err := s.readOwner()
+	if err != nil {
+		return err
+	}
+	if cur.Epoch != o.Epoch {
+		return fmt.Errorf("%w: %s took %s over with epoch %d; this process (%s) had epoch %d",
+			ErrNotOwner, cur.Holder, s.dir, cur.Epoch, o.opts.Holder, o.Epoch)
+	}
+	return nil
+}
+
+// whileOwner runs f under the directory lock after checking that this store
+// is still the owner, when it has acquired ownership; a store that never
+// acquired runs f under the lock unchecked. Used by the writes that a
+// zombie must not make: reserving ids and completing checkpoints.
+func (s *Store) whileOwner(f func() error) error {
+	s.mu.Lock()
+	o := s.owner
+	s.mu.Unlock()
+	unlock, err := s.lockDir()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if o != nil {
+		if err := s.checkOwner(o); err != nil {
+			return err
+		}
+	}
+	return f()
+}
+
+// lockDir takes _lock, waiting up to lockWait for a holder to finish.
+func (s *Store) lockDir() (unlock func(), err error) {
+	path := filepath.Join(s.dir, lockFile)
+	deadline := time.Now().Add(lockWait)
+	for pause := time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
+		l, err := s.fs.TryLock(path)
+		if err == nil {
+			return func() { closeQuietly(l) }, nil
+		}
+		if !errors.Is(err, vfs.ErrLocked) {
+			return nil, ioErr("locking", path, err)
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("checkpoint/store: %s has been locked for more than %v: a process holding it is paused or hung; resume or kill it", path, lockWait)
+		}
+		time.Sleep(pause)
+	}
+}
+
+// readOwner reads _owner; a directory without one has epoch 0.
+func (s *Store) readOwner() (ownerRecord, error) {
+	path := filepath.Join(s.dir, ownerFile)
+	b, err := s.readFile(path, -1)
+	if errors.Is(err, fs.ErrNotExist) {
+		return ownerRecord{}, nil
+	}
+	if err != nil {
+		return ownerRecord{}, err
+	}
+	p, err := unseal(path, ownerMagic, b)
+	if err != nil {
+		return ownerRecord{}, fmt.Errorf("%w (the owner file: stop every instance of the job, then remove it; the next owner starts a new epoch above the checkpoints' epochs)", err)
+	}
+	var r ownerRecord
+	if err := json.Unmarshal(p, &r); err != nil {
+		return ownerRecord{}, corruptf(path, "decoding the owner record: %v", err)
+	}
+	return r, nil
+}
+
+func (s *Store) writeOwner(r ownerRecord) error {
+	payload, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("checkpoint/store: encoding the owner record: %w", err)
+	}
+	return s.writeAtomic(s.dir, ownerFile, seal(ownerMagic, append(newEnvelope(len(payload)), payload...)))
+}
+
+// incarnation returns the directory's incarnation, creating it if the
+// directory has none. The directory lock must be held.
+func (s *Store) incarnation() (string, error) {
+	path := filepath.Join(s.dir, incarnationFile)
+	b, err := s.readFile(path, -1)
+	if err == nil {
+		p, err := unseal(path, incarnationMagic, b)
+		if err != nil {
+			return "", fmt.Errorf("%w (the incarnation tells this job's output from other runs' in the sinks: restore the file from a backup)", err)
+		}
+		return string(p), nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	var raw [16]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", fmt.Errorf("checkpoint/store: creating an incarnation id: %w", err)
+	}
+	id := hex.EncodeToString(raw[:])
+	if err := s.writeAtomic(s.dir, incarnationFile, seal(incarnationMagic, append(newEnvelope(len(id)), id...))); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+func closeQuietly(c io.Closer) {
+	if c != nil {
+		_ = c.Close() // releasing a lock; the file holds nothing
+	}
+}
