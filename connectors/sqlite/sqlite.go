@@ -27,6 +27,30 @@
 // Abort deletes one checkpoint's staged rows; AbortLingering deletes every
 // staged row of the sink, of every subtask.
 //
+// # Owners
+//
+// The sink's owner ([sink.Owner]: the job's incarnation and the owning
+// process's epoch) is a row of _exactly_owner, keyed by sink name. Fence
+// writes it; Commit, Abort, AbortLingering and the writers' staging
+// transactions read it first, in the same SQLite transaction as their
+// change, and fail with an error wrapping [sink.ErrFenced] when it names
+// another owner. SQLite runs one write transaction at a time (every
+// transaction here takes the write lock at BEGIN), so a Commit either
+// precedes a Fence entirely or sees its row: once Fence has returned, an
+// older owner changes nothing. A sink never fenced (no row) accepts every
+// owner, as before owners existed.
+//
+// The high-water mark of a (sink, subtask) records the incarnation whose
+// commit raised it, and "committed before" is concluded only when that
+// incarnation is the committable's ([sink.Committable].Incarnation):
+// checkpoint ids restart at 1 when a job is rerun with new checkpoint
+// storage, so another incarnation's mark says nothing about this one's
+// checkpoints. A commit of another incarnation replaces the mark. Progress
+// tables created before incarnations existed gain the column, with the empty
+// incarnation in the old rows: those marks match only committables of
+// checkpoints written before incarnations, and count as another
+// incarnation's progress for Fence.
+//
 // Sink names must be unique among all jobs that write to one database file.
 // Several subtasks, and several processes, may write to the same file: the
 // package shares one connection per file within a process, and SQLite's
@@ -50,8 +74,11 @@ import (
 const (
 	// DefaultFlushRows is the default of [Options.FlushRows].
 	DefaultFlushRows = 10000
-	// progressTable holds each (sink, subtask)'s committed high-water mark.
+	// progressTable holds each (sink, subtask)'s committed high-water mark
+	// and the incarnation that committed it.
 	progressTable = "_exactly_progress"
+	// ownerTable holds each sink's owner: incarnation and epoch.
+	ownerTable = "_exactly_owner"
 	// reservedPrefix starts the names of the package's own tables and columns.
 	reservedPrefix = "_exactly_"
 	// maxParams is SQLite's default limit on bound parameters per statement.
@@ -164,9 +191,13 @@ type statements struct {
 	discardOpen  string // deletes a subtask's open staged rows
 	commit       string // moves a checkpoint's staged rows into the target
 	deleteStaged string // deletes a checkpoint's staged rows
-	progress     string // reads a subtask's high-water mark
+	progress     string // reads a subtask's high-water mark and its incarnation
 	advance      string // raises a subtask's high-water mark
+	foreign      string // reads the highest mark of another incarnation
+	owner        string // reads the sink's owner
+	setOwner     string // records the sink's owner
 	abortAll     string // deletes all staged rows of a sink
+	target       string // the quoted target table, for messages
 	insertHead   string // start of every staging insert
 	nCols        int
 }
@@ -197,17 +228,27 @@ func newStatements(o Options) statements {
 				colCheckpoint + " INTEGER NOT NULL, " + colSeq + " INTEGER NOT NULL, " + colDefs + ")",
 			"CREATE INDEX IF NOT EXISTS " + quote(reservedPrefix+"staging_"+o.Table+"_key") + " ON " + staging +
 				" (" + colSink + ", " + colSubtask + ", " + colSeq + ")",
-			"CREATE TABLE IF NOT EXISTS " + progressTable + " (sink TEXT NOT NULL, subtask INTEGER NOT NULL, checkpoint INTEGER NOT NULL, PRIMARY KEY (sink, subtask))",
+			"CREATE TABLE IF NOT EXISTS " + progressTable + " (sink TEXT NOT NULL, subtask INTEGER NOT NULL, checkpoint INTEGER NOT NULL, " +
+				"incarnation TEXT NOT NULL DEFAULT '', PRIMARY KEY (sink, subtask))",
+			"CREATE TABLE IF NOT EXISTS " + ownerTable + " (sink TEXT NOT NULL PRIMARY KEY, incarnation TEXT NOT NULL, epoch INTEGER NOT NULL)",
 		},
 		rowsPerChunk: min(maxRowsPerInsert, (maxParams-4)/len(o.Columns)),
 		tag:          "UPDATE " + staging + " SET " + colCheckpoint + " = ?3 WHERE " + colSink + " = ?1 AND " + colSubtask + " = ?2 AND " + colCheckpoint + " = 0",
 		discardOpen:  "DELETE FROM " + staging + " WHERE " + colSink + " = ?1 AND " + colSubtask + " = ?2 AND " + colCheckpoint + " = 0",
 		commit:       "INSERT INTO " + target + " (" + cols + ") SELECT " + cols + " FROM " + staging + " WHERE " + key + " ORDER BY " + colSeq,
 		deleteStaged: "DELETE FROM " + staging + " WHERE " + key,
-		progress:     "SELECT checkpoint FROM " + progressTable + " WHERE sink = ?1 AND subtask = ?2",
-		advance: "INSERT INTO " + progressTable + " (sink, subtask, checkpoint) VALUES (?1, ?2, ?3) " +
-			"ON CONFLICT (sink, subtask) DO UPDATE SET checkpoint = max(checkpoint, excluded.checkpoint)",
+		progress:     "SELECT checkpoint, incarnation FROM " + progressTable + " WHERE sink = ?1 AND subtask = ?2",
+		// Another incarnation's mark is replaced, not compared.
+		advance: "INSERT INTO " + progressTable + " (sink, subtask, checkpoint, incarnation) VALUES (?1, ?2, ?3, ?4) " +
+			"ON CONFLICT (sink, subtask) DO UPDATE SET checkpoint = CASE WHEN incarnation = excluded.incarnation " +
+			"THEN max(checkpoint, excluded.checkpoint) ELSE excluded.checkpoint END, incarnation = excluded.incarnation",
+		foreign: "SELECT checkpoint, incarnation FROM " + progressTable + " WHERE sink = ?1 AND incarnation <> ?2 " +
+			"ORDER BY checkpoint DESC LIMIT 1",
+		owner: "SELECT incarnation, epoch FROM " + ownerTable + " WHERE sink = ?1",
+		setOwner: "INSERT INTO " + ownerTable + " (sink, incarnation, epoch) VALUES (?1, ?2, ?3) " +
+			"ON CONFLICT (sink) DO UPDATE SET incarnation = excluded.incarnation, epoch = excluded.epoch",
 		abortAll:   "DELETE FROM " + staging + " WHERE " + colSink + " = ?1",
+		target:     target,
 		insertHead: "INSERT INTO " + staging + " (" + colSink + ", " + colSubtask + ", " + colCheckpoint + ", " + colSeq + ", " + cols + ") VALUES ",
 		nCols:      len(o.Columns),
 	}
@@ -234,7 +275,8 @@ func (st *statements) insert(rows int) string {
 	return b.String()
 }
 
-// open acquires the database and creates the tables if missing.
+// open acquires the database and creates the tables if missing, or
+// migrates them.
 func (s *Sink[T]) open(ctx context.Context, sinkName string) (*shared, error) {
 	db, err := acquire(s.opts.Path)
 	if err != nil {
@@ -246,12 +288,45 @@ func (s *Sink[T]) open(ctx context.Context, sinkName string) (*shared, error) {
 				return err
 			}
 		}
-		return nil
+		return migrateProgress(ctx, tx)
 	})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("sqlite: sink %q: create tables in %s: %w", sinkName, s.opts.Path, err), db.release())
 	}
 	return db, nil
+}
+
+// migrateProgress adds the incarnation column to a progress table created
+// before incarnations existed; its rows get the empty incarnation.
+func migrateProgress(ctx context.Context, tx *sql.Tx) error {
+	var n int
+	err := tx.QueryRowContext(ctx, "SELECT count(*) FROM pragma_table_info('"+progressTable+"') WHERE name = 'incarnation'").Scan(&n)
+	if err != nil || n > 0 {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, "ALTER TABLE "+progressTable+" ADD COLUMN incarnation TEXT NOT NULL DEFAULT ''")
+	return err
+}
+
+// checkOwner fails with an error wrapping [sink.ErrFenced] when the sink's
+// recorded owner is not owner. A sink never fenced accepts every owner.
+func (st *statements) checkOwner(ctx context.Context, tx *sql.Tx, sinkName string, owner sink.Owner) error {
+	rec, found, err := st.readOwner(ctx, tx, sinkName)
+	if err != nil || !found || rec == owner {
+		return err
+	}
+	return fmt.Errorf("the sink's owner in table %s is %s, this process is %s: a newer process took the job over, and this one must stop: %w", ownerTable, rec, owner, sink.ErrFenced)
+}
+
+// readOwner returns the sink's recorded owner, if any.
+func (st *statements) readOwner(ctx context.Context, tx *sql.Tx, sinkName string) (owner sink.Owner, found bool, err error) {
+	var epoch int64
+	err = tx.QueryRowContext(ctx, st.owner, sinkName).Scan(&owner.Incarnation, &epoch)
+	if errors.Is(err, sql.ErrNoRows) {
+		return sink.Owner{}, false, nil
+	}
+	owner.Epoch = uint64(epoch)
+	return owner, err == nil, err
 }
 
 // inTx runs f in a transaction and commits it, or rolls it back if f fails.
@@ -279,7 +354,7 @@ func (s *Sink[T]) NewWriter(ctx context.Context, info sink.WriterInfo) (sink.Wri
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("sqlite: sink %q: prepare staging insert: %w", info.Sink, err), db.release())
 	}
-	return &writer[T]{s: s, db: db, sinkName: info.Sink, subtask: info.Subtask, chunkStmt: stmt}, nil
+	return &writer[T]{s: s, db: db, sinkName: info.Sink, subtask: info.Subtask, owner: info.Owner, chunkStmt: stmt}, nil
 }
 
 // NewCommitter opens a committer.
@@ -288,7 +363,7 @@ func (s *Sink[T]) NewCommitter(ctx context.Context, info sink.CommitterInfo) (si
 	if err != nil {
 		return nil, err
 	}
-	return &committer{sql: &s.sql, db: db, sinkName: info.Sink}, nil
+	return &committer{sql: &s.sql, db: db, info: info}, nil
 }
 
 // writer is one subtask's writer.
@@ -297,6 +372,7 @@ type writer[T any] struct {
 	db       *shared // nil once closed
 	sinkName string
 	subtask  int
+	owner    sink.Owner
 	rows     []any // buffered rows' column values, row after row
 	args     []any // scratch for statement arguments
 	seq      int64 // sequence number of the next staged row
@@ -328,9 +404,14 @@ func (w *writer[T]) Write(ctx context.Context, batch []T) error {
 }
 
 // stage inserts the buffered rows into staging with checkpoint cp, in
-// multi-row statements, and empties the buffer.
+// multi-row statements, and empties the buffer. A fenced writer stages
+// nothing: a new owner's AbortLingering removed what it staged before, and
+// its rows must not join the new owner's checkpoints of the same id.
 func (w *writer[T]) stage(ctx context.Context, tx *sql.Tx, cp int64) error {
 	st := &w.s.sql
+	if err := st.checkOwner(ctx, tx, w.sinkName, w.owner); err != nil {
+		return err
+	}
 	for len(w.rows) > 0 {
 		rows := min(len(w.rows)/st.nCols, st.rowsPerChunk)
 		chunk := w.rows[:rows*st.nCols]
@@ -421,20 +502,26 @@ func decodeCommittable(data []byte) (subtask int, cp int64, ok bool) {
 
 // committer commits and aborts the staged checkpoints of one sink.
 type committer struct {
-	sql      *statements
-	db       *shared // nil once closed
-	sinkName string
+	sql  *statements
+	db   *shared // nil once closed
+	info sink.CommitterInfo
 }
 
-// run decodes cm and runs f in a transaction, wrapping its error with what
-// was being done.
+// run decodes cm and runs f in a transaction that first checks the owner,
+// wrapping its error with what was being done.
 func (c *committer) run(ctx context.Context, op string, cm sink.Committable, f func(tx *sql.Tx, subtask int, cp int64) error) error {
 	subtask, cp, ok := decodeCommittable(cm.Data)
 	if !ok {
-		return sink.Permanent(fmt.Errorf("sqlite: sink %q: %s checkpoint %d subtask %d: committable %x is malformed: the checkpoint is corrupt or was written by another sink", c.sinkName, op, cm.CheckpointID, cm.Subtask, cm.Data))
+		return sink.Permanent(fmt.Errorf("sqlite: sink %q: %s checkpoint %d subtask %d: committable %x is malformed: the checkpoint is corrupt or was written by another sink", c.info.Sink, op, cm.CheckpointID, cm.Subtask, cm.Data))
 	}
-	if err := inTx(ctx, c.db.db, func(tx *sql.Tx) error { return f(tx, subtask, cp) }); err != nil {
-		return fmt.Errorf("sqlite: sink %q: %s checkpoint %d subtask %d: %w", c.sinkName, op, cp, subtask, err)
+	err := inTx(ctx, c.db.db, func(tx *sql.Tx) error {
+		if err := c.sql.checkOwner(ctx, tx, c.info.Sink, c.info.Owner); err != nil {
+			return err
+		}
+		return f(tx, subtask, cp)
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: sink %q: %s checkpoint %d subtask %d: %w", c.info.Sink, op, cp, subtask, err)
 	}
 	return nil
 }
@@ -442,7 +529,7 @@ func (c *committer) run(ctx context.Context, op string, cm sink.Committable, f f
 // Commit moves the checkpoint's staged rows into the target table.
 func (c *committer) Commit(ctx context.Context, cm sink.Committable) error {
 	return c.run(ctx, "commit", cm, func(tx *sql.Tx, subtask int, cp int64) error {
-		res, err := tx.ExecContext(ctx, c.sql.commit, c.sinkName, subtask, cp)
+		res, err := tx.ExecContext(ctx, c.sql.commit, c.info.Sink, subtask, cp)
 		if err != nil {
 			return err
 		}
@@ -451,39 +538,94 @@ func (c *committer) Commit(ctx context.Context, cm sink.Committable) error {
 			return err
 		}
 		if moved > 0 {
-			if _, err := tx.ExecContext(ctx, c.sql.deleteStaged, c.sinkName, subtask, cp); err != nil {
+			if _, err := tx.ExecContext(ctx, c.sql.deleteStaged, c.info.Sink, subtask, cp); err != nil {
 				return err
 			}
-			_, err = tx.ExecContext(ctx, c.sql.advance, c.sinkName, subtask, cp)
+			_, err = tx.ExecContext(ctx, c.sql.advance, c.info.Sink, subtask, cp, cm.Incarnation)
 			return err
 		}
 		var mark int64
-		err = tx.QueryRowContext(ctx, c.sql.progress, c.sinkName, subtask).Scan(&mark)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		var inc string
+		markDesc := "no committed high-water mark"
+		switch err := tx.QueryRowContext(ctx, c.sql.progress, c.info.Sink, subtask).Scan(&mark, &inc); {
+		case err == nil && inc == cm.Incarnation && mark >= cp:
+			return nil // committed before
+		case err == nil:
+			markDesc = fmt.Sprintf("the committed high-water mark is checkpoint %d of incarnation %s", mark, incarnationName(inc))
+		case !errors.Is(err, sql.ErrNoRows):
 			return err
 		}
-		if mark >= cp {
-			return nil // committed before
-		}
-		return sink.Permanent(fmt.Errorf("no staged rows and the committed high-water mark is %d: the prepared data is gone (deleted from the staging table by someone else) and the table misses its rows; find out what removed it, then rerun the job from an earlier savepoint", mark))
+		return sink.Permanent(fmt.Errorf("no staged rows, and %s while this committable is of incarnation %s: the prepared data is gone (deleted from the staging table by someone else) and the table misses its rows; find out what removed it, then rerun the job from an earlier savepoint", markDesc, incarnationName(cm.Incarnation)))
 	})
+}
+
+// incarnationName quotes inc for messages; "" is the incarnation of
+// checkpoints and progress rows written before incarnations existed.
+func incarnationName(inc string) string {
+	if inc == "" {
+		return `"" (written before incarnations existed)`
+	}
+	return strconv.Quote(inc)
 }
 
 // Abort deletes the checkpoint's staged rows.
 func (c *committer) Abort(ctx context.Context, cm sink.Committable) error {
 	return c.run(ctx, "abort", cm, func(tx *sql.Tx, subtask int, cp int64) error {
-		_, err := tx.ExecContext(ctx, c.sql.deleteStaged, c.sinkName, subtask, cp)
+		_, err := tx.ExecContext(ctx, c.sql.deleteStaged, c.info.Sink, subtask, cp)
 		return err
 	})
 }
 
-// Fence is not implemented yet for this sink (issue 10, in progress).
-func (c *committer) Fence(context.Context, uint64) error { return nil }
+// Fence records the committer's owner in _exactly_owner; see the package
+// documentation and [sink.Committer].
+func (c *committer) Fence(ctx context.Context, restoredCheckpointID uint64) error {
+	me := c.info.Owner
+	err := inTx(ctx, c.db.db, func(tx *sql.Tx) error {
+		rec, found, err := c.sql.readOwner(ctx, tx, c.info.Sink)
+		switch {
+		case err != nil:
+			return err
+		case found && rec == me:
+			return nil
+		case found && rec.Incarnation == me.Incarnation && rec.Epoch > me.Epoch:
+			return fmt.Errorf("the sink's owner in table %s is %s, newer than this process's %s: another process took the job over, and this one must stop: %w", ownerTable, rec, me, sink.ErrFenced)
+		case found && rec.Incarnation == me.Incarnation, restoredCheckpointID > 0, c.info.TakeOver:
+			// An older epoch, or a takeover: record the new owner.
+		default:
+			// A fresh start over a sink not yet owned by this incarnation.
+			var mark int64
+			var inc string
+			err := tx.QueryRowContext(ctx, c.sql.foreign, c.info.Sink, me.Incarnation).Scan(&mark, &inc)
+			if err == nil {
+				return fmt.Errorf("job %q starts without a checkpoint as incarnation %s, but table %s already holds the committed output of incarnation %s up to checkpoint %d: "+
+					"rerunning from scratch would write that output again; restore the job's checkpoint directory to continue that run, "+
+					"or set stream.Options.TakeOverSinks to rerun into the same output on purpose: %w",
+					c.info.Job, incarnationName(me.Incarnation), c.sql.target, incarnationName(inc), mark, sink.ErrForeignProgress)
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+		}
+		_, err = tx.ExecContext(ctx, c.sql.setOwner, c.info.Sink, me.Incarnation, int64(me.Epoch))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: sink %q: fence as %s after restoring checkpoint %d: %w", c.info.Sink, me, restoredCheckpointID, err)
+	}
+	return nil
+}
 
 // AbortLingering deletes every staged row of the sink.
 func (c *committer) AbortLingering(ctx context.Context, restoredCheckpointID uint64) error {
-	if _, err := c.db.db.ExecContext(ctx, c.sql.abortAll, c.sinkName); err != nil {
-		return fmt.Errorf("sqlite: sink %q: abort lingering rows after restoring checkpoint %d: %w", c.sinkName, restoredCheckpointID, err)
+	err := inTx(ctx, c.db.db, func(tx *sql.Tx) error {
+		if err := c.sql.checkOwner(ctx, tx, c.info.Sink, c.info.Owner); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, c.sql.abortAll, c.info.Sink)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: sink %q: abort lingering rows after restoring checkpoint %d: %w", c.info.Sink, restoredCheckpointID, err)
 	}
 	return nil
 }
