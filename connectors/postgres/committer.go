@@ -20,16 +20,22 @@ func (s *Sink[T]) NewCommitter(_ context.Context, info sink.CommitterInfo) (sink
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &committer{c: s.core, who: fmt.Sprintf("sink %q", info.Sink), key: s.core.sinkKey(info.Job, info.Sink), log: log}, nil
+	if info.Owner.Epoch > math.MaxInt64 {
+		return nil, fmt.Errorf("postgres: job %q sink %q: owner epoch %d is out of range [0, 2^63-1]", info.Job, info.Sink, info.Owner.Epoch)
+	}
+	return &committer{c: s.core, who: fmt.Sprintf("job %q sink %q", info.Job, info.Sink), key: s.core.sinkKey(info.Job, info.Sink),
+		owner: info.Owner, takeOver: info.TakeOver, log: log}, nil
 }
 
-// committer commits and aborts the transactions of one sink.
+// committer commits and aborts the transactions of one sink, as owner.
 type committer struct {
-	c    *core
-	conn *pgx.Conn // nil until connected, and after a failure
-	who  string
-	key  string
-	log  *slog.Logger
+	c        *core
+	conn     *pgx.Conn // nil until connected, and after a failure
+	who      string    // job and sink, for messages
+	key      string    // sink key
+	owner    sink.Owner
+	takeOver bool
+	log      *slog.Logger
 }
 
 // connection returns the open connection, connecting if needed.
@@ -81,19 +87,25 @@ func (m *committer) drop() {
 func (m *committer) Commit(ctx context.Context, cm sink.Committable) error {
 	return m.run(ctx, "commit", cm, func(conn *pgx.Conn, c committable) error {
 		if c.mode == Fenced {
-			return m.commitStaged(ctx, conn, c)
+			return m.commitStaged(ctx, conn, c, cm.Incarnation)
 		}
-		return m.commitPrepared(ctx, conn, c)
+		return m.commitPrepared(ctx, conn, c, cm.Incarnation)
 	})
 }
 
 // commitStaged moves a staged transaction into the target table, drops its
 // staging table and raises the subtask's high-water mark, in one
-// transaction. When the staging table does not exist, the mark tells
-// whether an earlier Commit moved it.
-func (m *committer) commitStaged(ctx context.Context, conn *pgx.Conn, c committable) error {
+// transaction that first checks, holding a share lock on the sink's owner
+// row, that this committer's owner still owns the sink: Fence updates that
+// row, so it waits for commits in flight, and a commit after it sees the
+// new owner. When the staging table does not exist, the mark tells whether
+// an earlier Commit moved it.
+func (m *committer) commitStaged(ctx context.Context, conn *pgx.Conn, c committable, incarnation string) error {
 	staging := m.c.staging(stagingName(m.key, int64(c.id)))
 	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if err := m.checkOwner(ctx, tx, " FOR SHARE"); err != nil {
+			return err
+		}
 		// Locking first makes a concurrent duplicate Commit wait here and
 		// then find the table gone, rather than deadlock at the DROP.
 		if _, err := tx.Exec(ctx, "LOCK TABLE "+staging+" IN ACCESS EXCLUSIVE MODE"); err != nil {
@@ -108,19 +120,28 @@ func (m *committer) commitStaged(ctx context.Context, conn *pgx.Conn, c committa
 		if _, err := tx.Exec(ctx, "DROP TABLE "+staging); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, m.c.advance, m.key, c.subtask, int64(c.cp))
+		_, err := tx.Exec(ctx, m.c.advance, m.key, c.subtask, int64(c.cp), incarnation)
 		return err
 	})
 	if !errors.Is(err, errNoStaging) {
 		return err
 	}
-	var mark int64
-	err = conn.QueryRow(ctx, m.c.markOf, m.key, c.subtask).Scan(&mark)
+	var (
+		mark    int64
+		markInc string
+	)
+	err = conn.QueryRow(ctx, m.c.markOf, m.key, c.subtask).Scan(&mark, &markInc)
+	found := err == nil
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return err
 	}
-	if uint64(mark) >= c.cp {
+	switch {
+	case found && markInc == incarnation && uint64(mark) >= c.cp:
 		return nil // committed before
+	case found && markInc != incarnation:
+		return sink.Permanent(fmt.Errorf("staging table %s of transaction %d does not exist, and the high-water mark of subtask %d is checkpoint %d of incarnation %s, not of incarnation %s, which prepared this transaction: "+
+			"checkpoint ids restart with every incarnation, so the mark cannot tell whether these rows were committed; if the table misses them, the prepared rows are gone (dropped by someone else): find out what removed them, then rerun the job from an earlier savepoint",
+			staging, c.id, c.subtask, mark, incarnationText(markInc), incarnationText(incarnation)))
 	}
 	return sink.Permanent(fmt.Errorf("staging table %s of transaction %d does not exist and the committed high-water mark is %d: the prepared rows are gone (dropped by someone else) and the table misses them; find out what removed them, then rerun the job from an earlier savepoint",
 		staging, c.id, mark))
@@ -135,9 +156,27 @@ func isUndefinedTable(err error) bool {
 	return errors.As(err, &pg) && pg.Code == "42P01"
 }
 
-// commitPrepared runs COMMIT PREPARED; when the transaction no longer
-// exists, it asks the server whether it committed.
-func (m *committer) commitPrepared(ctx context.Context, conn *pgx.Conn, c committable) error {
+// commitPrepared runs COMMIT PREPARED holding the owner lock (see
+// asOwner); when the transaction no longer exists, it asks the server
+// whether it committed. Once it knows the transaction committed, it raises
+// the subtask's high-water mark, which in this mode serves only Fence's
+// check for another incarnation's progress: the commit decision rests on
+// the transaction id, which no other transaction shares.
+func (m *committer) commitPrepared(ctx context.Context, conn *pgx.Conn, c committable, incarnation string) error {
+	return m.asOwner(ctx, conn, func() error {
+		if err := m.commitPreparedOnce(ctx, conn, c); err != nil {
+			return err
+		}
+		if _, err := conn.Exec(ctx, m.c.advance, m.key, c.subtask, int64(c.cp), incarnation); err != nil {
+			return fmt.Errorf("committed; raising the high-water mark: %w", err)
+		}
+		return nil
+	})
+}
+
+// commitPreparedOnce runs COMMIT PREPARED, or finds out that the
+// transaction committed before.
+func (m *committer) commitPreparedOnce(ctx context.Context, conn *pgx.Conn, c committable) error {
 	g := gid(m.key, c.subtask, c.cp)
 	_, err := conn.Exec(ctx, "COMMIT PREPARED "+literal(g))
 	if !isUndefinedObject(err) {
@@ -167,14 +206,17 @@ func isUndefinedObject(err error) bool {
 	return errors.As(err, &pg) && pg.Code == "42704"
 }
 
-// Abort discards a prepared transaction. Aborting an unknown one succeeds.
+// Abort discards a prepared transaction, as owner. Aborting an unknown one
+// succeeds.
 func (m *committer) Abort(ctx context.Context, cm sink.Committable) error {
 	return m.run(ctx, "abort", cm, func(conn *pgx.Conn, c committable) error {
-		if c.mode == Fenced {
-			_, err := conn.Exec(ctx, "DROP TABLE IF EXISTS "+m.c.staging(stagingName(m.key, int64(c.id))))
-			return err
-		}
-		return rollbackPrepared(ctx, conn, gid(m.key, c.subtask, c.cp))
+		return m.asOwner(ctx, conn, func() error {
+			if c.mode == Fenced {
+				_, err := conn.Exec(ctx, "DROP TABLE IF EXISTS "+m.c.staging(stagingName(m.key, int64(c.id))))
+				return err
+			}
+			return rollbackPrepared(ctx, conn, gid(m.key, c.subtask, c.cp))
+		})
 	})
 }
 
@@ -185,16 +227,13 @@ func rollbackPrepared(ctx context.Context, conn *pgx.Conn, g string) error {
 	return nil
 }
 
-// Fence is not implemented yet for this sink (issue 10, in progress).
-func (m *committer) Fence(context.Context, uint64) error { return nil }
-
 // AbortLingering rolls back every prepared transaction of the sink in the
 // current database and drops every staging table of the sink (of any
-// subtask), whichever mode is configured.
+// subtask), whichever mode is configured, as owner.
 func (m *committer) AbortLingering(ctx context.Context, restoredCheckpointID uint64) error {
 	conn, err := m.connection(ctx)
 	if err == nil {
-		err = m.abortLingering(ctx, conn)
+		err = m.asOwner(ctx, conn, func() error { return m.abortLingering(ctx, conn) })
 	}
 	if err != nil {
 		m.drop()

@@ -3,6 +3,8 @@ package postgres
 import (
 	"errors"
 	"fmt"
+	"net/url"
+	"regexp"
 	"strings"
 
 	"github.com/exactlyonce/exactly/sink"
@@ -10,12 +12,31 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// permanentClasses are the SQLSTATE classes of errors that retrying the
-// same rows cannot fix: feature not supported, data exception, integrity
-// constraint violation, invalid authorization, invalid catalog name (no such
-// database), syntax error or access rule violation (missing table, column,
-// privilege), with check option violation.
-var permanentClasses = []string{"0A", "22", "23", "28", "3D", "42", "44"}
+// transientClasses are the SQLSTATE classes (the first two characters of
+// the code) of server errors that retrying, after a reconnect, can fix:
+//
+//   - 08 connection exception: the connection broke or could not be made;
+//   - 25 invalid transaction state: mostly 25006, a read-only transaction,
+//     seen when the DSN reaches a standby during a failover;
+//   - 40 transaction rollback: serialization failure, deadlock;
+//   - 53 insufficient resources: disk full, out of memory, too many
+//     connections;
+//   - 55 object not in prerequisite state: 55P03, a lock not granted
+//     within Options.LockTimeout, and 55006, an object in use;
+//   - 57 operator intervention: the server shuts down or restarts, a
+//     cancelled statement (57014, also a cancelled context);
+//   - 58 system error: an I/O error of the server;
+//   - 72 snapshot failure.
+//
+// Every other class is permanent: a missing or misspelt schema (3F),
+// table, column or privilege (42), a value that does not fit (22), a
+// constraint violation (23), bad credentials (28), a missing database (3D),
+// an unsupported feature (0A), a program limit (54), a configuration or
+// trigger error (F0, P0, 38, 39), an internal error or corruption (XX):
+// retrying the same statement with the same rows fails again, so the job
+// stops with the error instead of restarting in a loop. Errors that are not
+// server errors (a refused or reset connection, a timeout) are transient.
+var transientClasses = []string{"08", "25", "40", "53", "55", "57", "58", "72"}
 
 // markPermanent marks err with [sink.Permanent] when it is a server error
 // of a permanent class or a value that cannot be encoded. Connection
@@ -25,7 +46,7 @@ func markPermanent(err error) error {
 		return err
 	}
 	var pg *pgconn.PgError
-	if errors.As(err, &pg) && len(pg.Code) == 5 && containsString(permanentClasses, pg.Code[:2]) {
+	if errors.As(err, &pg) && !containsString(transientClasses, sqlClass(pg.Code)) {
 		return sink.Permanent(err)
 	}
 	var enc *encodeError
@@ -33,6 +54,14 @@ func markPermanent(err error) error {
 		return sink.Permanent(err)
 	}
 	return err
+}
+
+// sqlClass returns the class of a SQLSTATE code: its first two characters.
+func sqlClass(code string) string {
+	if len(code) < 2 {
+		return code
+	}
+	return code[:2]
 }
 
 // describe wraps err with who and what failed, naming the table and, when
@@ -59,24 +88,39 @@ func (c *core) describe(err error, who, what string) error {
 	return c.scrub(markPermanent(fmt.Errorf("%s: %w", msg, err)))
 }
 
-// scrub removes the configured password from err's message, in case a
-// server or driver message ever echoes it.
+// scrub hides the password of the DSN wherever the DSN itself appears in
+// err's message (pgx redacts the password in its own messages, and the
+// sink never puts the DSN in one). Only the DSN's text is replaced, never
+// other occurrences of the password's text: a password that equals the
+// user or database name must not garble the message.
 func (c *core) scrub(err error) error {
-	if err == nil || c.cfg.Password == "" || !strings.Contains(err.Error(), c.cfg.Password) {
+	if err == nil || c.redactedDSN == c.opts.DSN || !strings.Contains(err.Error(), c.opts.DSN) {
 		return err
 	}
-	return scrubbed{err: err, password: c.cfg.Password}
+	return scrubbed{err: err, dsn: c.opts.DSN, redacted: c.redactedDSN}
 }
 
-// scrubbed is an error whose message hides a password; errors.Is and
-// errors.As still see the original chain.
+// scrubbed is an error whose message shows a DSN without its password;
+// errors.Is and errors.As still see the original chain.
 type scrubbed struct {
-	err      error
-	password string
+	err           error
+	dsn, redacted string
 }
 
-func (s scrubbed) Error() string { return strings.ReplaceAll(s.err.Error(), s.password, "xxxxx") }
+func (s scrubbed) Error() string { return strings.ReplaceAll(s.err.Error(), s.dsn, s.redacted) }
 func (s scrubbed) Unwrap() error { return s.err }
+
+// kvPassword finds the password of a key=value DSN, quoted or not.
+var kvPassword = regexp.MustCompile(`(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
+
+// redactDSN returns dsn with its password replaced by xxxxx, in URL or
+// key=value form.
+func redactDSN(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		return u.Redacted()
+	}
+	return kvPassword.ReplaceAllString(dsn, "${1}xxxxx")
+}
 
 // encodeError reports a record value that cannot be encoded into its
 // column's type.

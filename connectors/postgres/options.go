@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 )
 
 // CommitMode chooses how a sink makes a checkpoint's rows durable and invisible.
@@ -64,6 +65,9 @@ func (m WriteMode) String() string {
 // DefaultFlushRows is the default of [Options.FlushRows].
 const DefaultFlushRows = 10000
 
+// DefaultLockTimeout is the default of [Options.LockTimeout].
+const DefaultLockTimeout = 30 * time.Second
+
 // Column is one column of the target table.
 type Column struct {
 	// Name is the column's name, any PostgreSQL identifier (it is quoted).
@@ -115,6 +119,18 @@ type Options struct {
 	// 0 means DefaultFlushRows. Larger values use more memory; smaller ones
 	// send smaller COPY batches.
 	FlushRows int
+	// LockTimeout bounds every wait for a lock in the sink's sessions
+	// (the server's lock_timeout, set on each connection; it overrides one
+	// in the DSN). A wait that lasts longer fails the statement with a
+	// retryable error, so the job fails over instead of hanging: in
+	// Prepared mode a write that conflicts on a unique key with the
+	// previous checkpoint's still-prepared transaction would otherwise wait
+	// for ever, since the commit that releases it runs on the same task;
+	// recovery commits that transaction. 0 means DefaultLockTimeout (30s).
+	// Keep it above the longest a commit of one checkpoint takes (a second
+	// committer of the same transaction waits for the first), and above
+	// the longest DDL that other sessions run on the table.
+	LockTimeout time.Duration
 }
 
 // typeRE accepts type names such as "bigint", "double precision",
@@ -129,6 +145,9 @@ func (o *Options) validate() error {
 	}
 	if o.FlushRows == 0 {
 		o.FlushRows = DefaultFlushRows
+	}
+	if o.LockTimeout == 0 {
+		o.LockTimeout = DefaultLockTimeout
 	}
 	type check struct {
 		bad   bool
@@ -149,6 +168,8 @@ func (o *Options) validate() error {
 		{o.Write == Upsert && len(o.Key) == 0, "Key", "[]", "list the columns of the target table's primary key or unique index for Upsert"},
 		{o.Write == Append && len(o.Key) > 0, "Key", o.Key, "leave Key empty in Append mode, or set Write to Upsert"},
 		{o.FlushRows < 0, "FlushRows", o.FlushRows, fmt.Sprintf("use a positive number of rows, or 0 for the default %d", DefaultFlushRows)},
+		{o.LockTimeout < time.Millisecond, "LockTimeout", o.LockTimeout,
+			fmt.Sprintf("use a duration of at least 1ms (the server counts milliseconds), or 0 for the default %s", DefaultLockTimeout)},
 	}
 	seen := map[string]int{}
 	for i, c := range o.Columns {

@@ -91,6 +91,8 @@ const (
 	seqColumn = reservedPrefix + "seq"
 	// progressTable holds each (sink, subtask)'s committed high-water mark.
 	progressTable = reservedPrefix + "progress"
+	// ownerTable holds each sink's owner: incarnation and epoch.
+	ownerTable = reservedPrefix + "owners"
 	// gidPrefix starts the global id of every prepared transaction.
 	gidPrefix = "exactly:"
 	// committableVersion is the first byte of every committable.
@@ -130,15 +132,18 @@ func NewSink[T any](opts Options, toRow func(v T, row []any) []any) (*Sink[T], e
 // core is what writers and committers of one sink share: the connection
 // configuration and the SQL text, built once.
 type core struct {
-	opts     Options
-	cfg      *pgx.ConnConfig
-	server   string // host:port/database as user, for messages
-	target   string // quoted schema.table
-	progress string // quoted schema.progress table
-	table    string // schema.table, unquoted, for messages
-	names    []string
+	opts   Options
+	cfg    *pgx.ConnConfig
+	server string // host:port/database as user, for messages
+	// redactedDSN is Options.DSN without its password, for scrub.
+	redactedDSN string
+	target      string // quoted schema.table
+	progress    string // quoted schema.progress table
+	owners      string // quoted schema.owner table
+	table       string // schema.table, unquoted, for messages
+	names       []string
 	// SQL; the commit statement is moveHead + staging table + moveTail.
-	moveHead, moveTail, advance, markOf string
+	moveHead, moveTail, advance, markOf, ownerOf string
 }
 
 func newCore(opts Options) (*core, error) {
@@ -154,13 +159,16 @@ func newCore(opts Options) (*core, error) {
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = defaultConnectTimeout
 	}
+	cfg.RuntimeParams["lock_timeout"] = fmt.Sprintf("%dms", opts.LockTimeout.Milliseconds())
 	c := &core{
-		opts:     opts,
-		cfg:      cfg,
-		server:   fmt.Sprintf("%s:%d/%s as %s", cfg.Host, cfg.Port, cfg.Database, cfg.User),
-		target:   pgx.Identifier{opts.Schema, opts.Table}.Sanitize(),
-		progress: pgx.Identifier{opts.Schema, progressTable}.Sanitize(),
-		table:    opts.Schema + "." + opts.Table,
+		opts:        opts,
+		cfg:         cfg,
+		server:      fmt.Sprintf("%s:%d/%s as %s", cfg.Host, cfg.Port, cfg.Database, cfg.User),
+		redactedDSN: redactDSN(opts.DSN),
+		target:      pgx.Identifier{opts.Schema, opts.Table}.Sanitize(),
+		progress:    pgx.Identifier{opts.Schema, progressTable}.Sanitize(),
+		owners:      pgx.Identifier{opts.Schema, ownerTable}.Sanitize(),
+		table:       opts.Schema + "." + opts.Table,
 	}
 	for _, col := range opts.Columns {
 		c.names = append(c.names, col.Name)
@@ -184,9 +192,13 @@ func newCore(opts Options) (*core, error) {
 		c.moveTail = " ORDER BY " + keys + ", " + seqColumn + " DESC ON CONFLICT (" + keys + ") DO UPDATE SET " + strings.Join(set, ", ")
 	}
 	c.moveHead = "INSERT INTO " + c.target + " (" + cols + ") SELECT " + selected + " FROM "
-	c.advance = "INSERT INTO " + c.progress + " (sink, subtask, checkpoint) VALUES ($1, $2, $3) " +
-		"ON CONFLICT (sink, subtask) DO UPDATE SET checkpoint = greatest(" + c.progress + ".checkpoint, EXCLUDED.checkpoint)"
-	c.markOf = "SELECT checkpoint FROM " + c.progress + " WHERE sink = $1 AND subtask = $2"
+	// The mark only rises within one incarnation; a commit of another
+	// incarnation (the owner check passed: it took the sink over) replaces it.
+	c.advance = "INSERT INTO " + c.progress + " AS p (sink, subtask, checkpoint, incarnation) VALUES ($1, $2, $3, $4) " +
+		"ON CONFLICT (sink, subtask) DO UPDATE SET checkpoint = CASE WHEN p.incarnation = EXCLUDED.incarnation " +
+		"THEN greatest(p.checkpoint, EXCLUDED.checkpoint) ELSE EXCLUDED.checkpoint END, incarnation = EXCLUDED.incarnation"
+	c.markOf = "SELECT checkpoint, incarnation FROM " + c.progress + " WHERE sink = $1 AND subtask = $2"
+	c.ownerOf = "SELECT incarnation, epoch FROM " + c.owners + " WHERE sink = $1"
 	return c, nil
 }
 
@@ -215,7 +227,7 @@ func (c *core) connect(ctx context.Context) (*pgx.Conn, error) {
 // columns and, in prepared mode, the server's max_prepared_transactions. It
 // returns the type OIDs of Options.Columns and, in fenced mode, the column
 // definitions of staging tables. Subtasks run it concurrently: an advisory
-// lock serializes the DDL.
+// lock serializes the DDL (see sinkTables).
 func (c *core) setup(ctx context.Context, conn *pgx.Conn) (oids []uint32, stagingCols string, err error) {
 	if c.opts.Mode == Prepared {
 		var n int
@@ -227,7 +239,7 @@ func (c *core) setup(ctx context.Context, conn *pgx.Conn) (oids []uint32, stagin
 		}
 	}
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", reservedPrefix+c.table); err != nil {
+		if err := c.sinkTables(ctx, tx); err != nil {
 			return err
 		}
 		if c.opts.CreateTable {
@@ -242,10 +254,6 @@ func (c *core) setup(ctx context.Context, conn *pgx.Conn) (oids []uint32, stagin
 		if c.opts.Mode != Fenced {
 			return nil
 		}
-		if _, err := tx.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+c.progress+
-			" (sink text NOT NULL, subtask int NOT NULL, checkpoint bigint NOT NULL, PRIMARY KEY (sink, subtask))"); err != nil {
-			return fmt.Errorf("create the progress table: %w", err)
-		}
 		stagingCols = c.stagingColumns(types)
 		return c.checkMove(ctx, tx, stagingCols)
 	})
@@ -253,6 +261,58 @@ func (c *core) setup(ctx context.Context, conn *pgx.Conn) (oids []uint32, stagin
 		return nil, "", err
 	}
 	return oids, stagingCols, nil
+}
+
+// sinkTables creates, in tx, what every sink of Options.Schema shares: the
+// schema itself when Options.CreateTable is set, the progress table and
+// the owner table; and it adds the incarnation column to a progress table
+// of an earlier version. It first takes a transaction-level advisory lock
+// named after the schema, so that the sinks and subtasks that start at once
+// (on any table of the schema) run this DDL one after the other: CREATE
+// ... IF NOT EXISTS alone is not safe against a concurrent CREATE of the
+// same name, which fails with a unique violation in the catalog. The DDL
+// that follows the lock in setup (the target table, the probe staging
+// table) is serialized by the same lock.
+func (c *core) sinkTables(ctx context.Context, tx pgx.Tx) error {
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", reservedPrefix+"setup:"+c.opts.Schema); err != nil {
+		return fmt.Errorf("take the setup lock of schema %q: %w", c.opts.Schema, err)
+	}
+	if c.opts.CreateTable {
+		if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+quoteIdent(c.opts.Schema)); err != nil {
+			return fmt.Errorf("create schema %q: %w", c.opts.Schema, err)
+		}
+	} else {
+		var exists bool
+		if err := tx.QueryRow(ctx, "SELECT to_regnamespace($1) IS NOT NULL", quoteIdent(c.opts.Schema)).Scan(&exists); err != nil {
+			return err
+		}
+		if !exists {
+			return sink.Permanent(fmt.Errorf("schema %q does not exist (Options.Schema): create it, or set Options.CreateTable to create it with the table", c.opts.Schema))
+		}
+	}
+	if _, err := tx.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+c.progress+
+		" (sink text NOT NULL, subtask int NOT NULL, checkpoint bigint NOT NULL, incarnation text NOT NULL DEFAULT '', PRIMARY KEY (sink, subtask))"); err != nil {
+		return fmt.Errorf("create the progress table: %w", err)
+	}
+	// A progress table of an earlier version lacks the incarnation: its
+	// rows get '', the incarnation of checkpoints written before
+	// incarnations existed. ALTER TABLE locks the table exclusively even
+	// when the column exists, hence the look first.
+	var migrated bool
+	if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'incarnation' AND NOT attisdropped)",
+		c.progress).Scan(&migrated); err != nil {
+		return err
+	}
+	if !migrated {
+		if _, err := tx.Exec(ctx, "ALTER TABLE "+c.progress+" ADD COLUMN IF NOT EXISTS incarnation text NOT NULL DEFAULT ''"); err != nil {
+			return fmt.Errorf("add the incarnation column to the progress table: %w", err)
+		}
+	}
+	if _, err := tx.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+c.owners+
+		" (sink text PRIMARY KEY, incarnation text NOT NULL, epoch bigint NOT NULL)"); err != nil {
+		return fmt.Errorf("create the owner table: %w", err)
+	}
+	return nil
 }
 
 // checkMove creates a staging table in a savepoint and plans the commit

@@ -68,10 +68,41 @@ func dropTables(t testing.TB, conn *pgx.Conn, tables ...string) {
 	}
 }
 
-// freshTable drops table and the staging tables, and returns options for it.
+// testSinks are the sink names the tests use with job "test".
+var testSinks = []string{"out", "a", "b"}
+
+// testOwner owns the test sinks unless a test says otherwise.
+var testOwner = sink.Owner{Incarnation: "test-incarnation", Epoch: 1}
+
+// forgetSinks deletes the progress and owner rows that earlier runs left
+// for the test sinks on schema.table.
+func forgetSinks(t testing.TB, conn *pgx.Conn, schema, table string) {
+	t.Helper()
+	var keys []string
+	for _, name := range testSinks {
+		keys = append(keys, (&core{table: schema + "." + table}).sinkKey("test", name))
+	}
+	for _, tb := range []string{progressTable, ownerTable} {
+		q := pgx.Identifier{schema, tb}.Sanitize()
+		var exists bool
+		if err := conn.QueryRow(context.Background(), "SELECT to_regclass($1) IS NOT NULL", q).Scan(&exists); err != nil {
+			t.Fatal(err)
+		}
+		if !exists {
+			continue
+		}
+		if _, err := conn.Exec(context.Background(), "DELETE FROM "+q+" WHERE sink = ANY($1)", keys); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// freshTable drops table and the staging tables, forgets the test sinks'
+// progress and owners, and returns options for it.
 func freshTable(t testing.TB, conn *pgx.Conn, table string, mode CommitMode) Options {
 	t.Helper()
 	dropTables(t, conn, table)
+	forgetSinks(t, conn, "public", table)
 	return Options{
 		DSN:         testenv.Postgres(t),
 		Table:       table,
@@ -92,7 +123,12 @@ func newTestSink(t testing.TB, opts Options) *Sink[rec] {
 
 func newWriter(t testing.TB, s *Sink[rec], name string, subtask int) sink.Writer[rec] {
 	t.Helper()
-	w, err := s.NewWriter(context.Background(), sink.WriterInfo{Job: "test", Sink: name, Subtask: subtask, Parallelism: subtask + 1})
+	return newOwnedWriter(t, s, name, subtask, testOwner)
+}
+
+func newOwnedWriter(t testing.TB, s *Sink[rec], name string, subtask int, owner sink.Owner) sink.Writer[rec] {
+	t.Helper()
+	w, err := s.NewWriter(context.Background(), sink.WriterInfo{Job: "test", Sink: name, Subtask: subtask, Parallelism: subtask + 1, Owner: owner})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,9 +136,21 @@ func newWriter(t testing.TB, s *Sink[rec], name string, subtask int) sink.Writer
 	return w
 }
 
+// newCommitter returns a committer of testOwner, fenced as the engine does
+// on a fresh start.
 func newCommitter(t testing.TB, s *Sink[rec], name string) sink.Committer {
 	t.Helper()
-	c, err := s.NewCommitter(context.Background(), sink.CommitterInfo{Job: "test", Sink: name})
+	c := openCommitter(t, s, sink.CommitterInfo{Job: "test", Sink: name, Owner: testOwner})
+	if err := c.Fence(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// openCommitter returns an unfenced committer.
+func openCommitter(t testing.TB, s *Sink[rec], info sink.CommitterInfo) sink.Committer {
+	t.Helper()
+	c, err := s.NewCommitter(context.Background(), info)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +186,7 @@ func writePrepare(t testing.TB, w sink.Writer[rec], subtask int, cp uint64, batc
 	if err != nil || data == nil {
 		t.Fatalf("Prepare(%d) = %x, %v", cp, data, err)
 	}
-	return sink.Committable{CheckpointID: cp, Subtask: subtask, Data: data}
+	return sink.Committable{CheckpointID: cp, Subtask: subtask, Incarnation: testOwner.Incarnation, Data: data}
 }
 
 func ints(t testing.TB, conn *pgx.Conn, q string, args ...any) []int64 {
@@ -523,7 +571,7 @@ func TestBadInputErrors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = c.Commit(ctx, sink.Committable{CheckpointID: 8, Data: data})
+			err = c.Commit(ctx, sink.Committable{CheckpointID: 8, Incarnation: testOwner.Incarnation, Data: data})
 			expect(t, err, true, "table public.bad_input", `constraint "id_small"`, "commit checkpoint 8")
 			// The rows stay staged for a retry after the table is fixed.
 			if staged, _ := leftovers(t, conn, "test", "bad_input", "out"); staged != 5 {
@@ -532,7 +580,7 @@ func TestBadInputErrors(t *testing.T) {
 			if _, err := conn.Exec(ctx, "ALTER TABLE bad_input DROP CONSTRAINT id_small"); err != nil {
 				t.Fatal(err)
 			}
-			if err := c.Commit(ctx, sink.Committable{CheckpointID: 8, Data: data}); err != nil {
+			if err := c.Commit(ctx, sink.Committable{CheckpointID: 8, Incarnation: testOwner.Incarnation, Data: data}); err != nil {
 				t.Fatal(err)
 			}
 			if got := ids(t, conn, "bad_input"); !slices.Equal(got, want(0, 5)) {

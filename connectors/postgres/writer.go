@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 
 	"github.com/exactlyonce/exactly/sink"
 	"github.com/jackc/pgx/v5"
@@ -70,7 +71,7 @@ func (w *writer[T]) Write(ctx context.Context, batch []T) error {
 		}
 		if len(w.src.rows) >= w.s.core.opts.FlushRows*n {
 			if err := w.flush(ctx); err != nil {
-				return w.s.core.describe(err, w.who, w.openCheckpoint())
+				return w.s.core.describe(w.explainLockTimeout(ctx, err), w.who, w.openCheckpoint())
 			}
 		}
 	}
@@ -136,7 +137,7 @@ func (w *writer[T]) Prepare(ctx context.Context, checkpointID uint64) ([]byte, e
 	}
 	c, err := w.prepare(ctx, checkpointID)
 	if err != nil {
-		return nil, w.s.core.describe(err, w.who, what)
+		return nil, w.s.core.describe(w.explainLockTimeout(ctx, err), w.who, what)
 	}
 	w.open, w.last = false, checkpointID
 	return c.encode(), nil
@@ -171,6 +172,50 @@ func (w *writer[T]) prepare(ctx context.Context, cp uint64) (committable, error)
 		return c, fmt.Errorf("%s ended with %q: the server rolled the transaction back", stmt, tag.String())
 	}
 	return c, nil
+}
+
+// explainLockTimeout adds the likely cause to a statement that waited
+// longer than Options.LockTimeout for a lock. The failed statement aborted
+// the open transaction (the writer cannot go on after an error anyway):
+// the writer rolls it back, which also releases its locks, and asks the
+// server which prepared transactions hold locks on the table. In Prepared
+// mode the usual one is the sink's own transaction of the previous
+// checkpoint, holding the row lock of a unique key written again; the
+// error stays retryable, and the failover's recovery commits it.
+func (w *writer[T]) explainLockTimeout(ctx context.Context, err error) error {
+	if !isLockTimeout(err) {
+		return err
+	}
+	c := w.s.core
+	cause := fmt.Sprintf("another session holds a conflicting lock on table %s: find it in pg_locks, or raise Options.LockTimeout", c.table)
+	if w.open {
+		if _, rerr := w.conn.Exec(ctx, "ROLLBACK"); rerr == nil {
+			w.open = false
+			if gids := w.lockingPrepared(ctx); len(gids) > 0 {
+				cause = fmt.Sprintf("prepared transactions %s hold locks on table %s, most likely the row lock of a unique key that this transaction writes again "+
+					"(a prepared transaction keeps its locks until COMMIT PREPARED, which runs after its checkpoint completes): the job fails over and recovery commits them; "+
+					"if this recurs, the job writes a unique key that an earlier checkpoint wrote too, and recovery then stops at the unique violation", strings.Join(gids, ", "), c.table)
+			}
+		}
+	}
+	return fmt.Errorf("waited longer than Options.LockTimeout (%s) for a lock: %s: %w", c.opts.LockTimeout, cause, err)
+}
+
+// lockingPrepared returns the quoted global ids of the sink's prepared
+// transactions and of other prepared transactions that hold a lock on the
+// target table, oldest first; nil if the server cannot tell.
+func (w *writer[T]) lockingPrepared(ctx context.Context) []string {
+	rows, err := w.conn.Query(ctx, `SELECT quote_literal(gid) FROM pg_prepared_xacts p WHERE database = current_database() AND (starts_with(gid, $1)
+		OR EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid IS NULL AND l.relation = to_regclass($2) AND l.virtualtransaction = '-1/' || p.transaction::text))
+		ORDER BY prepared`, gidPrefix+w.key+":", w.s.core.target)
+	if err != nil {
+		return nil
+	}
+	gids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil
+	}
+	return gids
 }
 
 // Close closes the connection, which makes the server roll back an open,

@@ -1,0 +1,153 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/exactlyonce/exactly/sink"
+)
+
+// committerOf returns a committer of owner for sink name, fenced with
+// restored (as the engine does on start) unless restored is negative.
+func committerOf(t *testing.T, s *Sink[rec], name string, owner sink.Owner, takeOver bool, restored int64) sink.Committer {
+	t.Helper()
+	c := openCommitter(t, s, sink.CommitterInfo{Job: "test", Sink: name, Owner: owner, TakeOver: takeOver})
+	if restored >= 0 {
+		if err := c.Fence(context.Background(), uint64(restored)); err != nil {
+			t.Fatalf("Fence as %s: %v", owner, err)
+		}
+	}
+	return c
+}
+
+// TestZombieIsFenced (issue 10, case 6): the committer of epoch 1 keeps
+// running after a process of epoch 2 fenced the sink. It can neither
+// commit nor abort, and its prepared data is left for the new owner, which
+// commits it.
+func TestZombieIsFenced(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			ctx := context.Background()
+			conn := db(t)
+			table := "zombie_" + mode.String()
+			s := newTestSink(t, freshTable(t, conn, table, mode))
+			old, current := testOwner, sink.Owner{Incarnation: testOwner.Incarnation, Epoch: testOwner.Epoch + 1}
+			zombie := committerOf(t, s, "out", old, false, 0)
+			cm := writePrepare(t, newOwnedWriter(t, s, "out", 0, old), 0, 1, recs(0, 3))
+			successor := committerOf(t, s, "out", current, false, 1)
+
+			err := zombie.Commit(ctx, cm)
+			t.Logf("zombie Commit: %v", err)
+			if !errors.Is(err, sink.ErrFenced) || !strings.Contains(err.Error(), current.String()) || !strings.Contains(err.Error(), old.String()) {
+				t.Errorf("zombie Commit = %v, want an error wrapping sink.ErrFenced naming both owners", err)
+			}
+			if got := ids(t, conn, table); len(got) != 0 {
+				t.Fatalf("the zombie's Commit made rows visible: %v", got)
+			}
+			if err := zombie.Abort(ctx, cm); !errors.Is(err, sink.ErrFenced) {
+				t.Errorf("zombie Abort = %v, want sink.ErrFenced", err)
+			}
+			if err := zombie.AbortLingering(ctx, 0); !errors.Is(err, sink.ErrFenced) {
+				t.Errorf("zombie AbortLingering = %v, want sink.ErrFenced", err)
+			}
+			if err := zombie.Fence(ctx, 0); !errors.Is(err, sink.ErrFenced) {
+				t.Errorf("zombie Fence = %v, want sink.ErrFenced", err)
+			}
+			if staged, prepared := leftovers(t, conn, "test", table, "out"); staged+prepared == 0 {
+				t.Fatal("the zombie removed the prepared transaction")
+			}
+			// The new owner restores checkpoint 1 and commits it.
+			if err := successor.Fence(ctx, 1); err != nil {
+				t.Fatalf("second Fence of the same owner: %v", err)
+			}
+			if err := successor.Commit(ctx, cm); err != nil {
+				t.Fatal(err)
+			}
+			if got := ids(t, conn, table); !slices.Equal(got, want(0, 3)) {
+				t.Fatalf("after the new owner's Commit: %v", got)
+			}
+		})
+	}
+}
+
+// TestForeignProgress (issue 10, case 2): a job rerun with empty checkpoint
+// storage (a new incarnation) over a table that holds another incarnation's
+// progress stops at Fence, unless it takes the sink over on purpose or
+// restores a checkpoint.
+func TestForeignProgress(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			ctx := context.Background()
+			conn := db(t)
+			table := "foreign_" + mode.String()
+			s := newTestSink(t, freshTable(t, conn, table, mode))
+			first := committerOf(t, s, "out", testOwner, false, 0)
+			w := newWriter(t, s, "out", 0)
+			for cp := uint64(1); cp <= 2; cp++ {
+				if err := first.Commit(ctx, writePrepare(t, w, 0, cp, recs(int64(cp)*10, int64(cp)*10+2))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rerun := sink.Owner{Incarnation: "rerun-incarnation", Epoch: 1}
+			err := committerOf(t, s, "out", rerun, false, -1).Fence(ctx, 0)
+			if !errors.Is(err, sink.ErrForeignProgress) {
+				t.Fatalf("Fence of a fresh rerun = %v, want sink.ErrForeignProgress", err)
+			}
+			t.Logf("Fence of a fresh rerun: %v", err)
+			for _, part := range []string{`job "test"`, `sink "out"`, testOwner.Incarnation, rerun.Incarnation, "checkpoint 2", "TakeOverSinks", "checkpoint directory"} {
+				if !strings.Contains(err.Error(), part) {
+					t.Errorf("error %q does not name %q", err, part)
+				}
+			}
+			// Restored from a checkpoint (a savepoint of the other
+			// incarnation), or told to take over, the rerun owns the sink.
+			committerOf(t, s, "out", rerun, false, 2)
+			taker := sink.Owner{Incarnation: "third-incarnation", Epoch: 1}
+			c := committerOf(t, s, "out", taker, true, 0)
+			cm := writePrepare(t, newOwnedWriter(t, s, "out", 0, taker), 0, 1, recs(100, 102))
+			cm.Incarnation = taker.Incarnation
+			if err := c.Commit(ctx, cm); err != nil {
+				t.Fatal(err)
+			}
+			if got, w := ids(t, conn, table), slices.Concat(want(10, 12), want(20, 22), want(100, 102)); !slices.Equal(got, w) {
+				t.Fatalf("table %v, want %v", got, w)
+			}
+			if err := first.Commit(ctx, writePrepare(t, w, 0, 3, recs(30, 32))); !errors.Is(err, sink.ErrFenced) {
+				t.Fatalf("Commit by the first incarnation after the take-over = %v, want sink.ErrFenced", err)
+			}
+		})
+	}
+}
+
+// TestRerunLostStagingIsNotCommitted (issue 10, case 2): after a rerun
+// whose checkpoint ids restart at 1, a staging table that is gone must not
+// read as committed because the mark of the earlier run is higher.
+func TestRerunLostStagingIsNotCommitted(t *testing.T) {
+	ctx := context.Background()
+	conn := db(t)
+	table := "rerun_lost"
+	s := newTestSink(t, freshTable(t, conn, table, Fenced))
+	first := committerOf(t, s, "out", testOwner, false, 0)
+	w := newWriter(t, s, "out", 0)
+	for cp := uint64(1); cp <= 3; cp++ {
+		if err := first.Commit(ctx, writePrepare(t, w, 0, cp, recs(int64(cp)*10, int64(cp)*10+2))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rerun := sink.Owner{Incarnation: "rerun-incarnation", Epoch: 1}
+	c := committerOf(t, s, "out", rerun, true, 0)
+	cm := writePrepare(t, newOwnedWriter(t, s, "out", 0, rerun), 0, 1, recs(100, 102))
+	cm.Incarnation = rerun.Incarnation
+	dropTables(t, conn) // someone drops the staging table
+	err := c.Commit(ctx, cm)
+	t.Logf("Commit: %v", err)
+	if !sink.IsPermanent(err) || !strings.Contains(err.Error(), testOwner.Incarnation) || !strings.Contains(err.Error(), rerun.Incarnation) {
+		t.Fatalf("Commit of a lost staging table after a rerun = %v, want a permanent error naming both incarnations", err)
+	}
+	if got := ids(t, conn, table); !slices.Equal(got, slices.Concat(want(10, 12), want(20, 22), want(30, 32))) {
+		t.Fatalf("table %v", got)
+	}
+}

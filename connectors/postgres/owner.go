@@ -1,0 +1,187 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/exactlyonce/exactly/sink"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Ownership. The owner table holds one row per sink key: the incarnation
+// and epoch of the owner ([sink.Owner]) that fenced the sink last. Two
+// locks make "the owner is still mine" true while a committer makes data
+// visible or removes prepared data:
+//
+//   - Fenced mode commits in one transaction, which reads the owner row
+//     FOR SHARE before it moves anything. Fence updates the row, so it
+//     waits until commits in flight end, and a commit that starts after
+//     Fence sees the new owner.
+//   - COMMIT PREPARED and ROLLBACK PREPARED cannot run inside a
+//     transaction block, so a row lock cannot cover them. Instead the
+//     committer holds the sink's owner lock, a session-level advisory lock
+//     in shared mode, from before it reads the owner row until after the
+//     statement; Fence takes the same lock in exclusive mode (for its
+//     transaction) before it reads and writes the row. So Fence waits for
+//     every check-then-act in flight, and every later check sees its
+//     write. Abort and AbortLingering, in both modes, work the same way. If
+//     the committer's session dies while it holds the lock, the server
+//     releases it; if the committer's process is paused while holding it,
+//     Fence's wait ends after Options.LockTimeout with a retryable error.
+//
+// The owner lock's keys are the two halves of the sink key, in the
+// two-integer key space of advisory locks, apart from the one-bigint space
+// of the setup lock.
+
+// querier is what reads the owner row: a connection or a transaction.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// ownerLockKeys returns the keys of the sink's owner lock.
+func (m *committer) ownerLockKeys() (int32, int32) {
+	v, _ := strconv.ParseUint(m.key, 16, 64) // the sink key is 16 hex digits
+	return int32(v >> 32), int32(v)
+}
+
+// Fence makes the committer's owner the sink's owner; see the comment
+// above and [sink.Committer.Fence]. In its own transaction first, it
+// creates the schema's shared tables, which a committer may need before
+// any writer of the sink ran.
+func (m *committer) Fence(ctx context.Context, restoredCheckpointID uint64) error {
+	conn, err := m.connection(ctx)
+	if err == nil {
+		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error { return m.c.sinkTables(ctx, tx) })
+	}
+	if err == nil {
+		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error { return m.fence(ctx, tx, restoredCheckpointID) })
+	}
+	if err != nil {
+		m.drop()
+		return m.c.describe(err, m.who, fmt.Sprintf("fence earlier owners as owner %s (restored checkpoint %d)", m.owner, restoredCheckpointID))
+	}
+	return nil
+}
+
+func (m *committer) fence(ctx context.Context, tx pgx.Tx, restored uint64) error {
+	k1, k2 := m.ownerLockKeys()
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, $2)", k1, k2); err != nil {
+		if isLockTimeout(err) {
+			return fmt.Errorf("waited longer than Options.LockTimeout (%s) for the sink's owner lock, which a committer holds while it commits or aborts "+
+				"(perhaps a paused process of an earlier owner): the job retries; if it recurs, find the session holding the advisory lock (%d, %d) in pg_locks: %w",
+				m.c.opts.LockTimeout, k1, k2, err)
+		}
+		return fmt.Errorf("take the owner lock: %w", err)
+	}
+	cur, found, err := m.readOwner(ctx, tx, " FOR UPDATE")
+	if err != nil {
+		return err
+	}
+	if found && cur.Incarnation == m.owner.Incarnation && cur.Epoch > m.owner.Epoch {
+		return m.fencedError(cur)
+	}
+	if restored == 0 && !m.takeOver && (!found || cur.Incarnation != m.owner.Incarnation) {
+		var (
+			inc  string
+			mark int64
+		)
+		err := tx.QueryRow(ctx, "SELECT incarnation, checkpoint FROM "+m.c.progress+" WHERE sink = $1 AND incarnation <> $2 ORDER BY checkpoint DESC LIMIT 1",
+			m.key, m.owner.Incarnation).Scan(&inc, &mark)
+		if err == nil {
+			return fmt.Errorf("the table holds the committed progress of incarnation %s of the job, up to checkpoint %d, and this run, incarnation %s, starts without a checkpoint, so its checkpoint ids restart at 1: "+
+				"to continue that run, restore the job's checkpoint directory (or start from one of its savepoints); to rerun the job into the same table on purpose (the rows already there stay), set stream.Options.TakeOverSinks: %w",
+				incarnationText(inc), mark, incarnationText(m.owner.Incarnation), sink.ErrForeignProgress)
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+	}
+	if _, err := tx.Exec(ctx, "INSERT INTO "+m.c.owners+" AS o (sink, incarnation, epoch) VALUES ($1, $2, $3) "+
+		"ON CONFLICT (sink) DO UPDATE SET incarnation = EXCLUDED.incarnation, epoch = EXCLUDED.epoch",
+		m.key, m.owner.Incarnation, int64(m.owner.Epoch)); err != nil {
+		return fmt.Errorf("record the owner: %w", err)
+	}
+	if found && cur != m.owner {
+		m.log.Info("postgres: fenced the sink's earlier owner", "table", m.c.table, "earlier_owner", cur.String(), "owner", m.owner.String())
+	}
+	return nil
+}
+
+// asOwner runs f holding the owner lock in shared mode, after checking
+// that the committer's owner owns the sink. The caller drops the
+// connection when asOwner fails, which releases the lock if the unlock did
+// not run.
+func (m *committer) asOwner(ctx context.Context, conn *pgx.Conn, f func() error) error {
+	k1, k2 := m.ownerLockKeys()
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock_shared($1, $2)", k1, k2); err != nil {
+		return fmt.Errorf("take the owner lock: %w", err)
+	}
+	err := m.checkOwner(ctx, conn, "")
+	if err == nil {
+		err = f()
+	}
+	if _, uerr := conn.Exec(ctx, "SELECT pg_advisory_unlock_shared($1, $2)", k1, k2); uerr != nil && err == nil {
+		err = fmt.Errorf("release the owner lock: %w", uerr)
+	}
+	return err
+}
+
+// checkOwner fails unless the sink's owner row records the committer's
+// owner. lock is appended to the query (" FOR SHARE" inside a commit
+// transaction).
+func (m *committer) checkOwner(ctx context.Context, q querier, lock string) error {
+	cur, found, err := m.readOwner(ctx, q, lock)
+	switch {
+	case err != nil:
+		return err
+	case !found:
+		return sink.Permanent(fmt.Errorf("the sink records no owner, and this committer's owner is %s: Fence must run before Commit, Abort and AbortLingering (or someone deleted the sink's row of %s)",
+			m.owner, m.c.owners))
+	case cur != m.owner:
+		return m.fencedError(cur)
+	}
+	return nil
+}
+
+// readOwner reads the sink's owner row.
+func (m *committer) readOwner(ctx context.Context, q querier, lock string) (sink.Owner, bool, error) {
+	var (
+		o     sink.Owner
+		epoch int64
+	)
+	err := q.QueryRow(ctx, m.c.ownerOf+lock, m.key).Scan(&o.Incarnation, &epoch)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return o, false, nil
+	}
+	if err != nil {
+		return o, false, fmt.Errorf("read the sink's owner: %w", err)
+	}
+	if epoch < 0 {
+		return o, false, sink.Permanent(fmt.Errorf("the sink's owner row in %s has epoch %d, which is out of range", m.c.owners, epoch))
+	}
+	o.Epoch = uint64(epoch)
+	return o, true, nil
+}
+
+// fencedError reports that owner cur, not the committer's, owns the sink.
+func (m *committer) fencedError(cur sink.Owner) error {
+	return fmt.Errorf("the sink's owner (incarnation/epoch) is %s, not this committer's %s: another process took the job over, and this one must stop: %w",
+		cur, m.owner, sink.ErrFenced)
+}
+
+// incarnationText names an incarnation in messages.
+func incarnationText(inc string) string {
+	if inc == "" {
+		return `"" (written before incarnations existed)`
+	}
+	return strconv.Quote(inc)
+}
+
+// isLockTimeout reports "canceling statement due to lock timeout".
+func isLockTimeout(err error) bool {
+	var pg *pgconn.PgError
+	return errors.As(err, &pg) && pg.Code == "55P03"
+}
