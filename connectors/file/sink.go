@@ -28,8 +28,10 @@ const (
 	// writeBufferSize is how many encoded bytes a writer buffers before it
 	// writes them to its in-progress file.
 	writeBufferSize = 64 << 10
-	// maxEscapedSinkLen keeps file names well under the usual 255-byte limit.
-	maxEscapedSinkLen = 160
+	// maxEscapedSinkLen and maxEscapedIncarnationLen keep file names well
+	// under the usual 255-byte limit.
+	maxEscapedSinkLen        = 160
+	maxEscapedIncarnationLen = 48
 )
 
 // SinkOptions configures a file [Sink].
@@ -68,9 +70,19 @@ func (o *SinkOptions) validate() error {
 // ".{prefix}-{sink}-{subtask}-{token}.inprogress", created on the first
 // Write after a Prepare. Prepare fsyncs it and renames it to the hidden
 // ".{prefix}-{sink}-{subtask}-{checkpoint}.pending"; Commit renames that to
-// the visible "{prefix}-{sink}-{subtask:04d}-{checkpoint:020d}{suffix}".
-// {sink} is the sink's name with every byte other than letters, digits and
-// '_' escaped as %XX. Every rename is followed by an fsync of the directory.
+// the visible "{prefix}-{sink}-{incarnation}-{subtask:04d}-{checkpoint:020d}{suffix}".
+// {sink} is the sink's name and {incarnation} the job's incarnation
+// ([sink.Owner]), with every byte other than letters, digits and '_'
+// escaped as %XX; a writer without an incarnation (checkpoints written
+// before incarnations existed) leaves out "{incarnation}-". Every rename is
+// followed by an fsync of the directory.
+//
+// The final name carries the incarnation because Commit concludes
+// "committed before" from the final file's existence: checkpoint ids
+// restart at 1 when the job is rerun with new checkpoint storage, and the
+// rerun's checkpoint 1 must not be mistaken for the earlier run's. The
+// sink's owner is recorded in a hidden owner file, checked under a lock by
+// every commit (see sink_owner.go and docs/sinks.md).
 //
 // Readers of dir must ignore hidden files (names starting with '.').
 type Sink[T any] struct {
@@ -110,6 +122,13 @@ func (s *Sink[T]) NewWriter(_ context.Context, info sink.WriterInfo) (sink.Write
 	if info.Subtask < 0 {
 		return nil, fmt.Errorf("file: sink %q: subtask is %d: subtask indices start at 0", info.Sink, info.Subtask)
 	}
+	finalStem := strings.TrimPrefix(base, ".")
+	if inc := escapeName(info.Owner.Incarnation); inc != "" {
+		if len(inc) > maxEscapedIncarnationLen {
+			return nil, fmt.Errorf("file: sink %q: the job's incarnation %q is %d bytes once escaped for file names: use checkpoint storage whose incarnation id is under %d bytes", info.Sink, info.Owner.Incarnation, len(inc), maxEscapedIncarnationLen)
+		}
+		finalStem += inc + "-"
+	}
 	var token [8]byte
 	if _, err := rand.Read(token[:]); err != nil {
 		return nil, fmt.Errorf("file: sink %q: draw an attempt token: %w", info.Sink, err)
@@ -119,8 +138,10 @@ func (s *Sink[T]) NewWriter(_ context.Context, info sink.WriterInfo) (sink.Write
 		s:          s,
 		sinkName:   info.Sink,
 		subtask:    info.Subtask,
+		owner:      info.Owner,
+		ownerFile:  newOwnerFile(s.dir, info.Sink, base),
 		stem:       stem,
-		finalStem:  strings.TrimPrefix(base, ".") + fmt.Sprintf("%04d-", info.Subtask),
+		finalStem:  finalStem + fmt.Sprintf("%04d-", info.Subtask),
 		inProgress: filepath.Join(s.dir, stem+hex.EncodeToString(token[:])+inProgressExt),
 	}, nil
 }
@@ -131,7 +152,7 @@ func (s *Sink[T]) NewCommitter(_ context.Context, info sink.CommitterInfo) (sink
 	if err != nil {
 		return nil, err
 	}
-	return &committer{dir: s.dir, sinkName: info.Sink, base: base}, nil
+	return &committer{dir: s.dir, info: info, base: base, suffix: s.opts.Suffix, ownerFile: newOwnerFile(s.dir, info.Sink, base)}, nil
 }
 
 // baseName returns ".{prefix}-{escaped sink}-", the start of every hidden
@@ -168,8 +189,10 @@ type writer[T any] struct {
 	s          *Sink[T]
 	sinkName   string
 	subtask    int
+	owner      sink.Owner
+	ownerFile  ownerFile
 	stem       string // ".{prefix}-{sink}-{subtask}-"
-	finalStem  string // "{prefix}-{sink}-{subtask:04d}-"
+	finalStem  string // "{prefix}-{sink}-[{incarnation}-]{subtask:04d}-"
 	inProgress string // path of the in-progress file
 	f          *os.File
 	buf        []byte // encoded records not yet written to f
@@ -223,7 +246,9 @@ type committable struct {
 }
 
 // Prepare makes the records written since the last Prepare durable in a
-// pending file and returns its committable, or nil when there are none.
+// pending file and returns its committable, or nil when there are none. A
+// fenced writer's Prepare removes its in-progress file and fails: its
+// pending file could take the name of a new owner's.
 func (w *writer[T]) Prepare(_ context.Context, checkpointID uint64) ([]byte, error) {
 	if !w.dirty {
 		return nil, nil
@@ -241,10 +266,17 @@ func (w *writer[T]) Prepare(_ context.Context, checkpointID uint64) ([]byte, err
 	}
 	w.f = nil
 	if err == nil {
-		err = os.Rename(w.inProgress, filepath.Join(w.s.dir, c.Pending))
+		err = w.ownerFile.whileOwner(w.owner, func() error {
+			if err := os.Rename(w.inProgress, filepath.Join(w.s.dir, c.Pending)); err != nil {
+				return err
+			}
+			return syncDir(w.s.dir)
+		})
 	}
-	if err == nil {
-		err = syncDir(w.s.dir)
+	if errors.Is(err, sink.ErrFenced) {
+		if rerr := os.Remove(w.inProgress); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			err = errors.Join(err, rerr)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("file: sink %q subtask %d: prepare checkpoint %d: %w", w.sinkName, w.subtask, checkpointID, err)
@@ -268,9 +300,11 @@ func (w *writer[T]) Close() error {
 
 // committer commits and aborts the pending files of one sink.
 type committer struct {
-	dir      string
-	sinkName string
-	base     string // ".{prefix}-{sink}-"
+	dir       string
+	info      sink.CommitterInfo
+	base      string // ".{prefix}-{sink}-"
+	suffix    string // of final file names
+	ownerFile ownerFile
 }
 
 // decode parses and checks c.Data. A malformed committable is permanent.
@@ -283,77 +317,130 @@ func (c *committer) decode(cm sink.Committable) (pending, final string, err erro
 		}
 	}
 	if err != nil {
-		return "", "", sink.Permanent(fmt.Errorf("file: sink %q: committable of checkpoint %d subtask %d is malformed (%q): the checkpoint is corrupt or was written by another sink: %w", c.sinkName, cm.CheckpointID, cm.Subtask, cm.Data, err))
+		return "", "", sink.Permanent(fmt.Errorf("file: sink %q: committable of checkpoint %d subtask %d is malformed (%q): the checkpoint is corrupt or was written by another sink: %w", c.info.Sink, cm.CheckpointID, cm.Subtask, cm.Data, err))
 	}
 	return filepath.Join(c.dir, d.Pending), filepath.Join(c.dir, d.Final), nil
 }
 
-// Commit renames the pending file to its final name. It succeeds without
-// change when the final file exists and the pending one does not.
+// Commit renames the pending file to its final name, while the owner file
+// names this committer's owner. It succeeds without change when the final
+// file exists and the pending one does not.
 func (c *committer) Commit(_ context.Context, cm sink.Committable) error {
 	pending, final, err := c.decode(cm)
 	if err != nil {
 		return err
 	}
-	wrap := func(err error) error {
-		return fmt.Errorf("file: sink %q: commit checkpoint %d subtask %d: %w", c.sinkName, cm.CheckpointID, cm.Subtask, err)
-	}
-	pendingOK, err := exists(pending)
-	if err != nil {
-		return wrap(err)
-	}
-	finalOK, err := exists(final)
-	if err != nil {
-		return wrap(err)
-	}
-	switch {
-	case pendingOK && finalOK:
-		return sink.Permanent(wrap(fmt.Errorf("both %s and %s exist: committing would overwrite committed output (were checkpoint ids reused, e.g. a job restored from an old savepoint into a used directory?); move one of them aside and restart", pending, final)))
-	case pendingOK:
-		if err := os.Rename(pending, final); err != nil {
-			return wrap(err)
-		}
-	case !finalOK:
-		return sink.Permanent(wrap(fmt.Errorf("neither the pending file %s nor the final file %s exists: the prepared data is gone and the output misses its records; find out what removed it, then rerun the job from an earlier savepoint", pending, final)))
-	}
-	// Sync even when only the final file exists: an earlier Commit may have
-	// crashed between its rename and its fsync.
-	if err := syncDir(c.dir); err != nil {
-		return wrap(err)
+	if err := c.ownerFile.whileOwner(c.info.Owner, func() error { return commitFile(c.dir, pending, final) }); err != nil {
+		return fmt.Errorf("file: sink %q: commit checkpoint %d subtask %d: %w", c.info.Sink, cm.CheckpointID, cm.Subtask, err)
 	}
 	return nil
 }
 
-// Abort removes the pending file, if present.
+// commitFile renames pending to final in dir and fsyncs dir, or recognises
+// a finished commit.
+func commitFile(dir, pending, final string) error {
+	pendingOK, err := exists(pending)
+	if err != nil {
+		return err
+	}
+	finalOK, err := exists(final)
+	if err != nil {
+		return err
+	}
+	switch {
+	case pendingOK && finalOK:
+		return sink.Permanent(fmt.Errorf("both %s and %s exist: committing would overwrite committed output (were checkpoint ids reused, e.g. a job restored from an old savepoint into a used directory?); move one of them aside and restart", pending, final))
+	case pendingOK:
+		if err := os.Rename(pending, final); err != nil {
+			return err
+		}
+	case !finalOK:
+		return sink.Permanent(fmt.Errorf("neither the pending file %s nor the final file %s exists: the prepared data is gone and the output misses its records; find out what removed it, then rerun the job from an earlier savepoint", pending, final))
+	}
+	// Sync even when only the final file exists: an earlier Commit may have
+	// crashed between its rename and its fsync.
+	return syncDir(dir)
+}
+
+// Abort removes the pending file, if present, while the owner file names
+// this committer's owner.
 func (c *committer) Abort(_ context.Context, cm sink.Committable) error {
 	pending, _, err := c.decode(cm)
 	if err != nil {
 		return err
 	}
-	if err := removeAndSync(c.dir, []string{pending}); err != nil {
-		return fmt.Errorf("file: sink %q: abort checkpoint %d subtask %d: %w", c.sinkName, cm.CheckpointID, cm.Subtask, err)
+	if err := c.ownerFile.whileOwner(c.info.Owner, func() error { return removeAndSync(c.dir, []string{pending}) }); err != nil {
+		return fmt.Errorf("file: sink %q: abort checkpoint %d subtask %d: %w", c.info.Sink, cm.CheckpointID, cm.Subtask, err)
 	}
 	return nil
 }
 
-// Fence is not implemented yet for this sink (issue 10, in progress).
-func (c *committer) Fence(context.Context, uint64) error { return nil }
+// Fence records the committer's owner in the sink's owner file; see
+// sink_owner.go and [sink.Committer].
+func (c *committer) Fence(_ context.Context, restoredCheckpointID uint64) error {
+	me := c.info.Owner
+	err := c.ownerFile.locked(func() error {
+		rec, found, err := c.ownerFile.read()
+		switch {
+		case err != nil:
+			return err
+		case found && rec == me:
+			return nil
+		case found && rec.Incarnation == me.Incarnation && rec.Epoch > me.Epoch:
+			return fmt.Errorf("the owner file %s names %s, newer than this process's %s: another process took the job over, and this one must stop: %w", c.ownerFile.path, rec, me, sink.ErrFenced)
+		case found && rec.Incarnation == me.Incarnation, restoredCheckpointID > 0, c.info.TakeOver:
+			// An older epoch, or a takeover: record the new owner.
+		default:
+			// A fresh start over a sink not yet owned by this incarnation.
+			if err := c.checkNoForeignFinal(me.Incarnation); err != nil {
+				return err
+			}
+		}
+		return c.ownerFile.write(me)
+	})
+	if err != nil {
+		return fmt.Errorf("file: sink %q: fence as %s after restoring checkpoint %d: %w", c.info.Sink, me, restoredCheckpointID, err)
+	}
+	return nil
+}
+
+// checkNoForeignFinal fails with an error wrapping
+// [sink.ErrForeignProgress] when the directory holds a committed file of
+// the sink from an incarnation other than inc.
+func (c *committer) checkNoForeignFinal(inc string) error {
+	f, found, err := newestForeignFinal(c.dir, strings.TrimPrefix(c.base, "."), c.suffix, escapeName(inc))
+	if err != nil || !found {
+		return err
+	}
+	of := fmt.Sprintf("incarnation %q", f.incarnation)
+	if f.incarnation == "" {
+		of = "a run from before incarnations existed"
+	}
+	return fmt.Errorf("job %q starts without a checkpoint as incarnation %q, but %s already holds the committed output of %s up to checkpoint %d (%s): "+
+		"rerunning from scratch would write that output again; restore the job's checkpoint directory to continue that run, "+
+		"or set stream.Options.TakeOverSinks to rerun into the same output on purpose: %w",
+		c.info.Job, inc, c.dir, of, f.checkpoint, f.name, sink.ErrForeignProgress)
+}
 
 // AbortLingering removes every in-progress and pending file of this sink,
-// of any subtask. Final files and other sinks' files are kept.
+// of any subtask, while the owner file names this committer's owner. Final
+// files and other sinks' files are kept.
 func (c *committer) AbortLingering(_ context.Context, restoredCheckpointID uint64) error {
-	entries, err := os.ReadDir(c.dir)
-	if err == nil {
+	err := c.ownerFile.whileOwner(c.info.Owner, func() error {
+		entries, err := os.ReadDir(c.dir)
+		if err != nil {
+			return err
+		}
 		var doomed []string
 		for _, e := range entries {
 			if c.lingering(e.Name()) {
 				doomed = append(doomed, filepath.Join(c.dir, e.Name()))
 			}
 		}
-		err = removeAndSync(c.dir, doomed)
-	}
+		return removeAndSync(c.dir, doomed)
+	})
 	if err != nil {
-		return fmt.Errorf("file: sink %q: abort lingering files after restoring checkpoint %d: %w", c.sinkName, restoredCheckpointID, err)
+		return fmt.Errorf("file: sink %q: abort lingering files after restoring checkpoint %d: %w", c.info.Sink, restoredCheckpointID, err)
 	}
 	return nil
 }
