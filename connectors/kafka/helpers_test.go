@@ -43,6 +43,59 @@ func createTopic(t testing.TB, adm *kadm.Client, name string, partitions int32) 
 	if err != nil {
 		t.Fatalf("create topic %s: %v", name, err)
 	}
+	t.Cleanup(func() {
+		if _, err := adm.DeleteTopics(context.Background(), name); err != nil {
+			t.Logf("delete topic %s: %v", name, err)
+		}
+	})
+}
+
+// waitFor polls cond until it holds, failing the test after timeout with
+// what it waited for. The broker's state has no change notification, so
+// polling it is the deterministic wait.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s", timeout, what)
+		}
+	}
+}
+
+// knownTransactionalIDs lists the transactional ids with prefix that the
+// broker knows, in any state.
+func knownTransactionalIDs(t testing.TB, adm *kadm.Client, prefix string) []string {
+	t.Helper()
+	ls, err := adm.ListTransactions(context.Background(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, id := range ls.TransactionalIDs() {
+		if strings.HasPrefix(id, prefix+"-") {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// stableOffsets returns the sums over topic's partitions of the last
+// stable offsets (where read_committed readers stop) and of the high
+// watermarks.
+func stableOffsets(t testing.TB, adm *kadm.Client, topic string) (lso, hwm int64) {
+	t.Helper()
+	ctx := context.Background()
+	committed, err := adm.ListCommittedOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed.Each(func(o kadm.ListedOffset) { lso += o.Offset })
+	end.Each(func(o kadm.ListedOffset) { hwm += o.Offset })
+	return lso, hwm
 }
 
 // produceInput writes perKey records "k{key}:{i}" for each of keys keys,

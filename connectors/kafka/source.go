@@ -141,12 +141,20 @@ type SourceOptions struct {
 	// "Where the visibility latency goes").
 	PollTimeout time.Duration
 	// Bounded ends each split at the end of its partition as seen when the
-	// split is opened (the last stable offset, or the high watermark with
-	// ReadUncommitted): the job finishes once it has read them. A
-	// partition whose last records are transaction markers never reaches
-	// that offset through data records and does not end. Default false:
-	// read forever.
+	// split is first opened (the last stable offset, or the high watermark
+	// with ReadUncommitted): the job finishes once it has read them. The
+	// end offset is part of the split's checkpointed position, so a
+	// restored job ends where the first run would have, whatever was
+	// written since. A partition whose last records are transaction
+	// markers never reaches that offset through data records and does not
+	// end. Default false: read forever.
 	Bounded bool
+	// ReadPastBoundedEnd lets an unbounded source open a split at a
+	// position checkpointed by a bounded run: the split goes on reading past
+	// the bounded run's end offset. Without it such a position is an error,
+	// so that restoring a bounded backfill's checkpoint into a streaming job
+	// is a deliberate choice. Default false.
+	ReadPastBoundedEnd bool
 	// DiscoveryInterval is how often the running job looks for new
 	// partitions (and, with TopicRegex, new topics); they are read from
 	// their earliest offset. Default 10s; negative disables discovery.
@@ -198,7 +206,8 @@ func (o *SourceOptions) validate() (*regexp.Regexp, error) {
 // Source reads Kafka topics. It implements source.Source[Record[V]] and
 // source.Discoverer. Each partition is one split, with id
 // "{topic}/{partition}"; splits are listed sorted by topic, then partition.
-// A split's position is the next offset to read, 8 bytes big-endian.
+// A split's position is the next offset to read, 8 bytes big-endian,
+// followed with Bounded by the split's end offset, 8 bytes big-endian.
 //
 // Partition p of a topic is read by subtask (hash(topic) + p) mod
 // parallelism, so each topic's partitions spread evenly over the subtasks.
@@ -227,10 +236,11 @@ func (s *Source[V]) CheckpointComplete(ctx context.Context, id uint64, positions
 	var offsets kadm.Offsets
 	for split, pos := range positions {
 		topic, part, err := parseSplit(split)
-		if err != nil || len(pos) != 8 {
+		next, _, perr := decodePosition(split, pos)
+		if err != nil || perr != nil || len(pos) == 0 {
 			continue
 		}
-		offsets.Add(kadm.Offset{Topic: topic, Partition: part, At: int64(binary.BigEndian.Uint64(pos)), LeaderEpoch: -1})
+		offsets.Add(kadm.Offset{Topic: topic, Partition: part, At: next, LeaderEpoch: -1})
 	}
 	cl, err := s.opts.Conn.newClient(ctx)
 	if err != nil {
@@ -338,23 +348,30 @@ func (s *Source[V]) open(ctx context.Context, split string, position []byte, sta
 	if err != nil {
 		return nil, err
 	}
-	var next int64
-	switch {
-	case len(position) != 0 && len(position) != 8:
-		return nil, fmt.Errorf("kafka: split %s: position %x is not an 8-byte offset: pass nil or a value returned by Reader.Position", split, position)
-	case len(position) != 0:
-		next = int64(binary.BigEndian.Uint64(position))
-	default:
+	next, end, err := decodePosition(split, position)
+	if err != nil {
+		return nil, err
+	}
+	if len(position) == 0 {
 		if next, err = s.startOffset(ctx, topic, part, start); err != nil {
 			return nil, fmt.Errorf("kafka: split %s: start offset: %w", split, err)
 		}
 	}
-	iso := kgo.ReadCommitted()
-	if s.opts.ReadUncommitted {
-		iso = kgo.ReadUncommitted()
+	if end >= 0 && !s.opts.Bounded {
+		if !s.opts.ReadPastBoundedEnd {
+			state := "in progress"
+			if next >= end {
+				state = "finished"
+			}
+			return nil, fmt.Errorf("kafka: split %s: the restored position (next offset %d) was checkpointed by a bounded run (SourceOptions.Bounded), which ends this partition at end offset %d (the split is %s there), but this source is unbounded: "+
+				"set SourceOptions.ReadPastBoundedEnd to go on reading past that end, set Bounded to finish at it, or start the job without that checkpoint", split, next, end, state)
+		}
+		end = -1
 	}
-	end := int64(-1)
-	if s.opts.Bounded {
+	// The end is fixed at the first open and kept in the position; a
+	// position without one (unbounded, or checkpointed before 2026-12)
+	// gets it now.
+	if s.opts.Bounded && end < 0 {
 		last := Latest()
 		if s.opts.ReadUncommitted {
 			last = StartOffset{kind: startHighWatermark}
@@ -362,6 +379,10 @@ func (s *Source[V]) open(ctx context.Context, split string, position []byte, sta
 		if end, err = s.startOffset(ctx, topic, part, last); err != nil {
 			return nil, fmt.Errorf("kafka: split %s: end offset: %w", split, err)
 		}
+	}
+	iso := kgo.ReadCommitted()
+	if s.opts.ReadUncommitted {
+		iso = kgo.ReadUncommitted()
 	}
 	cl, err := s.opts.Conn.newClient(ctx,
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {part: kgo.NewOffset().At(next)}}),
@@ -499,8 +520,36 @@ func (r *reader[V]) Read(ctx context.Context, buf []Record[V]) (int, error) {
 	return n, nil
 }
 
-// Position returns the next offset to read.
-func (r *reader[V]) Position() []byte { return binary.BigEndian.AppendUint64(nil, uint64(r.next)) }
+// Position returns the next offset to read, and the end offset of a
+// bounded split.
+func (r *reader[V]) Position() []byte {
+	pos := binary.BigEndian.AppendUint64(make([]byte, 0, 16), uint64(r.next))
+	if r.end >= 0 {
+		pos = binary.BigEndian.AppendUint64(pos, uint64(r.end))
+	}
+	return pos
+}
+
+// decodePosition parses a position of split: the next offset and the end
+// offset of a bounded split, -1 when it has none. An empty position gives
+// (0, -1).
+func decodePosition(split string, pos []byte) (next, end int64, err error) {
+	end = -1
+	switch len(pos) {
+	case 0:
+	case 16:
+		end = int64(binary.BigEndian.Uint64(pos[8:]))
+		fallthrough
+	case 8:
+		next = int64(binary.BigEndian.Uint64(pos[:8]))
+	default:
+		return 0, 0, fmt.Errorf("kafka: split %s: position %x is neither an 8-byte offset nor offset and end offset (16 bytes): pass nil or a value returned by Reader.Position", split, pos)
+	}
+	if next < 0 || end < -1 {
+		return 0, 0, fmt.Errorf("kafka: split %s: position %x holds a negative offset: pass nil or a value returned by Reader.Position", split, pos)
+	}
+	return next, end, nil
+}
 
 // Close closes the client.
 func (r *reader[V]) Close() error {
