@@ -2,10 +2,13 @@ package kafka
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -92,8 +95,15 @@ type SinkOptions struct {
 	// TransactionalIDPrefix starts every transactional id of the sink:
 	// "{prefix}-{subtask}-{slot}". It must be unique in the cluster to this
 	// sink of this job and stay the same across restarts, or lingering
-	// transactions are neither found nor aborted. Default
-	// "exactly-{job}-{sink}".
+	// transactions are neither found nor aborted, and two sinks sharing it
+	// abort each other's transactions. Default
+	// "exactly-{job}.{sink}-{hash}": the names, cut to 60 bytes each with
+	// characters other than letters, digits, '.', '_' and '-' replaced by
+	// '_', and 16 hex digits of a SHA-256 of the exact (job, sink) pair, so
+	// two sinks get the same default only if their job and sink names are
+	// equal. Until 2026-12 the default was "exactly-{job}-{sink}", which
+	// two pairs could share ("a-b"+"c" and "a"+"b-c"); see docs/kafka.md
+	// for upgrading.
 	TransactionalIDPrefix string
 	// PoolSize is the number of transactional ids per subtask, so the
 	// number of transactions a subtask can have open or prepared and not
@@ -209,8 +219,33 @@ func (s *Sink[T]) prefix(job, name string) string {
 	if s.opts.TransactionalIDPrefix != "" {
 		return s.opts.TransactionalIDPrefix
 	}
-	return "exactly-" + job + "-" + name
+	return defaultPrefix(job, name)
 }
+
+// defaultPrefix returns "exactly-{job}.{sink}-{hash}": readable names and a
+// hash of the length-prefixed pair, which no other pair shares.
+func defaultPrefix(job, name string) string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%d:%s%d:%s", len(job), job, len(name), name))
+	return "exactly-" + readable(job) + "." + readable(name) + "-" + hex.EncodeToString(sum[:8])
+}
+
+// readable returns name cut to 60 bytes, with the bytes a transactional
+// id prefix does not allow replaced by '_'.
+func readable(name string) string {
+	b := []byte(name[:min(len(name), 60)])
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+// legacyPrefix returns the default prefix of versions before 2026-12,
+// "exactly-{job}-{sink}", which two (job, sink) pairs can share. A
+// committer still aborts the lingering transactions under it when it
+// restores a checkpoint holding transactions of it (see committer.legacy).
+func legacyPrefix(job, name string) string { return "exactly-" + job + "-" + name }
 
 // setBusy marks id as holding an unfinished transaction, or not.
 func (s *Sink[T]) setBusy(id string, busy bool) {
@@ -340,7 +375,10 @@ func (s *Sink[T]) NewCommitter(ctx context.Context, info sink.CommitterInfo) (si
 	if logger == nil {
 		logger = slog.Default()
 	}
-	c := &committer[T]{s: s, name: info.Sink, prefix: s.prefix(info.Job, info.Sink), logger: logger}
+	c := &committer[T]{s: s, name: info.Sink, prefix: s.prefix(info.Job, info.Sink), owner: info.Owner, logger: logger}
+	if s.opts.TransactionalIDPrefix == "" {
+		c.legacy = legacyPrefix(info.Job, info.Sink)
+	}
 	if s.opts.Guarantee != ExactlyOnce {
 		return c, nil
 	}
@@ -373,6 +411,7 @@ type writer[T any] struct {
 
 	cl    *kgo.Client // open producer; for ExactlyOnce only while a transaction is open
 	txnID string      // transactional id of the open transaction
+	began time.Time   // when the open transaction began, before its first record
 	hook  *versionHook
 	next  int // slot to try first for the next transaction
 
@@ -495,7 +534,7 @@ func (w *writer[T]) take(ctx context.Context) error {
 		// A producer that waited longer than a transaction may last is
 		// not trusted: the coordinator may have expired its id.
 		if p.err == nil && time.Since(p.opened) < w.s.opts.TransactionTimeout {
-			w.cl, w.txnID, w.hook = p.cl, p.id, p.hook
+			w.cl, w.txnID, w.hook, w.began = p.cl, p.id, p.hook, time.Now()
 			return nil
 		}
 		w.logger.Debug("kafka: producer opened ahead not used; opening another", "sink", w.info.Sink, "subtask", w.info.Subtask,
@@ -510,7 +549,7 @@ func (w *writer[T]) take(ctx context.Context) error {
 	if p.err != nil {
 		return fmt.Errorf("kafka: sink %q subtask %d: begin a transaction under %q: %w", w.info.Sink, w.info.Subtask, id, p.err)
 	}
-	w.cl, w.txnID, w.hook = p.cl, p.id, p.hook
+	w.cl, w.txnID, w.hook, w.began = p.cl, p.id, p.hook, time.Now()
 	return nil
 }
 
@@ -569,7 +608,8 @@ func (w *writer[T]) explain(r *kgo.Record, err error) error {
 	case isAuthorization(err):
 		return fmt.Errorf("%s: not authorized: grant Write on the topic and on transactional ids %q*: %w", where, w.prefix, err)
 	case errors.Is(err, kerr.ProducerFenced), errors.Is(err, kerr.InvalidProducerEpoch), errors.Is(err, kerr.TransactionAbortable), errors.Is(err, kerr.InvalidTxnState):
-		return fmt.Errorf("%s: the broker ended transaction %q: its transaction timeout (SinkOptions.TransactionTimeout = %v) passed, or another process uses the same transactional ids: %w", where, w.txnID, w.s.opts.TransactionTimeout, err)
+		return fmt.Errorf("%s: the broker ended transaction %q (%w): %w", where, w.txnID, err,
+			endedBy(w.txnID, w.prefix, w.info.Owner, w.began, w.s.opts.TransactionTimeout))
 	}
 	return fmt.Errorf("%s: %w", where, err)
 }
@@ -594,7 +634,7 @@ func (w *writer[T]) Prepare(ctx context.Context, checkpointID uint64) ([]byte, e
 	}
 	start := time.Now()
 	if err := w.cl.Flush(ctx); err != nil {
-		return nil, fmt.Errorf("kafka: sink %q subtask %d: flush for checkpoint %d: %w", w.info.Sink, w.info.Subtask, checkpointID, err)
+		return nil, errors.Join(w.failed(), fmt.Errorf("kafka: sink %q subtask %d: flush for checkpoint %d: %w", w.info.Sink, w.info.Subtask, checkpointID, err))
 	}
 	if err := w.failed(); err != nil {
 		return nil, err
@@ -608,7 +648,7 @@ func (w *writer[T]) Prepare(ctx context.Context, checkpointID uint64) ([]byte, e
 	}
 	ev := w.evidence
 	c := committable{TxnID: w.txnID, ProducerID: pid, Epoch: epoch, Version: 2,
-		Topic: ev.Topic, Partition: ev.Partition, Offset: ev.Offset}
+		Topic: ev.Topic, Partition: ev.Partition, Offset: ev.Offset, Began: w.began.UnixMilli()}
 	if w.hook.addPartitions.Load() {
 		c.Version = 1
 	}
@@ -629,9 +669,12 @@ func (w *writer[T]) Prepare(ctx context.Context, checkpointID uint64) ([]byte, e
 	return data, nil
 }
 
-// Close closes the producers. An open, unprepared transaction is left to
-// the broker's timeout or to the next AbortLingering; with NoGuarantee
-// buffered records get a last chance to be sent.
+// Close closes the producers. With ExactlyOnce it aborts the open,
+// unprepared transaction, whose records no checkpoint covers (the next run
+// replays them), so that it does not hold back read_committed readers
+// until the transaction timeout; prepared transactions are left to the
+// committer. With NoGuarantee buffered records get a last chance to be
+// sent.
 func (w *writer[T]) Close() error {
 	if w.bgCancel != nil {
 		w.bgCancel()
@@ -645,10 +688,13 @@ func (w *writer[T]) Close() error {
 	if w.cl == nil {
 		return nil
 	}
-	if w.s.opts.Guarantee == NoGuarantee {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	switch w.s.opts.Guarantee {
+	case NoGuarantee:
 		_ = w.cl.Flush(ctx)
+	case ExactlyOnce:
+		w.abortOpen(ctx)
 	}
 	w.cl.Close()
 	w.cl = nil
@@ -658,13 +704,67 @@ func (w *writer[T]) Close() error {
 	return nil
 }
 
+// abortOpen aborts the open transaction. A failure (brokers unreachable,
+// the id already fenced by a newer owner) is logged: the transaction is
+// then aborted by the next start's AbortLingering, by a newer owner, or by
+// the broker when the transaction timeout passes.
+func (w *writer[T]) abortOpen(ctx context.Context) {
+	err := w.cl.AbortBufferedRecords(ctx)
+	if err == nil {
+		err = w.cl.EndTransaction(ctx, kgo.TryAbort)
+	}
+	if errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) {
+		w.logger.Debug("kafka: the open transaction was already aborted by another producer with the same transactional id", "sink", w.info.Sink, "subtask", w.info.Subtask, "txn", w.txnID, "error", err)
+		return
+	}
+	if err != nil {
+		w.logger.Warn("kafka: aborting the open transaction at close failed; read_committed readers of its partitions wait until the next start aborts it, or until SinkOptions.TransactionTimeout passes",
+			"sink", w.info.Sink, "subtask", w.info.Subtask, "txn", w.txnID, "timeout", w.s.opts.TransactionTimeout, "error", err)
+		return
+	}
+	w.logger.Debug("kafka: open transaction aborted at close", "sink", w.info.Sink, "subtask", w.info.Subtask, "txn", w.txnID)
+}
+
+// endedBy explains why the broker ended transaction id of the sink with
+// prefix before its owner did, from how long ago it began: another
+// producer with the same transactional id took over (wrapping
+// [sink.ErrFenced]) when the transaction timeout cannot have passed yet,
+// else most likely the timeout. began is zero when unknown (a committable
+// written before 2026-12).
+func endedBy(id, prefix string, owner sink.Owner, began time.Time, timeout time.Duration) error {
+	age := time.Since(began)
+	// The broker's clock starts the timeout at the transaction's first
+	// partition, after began; the margin covers clock skew between the
+	// writer's and the committer's machines.
+	if !began.IsZero() && age < timeout-min(timeout/10, 30*time.Second) {
+		return fmt.Errorf("another producer with the same transactional id %q took over: it ran InitProducerID, which bumped the producer epoch and aborted this transaction %v after it began, before SinkOptions.TransactionTimeout = %v could pass. "+
+			"Either a newer owner of this job took over (a restart or another instance; this process, owner %s, is then an old instance and must stop: the new owner replays these records), "+
+			"or another job or sink uses the transactional id prefix %q too: give each sink its own SinkOptions.TransactionalIDPrefix (or leave it empty for the default, unique to the job and sink names), then rerun from a checkpoint taken before these records: %w",
+			id, age.Round(time.Millisecond), timeout, owner, prefix, sink.ErrFenced)
+	}
+	since := "an unknown time ago"
+	if !began.IsZero() {
+		since = age.Round(time.Second).String() + " ago"
+	}
+	return fmt.Errorf("the transaction began %s and SinkOptions.TransactionTimeout = %v: the usual cause is that the timeout passed (during an outage or a long recovery) and the broker aborted it; another producer with the same transactional id %q (another instance of this job, or another job or sink with the prefix %q) may have taken over too. "+
+		"Raise SinkOptions.TransactionTimeout (and the brokers' transaction.max.timeout.ms) above the longest outage to survive", since, timeout, id, prefix)
+}
+
 // committer ends the transactions of one sink by protocol.
 type committer[T any] struct {
 	s      *Sink[T]
 	name   string
 	prefix string
+	owner  sink.Owner
 	logger *slog.Logger
 	admin  *txnAdmin // nil unless ExactlyOnce
+	// legacy is the default prefix of versions before 2026-12 when the
+	// sink uses the default prefix, else empty; legacySeen is set when a
+	// committable under it was committed, i.e. the job was restored from
+	// a checkpoint of such a version: AbortLingering then aborts the
+	// lingering transactions under legacy too.
+	legacy     string
+	legacySeen bool
 }
 
 // decode parses a committable; a malformed one is a permanent error.
@@ -688,6 +788,9 @@ func (c *committer[T]) Commit(ctx context.Context, cm sink.Committable) error {
 	d, err := c.decode(cm)
 	if err != nil {
 		return err
+	}
+	if c.legacy != "" && ownID(c.legacy, d.TxnID) {
+		c.legacySeen = true
 	}
 	where := fmt.Sprintf("kafka: sink %q: commit checkpoint %d subtask %d (transactional id %q, producer id %d, epoch %d, protocol %d)", c.name, cm.CheckpointID, cm.Subtask, d.TxnID, d.ProducerID, d.Epoch, d.Version)
 	start := time.Now()
@@ -714,13 +817,23 @@ func (c *committer[T]) Commit(ctx context.Context, cm sink.Committable) error {
 		c.s.setBusy(d.TxnID, false)
 		return nil
 	case outcomeAborted:
-		return sink.Permanent(fmt.Errorf("%s: the broker aborted the transaction before it could be committed (coordinator answer %v): its records are lost from the output. The usual cause is a transaction timeout: the transaction stayed open longer than SinkOptions.TransactionTimeout = %v (during an outage or a long recovery) and the broker aborted it. Raise SinkOptions.TransactionTimeout (and the brokers' transaction.max.timeout.ms) above the longest outage to survive, then rerun the job from a savepoint or checkpoint taken before checkpoint %d to reproduce the lost records", where, answer, c.s.opts.TransactionTimeout, cm.CheckpointID))
+		cause := endedBy(d.TxnID, c.prefix, c.owner, d.began(), c.s.opts.TransactionTimeout)
+		if errors.Is(cause, sink.ErrFenced) {
+			return fmt.Errorf("%s: the broker aborted the transaction before it could be committed (coordinator answer %v): %w", where, answer, cause)
+		}
+		return sink.Permanent(fmt.Errorf("%s: the broker aborted the transaction before it could be committed (coordinator answer %v): its records are lost from the output. %w, then rerun the job from a savepoint or checkpoint taken before checkpoint %d to reproduce the lost records", where, answer, cause, cm.CheckpointID))
 	}
 	return fmt.Errorf("%s: the coordinator answered %v while the transaction is not decided in the log yet; retrying", where, answer)
 }
 
-// Abort aborts whatever transaction is open under the committable's
-// transactional id, by fencing the id.
+// Abort aborts the committable's transaction with InitProducerID on the
+// condition that its producer id and epoch are still current (see
+// txnAdmin.abortIfCurrent). When they are not, the transaction already
+// ended and Abort changes nothing: it fails with [sink.ErrFenced] when
+// another producer took the id over before the transaction timeout could
+// pass (this committer's owner was fenced: bumping the epoch now would
+// fence the newer owner's producer), and succeeds otherwise (the broker
+// aborted it at its timeout).
 func (c *committer[T]) Abort(ctx context.Context, cm sink.Committable) error {
 	if c.admin == nil {
 		return nil
@@ -729,31 +842,85 @@ func (c *committer[T]) Abort(ctx context.Context, cm sink.Committable) error {
 	if err != nil {
 		return err
 	}
-	if err := c.admin.fence(ctx, d.TxnID); err != nil {
-		return fmt.Errorf("kafka: sink %q: abort checkpoint %d subtask %d (transactional id %q): %w", c.name, cm.CheckpointID, cm.Subtask, d.TxnID, err)
+	where := fmt.Sprintf("kafka: sink %q: abort checkpoint %d subtask %d (transactional id %q, producer id %d, epoch %d)", c.name, cm.CheckpointID, cm.Subtask, d.TxnID, d.ProducerID, d.Epoch)
+	code, err := c.admin.abortIfCurrent(ctx, d)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s: %w", where, c.s.opts.Conn.explain(err))
+	case code != 0 && !fencedOrInvalid(code):
+		return fmt.Errorf("%s: %w", where, kerr.ErrorForCode(code))
+	case code != 0:
+		if cause := endedBy(d.TxnID, c.prefix, c.owner, d.began(), c.s.opts.TransactionTimeout); errors.Is(cause, sink.ErrFenced) {
+			return fmt.Errorf("%s: the coordinator answered %v: %w", where, kerr.ErrorForCode(code), cause)
+		}
+		c.logger.Info("kafka: transaction to abort had already ended", "sink", c.name, "checkpoint", cm.CheckpointID, "txn", d.TxnID, "answer", kerr.ErrorForCode(code))
 	}
 	c.s.setBusy(d.TxnID, false)
 	return nil
 }
 
-// Fence is not implemented yet for this sink (issue 10, in progress).
-func (c *committer[T]) Fence(context.Context, uint64) error { return nil }
+// Fence fences earlier owners' producers before anything is committed: it
+// bumps the producer epoch (InitProducerID) of every transactional id of
+// the sink that holds no open transaction, so that an old instance (a
+// zombie) can write no new transaction under it. Ids holding an open
+// transaction are left alone: one of them may hold a transaction of the
+// restored checkpoint, which the engine commits next, and bumping the
+// epoch would abort it (Kafka's InitProducerID aborts the open
+// transaction; keeping it needs KIP-939, not available here). They are
+// fenced by AbortLingering, after those commits.
+//
+// Kafka records no owner of its own: the producer epochs of the sink's
+// transactional ids are its fencing state, so Fence cannot find a newer
+// owner (it never fails with [sink.ErrFenced]) and no progress of another
+// incarnation ([sink.ErrForeignProgress]): a rerun from scratch with empty
+// checkpoint storage uses the same ids and fences the earlier run's
+// transactions, as it should.
+func (c *committer[T]) Fence(ctx context.Context, restoredCheckpointID uint64) error {
+	if c.admin == nil {
+		return nil
+	}
+	ids, err := c.admin.sinkIDs(ctx, c.prefix)
+	for _, t := range ids {
+		if err != nil || openState(t.State) {
+			continue
+		}
+		if err = c.admin.fence(ctx, t.TxnID); err != nil {
+			err = fmt.Errorf("fencing %q: %w", t.TxnID, err)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("kafka: sink %q: fence earlier owners (as owner %s, restoring checkpoint %d): %w", c.name, c.owner, restoredCheckpointID, err)
+	}
+	return nil
+}
 
-// AbortLingering aborts every open transaction whose transactional id has
-// the form "{prefix}-{subtask}-{slot}", for any subtask, found by listing
-// the cluster's transactions: it includes subtasks that no longer exist.
+// AbortLingering bumps the producer epoch of every transactional id of the
+// form "{prefix}-{subtask}-{slot}" that the brokers know, for any subtask,
+// including subtasks that no longer exist: it aborts the open transactions
+// of earlier attempts and fences every producer of an earlier owner. After
+// it, no committable an earlier owner prepared can be committed except
+// those of the restored checkpoint, which are committed already: their
+// EndTxn presents an old epoch and fails with [sink.ErrFenced]. When the
+// restored checkpoint held transactions under the default prefix of
+// versions before 2026-12, the ids under that prefix are fenced too.
 func (c *committer[T]) AbortLingering(ctx context.Context, restoredCheckpointID uint64) error {
 	if c.admin == nil {
 		return nil
 	}
-	ids, err := c.admin.lingering(ctx, c.prefix)
-	if err == nil {
-		for _, id := range ids {
-			c.logger.Info("kafka: aborting lingering transaction", "sink", c.name, "txn", id, "restored", restoredCheckpointID)
-			if err = c.admin.fence(ctx, id); err != nil {
-				err = fmt.Errorf("fencing %q: %w", id, err)
-				break
-			}
+	prefixes := []string{c.prefix}
+	if c.legacySeen {
+		prefixes = append(prefixes, c.legacy)
+	}
+	ids, err := c.admin.sinkIDs(ctx, prefixes...)
+	for _, t := range ids {
+		if err != nil {
+			break
+		}
+		if t.State == "Ongoing" || t.State == "PrepareEpochFence" {
+			c.logger.Info("kafka: aborting lingering transaction", "sink", c.name, "txn", t.TxnID, "state", t.State, "restored", restoredCheckpointID)
+		}
+		if err = c.admin.fence(ctx, t.TxnID); err != nil {
+			err = fmt.Errorf("fencing %q: %w", t.TxnID, err)
 		}
 	}
 	if err != nil {
@@ -761,7 +928,7 @@ func (c *committer[T]) AbortLingering(ctx context.Context, restoredCheckpointID 
 	}
 	c.s.mu.Lock()
 	for id := range c.s.busy {
-		if ownID(c.prefix, id) {
+		if slices.ContainsFunc(prefixes, func(p string) bool { return ownID(p, id) }) {
 			delete(c.s.busy, id)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,6 +35,18 @@ type committable struct {
 	Topic     string `json:"topic"`
 	Partition int32  `json:"part"`
 	Offset    int64  `json:"off"`
+	// Began is when the transaction began (Unix milliseconds), before its
+	// first record; 0 in committables written before 2026-12. It tells a
+	// transaction another producer fenced from one the broker timed out.
+	Began int64 `json:"began,omitempty"`
+}
+
+// began returns c.Began as a time, zero when unknown.
+func (c committable) began() time.Time {
+	if c.Began == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(c.Began)
 }
 
 // txnOutcome is what the log says about a transaction.
@@ -158,21 +171,46 @@ func (a *txnAdmin) endTxn(ctx context.Context, c committable, commit bool) (int1
 	return code, nil
 }
 
-// fence runs InitProducerID for txnID: the coordinator bumps the epoch and
-// aborts whatever transaction is open under the id, then answers.
+// fence runs InitProducerID for txnID: the coordinator bumps the epoch,
+// which fences every producer holding an older one, and aborts whatever
+// transaction is open under the id, then answers.
 func (a *txnAdmin) fence(ctx context.Context, txnID string) error {
-	return a.retrying(ctx, func() (bool, error) {
+	_, err := a.initProducerID(ctx, txnID, -1, -1)
+	return err
+}
+
+// abortIfCurrent runs InitProducerID for c's transactional id on the
+// condition that c's producer id and epoch are still the id's current ones
+// (KIP-360): it then bumps the epoch and aborts c's transaction. When
+// another producer has bumped the epoch since (a newer owner, a broker
+// timeout), it changes nothing and returns the coordinator's error code.
+func (a *txnAdmin) abortIfCurrent(ctx context.Context, c committable) (int16, error) {
+	return a.initProducerID(ctx, c.TxnID, c.ProducerID, c.Epoch)
+}
+
+// initProducerID sends InitProducerID for txnID with the expected producer
+// id and epoch (-1, -1 for none), retrying coordinator hiccups. It returns
+// the error code of a non-retriable answer, or an error when the request
+// failed.
+func (a *txnAdmin) initProducerID(ctx context.Context, txnID string, pid int64, epoch int16) (int16, error) {
+	var code int16
+	err := a.retrying(ctx, func() (bool, error) {
 		req := kmsg.NewPtrInitProducerIDRequest()
 		req.TransactionalID = &txnID
 		req.TransactionTimeoutMillis = int32(a.timeout.Milliseconds())
-		req.ProducerID = -1
-		req.ProducerEpoch = -1
+		req.ProducerID = pid
+		req.ProducerEpoch = epoch
 		resp, err := req.RequestWith(ctx, a.cl)
 		if err != nil {
 			return isRetriableErr(err), err
 		}
-		return retriable(resp.ErrorCode), kerr.ErrorForCode(resp.ErrorCode)
+		code = resp.ErrorCode
+		return retriable(code), kerr.ErrorForCode(code)
 	})
+	if pid >= 0 && code != 0 && !retriable(code) {
+		return code, nil
+	}
+	return code, err
 }
 
 // retrying runs op until it succeeds, fails for good, or a.retry passes.
@@ -281,20 +319,31 @@ func fencedOrInvalid(code int16) bool {
 	return false
 }
 
-// lingering lists this sink's transactional ids ("{prefix}-{n}-{n}") whose
-// transaction is open.
-func (a *txnAdmin) lingering(ctx context.Context, prefix string) ([]string, error) {
-	ls, err := kadm.NewClient(a.cl).ListTransactions(ctx, nil, []string{"Ongoing", "PrepareEpochFence"})
+// sinkIDs lists the transactional ids of the form "{prefix}-{n}-{n}", for
+// any of prefixes, that the brokers know, in every state but Dead (expired),
+// sorted, with their states (Empty, Ongoing, PrepareCommit, ...).
+func (a *txnAdmin) sinkIDs(ctx context.Context, prefixes ...string) ([]kadm.ListedTransaction, error) {
+	ls, err := kadm.NewClient(a.cl).ListTransactions(ctx, nil, nil)
 	if err != nil {
-		return nil, fmt.Errorf("listing open transactions (needs Describe on the transactional ids): %w", err)
+		return nil, fmt.Errorf("listing transactional ids (needs Describe on the transactional ids): %w", err)
 	}
-	var ids []string
-	for _, id := range ls.TransactionalIDs() {
-		if ownID(prefix, id) {
-			ids = append(ids, id)
+	var ids []kadm.ListedTransaction
+	for _, t := range ls.Sorted() {
+		if t.State != "Dead" && slices.ContainsFunc(prefixes, func(p string) bool { return p != "" && ownID(p, t.TxnID) }) {
+			ids = append(ids, t)
 		}
 	}
 	return ids, nil
+}
+
+// openState reports whether a transactional id in this state (as listed)
+// holds a transaction that is neither committed nor aborted yet.
+func openState(state string) bool {
+	switch state {
+	case "Empty", "CompleteCommit", "CompleteAbort", "Dead":
+		return false
+	}
+	return true
 }
 
 // txnID returns the transactional id of slot of subtask.

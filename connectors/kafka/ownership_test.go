@@ -1,0 +1,265 @@
+package kafka_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/exactlyonce/exactly/connectors/kafka"
+	"github.com/exactlyonce/exactly/internal/testenv"
+	"github.com/exactlyonce/exactly/sink"
+	"github.com/exactlyonce/exactly/stream"
+)
+
+// ownedSink returns an exactly-once sink of strings into topic with the
+// default transactional id prefix when prefix is empty.
+func ownedSink(t *testing.T, brokers, topic, prefix string) *kafka.Sink[string] {
+	t.Helper()
+	s, err := kafka.NewSink(kafka.SinkOptions{Conn: kafka.Conn{Brokers: []string{brokers}}, Topic: topic,
+		TransactionalIDPrefix: prefix, TransactionTimeout: 5 * time.Minute},
+		func(v string) (kafka.Message, error) { return kafka.Message{Value: []byte(v)}, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// ownedCommitter opens a committer of s for the job and sink in info, as
+// owner.
+func ownedCommitter(t *testing.T, s *kafka.Sink[string], info sink.WriterInfo) sink.Committer {
+	t.Helper()
+	c, err := s.NewCommitter(context.Background(), sink.CommitterInfo{Job: info.Job, Sink: info.Sink, Owner: info.Owner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// ownedWriter opens the writer described by info.
+func ownedWriter(t *testing.T, s *kafka.Sink[string], info sink.WriterInfo) sink.Writer[string] {
+	t.Helper()
+	w, err := s.NewWriter(context.Background(), info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	return w
+}
+
+// writeAndPrepare writes values into w and prepares them for checkpoint cp.
+func writeAndPrepare(ctx context.Context, w sink.Writer[string], cp uint64, values ...string) ([]byte, error) {
+	if err := w.Write(ctx, values); err != nil {
+		return nil, err
+	}
+	return w.Prepare(ctx, cp)
+}
+
+// start runs the engine's start sequence for a sink: Fence, commit the
+// restored committables, AbortLingering.
+func start(t *testing.T, c sink.Committer, restored uint64, committables ...sink.Committable) {
+	t.Helper()
+	ctx := context.Background()
+	if err := c.Fence(ctx, restored); err != nil {
+		t.Fatalf("fence: %v", err)
+	}
+	for _, cm := range committables {
+		if err := c.Commit(ctx, cm); err != nil {
+			t.Fatalf("commit restored checkpoint %d: %v", cm.CheckpointID, err)
+		}
+	}
+	if err := c.AbortLingering(ctx, restored); err != nil {
+		t.Fatalf("abort lingering: %v", err)
+	}
+}
+
+// TestDefaultPrefixUnambiguous (issue 10, case 5): job "X-v2" with sink
+// "totals" and job "X" with sink "v2-totals" got the same default
+// transactional ids, so starting one aborted the other's prepared
+// transaction. With the default prefix they no longer collide; two jobs
+// given the same explicit prefix still do, and the failed commit then says
+// that another producer took the ids over.
+func TestDefaultPrefixUnambiguous(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	adm := admin(t, brokers)
+	topic, u := uniqueName("prefix"), uniqueName("orders")
+	createTopic(t, adm, topic, 1)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, prefix string
+	}{{"default", ""}, {"explicit-shared", uniqueName("shared")}} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := sink.WriterInfo{Job: u + "-" + tc.name + "-v2", Sink: "totals", Parallelism: 1}
+			b := sink.WriterInfo{Job: u + "-" + tc.name, Sink: "v2-totals", Parallelism: 1}
+			sa, sb := ownedSink(t, brokers, topic, tc.prefix), ownedSink(t, brokers, topic, tc.prefix)
+			data, err := writeAndPrepare(ctx, ownedWriter(t, sa, a), 1, "a-"+tc.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Job b starts: its writer opens and its committer recovers.
+			ownedWriter(t, sb, b)
+			start(t, ownedCommitter(t, sb, b), 0)
+			err = ownedCommitter(t, sa, a).Commit(ctx, sink.Committable{CheckpointID: 1, Data: data})
+			if tc.prefix == "" {
+				if err != nil {
+					t.Fatalf("job %q: commit after job %q started: %v", a.Job, b.Job, err)
+				}
+				return
+			}
+			t.Log(err)
+			if !errors.Is(err, sink.ErrFenced) || !strings.Contains(err.Error(), "another producer with the same transactional id") {
+				t.Fatalf("commit of a transaction another job fenced: %v; want an error wrapping sink.ErrFenced that names the cause", err)
+			}
+		})
+	}
+	if got := values(t, brokers, topic, 1); strings.Join(got, ",") != "a-default" {
+		t.Errorf("committed %v, want [a-default]", got)
+	}
+	if ids := openTransactions(t, adm, "exactly-"+u); len(ids) > 0 {
+		t.Errorf("open transactions left: %v", ids)
+	}
+}
+
+// TestLegacyPrefixUpgrade: a job restored from a checkpoint written under
+// the former default prefix "exactly-{job}-{sink}" commits its
+// transactions and aborts that run's lingering ones.
+func TestLegacyPrefixUpgrade(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	adm := admin(t, brokers)
+	topic, job := uniqueName("legacy"), uniqueName("legacy-job")
+	createTopic(t, adm, topic, 1)
+	ctx := context.Background()
+	legacyPrefix := "exactly-" + job + "-out"
+	old := ownedSink(t, brokers, topic, legacyPrefix) // what the former default made
+	info := sink.WriterInfo{Job: job, Sink: "out", Parallelism: 2}
+	data, err := writeAndPrepare(ctx, ownedWriter(t, old, info), 1, "prepared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info1 := info
+	info1.Subtask = 1
+	if err := ownedWriter(t, old, info1).Write(ctx, []string{"open"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "two open transactions", func() bool { return len(openTransactions(t, adm, legacyPrefix)) == 2 })
+	start(t, ownedCommitter(t, ownedSink(t, brokers, topic, ""), info), 1, sink.Committable{CheckpointID: 1, Data: data})
+	if ids := openTransactions(t, adm, legacyPrefix); len(ids) > 0 {
+		t.Errorf("open transactions under the former default prefix after the upgrade: %v", ids)
+	}
+	if got := values(t, brokers, topic, 1); strings.Join(got, ",") != "prepared" {
+		t.Errorf("committed %v, want [prepared]", got)
+	}
+}
+
+// TestZombieCannotCommitAfterFence (issue 10, case 6): an old owner of the
+// job (a zombie) keeps its writer and committer while a new owner fences
+// and restores checkpoint 2. The new owner commits what checkpoint 2
+// covers; after its Fence the zombie cannot write a new transaction, and
+// after the restore it cannot commit the transaction it prepared for
+// checkpoint 3: both fail with sink.ErrFenced.
+func TestZombieCannotCommitAfterFence(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	adm := admin(t, brokers)
+	topic, prefix := uniqueName("zombie"), uniqueName("zombie-txn")
+	createTopic(t, adm, topic, 1)
+	ctx := context.Background()
+	oldOwner := sink.WriterInfo{Job: "t", Sink: "out", Parallelism: 1, Owner: sink.Owner{Incarnation: "inc", Epoch: 1}}
+	newOwner := oldOwner
+	newOwner.Owner.Epoch = 2
+
+	zombieSink := ownedSink(t, brokers, topic, prefix)
+	zw := ownedWriter(t, zombieSink, oldOwner)
+	zc := ownedCommitter(t, zombieSink, oldOwner)
+	restored, err := writeAndPrepare(ctx, zw, 2, "restored")
+	if err != nil {
+		t.Fatal(err)
+	}
+	uncovered, err := writeAndPrepare(ctx, zw, 3, "uncovered")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The zombie's writer has opened its next producer (slot 2) ahead.
+	waitFor(t, 10*time.Second, "the producer opened ahead", func() bool { return len(knownTransactionalIDs(t, adm, prefix)) == 3 })
+
+	nc := ownedCommitter(t, ownedSink(t, brokers, topic, prefix), newOwner)
+	if err := nc.Fence(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if data, err := writeAndPrepare(ctx, zw, 4, "late"); err == nil {
+		err = zc.Commit(ctx, sink.Committable{CheckpointID: 4, Data: data})
+		t.Errorf("the zombie wrote, prepared and committed a transaction after the new owner's Fence (commit: %v)", err)
+	} else if !errors.Is(err, sink.ErrFenced) {
+		t.Errorf("zombie write after Fence: %v; want an error wrapping sink.ErrFenced", err)
+	} else {
+		t.Log(err)
+	}
+	if err := nc.Commit(ctx, sink.Committable{CheckpointID: 2, Data: restored}); err != nil {
+		t.Fatalf("the new owner commits the restored checkpoint: %v", err)
+	}
+	if err := nc.AbortLingering(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	err = zc.Commit(ctx, sink.Committable{CheckpointID: 3, Data: uncovered})
+	t.Log(err)
+	if !errors.Is(err, sink.ErrFenced) || !strings.Contains(err.Error(), "took over") {
+		t.Errorf("zombie commit after the new owner's restore: %v; want an error wrapping sink.ErrFenced saying another owner took over", err)
+	}
+	// Committing the restored checkpoint again changes nothing.
+	if err := zc.Commit(ctx, sink.Committable{CheckpointID: 2, Data: restored}); err != nil {
+		t.Errorf("zombie recommit of the restored checkpoint: %v", err)
+	}
+	got := values(t, brokers, topic, 1)
+	slices.Sort(got)
+	if strings.Join(got, ",") != "restored" {
+		t.Errorf("committed %v, want [restored]", got)
+	}
+}
+
+// TestCleanStopAbortsOpenTransaction (issue 10, case 12): a job stopped
+// cleanly while its sink's transaction is open, between two checkpoints,
+// leaves no Ongoing transaction: read_committed readers reach the end of
+// the output at once instead of after transaction.timeout.ms.
+func TestCleanStopAbortsOpenTransaction(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	adm := admin(t, brokers)
+	in, out, prefix := uniqueName("stop-in"), uniqueName("stop-out"), uniqueName("stop-txn")
+	createTopic(t, adm, in, 1)
+	createTopic(t, adm, out, 1)
+	produceInput(t, brokers, in, 1, 10)
+	src, err := kafka.NewSource(kafka.SourceOptions{Conn: kafka.Conn{Brokers: []string{brokers}}, Topics: []string{in}}, kafka.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	snk, err := kafka.NewSink(kafka.SinkOptions{Conn: kafka.Conn{Brokers: []string{brokers}}, Topic: out,
+		TransactionalIDPrefix: prefix, TransactionTimeout: 5 * time.Minute, CheckpointInterval: time.Minute},
+		func(r kafka.Record[string]) (kafka.Message, error) { return kafka.Message{Value: []byte(r.Value)}, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := stream.New(uniqueName("stop"))
+	stream.SinkTo(stream.Source(j, "in", src), "out", snk)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r, err := j.Start(ctx, stream.Options{CheckpointDir: filepath.Join(t.TempDir(), "ckpt"), CheckpointInterval: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the sink's transaction to open", func() bool { return len(openTransactions(t, adm, prefix)) == 1 })
+	cancel()
+	if err := r.Wait(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait = %v, want context.Canceled", err)
+	}
+	lso, hwm := stableOffsets(t, adm, out)
+	if lso != hwm {
+		t.Errorf("read_committed readers stop at offset %d of %d: the open transaction holds them back", lso, hwm)
+	}
+	if ids := openTransactions(t, adm, prefix); len(ids) > 0 {
+		t.Errorf("transactions still open after a clean stop: %v", ids)
+		// Leave the broker clean for the other tests.
+		start(t, ownedCommitter(t, ownedSink(t, brokers, out, prefix), sink.WriterInfo{Job: "t", Sink: "out"}), 0)
+	}
+}
