@@ -226,7 +226,7 @@ func TestFenceIsIdempotent(t *testing.T) {
 // fails with sink.ErrFenced and nothing is visible; never anything else.
 func TestFenceCommitRace(t *testing.T) {
 	ctx := context.Background()
-	for i := range 30 {
+	for i := range 10 {
 		path := filepath.Join(t.TempDir(), "db.sqlite")
 		s := newTestSink(t, testOptions(path))
 		zombie := fencedCommitter(t, s, ownerA1, 0)
