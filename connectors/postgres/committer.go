@@ -177,7 +177,7 @@ func (m *committer) commitPrepared(ctx context.Context, conn *pgx.Conn, c commit
 // commitPreparedOnce runs COMMIT PREPARED, or finds out that the
 // transaction committed before.
 func (m *committer) commitPreparedOnce(ctx context.Context, conn *pgx.Conn, c committable) error {
-	g := gid(m.key, c.subtask, c.cp)
+	g := gid(m.key, c.subtask, c.cp, c.tag)
 	_, err := conn.Exec(ctx, "COMMIT PREPARED "+literal(g))
 	if !isUndefinedObject(err) {
 		return err
@@ -215,7 +215,7 @@ func (m *committer) Abort(ctx context.Context, cm sink.Committable) error {
 				_, err := conn.Exec(ctx, "DROP TABLE IF EXISTS "+m.c.staging(stagingName(m.key, int64(c.id))))
 				return err
 			}
-			return rollbackPrepared(ctx, conn, gid(m.key, c.subtask, c.cp))
+			return rollbackPrepared(ctx, conn, gid(m.key, c.subtask, c.cp, c.tag))
 		})
 	})
 }

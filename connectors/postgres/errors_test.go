@@ -191,7 +191,7 @@ func TestPreparedConflictTimesOut(t *testing.T) {
 	_, err := w.Prepare(wctx, 2)
 	t.Logf("Prepare: %v", err)
 	if err == nil || errors.Is(err, context.DeadlineExceeded) || sink.IsPermanent(err) ||
-		!strings.Contains(err.Error(), gid((&core{table: "public." + table}).sinkKey("test", "out"), 0, 1)) || !strings.Contains(err.Error(), "LockTimeout") {
+		!strings.Contains(err.Error(), gid((&core{table: "public." + table}).sinkKey("test", "out"), 0, 1, ownerTag(testOwner))) || !strings.Contains(err.Error(), "LockTimeout") {
 		t.Fatalf("Prepare of a conflicting row = %v, want a retryable lock timeout naming the prepared transaction of checkpoint 1 and Options.LockTimeout", err)
 	}
 	w.Close() // the job fails over; recovery commits checkpoint 1

@@ -151,3 +151,38 @@ func TestRerunLostStagingIsNotCommitted(t *testing.T) {
 		t.Fatalf("table %v", got)
 	}
 }
+
+// TestZombieAndSuccessorPrepareOneCheckpoint: a zombie writer and its
+// successor's writer prepare the same checkpoint id of the same subtask
+// (the zombie's ids ran on after the successor restored). Both prepare;
+// the successor's commit makes only its own rows visible, and its
+// AbortLingering removes the zombie's.
+func TestZombieAndSuccessorPrepareOneCheckpoint(t *testing.T) {
+	ctx := context.Background()
+	conn := db(t)
+	table := "zombie_same_id"
+	s := newTestSink(t, freshTable(t, conn, table, Prepared))
+	successorOwner := sink.Owner{Incarnation: testOwner.Incarnation, Epoch: testOwner.Epoch + 1}
+	writePrepare(t, newOwnedWriter(t, s, "out", 0, testOwner), 0, 5, recs(0, 2)) // the zombie's
+	w := newOwnedWriter(t, s, "out", 0, successorOwner)
+	if err := w.Write(ctx, recs(10, 12)); err != nil {
+		t.Fatal(err)
+	}
+	data, err := w.Prepare(ctx, 5)
+	if err != nil {
+		t.Fatalf("the successor's Prepare of the checkpoint id the zombie prepared: %v", err)
+	}
+	successor := committerOf(t, s, "out", successorOwner, false, 4)
+	if err := successor.Commit(ctx, sink.Committable{CheckpointID: 5, Subtask: 0, Incarnation: successorOwner.Incarnation, Data: data}); err != nil {
+		t.Fatal(err)
+	}
+	if err := successor.AbortLingering(ctx, 5); err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(t, conn, table); !slices.Equal(got, want(10, 12)) {
+		t.Fatalf("table %v, want the successor's rows only", got)
+	}
+	if _, prepared := leftovers(t, conn, "test", table, "out"); prepared != 0 {
+		t.Fatalf("%d prepared transactions left", prepared)
+	}
+}

@@ -95,8 +95,11 @@ const (
 	ownerTable = reservedPrefix + "owners"
 	// gidPrefix starts the global id of every prepared transaction.
 	gidPrefix = "exactly:"
-	// committableVersion is the first byte of every committable.
-	committableVersion = 1
+	// committableVersion is the first byte of every committable written;
+	// version 1 (without the owner tag) is still read.
+	committableVersion = 2
+	// maxTagLen bounds an owner tag in a committable.
+	maxTagLen = 32
 	// defaultConnectTimeout bounds a connection attempt when the DSN sets none.
 	defaultConnectTimeout = 10 * time.Second
 )
@@ -209,9 +212,25 @@ func (c *core) sinkKey(job, name string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// gid returns the global id of a prepared transaction.
-func gid(key string, subtask int, cp uint64) string {
-	return fmt.Sprintf("%s%s:%d:%d", gidPrefix, key, subtask, cp)
+// gid returns the global id of a prepared transaction; tag is the owner
+// tag of the writer that prepared it, "" in committables of version 1.
+func gid(key string, subtask int, cp uint64, tag string) string {
+	g := fmt.Sprintf("%s%s:%d:%d", gidPrefix, key, subtask, cp)
+	if tag != "" {
+		g += ":" + tag
+	}
+	return g
+}
+
+// ownerTag returns the tag that makes the global ids of one owner's
+// prepared transactions differ from every other owner's: 8 hex digits of
+// the SHA-256 of the incarnation, ".", the epoch. Without it a zombie and
+// its successor (or two incarnations) preparing the same checkpoint id of
+// one subtask would need the same global id, and the second PREPARE
+// TRANSACTION would fail.
+func ownerTag(o sink.Owner) string {
+	sum := sha256.Sum256([]byte(o.Incarnation))
+	return fmt.Sprintf("%s.%d", hex.EncodeToString(sum[:4]), o.Epoch)
 }
 
 // connect opens a connection; its errors never contain the password.
@@ -462,23 +481,33 @@ type committable struct {
 	subtask int
 	cp      uint64
 	id      uint64 // fenced: the staging transaction id; prepared: the server's transaction id
+	tag     string // prepared: the owner tag in the global id ("" in version 1)
 }
 
+// encode returns version 2: the version, the mode, then subtask, checkpoint
+// and id as uvarints, then the tag's length as a uvarint and the tag.
 func (c committable) encode() []byte {
-	b := append(make([]byte, 0, 2+3*binary.MaxVarintLen64), committableVersion, byte(c.mode))
+	b := append(make([]byte, 0, 2+4*binary.MaxVarintLen64+len(c.tag)), committableVersion, byte(c.mode))
 	b = binary.AppendUvarint(b, uint64(c.subtask))
 	b = binary.AppendUvarint(b, c.cp)
-	return binary.AppendUvarint(b, c.id)
+	b = binary.AppendUvarint(b, c.id)
+	b = binary.AppendUvarint(b, uint64(len(c.tag)))
+	return append(b, c.tag...)
 }
 
-// decodeCommittable parses what committable.encode returned.
+// decodeCommittable parses what committable.encode returned, or version 1,
+// which ends after the id.
 func decodeCommittable(data []byte) (committable, bool) {
-	if len(data) < 2 || data[0] != committableVersion || (CommitMode(data[1]) != Fenced && CommitMode(data[1]) != Prepared) {
+	if len(data) < 2 || (data[0] != 1 && data[0] != committableVersion) || (CommitMode(data[1]) != Fenced && CommitMode(data[1]) != Prepared) {
 		return committable{}, false
 	}
 	c := committable{mode: CommitMode(data[1])}
 	rest := data[2:]
-	var vals [3]uint64
+	n := 3
+	if data[0] == committableVersion {
+		n = 4
+	}
+	vals := make([]uint64, n)
 	for i := range vals {
 		v, n := binary.Uvarint(rest)
 		if n <= 0 {
@@ -486,7 +515,16 @@ func decodeCommittable(data []byte) (committable, bool) {
 		}
 		vals[i], rest = v, rest[n:]
 	}
-	if len(rest) != 0 || vals[0] > math.MaxInt32 || vals[1] == 0 || vals[1] > math.MaxInt64 || vals[2] > math.MaxInt64 {
+	if vals[0] > math.MaxInt32 || vals[1] == 0 || vals[1] > math.MaxInt64 || vals[2] > math.MaxInt64 {
+		return committable{}, false
+	}
+	if data[0] == committableVersion {
+		if vals[3] > maxTagLen || uint64(len(rest)) != vals[3] || strings.ContainsAny(string(rest), "':") {
+			return committable{}, false
+		}
+		c.tag, rest = string(rest), nil
+	}
+	if len(rest) != 0 {
 		return committable{}, false
 	}
 	c.subtask, c.cp, c.id = int(vals[0]), vals[1], vals[2]

@@ -667,13 +667,18 @@ func TestOptionsValidation(t *testing.T) {
 }
 
 func TestCommittableRoundTrip(t *testing.T) {
-	for _, c := range []committable{{Fenced, 0, 1, 0}, {Prepared, 3, 1 << 40, 1<<63 - 1}} {
+	for _, c := range []committable{{Fenced, 0, 1, 0, ""}, {Prepared, 3, 1 << 40, 1<<63 - 1, ownerTag(testOwner)}} {
 		got, ok := decodeCommittable(c.encode())
 		if !ok || got != c {
 			t.Errorf("decode(encode(%+v)) = %+v, %v", c, got, ok)
 		}
 	}
-	for _, bad := range [][]byte{nil, {1}, {2, 0, 0, 1, 0}, {1, 5, 0, 1, 0}, {1, 0, 0, 0, 0}, {1, 0, 0, 1, 0, 0}} {
+	// Version 1, written before owner tags: prepared, subtask 3, checkpoint 7, id 9.
+	if got, ok := decodeCommittable([]byte{1, 1, 3, 7, 9}); !ok || got != (committable{Prepared, 3, 7, 9, ""}) {
+		t.Errorf("decode(version 1) = %+v, %v", got, ok)
+	}
+	for _, bad := range [][]byte{nil, {1}, {3, 0, 0, 1, 0}, {1, 5, 0, 1, 0}, {1, 0, 0, 0, 0}, {1, 0, 0, 1, 0, 0},
+		{2, 1, 0, 1, 0}, {2, 1, 0, 1, 0, 2, 'a'}, {2, 1, 0, 1, 0, 1, '\''}, {2, 1, 0, 1, 0, 0, 0}} {
 		if _, ok := decodeCommittable(bad); ok {
 			t.Errorf("decode(%x) accepted", bad)
 		}

@@ -30,7 +30,7 @@ func (s *Sink[T]) NewWriter(ctx context.Context, info sink.WriterInfo) (sink.Wri
 	if err != nil {
 		return nil, errors.Join(c.describe(err, who, "set up the tables"), conn.Close(ctx))
 	}
-	w := &writer[T]{s: s, conn: conn, who: who, key: c.sinkKey(info.Job, info.Sink), subtask: info.Subtask, oids: oids,
+	w := &writer[T]{s: s, conn: conn, who: who, key: c.sinkKey(info.Job, info.Sink), tag: ownerTag(info.Owner), subtask: info.Subtask, oids: oids,
 		stagingCols: stagingCols, table: pgx.Identifier{c.opts.Schema, c.opts.Table}, cols: c.names}
 	w.src.width = len(c.names)
 	if c.opts.Write == Upsert {
@@ -47,6 +47,7 @@ type writer[T any] struct {
 	conn        *pgx.Conn // nil once closed
 	who         string    // sink and subtask, for messages
 	key         string    // sink key
+	tag         string    // owner tag of the global ids it prepares
 	subtask     int
 	oids        []uint32       // type of each of Options.Columns
 	stagingCols string         // fenced: column definitions of a staging table
@@ -160,8 +161,8 @@ func (w *writer[T]) prepare(ctx context.Context, cp uint64) (committable, error)
 		if err != nil {
 			return c, fmt.Errorf("parse the transaction id %q: %w", xid, err)
 		}
-		c.id = id
-		stmt, want = "PREPARE TRANSACTION "+literal(gid(w.key, w.subtask, cp)), "PREPARE TRANSACTION"
+		c.id, c.tag = id, w.tag
+		stmt, want = "PREPARE TRANSACTION "+literal(gid(w.key, w.subtask, cp, c.tag)), "PREPARE TRANSACTION"
 	}
 	tag, err := w.conn.Exec(ctx, stmt)
 	if err != nil {
