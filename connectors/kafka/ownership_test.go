@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+
 	"github.com/exactlyonce/exactly/connectors/kafka"
 	"github.com/exactlyonce/exactly/internal/testenv"
 	"github.com/exactlyonce/exactly/sink"
@@ -212,10 +214,78 @@ func TestZombieCannotCommitAfterFence(t *testing.T) {
 	if err := zc.Commit(ctx, sink.Committable{CheckpointID: 2, Data: restored}); err != nil {
 		t.Errorf("zombie recommit of the restored checkpoint: %v", err)
 	}
-	got := values(t, brokers, topic, 1)
+	// The new owner writes under slot 0 and opens slot 1 ahead, the id of
+	// the zombie's uncovered transaction. The zombie's clean stop then
+	// aborts that transaction: it must not bump slot 1's epoch again,
+	// which would fence the new owner's producer.
+	slot1 := prefix + "-0-1"
+	fencedEpoch := producerEpoch(t, adm, slot1)
+	nw := ownedWriter(t, ownedSink(t, brokers, topic, prefix), newOwner)
+	first, err := writeAndPrepare(ctx, nw, 5, "new owner 5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the new owner's producer opened ahead", func() bool { return producerEpoch(t, adm, slot1) > fencedEpoch })
+	err = zc.Abort(ctx, sink.Committable{CheckpointID: 3, Data: uncovered})
+	t.Log(err)
+	if !errors.Is(err, sink.ErrFenced) {
+		t.Errorf("zombie abort after the new owner's restore: %v; want an error wrapping sink.ErrFenced", err)
+	}
+	second, err := writeAndPrepare(ctx, nw, 6, "new owner 6")
+	if err != nil {
+		t.Fatalf("the new owner's transaction under %s after the zombie's abort: %v", slot1, err)
+	}
+	for cp, data := range map[uint64][]byte{5: first, 6: second} {
+		if err := nc.Commit(ctx, sink.Committable{CheckpointID: cp, Data: data}); err != nil {
+			t.Errorf("the new owner's commit of checkpoint %d: %v", cp, err)
+		}
+	}
+	got := values(t, brokers, topic, 3)
 	slices.Sort(got)
-	if strings.Join(got, ",") != "restored" {
-		t.Errorf("committed %v, want [restored]", got)
+	if strings.Join(got, ",") != "new owner 5,new owner 6,restored" {
+		t.Errorf("committed %v, want [new owner 5, new owner 6, restored]", got)
+	}
+}
+
+// producerEpoch returns the current producer epoch of transactional id id.
+func producerEpoch(t *testing.T, adm *kadm.Client, id string) int16 {
+	t.Helper()
+	ds, err := adm.DescribeTransactions(context.Background(), id)
+	if err == nil {
+		err = ds[id].Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds[id].ProducerEpoch
+}
+
+// TestAbortPreparedTransaction: Abort by the current owner aborts a
+// prepared transaction (read_committed readers pass it at once), and
+// aborting it again succeeds.
+func TestAbortPreparedTransaction(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	adm := admin(t, brokers)
+	topic, prefix := uniqueName("abort"), uniqueName("abort-txn")
+	createTopic(t, adm, topic, 1)
+	ctx := context.Background()
+	info := sink.WriterInfo{Job: "t", Sink: "out", Parallelism: 1, Owner: sink.Owner{Incarnation: "inc", Epoch: 1}}
+	s := ownedSink(t, brokers, topic, prefix)
+	data, err := writeAndPrepare(ctx, ownedWriter(t, s, info), 1, "aborted")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ownedCommitter(t, s, info)
+	for range 2 {
+		if err := c.Abort(ctx, sink.Committable{CheckpointID: 1, Data: data}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ids := openTransactions(t, adm, prefix); len(ids) > 0 {
+		t.Errorf("open transactions after Abort: %v", ids)
+	}
+	if lso, hwm := stableOffsets(t, adm, topic); lso != hwm {
+		t.Errorf("read_committed readers stop at offset %d of %d after Abort", lso, hwm)
 	}
 }
 
