@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/exactlyonce/exactly/internal/testenv"
 	"github.com/exactlyonce/exactly/sink"
 )
 
@@ -184,5 +185,44 @@ func TestZombieAndSuccessorPrepareOneCheckpoint(t *testing.T) {
 	}
 	if _, prepared := leftovers(t, conn, "test", table, "out"); prepared != 0 {
 		t.Fatalf("%d prepared transactions left", prepared)
+	}
+}
+
+// TestLegacyProgressMigrates: a progress table of the version before
+// incarnations gets the incarnation column, its rows the incarnation "".
+// A checkpoint of that version (committables without incarnation) still
+// finds its commits done; a fresh start of a new incarnation over it is a
+// fresh start over foreign progress.
+func TestLegacyProgressMigrates(t *testing.T) {
+	ctx := context.Background()
+	conn := db(t)
+	const schema = "exactly_legacy"
+	freshSchema(t, conn, schema, true)
+	defer freshSchema(t, conn, schema, false)
+	opts := Options{DSN: testenv.Postgres(t), Schema: schema, Table: "t", CreateTable: true, Columns: []Column{{"id", "bigint"}, {"name", "text"}}}
+	s := newTestSink(t, opts)
+	key := s.core.sinkKey("test", "out")
+	for _, q := range []string{
+		"CREATE TABLE " + s.core.progress + " (sink text NOT NULL, subtask int NOT NULL, checkpoint bigint NOT NULL, PRIMARY KEY (sink, subtask))",
+		"INSERT INTO " + s.core.progress + " VALUES ('" + key + "', 0, 7)",
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := committerOf(t, s, "out", testOwner, false, -1).Fence(ctx, 0)
+	t.Logf("Fence of a fresh start over legacy progress: %v", err)
+	if !errors.Is(err, sink.ErrForeignProgress) || !strings.Contains(err.Error(), "before incarnations existed") || !strings.Contains(err.Error(), "checkpoint 7") {
+		t.Fatalf("Fence of a fresh start over legacy progress = %v, want sink.ErrForeignProgress naming the legacy rows and checkpoint 7", err)
+	}
+	// Restored from the legacy checkpoint 7, whose committable is committed.
+	c := committerOf(t, s, "out", testOwner, false, 7)
+	legacy := sink.Committable{CheckpointID: 7, Data: committable{mode: Fenced, cp: 7, id: 42}.encode()}
+	if err := c.Commit(ctx, legacy); err != nil {
+		t.Fatalf("Commit of a legacy committable the legacy mark covers: %v", err)
+	}
+	legacy.CheckpointID, legacy.Data = 8, committable{mode: Fenced, cp: 8, id: 43}.encode()
+	if err := c.Commit(ctx, legacy); !sink.IsPermanent(err) || !strings.Contains(err.Error(), "high-water mark is 7") {
+		t.Fatalf("Commit of a lost legacy committable above the mark = %v, want the permanent 'prepared rows are gone'", err)
 	}
 }

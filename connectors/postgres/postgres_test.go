@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/exactlyonce/exactly/internal/testenv"
 	"github.com/exactlyonce/exactly/sink"
@@ -643,6 +644,8 @@ func TestOptionsValidation(t *testing.T) {
 		{func(o *Options) { o.Key = []string{"id"} }, "leave Key empty in Append mode"},
 		{func(o *Options) { o.Write, o.Key = Upsert, []string{"nope"} }, `option Key[0] = "nope"`},
 		{func(o *Options) { o.FlushRows = -1 }, "option FlushRows = -1"},
+		{func(o *Options) { o.LockTimeout = -time.Second }, "option LockTimeout = -1s is invalid: use a duration of at least 1ms"},
+		{func(o *Options) { o.LockTimeout = time.Microsecond }, "option LockTimeout = 1µs"},
 	} {
 		o := good
 		tc.edit(&o)
