@@ -139,7 +139,7 @@ func (s *Sink[T]) NewWriter(_ context.Context, info sink.WriterInfo) (sink.Write
 		sinkName:   info.Sink,
 		subtask:    info.Subtask,
 		owner:      info.Owner,
-		ownerFile:  newOwnerFile(s.dir, info.Sink, base),
+		ownerFile:  newOwnerFile(s.dir, base),
 		stem:       stem,
 		finalStem:  finalStem + fmt.Sprintf("%04d-", info.Subtask),
 		inProgress: filepath.Join(s.dir, stem+hex.EncodeToString(token[:])+inProgressExt),
@@ -152,7 +152,7 @@ func (s *Sink[T]) NewCommitter(_ context.Context, info sink.CommitterInfo) (sink
 	if err != nil {
 		return nil, err
 	}
-	return &committer{dir: s.dir, info: info, base: base, suffix: s.opts.Suffix, ownerFile: newOwnerFile(s.dir, info.Sink, base)}, nil
+	return &committer{dir: s.dir, info: info, base: base, suffix: s.opts.Suffix, ownerFile: newOwnerFile(s.dir, base)}, nil
 }
 
 // baseName returns ".{prefix}-{escaped sink}-", the start of every hidden

@@ -49,15 +49,14 @@ type ownerRecord struct {
 
 // ownerFile is the owner file of one sink, and its lock.
 type ownerFile struct {
-	dir      string
-	sinkName string
-	path     string // ".{prefix}-{sink}-owner" in dir
+	dir  string
+	path string // ".{prefix}-{sink}-owner" in dir
 }
 
 // newOwnerFile returns the owner file of the sink whose hidden files start
 // with base (".{prefix}-{sink}-") in dir.
-func newOwnerFile(dir, sinkName, base string) ownerFile {
-	return ownerFile{dir: dir, sinkName: sinkName, path: filepath.Join(dir, base+ownerFileName)}
+func newOwnerFile(dir, base string) ownerFile {
+	return ownerFile{dir: dir, path: filepath.Join(dir, base+ownerFileName)}
 }
 
 // locked runs f while holding the sink's lock.
