@@ -8,6 +8,23 @@
 // schema.table, separated by newlines. Job and sink names must therefore
 // stay stable across restarts.
 //
+// # Owners
+//
+// The table _exactly_owners of Options.Schema holds each sink's owner
+// ([sink.Owner]: incarnation and epoch). Fence, in one transaction holding
+// the sink's owner lock exclusively, reads the row and fails with
+// [sink.ErrFenced] if it records the same incarnation with a higher epoch,
+// or with [sink.ErrForeignProgress] if it records another incarnation (or
+// none) while the progress table holds another incarnation's marks, the
+// job starts without a checkpoint and CommitterInfo.TakeOver is not set;
+// otherwise it records the committer's owner. Commit, Abort and
+// AbortLingering check, in both modes, that the row still records their
+// owner, and fail with [sink.ErrFenced] without changing anything if not:
+// in fenced mode inside the commit transaction (the row read FOR SHARE),
+// elsewhere holding the owner lock (a session-level advisory lock) in
+// shared mode around the check and the statement, because COMMIT PREPARED
+// cannot run in a transaction block. owner.go explains the locking.
+//
 // # Fenced mode (the default)
 //
 // Each writer subtask keeps one PostgreSQL transaction open per checkpoint
@@ -24,32 +41,45 @@
 // before the checkpoint id is known.) Staging tables have no index and
 // autovacuum disabled: they are written once, read once and dropped.
 //
-// Commit runs one transaction: it locks the staging table, inserts its rows
-// into the target table with INSERT ... SELECT (in Upsert mode only the last
-// row of each key, by sequence number, with INSERT ... ON CONFLICT DO
-// UPDATE), drops the staging table and raises the subtask's high-water mark
-// in _exactly_progress. A staging table therefore exists exactly as long as
-// its rows are uncommitted, so a repeated Commit finds no table and a mark at
-// or above its checkpoint, and does nothing. No table and a lower mark means
-// the prepared data was dropped by someone else: Commit fails with a
-// permanent error rather than lose it silently. Abort drops one
-// transaction's staging table; AbortLingering drops every staging table
+// Commit runs one transaction: it checks the owner, locks the staging
+// table, inserts its rows into the target table with INSERT ... SELECT (in
+// Upsert mode only the last row of each key, by sequence number, with
+// INSERT ... ON CONFLICT DO UPDATE), drops the staging table and records
+// the subtask's high-water mark in _exactly_progress: the checkpoint and
+// the incarnation that prepared it ([sink.Committable].Incarnation). A
+// staging table therefore exists exactly as long as its rows are
+// uncommitted, so a repeated Commit finds no table and a mark of the same
+// incarnation at or above its checkpoint, and does nothing. Checkpoint ids
+// restart at 1 with every incarnation, so a mark of another incarnation
+// proves nothing: no table and such a mark, or no table and a lower mark,
+// means the prepared data may be gone, and Commit fails with a permanent
+// error rather than lose it silently. Rows of a progress table written
+// before incarnations existed get the incarnation "", which is the
+// incarnation of the committables of checkpoints of that time. Abort drops
+// one transaction's staging table; AbortLingering drops every staging table
 // whose name starts with _exactly_stage_<sink key>_, of every subtask.
 //
 // # Prepared mode
 //
 // Each writer subtask COPYs its rows straight into the target table inside
 // an open transaction, and Prepare runs PREPARE TRANSACTION with the global
-// id exactly:<sink key>:<subtask>:<checkpoint>; the committable records it
-// and the transaction's id (pg_current_xact_id). Commit runs COMMIT
-// PREPARED; when the prepared transaction no longer exists it asks the
-// server (pg_xact_status) whether that transaction committed, which makes
-// Commit idempotent, and fails permanently if it was rolled back. Abort runs
-// ROLLBACK PREPARED. AbortLingering rolls back every prepared transaction
-// whose global id starts with exactly:<sink key>: in the current database:
-// by the time the engine calls it, the engine has committed those the
-// restored checkpoint covers. The server needs max_prepared_transactions >
-// 0; the sink checks it when it connects.
+// id exactly:<sink key>:<subtask>:<checkpoint>:<owner tag> (the owner tag,
+// 8 hex digits of the SHA-256 of the incarnation, ".", the epoch, keeps the
+// ids of a zombie and its successor apart); the committable records it and
+// the transaction's id (pg_current_xact_id). Commit runs COMMIT PREPARED;
+// when the prepared transaction no longer exists it asks the server
+// (pg_xact_status) whether that transaction committed, which makes Commit
+// idempotent, and fails permanently if it was rolled back. It then records
+// the high-water mark, which in this mode only serves Fence's check for
+// another incarnation's progress. Abort runs ROLLBACK PREPARED.
+// AbortLingering rolls back every prepared transaction whose global id
+// starts with exactly:<sink key>: in the current database: by the time the
+// engine calls it, the engine has committed those the restored checkpoint
+// covers. The server needs max_prepared_transactions > 0; the sink checks
+// it when it connects. Every session sets lock_timeout to
+// Options.LockTimeout, so a write that waits for the row lock of the
+// previous checkpoint's prepared transaction fails with a retryable error
+// naming it, instead of waiting for ever.
 //
 // In both modes AbortLingering cleans up after both modes, so a job may
 // switch modes across a restart; pending committables record their mode.
@@ -57,12 +87,17 @@
 // # Errors
 //
 // Errors name the sink, the subtask, the table, the checkpoint and, when
-// the server or the encoder tells which, the column and constraint. Errors
-// that retrying cannot fix (a missing table or column, a value of the wrong
-// type, a constraint violation, wrong credentials) are marked
+// the server or the encoder tells which, the column and constraint. Server
+// errors are classed by SQLSTATE class: connection (08), transaction state
+// (25), transaction rollback (40), insufficient resources (53), object not
+// in prerequisite state such as a lock timeout (55), operator intervention
+// (57), system (58) and snapshot (72) errors are retried; every other class
+// (a missing schema, table, column or privilege, a value of the wrong
+// type, a constraint violation, wrong credentials, ...) is marked
 // [sink.Permanent], so the job stops instead of restarting in a loop.
-// Connection errors are not: the engine retries the commit and restarts the
-// job. Passwords are removed from every error.
+// Errors that are not server errors (a refused or reset connection) are
+// retried. Where the DSN itself appears in an error, its password is
+// replaced by xxxxx (pgx removes passwords from its own messages).
 package postgres
 
 import (
