@@ -89,6 +89,9 @@ func TestDefaultPrefixUnambiguous(t *testing.T) {
 	brokers := testenv.Kafka(t)
 	adm := admin(t, brokers)
 	topic, u := uniqueName("prefix"), uniqueName("orders")
+	if a, b := kafka.DefaultTransactionalIDPrefix(u+"-v2", "totals"), kafka.DefaultTransactionalIDPrefix(u, "v2-totals"); a == b {
+		t.Fatalf("jobs %q and %q: the same default prefix %q", u+"-v2", u, a)
+	}
 	createTopic(t, adm, topic, 1)
 	ctx := context.Background()
 	for _, tc := range []struct {

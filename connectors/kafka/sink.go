@@ -181,6 +181,12 @@ var validPrefix = regexp.MustCompile(`^[A-Za-z0-9._-]{1,200}$`)
 
 // Sink writes records to Kafka. It implements [sink.Sink].
 //
+// Fencing (see [sink.Committer.Fence]) rests on the producer epochs of the
+// sink's transactional ids: a new owner's Fence bumps every idle id, its
+// AbortLingering every id, so that no committable of an earlier owner but
+// the restored ones can be committed afterwards (docs/kafka.md, "Owners and
+// zombies").
+//
 // With ExactlyOnce each writer subtask writes into a Kafka transaction
 // under one of PoolSize transactional ids "{prefix}-{subtask}-{slot}".
 // Prepare flushes the open transaction; the committable records the
@@ -219,14 +225,17 @@ func (s *Sink[T]) prefix(job, name string) string {
 	if s.opts.TransactionalIDPrefix != "" {
 		return s.opts.TransactionalIDPrefix
 	}
-	return defaultPrefix(job, name)
+	return DefaultTransactionalIDPrefix(job, name)
 }
 
-// defaultPrefix returns "exactly-{job}.{sink}-{hash}": readable names and a
-// hash of the length-prefixed pair, which no other pair shares.
-func defaultPrefix(job, name string) string {
-	sum := sha256.Sum256(fmt.Appendf(nil, "%d:%s%d:%s", len(job), job, len(name), name))
-	return "exactly-" + readable(job) + "." + readable(name) + "-" + hex.EncodeToString(sum[:8])
+// DefaultTransactionalIDPrefix returns the transactional id prefix a sink
+// named sinkName in job uses when SinkOptions.TransactionalIDPrefix is
+// empty: "exactly-{job}.{sink}-{hash}", readable names and 16 hex digits of
+// a SHA-256 of the length-prefixed pair, which no other pair shares. Use it
+// to grant the prefixed ACLs or to find the sink's transactions by hand.
+func DefaultTransactionalIDPrefix(job, sinkName string) string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%d:%s%d:%s", len(job), job, len(sinkName), sinkName))
+	return "exactly-" + readable(job) + "." + readable(sinkName) + "-" + hex.EncodeToString(sum[:8])
 }
 
 // readable returns name cut to 60 bytes, with the bytes a transactional
@@ -607,9 +616,12 @@ func (w *writer[T]) explain(r *kgo.Record, err error) error {
 		return fmt.Errorf("%s: the topic does not exist: create it first: %w", where, err)
 	case isAuthorization(err):
 		return fmt.Errorf("%s: not authorized: grant Write on the topic and on transactional ids %q*: %w", where, w.prefix, err)
-	case errors.Is(err, kerr.ProducerFenced), errors.Is(err, kerr.InvalidProducerEpoch), errors.Is(err, kerr.TransactionAbortable), errors.Is(err, kerr.InvalidTxnState):
+	case errors.Is(err, kerr.ProducerFenced), errors.Is(err, kerr.InvalidProducerEpoch):
 		return fmt.Errorf("%s: the broker ended transaction %q (%w): %w", where, w.txnID, err,
 			endedBy(w.txnID, w.prefix, w.info.Owner, w.began, w.s.opts.TransactionTimeout))
+	case errors.Is(err, kerr.TransactionAbortable), errors.Is(err, kerr.InvalidTxnState):
+		return fmt.Errorf("%s: the broker ended transaction %q after %v (SinkOptions.TransactionTimeout = %v): the job restarts from its last checkpoint: %w",
+			where, w.txnID, time.Since(w.began).Round(time.Millisecond), w.s.opts.TransactionTimeout, err)
 	}
 	return fmt.Errorf("%s: %w", where, err)
 }
@@ -739,7 +751,7 @@ func endedBy(id, prefix string, owner sink.Owner, began time.Time, timeout time.
 	if !began.IsZero() && age < timeout-min(timeout/10, 30*time.Second) {
 		return fmt.Errorf("another producer with the same transactional id %q took over: it ran InitProducerID, which bumped the producer epoch and aborted this transaction %v after it began, before SinkOptions.TransactionTimeout = %v could pass. "+
 			"Either a newer owner of this job took over (a restart or another instance; this process, owner %s, is then an old instance and must stop: the new owner replays these records), "+
-			"or another job or sink uses the transactional id prefix %q too: give each sink its own SinkOptions.TransactionalIDPrefix (or leave it empty for the default, unique to the job and sink names), then rerun from a checkpoint taken before these records: %w",
+			"or an administrator aborted it, or another job or sink uses the transactional id prefix %q too: give each sink its own SinkOptions.TransactionalIDPrefix (or leave it empty for the default, unique to the job and sink names), then rerun from a checkpoint taken before these records: %w",
 			id, age.Round(time.Millisecond), timeout, owner, prefix, sink.ErrFenced)
 	}
 	since := "an unknown time ago"
