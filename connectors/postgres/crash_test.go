@@ -109,6 +109,9 @@ func crashTest(t *testing.T, name string, mode CommitMode) {
 	}
 	conn := db(t)
 	dropTables(t, conn, name+"_events", name+"_totals")
+	// Every run is a new incarnation of the job: forget the last run's.
+	forgetSinks(t, conn, "public", name+"_events", name, "events")
+	forgetSinks(t, conn, "public", name+"_totals", name, "latest")
 	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", "postgres.sh"))
 	if err != nil {
 		t.Fatal(err)

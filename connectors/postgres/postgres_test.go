@@ -76,12 +76,12 @@ var testSinks = []string{"out", "a", "b"}
 var testOwner = sink.Owner{Incarnation: "test-incarnation", Epoch: 1}
 
 // forgetSinks deletes the progress and owner rows that earlier runs left
-// for the test sinks on schema.table.
-func forgetSinks(t testing.TB, conn *pgx.Conn, schema, table string) {
+// for the sinks of job on schema.table.
+func forgetSinks(t testing.TB, conn *pgx.Conn, schema, table, job string, sinks ...string) {
 	t.Helper()
 	var keys []string
-	for _, name := range testSinks {
-		keys = append(keys, (&core{table: schema + "." + table}).sinkKey("test", name))
+	for _, name := range sinks {
+		keys = append(keys, (&core{table: schema + "." + table}).sinkKey(job, name))
 	}
 	for _, tb := range []string{progressTable, ownerTable} {
 		q := pgx.Identifier{schema, tb}.Sanitize()
@@ -103,7 +103,7 @@ func forgetSinks(t testing.TB, conn *pgx.Conn, schema, table string) {
 func freshTable(t testing.TB, conn *pgx.Conn, table string, mode CommitMode) Options {
 	t.Helper()
 	dropTables(t, conn, table)
-	forgetSinks(t, conn, "public", table)
+	forgetSinks(t, conn, "public", table, "test", testSinks...)
 	return Options{
 		DSN:         testenv.Postgres(t),
 		Table:       table,
