@@ -891,17 +891,30 @@ func (c *committer[T]) Fence(ctx context.Context, restoredCheckpointID uint64) e
 	if c.admin == nil {
 		return nil
 	}
-	ids, err := c.admin.sinkIDs(ctx, c.prefix)
+	if err := c.fenceIDs(ctx, []string{c.prefix}, false, restoredCheckpointID); err != nil {
+		return fmt.Errorf("kafka: sink %q: fence earlier owners (as owner %s, restoring checkpoint %d): %w", c.name, c.owner, restoredCheckpointID, err)
+	}
+	return nil
+}
+
+// fenceIDs bumps the producer epoch of the transactional ids under
+// prefixes that the brokers know; with open false only of those that hold
+// no open transaction.
+func (c *committer[T]) fenceIDs(ctx context.Context, prefixes []string, open bool, restoredCheckpointID uint64) error {
+	ids, err := c.admin.sinkIDs(ctx, prefixes...)
+	if err != nil {
+		return err
+	}
 	for _, t := range ids {
-		if err != nil || openState(t.State) {
+		if openState(t.State) && !open {
 			continue
 		}
-		if err = c.admin.fence(ctx, t.TxnID); err != nil {
-			err = fmt.Errorf("fencing %q: %w", t.TxnID, err)
+		if t.State == "Ongoing" || t.State == "PrepareEpochFence" {
+			c.logger.Info("kafka: aborting lingering transaction", "sink", c.name, "txn", t.TxnID, "state", t.State, "restored", restoredCheckpointID)
 		}
-	}
-	if err != nil {
-		return fmt.Errorf("kafka: sink %q: fence earlier owners (as owner %s, restoring checkpoint %d): %w", c.name, c.owner, restoredCheckpointID, err)
+		if err := c.admin.fence(ctx, t.TxnID); err != nil {
+			return fmt.Errorf("fencing %q: %w", t.TxnID, err)
+		}
 	}
 	return nil
 }
@@ -923,19 +936,7 @@ func (c *committer[T]) AbortLingering(ctx context.Context, restoredCheckpointID 
 	if c.legacySeen {
 		prefixes = append(prefixes, c.legacy)
 	}
-	ids, err := c.admin.sinkIDs(ctx, prefixes...)
-	for _, t := range ids {
-		if err != nil {
-			break
-		}
-		if t.State == "Ongoing" || t.State == "PrepareEpochFence" {
-			c.logger.Info("kafka: aborting lingering transaction", "sink", c.name, "txn", t.TxnID, "state", t.State, "restored", restoredCheckpointID)
-		}
-		if err = c.admin.fence(ctx, t.TxnID); err != nil {
-			err = fmt.Errorf("fencing %q: %w", t.TxnID, err)
-		}
-	}
-	if err != nil {
+	if err := c.fenceIDs(ctx, prefixes, true, restoredCheckpointID); err != nil {
 		return fmt.Errorf("kafka: sink %q: abort lingering transactions after restoring checkpoint %d: %w", c.name, restoredCheckpointID, err)
 	}
 	c.s.mu.Lock()
