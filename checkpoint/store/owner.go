@@ -21,7 +21,7 @@ const (
 	incarnationFile = "_incarnation" // random id, created once with the directory's first owner
 	ownerFile       = "_owner"       // the current owner: epoch, holder, lease
 	lockFile        = "_lock"        // flock held around every read-check-write of _owner
-	aliveFile       = "_alive"       // flock held by the current owner for as long as it lives
+	alivePrefix     = "_alive-"      // _alive-<epoch>: flock held by the owner of that epoch for as long as it lives
 )
 
 // ErrNotOwner is wrapped by the errors of a store whose ownership passed to
@@ -84,7 +84,11 @@ func (r ownerRecord) expires() time.Time { return time.Unix(0, r.Renewed+r.Lease
 type owner struct {
 	Ownership
 	opts  OwnershipOptions
-	alive io.Closer // the _alive lock, nil when a zombie still holds it
+	alive io.Closer // the lock on _alive-<epoch>
+}
+
+func (s *Store) aliveFile(epoch uint64) string {
+	return filepath.Join(s.dir, fmt.Sprintf("%s%d", alivePrefix, epoch))
 }
 
 // Acquire makes this store the owner of its directory, with an epoch higher
@@ -94,7 +98,7 @@ type owner struct {
 // directory over, and fail with ErrNotOwner if one did.
 //
 // A previous owner that died or released is taken over at once. A live one
-// (its _alive lock held) is waited for until its lease expires — then it is
+// (its _alive-<epoch> lock held) is waited for until its lease expires — then it is
 // presumed paused or partitioned and fenced — for at most opts.Wait; the
 // error then names the holder. The first owner of a directory creates its
 // incarnation.
@@ -168,28 +172,35 @@ func (s *Store) tryAcquire(opts OwnershipOptions) (*owner, ownerRecord, error) {
 	if err != nil {
 		return nil, ownerRecord{}, err
 	}
-	alive, err := s.fs.TryLock(filepath.Join(s.dir, aliveFile))
-	switch {
-	case err == nil:
-		// The previous owner is dead or released: no wait.
-	case errors.Is(err, vfs.ErrLocked):
-		if cur.Epoch > 0 && !cur.Released && opts.Now().Before(cur.expires()) {
-			return nil, cur, nil
+	if cur.Epoch > 0 && !cur.Released && opts.Now().Before(cur.expires()) {
+		prev, err := s.fs.TryLock(s.aliveFile(cur.Epoch))
+		if errors.Is(err, vfs.ErrLocked) {
+			return nil, cur, nil // alive, and its lease runs
 		}
-		// Its lease expired: the holder of _alive is paused or was fenced.
-		alive = nil
-	default:
-		return nil, ownerRecord{}, ioErr("locking", filepath.Join(s.dir, aliveFile), err)
+		if err != nil {
+			return nil, ownerRecord{}, ioErr("locking", s.aliveFile(cur.Epoch), err)
+		}
+		closeQuietly(prev) // its process is gone: no wait
 	}
 	inc, err := s.incarnation()
 	if err != nil {
-		closeQuietly(alive)
 		return nil, ownerRecord{}, err
 	}
 	next := ownerRecord{Epoch: cur.Epoch + 1, Holder: opts.Holder, Renewed: opts.Now().UnixNano(), LeaseNS: int64(opts.Lease)}
+	alive, err := s.fs.TryLock(s.aliveFile(next.Epoch))
+	if err != nil {
+		return nil, ownerRecord{}, ioErr("locking", s.aliveFile(next.Epoch), err)
+	}
 	if err := s.writeOwner(next); err != nil {
 		closeQuietly(alive)
 		return nil, ownerRecord{}, err
+	}
+	if cur.Epoch > 0 {
+		// A zombie of that epoch may still hold its lock; nobody looks at
+		// the file again.
+		if err := s.fs.Remove(s.aliveFile(cur.Epoch)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			s.log.Warn("checkpoint/store: cannot remove the previous owner's lock file", "file", s.aliveFile(cur.Epoch), "err", err)
+		}
 	}
 	return &owner{Ownership: Ownership{Incarnation: inc, Epoch: next.Epoch}, opts: opts, alive: alive}, cur, nil
 }
@@ -198,13 +209,6 @@ func (s *Store) tryAcquire(opts OwnershipOptions) (*owner, ownerRecord, error) {
 // process took the directory over: the caller must stop at once.
 func (s *Store) Renew() error {
 	return s.asOwner(func(o *owner) error {
-		if o.alive == nil {
-			// A fenced zombie held _alive when this owner took over; once
-			// it is gone, hold it so that this owner's death is seen at once.
-			if l, err := s.fs.TryLock(filepath.Join(s.dir, aliveFile)); err == nil {
-				o.alive = l
-			}
-		}
 		return s.writeOwner(ownerRecord{Epoch: o.Epoch, Holder: o.opts.Holder, Renewed: o.opts.Now().UnixNano(), LeaseNS: int64(o.opts.Lease)})
 	})
 }
@@ -244,13 +248,25 @@ var errNoOwnership = errors.New("checkpoint/store: the store does not own its di
 
 // asOwner runs f under the directory lock if this store is still the
 // current owner, and fails with ErrNotOwner otherwise. A store that never
-// called Acquire runs f unchecked (tests of the format alone). s.mu must
-// not be held.
+// called Acquire fails with errNoOwnership.
 func (s *Store) asOwner(f func(*owner) error) error {
+	return s.underLock(true, f)
+}
+
+// whileOwner is asOwner for the writes that a zombie must not make
+// (reserving ids, completing checkpoints); a store that never called
+// Acquire makes them unchecked (tests of the format alone).
+func (s *Store) whileOwner(f func() error) error {
+	return s.underLock(false, func(*owner) error { return f() })
+}
+
+// underLock runs f under the directory lock, after checking that this
+// store is still the owner if it acquired ownership. s.mu must not be held.
+func (s *Store) underLock(mustOwn bool, f func(*owner) error) error {
 	s.mu.Lock()
 	o := s.owner
 	s.mu.Unlock()
-	if o == nil {
+	if o == nil && mustOwn {
 		return errNoOwnership
 	}
 	unlock, err := s.lockDir()
@@ -258,8 +274,10 @@ func (s *Store) asOwner(f func(*owner) error) error {
 		return err
 	}
 	defer unlock()
-	if err := s.checkOwner(o); err != nil {
-		return err
+	if o != nil {
+		if err := s.checkOwner(o); err != nil {
+			return err
+		}
 	}
 	return f(o)
 }
@@ -276,27 +294,6 @@ func (s *Store) checkOwner(o *owner) error {
 			ErrNotOwner, cur.Holder, s.dir, cur.Epoch, o.opts.Holder, o.Epoch)
 	}
 	return nil
-}
-
-// whileOwner runs f under the directory lock after checking that this store
-// is still the owner, when it has acquired ownership; a store that never
-// acquired runs f under the lock unchecked. Used by the writes that a
-// zombie must not make: reserving ids and completing checkpoints.
-func (s *Store) whileOwner(f func() error) error {
-	s.mu.Lock()
-	o := s.owner
-	s.mu.Unlock()
-	unlock, err := s.lockDir()
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	if o != nil {
-		if err := s.checkOwner(o); err != nil {
-			return err
-		}
-	}
-	return f()
 }
 
 // lockDir takes _lock, waiting up to lockWait for a holder to finish.
