@@ -60,6 +60,9 @@ type InjectBarriers struct {
 	ID uint64
 	// Kind is checkpoint or savepoint.
 	Kind Kind
+	// EndOfInput marks the final checkpoint, triggered after every source
+	// finished: nothing may be emitted after its barrier.
+	EndOfInput bool
 }
 
 // PersistMetadata asks the driver to write the metadata durably and to call
@@ -124,7 +127,7 @@ func (FailOver) isAction()        {}
 
 func (a ReserveID) String() string { return fmt.Sprintf("reserve-id kind=%s", a.Kind) }
 func (a InjectBarriers) String() string {
-	return fmt.Sprintf("inject-barriers id=%d kind=%s", a.ID, a.Kind)
+	return fmt.Sprintf("inject-barriers id=%d kind=%s end-of-input=%t", a.ID, a.Kind, a.EndOfInput)
 }
 func (a PersistMetadata) String() string {
 	var ops []string
@@ -296,7 +299,7 @@ func (c *Coordinator) Begin(now time.Time, id uint64) []Action {
 	c.id = id
 	c.triggeredAt = now
 	c.acked = make(map[int][]SubtaskState, c.cfg.Subtasks)
-	return []Action{InjectBarriers{ID: id, Kind: c.kind}}
+	return []Action{InjectBarriers{ID: id, Kind: c.kind, EndOfInput: c.final}}
 }
 
 // BeginFailed reports that no id could be reserved after [ReserveID].

@@ -1,6 +1,17 @@
 package checkpoint
 
-import "time"
+import (
+	"errors"
+	"time"
+)
+
+// ErrCorrupt marks every error about checkpoint data that is missing,
+// truncated, fails its checksum or cannot be decoded, wherever it is found:
+// in the checkpoint store's files (checkpoint/store) or in the state blobs
+// inside them (package state). It is the one corruption vocabulary of the
+// engine: the job driver stops at once on it instead of restarting, because
+// a restart reads the same bytes again. Test with errors.Is.
+var ErrCorrupt = errors.New("corrupt checkpoint data")
 
 // Kind tells a checkpoint from a savepoint.
 type Kind string

@@ -41,7 +41,7 @@ import (
 // Collector is a prometheus.Collector of one job's metrics.
 type Collector struct {
 	m                                              *runtime.Metrics
-	completed, aborted, restarts                   *prometheus.Desc
+	completed, aborted, restarts, skipped          *prometheus.Desc
 	lastID, lastDuration, lastCompletion, lastSize *prometheus.Desc
 	durations                                      *prometheus.Desc
 	records, late                                  *prometheus.Desc
@@ -58,6 +58,7 @@ func NewCollector(job string, m *runtime.Metrics) *Collector {
 		completed:      desc("checkpoints_completed_total", "Checkpoints and savepoints completed."),
 		aborted:        desc("checkpoints_aborted_total", "Checkpoints aborted (timed out, declined by a subtask, no id reserved) or interrupted by a restart or a stop."),
 		restarts:       desc("restarts_total", "Restarts of the job after a failure, inside this process."),
+		skipped:        desc("checkpoints_skipped_corrupt_total", "Completed checkpoints skipped at restore because they did not verify (only with SkipCorruptCheckpoints); their committed output is written again."),
 		lastID:         desc("checkpoint_last_id", "Id of the last completed checkpoint."),
 		lastDuration:   desc("checkpoint_last_duration_seconds", "Time from the trigger of the last completed checkpoint to its metadata written."),
 		lastCompletion: desc("checkpoint_last_completion_timestamp_seconds", "Unix time at which the last checkpoint completed."),
@@ -70,7 +71,7 @@ func NewCollector(job string, m *runtime.Metrics) *Collector {
 
 // Describe sends the descriptors of every series c collects.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.completed, c.aborted, c.restarts, c.lastID, c.lastDuration, c.lastCompletion, c.lastSize, c.durations, c.records, c.late} {
+	for _, d := range []*prometheus.Desc{c.completed, c.aborted, c.restarts, c.skipped, c.lastID, c.lastDuration, c.lastCompletion, c.lastSize, c.durations, c.records, c.late} {
 		ch <- d
 	}
 }
@@ -82,6 +83,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.completed, prometheus.CounterValue, float64(m.Completed.Load()))
 	ch <- prometheus.MustNewConstMetric(c.aborted, prometheus.CounterValue, float64(m.Aborted.Load()))
 	ch <- prometheus.MustNewConstMetric(c.restarts, prometheus.CounterValue, float64(m.Restarts.Load()))
+	ch <- prometheus.MustNewConstMetric(c.skipped, prometheus.CounterValue, float64(m.SkippedCheckpoints()))
 	if last := m.LastCheckpoint.Load(); last != nil {
 		ch <- prometheus.MustNewConstMetric(c.lastID, prometheus.GaugeValue, float64(last.ID))
 		ch <- prometheus.MustNewConstMetric(c.lastDuration, prometheus.GaugeValue, last.Completed.Sub(last.Triggered).Seconds())

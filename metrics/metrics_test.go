@@ -59,6 +59,7 @@ func TestCollectorServesTheJobsMetrics(t *testing.T) {
 		fmt.Sprintf(`exactly_checkpoints_completed_total{job_name="demo"} %d`, m.Completed.Load()),
 		`exactly_checkpoints_aborted_total{job_name="demo"} 0`,
 		`exactly_restarts_total{job_name="demo"} 0`,
+		`exactly_checkpoints_skipped_corrupt_total{job_name="demo"} 0`,
 		fmt.Sprintf(`exactly_checkpoint_last_id{job_name="demo"} %d`, last.ID),
 		fmt.Sprintf(`exactly_checkpoint_duration_seconds_count{job_name="demo"} %d`, m.Completed.Load()),
 		fmt.Sprintf(`exactly_checkpoint_duration_seconds_bucket{job_name="demo",le="+Inf"} %d`, m.Completed.Load()),
@@ -87,8 +88,8 @@ func TestCollectorServesTheJobsMetrics(t *testing.T) {
 func TestCollectorBeforeTheFirstCheckpoint(t *testing.T) {
 	var m runtime.Metrics
 	col := metrics.NewCollector("idle", &m)
-	if n := testutil.CollectAndCount(col); n != 4 {
-		t.Errorf("collected %d series, want the 3 job counters and the empty histogram", n)
+	if n := testutil.CollectAndCount(col); n != 5 {
+		t.Errorf("collected %d series, want the 4 job counters and the empty histogram", n)
 	}
 	if n := testutil.CollectAndCount(col, "exactly_checkpoint_last_id"); n != 0 {
 		t.Errorf("exactly_checkpoint_last_id exported before any checkpoint")

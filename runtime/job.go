@@ -41,6 +41,9 @@ type Metrics struct {
 	Aborted atomic.Int64
 	// Restarts counts restarts after failures.
 	Restarts atomic.Int64
+	// skipped returns the corrupt completed checkpoints skipped at restore
+	// (see Options.SkipCorruptCheckpoints); nil before the store opens.
+	skipped func() int64
 	// LastCheckpoint describes the last completed checkpoint or savepoint:
 	// at first the one the job restored (its Completed is when its last
 	// acknowledgement arrived), nil when it started afresh.
@@ -63,6 +66,15 @@ type CheckpointStats struct {
 	Triggered, Completed time.Time
 	// StateBytes is the size of its state files.
 	StateBytes int64
+}
+
+// SkippedCheckpoints returns how many completed checkpoints that did not
+// verify were skipped at restore under [Options].SkipCorruptCheckpoints.
+func (m *Metrics) SkippedCheckpoints() int64 {
+	if m.skipped == nil {
+		return 0
+	}
+	return m.skipped()
 }
 
 // Records returns the number of records the named operator handled, summed
@@ -136,7 +148,7 @@ func Start(ctx context.Context, g Graph, opts Options) (*Job, error) {
 	if err := g.validate(opts.MaxParallelism); err != nil {
 		return nil, err
 	}
-	st, err := store.Open(opts.CheckpointDir, store.Options{FS: opts.fs, Retained: opts.RetainedCheckpoints, Logger: opts.Logger})
+	st, err := store.Open(opts.CheckpointDir, store.Options{FS: opts.fs, Retained: opts.RetainedCheckpoints, Logger: opts.Logger, SkipCorrupt: opts.SkipCorruptCheckpoints})
 	if err != nil {
 		return nil, err
 	}
@@ -180,6 +192,7 @@ func Start(ctx context.Context, g Graph, opts Options) (*Job, error) {
 		opts.Probe = func(ProbePoint, uint64) {}
 	}
 	j := &Job{g: g, opts: opts, store: st, coord: coord, requests: make(chan savepointRequest),
+		metrics:    Metrics{skipped: st.Skipped},
 		owner:      sink.Owner{Incarnation: own.Incarnation, Epoch: own.Epoch},
 		savepoints: map[uint64]savepointRequest{}, done: make(chan struct{})}
 	rp, err := j.initialRestorePoint()
@@ -282,21 +295,37 @@ func (j *Job) savepoint(ctx context.Context, stop bool) (string, error) {
 	}
 }
 
-// initialRestorePoint finds what the first attempt restores.
+// initialRestorePoint finds what the first attempt restores: the latest
+// checkpoint of the job's storage, or the RestoreFrom savepoint when the
+// storage holds nothing newer (a process restarted with the same options
+// resumes where it was instead of replaying from the savepoint).
 func (j *Job) initialRestorePoint() (*restorePoint, error) {
+	latest, err := j.store.Latest()
+	if err != nil && (j.opts.RestoreFrom == "" || !errors.Is(err, store.ErrCorrupt)) {
+		return nil, err
+	}
+	if err != nil {
+		j.opts.Logger.Warn("the job's latest checkpoint does not verify; restoring from RestoreFrom as asked", "error", err, "restore_from", j.opts.RestoreFrom)
+		latest = nil
+	}
 	var rp *restorePoint
+	if latest != nil {
+		rp = newRestorePoint(j.store, latest, j.store.Dir(latest.ID, latest.Kind))
+	}
 	if j.opts.RestoreFrom != "" {
 		md, err := j.store.Load(j.opts.RestoreFrom)
 		if err != nil {
 			return nil, fmt.Errorf("exactly: option RestoreFrom = %q: %w", j.opts.RestoreFrom, err)
 		}
-		rp = newRestorePoint(j.store, md, j.opts.RestoreFrom)
-	} else {
-		md, err := j.store.Latest()
-		if err != nil || md == nil {
-			return nil, err
+		if latest != nil && latest.ID >= md.ID {
+			j.opts.Logger.Info("RestoreFrom is ignored: the checkpoint directory holds a checkpoint of the job at least as new; resuming from it",
+				"restore_from", j.opts.RestoreFrom, "savepoint", md.ID, "checkpoint", latest.ID)
+		} else {
+			rp = newRestorePoint(j.store, md, j.opts.RestoreFrom)
 		}
-		rp = newRestorePoint(j.store, md, j.store.Dir(md.ID, md.Kind))
+	}
+	if rp == nil {
+		return nil, nil
 	}
 	if err := rp.validate(&j.g, j.opts.MaxParallelism); err != nil {
 		return nil, err
@@ -322,7 +351,13 @@ func (j *Job) latestAbove(rp *restorePoint) (*restorePoint, error) {
 // strategy gives up.
 func (j *Job) drive(ctx context.Context, rp *restorePoint) error {
 	failures := 0
-	finishing := false
+	// A job restored from its final checkpoint (its input ended) has only
+	// that checkpoint's commits left to make: it runs nothing again.
+	finishing := rp != nil && rp.md.EndOfInput && !j.opts.RunFinished
+	if finishing {
+		j.opts.Logger.Info("the job finished: its last checkpoint is the final one of its input; committing what it covers and running nothing (set RunFinished to run it on from there, for new input; or start with an empty checkpoint directory to run it again from scratch)",
+			"job", j.g.Job, "checkpoint", rp.md.ID)
+	}
 	for {
 		var res attemptResult
 		if finishing {
@@ -578,7 +613,7 @@ func (d *driver) do(ctx context.Context, a checkpoint.Action) []checkpoint.Actio
 	case checkpoint.InjectBarriers:
 		for _, t := range d.tasks {
 			if t.members[0].source != nil {
-				t.mail.post(func(m *mailbox) { m.triggers = append(m.triggers, trigger{id: a.ID, kind: a.Kind}) })
+				t.mail.post(func(m *mailbox) { m.triggers = append(m.triggers, trigger{id: a.ID, kind: a.Kind, endOfInput: a.EndOfInput}) })
 			}
 		}
 	case checkpoint.PersistMetadata:

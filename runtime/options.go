@@ -32,10 +32,30 @@ type Options struct {
 	// operator's parallelism and cannot change once a checkpoint exists.
 	// Default 128.
 	MaxParallelism int
-	// RestoreFrom is a checkpoint or savepoint directory to start from. When
-	// empty the job resumes from the latest checkpoint in CheckpointDir, or
-	// starts fresh if there is none.
+	// RestoreFrom is a checkpoint or savepoint directory to start from, used
+	// only when CheckpointDir holds no newer checkpoint of the job (as in
+	// Flink): a process restarted with the same options resumes from its
+	// latest checkpoint instead of replaying from the savepoint. When empty
+	// the job resumes from the latest checkpoint in CheckpointDir, or starts
+	// fresh if there is none.
 	RestoreFrom string
+	// RunFinished runs a job whose latest checkpoint is the final
+	// checkpoint of its input (a bounded run that ended) on from that
+	// checkpoint, for instance after new files arrived or after its source
+	// was made unbounded (see the source's options for reading past a
+	// bounded end). Without it such a start commits what that checkpoint
+	// covers, logs that the job finished, and runs nothing: pending
+	// processing-time timers stay unfired and no output is written twice.
+	// Default false.
+	RunFinished bool
+	// SkipCorruptCheckpoints lets the job fall back past completed
+	// checkpoints that do not verify (a flipped byte, a lost file) to the
+	// newest one that does, with a loud warning each, counted by
+	// Metrics.SkippedCheckpoints. Default false: the job stops with an
+	// error naming the file, because the skipped checkpoint's output may
+	// be committed already and falling back writes it again. Checkpoints
+	// that never completed are always skipped quietly.
+	SkipCorruptCheckpoints bool
 	// Restart decides whether and when a failed job is restarted.
 	Restart RestartStrategy
 	// BatchSize is the number of records per batch between tasks. Default 512.

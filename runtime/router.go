@@ -13,14 +13,15 @@ type Message struct {
 	batch        any    // []T, or nil
 	barrier      uint64 // checkpoint id of a barrier, or 0
 	savepoint    bool   // the barrier is a savepoint's
+	endOfInput   bool   // the barrier is the final checkpoint's, after every source finished
 	watermark    int64  // the watermark, when hasWatermark
 	hasWatermark bool
 	idle         bool // the producer subtask is idle
 	eos          bool // the producer subtask will send nothing more
 }
 
-func barrierMessage(id uint64, kind checkpoint.Kind) Message {
-	return Message{barrier: id, savepoint: kind == checkpoint.KindSavepoint}
+func barrierMessage(tr trigger) Message {
+	return Message{barrier: tr.id, savepoint: tr.kind == checkpoint.KindSavepoint, endOfInput: tr.endOfInput}
 }
 
 var endOfStream = Message{eos: true}

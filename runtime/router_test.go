@@ -52,7 +52,7 @@ func TestHashRouterSendsEachKeyGroupToItsOwner(t *testing.T) {
 	if err := r.Emit(in); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Broadcast(barrierMessage(7, checkpoint.KindCheckpoint)); err != nil {
+	if err := r.Broadcast(barrierMessage(trigger{id: 7, kind: checkpoint.KindCheckpoint})); err != nil {
 		t.Fatal(err)
 	}
 	total := 0

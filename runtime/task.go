@@ -36,10 +36,14 @@ func (m *member) snapshotter() Snapshotter {
 	return s
 }
 
-// trigger asks a source subtask to emit a barrier.
+// trigger asks a source subtask to emit a barrier; it also describes the
+// barrier an operator task aligns.
 type trigger struct {
 	id   uint64
 	kind checkpoint.Kind
+	// endOfInput: the final checkpoint after every source finished.
+	// Nothing may be emitted after it, so timers stop firing.
+	endOfInput bool
 }
 
 // mailbox carries the driver's requests to a task without ever blocking the
@@ -133,6 +137,9 @@ type task struct {
 	wmInterval time.Duration
 
 	notified uint64 // highest completed checkpoint the operators were told about
+	// inputEnded: the final barrier after the end of the input passed;
+	// timers no longer fire.
+	inputEnded bool
 }
 
 // stateWriter writes one subtask's snapshot of one operator durably.
@@ -267,7 +274,7 @@ func (t *task) sourceWatermark(ctx context.Context, src WatermarkSource, m *wate
 func (t *task) drainMailbox(ctx context.Context) (done bool, err error) {
 	triggers, completed, finish := t.mail.take()
 	for _, tr := range triggers {
-		if err := t.checkpoint(ctx, tr.id, tr.kind); err != nil {
+		if err := t.checkpoint(ctx, tr); err != nil {
 			return false, err
 		}
 		t.probe(ProbeBarrierInjected, tr.id)
@@ -329,7 +336,14 @@ func (t *task) flush() error {
 
 // checkpoint snapshots every operator of the chain, forwards the barrier and
 // writes the state on another goroutine, which acknowledges when it is durable.
-func (t *task) checkpoint(ctx context.Context, id uint64, kind checkpoint.Kind) error {
+func (t *task) checkpoint(ctx context.Context, tr trigger) error {
+	id, kind := tr.id, tr.kind
+	if tr.endOfInput {
+		// Output after the final barrier would go into a transaction that
+		// no checkpoint covers: processing-time timers still pending at
+		// the end of the input never fire.
+		t.inputEnded = true
+	}
 	type pending struct {
 		m      *member
 		encode func() (checkpoint.SubtaskSnapshot, error)
@@ -348,7 +362,7 @@ func (t *task) checkpoint(ctx context.Context, id uint64, kind checkpoint.Kind) 
 	}
 	t.probe(ProbeSnapshotTaken, id)
 	for _, r := range t.routers {
-		if err := r.Broadcast(barrierMessage(id, kind)); err != nil {
+		if err := r.Broadcast(barrierMessage(tr)); err != nil {
 			return err
 		}
 	}
@@ -398,8 +412,7 @@ type inputs struct {
 	blocked  []bool // barrier of the checkpoint being aligned already arrived
 	finished []bool // end of stream arrived
 	live     int    // inputs not finished
-	aligning uint64 // checkpoint being aligned, or 0
-	kind     checkpoint.Kind
+	aligning trigger // barrier being aligned; id 0 when none
 	arrived  int // barriers of it arrived
 	cases    []reflect.SelectCase
 }
@@ -431,7 +444,7 @@ func (t *task) runOperators(ctx context.Context) error {
 	}
 	for {
 		var timerC <-chan time.Time
-		if next, ok := nextTimer(timerOps); ok {
+		if next, ok := nextTimer(timerOps); ok && !t.inputEnded {
 			timer.Reset(time.Until(next))
 			timerC = timer.C
 		}
@@ -490,7 +503,7 @@ func (t *task) runOperators(ctx context.Context) error {
 				return err
 			}
 		default:
-			if err := t.barrier(ctx, in, i, msg.barrier, msg.savepoint); err != nil {
+			if err := t.barrier(ctx, in, i, msg); err != nil {
 				return err
 			}
 		}
@@ -498,17 +511,17 @@ func (t *task) runOperators(ctx context.Context) error {
 }
 
 // barrier handles the barrier of checkpoint id arriving on input i.
-func (t *task) barrier(ctx context.Context, in *inputs, i int, id uint64, savepoint bool) error {
-	switch {
-	case id < in.aligning:
+func (t *task) barrier(ctx context.Context, in *inputs, i int, msg Message) error {
+	switch id := msg.barrier; {
+	case id < in.aligning.id:
 		return nil // a barrier of an abandoned checkpoint
-	case id > in.aligning:
+	case id > in.aligning.id:
 		// A newer checkpoint: any alignment in progress is abandoned.
 		clear(in.blocked)
-		in.aligning, in.arrived = id, 0
-		in.kind = checkpoint.KindCheckpoint
-		if savepoint {
-			in.kind = checkpoint.KindSavepoint
+		in.arrived = 0
+		in.aligning = trigger{id: id, kind: checkpoint.KindCheckpoint, endOfInput: msg.endOfInput}
+		if msg.savepoint {
+			in.aligning.kind = checkpoint.KindSavepoint
 		}
 	}
 	if !in.blocked[i] {
@@ -521,13 +534,13 @@ func (t *task) barrier(ctx context.Context, in *inputs, i int, id uint64, savepo
 // maybeAligned takes the checkpoint being aligned once its barrier arrived
 // on every live input.
 func (t *task) maybeAligned(ctx context.Context, in *inputs) error {
-	if in.aligning == 0 || in.arrived < in.live {
+	if in.aligning.id == 0 || in.arrived < in.live {
 		return nil
 	}
-	id, kind := in.aligning, in.kind
+	tr := in.aligning
 	clear(in.blocked)
-	in.aligning, in.arrived = 0, 0
-	return t.checkpoint(ctx, id, kind)
+	in.aligning, in.arrived = trigger{}, 0
+	return t.checkpoint(ctx, tr)
 }
 
 // receive waits for the next event of a task with inputs: cancellation, mail,

@@ -71,7 +71,7 @@ func runTask(t *testing.T, inputs ...[]Message) (*recorder, []event) {
 
 func data(v ...int) Message { return Message{batch: v} }
 func barrier(id uint64) Message {
-	return barrierMessage(id, checkpoint.KindCheckpoint)
+	return barrierMessage(trigger{id: id, kind: checkpoint.KindCheckpoint})
 }
 
 // TestBarrierAlignment: records after a barrier on one input wait until the

@@ -2,18 +2,21 @@ package state
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
+
+	"github.com/exactlyonce/exactly/checkpoint"
 )
 
 // formatVersion is the first byte of every snapshot blob.
 const formatVersion = 1
 
-// ErrCorrupt is wrapped by Restore's errors for blobs that are not valid snapshots.
-var ErrCorrupt = errors.New("state: corrupt snapshot blob")
+// ErrCorrupt is wrapped by Restore's errors for blobs that are not valid
+// snapshots. It is [checkpoint.ErrCorrupt], the engine's one corruption
+// mark.
+var ErrCorrupt = checkpoint.ErrCorrupt
 
 func corrupt(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrCorrupt, fmt.Sprintf(format, args...))
+	return fmt.Errorf("state: corrupt snapshot blob: %w: %s", ErrCorrupt, fmt.Sprintf(format, args...))
 }
 
 // Snapshot captures all keyed state and timers synchronously and returns a function
@@ -146,7 +149,7 @@ func (b *KeyedBackend[K]) restore(kg int, blob []byte) error {
 		return corrupt("empty blob")
 	}
 	if blob[0] != formatVersion {
-		return fmt.Errorf("%w: format version %d, this build reads version %d: restore with the version of exactly that wrote the checkpoint, or a newer one", ErrCorrupt, blob[0], formatVersion)
+		return fmt.Errorf("state: corrupt snapshot blob: %w: format version %d, this build reads version %d: restore with the version of exactly that wrote the checkpoint, or a newer one", ErrCorrupt, blob[0], formatVersion)
 	}
 	r := &sectionReader[K]{src: blob[1:], kg: kg, maxParallelism: b.maxParallelism, keyCodec: b.keyCodec}
 	var applies []func()
@@ -238,7 +241,7 @@ func (r *sectionReader[K]) key() (K, error) {
 	}
 	k, err := r.keyCodec.Decode(raw)
 	if err != nil {
-		return zero, fmt.Errorf("%w: key: %w", ErrCorrupt, err)
+		return zero, fmt.Errorf("state: corrupt snapshot blob: %w: key: %w", ErrCorrupt, err)
 	}
 	return k, nil
 }
@@ -252,7 +255,7 @@ func readValue[K comparable, V any](r *sectionReader[K], c Codec[V]) (V, error) 
 	}
 	v, err := c.Decode(raw)
 	if err != nil {
-		return v, fmt.Errorf("%w: value: %w", ErrCorrupt, err)
+		return v, fmt.Errorf("state: corrupt snapshot blob: %w: value: %w", ErrCorrupt, err)
 	}
 	return v, nil
 }

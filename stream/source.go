@@ -77,17 +77,19 @@ func newSourceOp[T any](ctx context.Context, oc runtime.OperatorContext, src sou
 			continue
 		}
 		p, ok := restored[split]
-		sr := &splitReader[T]{split: split, pos: p.pos, done: ok && p.done, newest: runtime.MinWatermark}
+		sr := &splitReader[T]{split: split, pos: p.pos, newest: runtime.MinWatermark}
 		if ok {
 			sr.newest = p.newest
 		}
-		if !sr.done {
-			// A split the restored checkpoint does not know appeared since.
-			isNew := !ok && oc.Restored != nil
-			if err := s.open(ctx, sr, isNew); err != nil {
-				s.closeReaders()
-				return nil, err
-			}
+		// A split restored as finished is opened again at its end: a
+		// bounded source ends it at once, and a source that is no longer
+		// bounded reads on or explains why it cannot (never silently
+		// idle). A split the restored checkpoint does not know appeared
+		// since.
+		isNew := !ok && oc.Restored != nil
+		if err := s.open(ctx, sr, isNew); err != nil {
+			s.closeReaders()
+			return nil, err
 		}
 		s.readers = append(s.readers, sr)
 	}

@@ -14,8 +14,9 @@ import (
 )
 
 // ErrCorrupt marks every error about a checkpoint file that is missing,
-// truncated, fails its checksum or cannot be decoded. Test with errors.Is.
-var ErrCorrupt = errors.New("checkpoint/store: corrupt checkpoint")
+// truncated, fails its checksum or cannot be decoded. It is
+// [checkpoint.ErrCorrupt]. Test with errors.Is.
+var ErrCorrupt = checkpoint.ErrCorrupt
 
 // ErrNewerVersion marks an intact file written in a format version this build
 // does not know, by a newer version of exactly. It is not corruption: the
@@ -36,7 +37,7 @@ type corruptError struct {
 }
 
 func (e *corruptError) Error() string {
-	return ErrCorrupt.Error() + ": " + e.path + ": " + e.problem
+	return "checkpoint/store: corrupt checkpoint: " + e.path + ": " + e.problem
 }
 
 func (e *corruptError) Unwrap() []error {

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/exactlyonce/exactly/checkpoint"
 )
@@ -57,11 +58,21 @@ func (s *Store) readState(dir string, h checkpoint.StateHandle) (checkpoint.Subt
 // after it would replay committed output.
 //
 // Each candidate is fully validated, its state files included (every one is
-// read and checked). A checkpoint with a missing, truncated or corrupt
-// metadata or state file, including one that never completed, is skipped
-// with a warning naming the file and the problem, and the next older one is
-// tried. Other errors (I/O errors, a checkpoint written by a newer version)
-// are returned: falling back on them would silently restore older state.
+// read and checked). The rules, newest candidate first:
+//
+//   - A checkpoint without metadata and above the completed id recorded in
+//     _ids never completed (the normal trace of a crash): it is skipped,
+//     logged at INFO. One at or below it lost its metadata: corrupt.
+//   - A checkpoint whose metadata exists — it completed, and sinks may have
+//     committed its output — but whose metadata or state files do not
+//     verify stops the search with an error wrapping ErrCorrupt that names
+//     the file and the choices, unless Options.SkipCorrupt is set: then it
+//     is skipped with a loud warning and counted ([Store.Skipped]).
+//   - A directory whose _ids records a completed checkpoint but that holds
+//     none any more is not treated as empty: the error says so (with
+//     SkipCorrupt, the job starts from scratch, with a warning).
+//   - Other errors (I/O errors, a checkpoint written by a newer version)
+//     are returned: falling back on them would silently restore older state.
 func (s *Store) Latest() (*checkpoint.Metadata, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -80,18 +91,47 @@ func (s *Store) Latest() (*checkpoint.Metadata, error) {
 		}
 	}
 	slices.SortFunc(all, func(a, b candidate) int { return cmp.Compare(b.id, a.id) })
+	_, completed, err := s.readIDs()
+	if err != nil {
+		return nil, err
+	}
+	var skipped []string
 	for _, c := range all {
-		id := c.id
-		m, err := s.load(s.Dir(id, c.kind), id, c.kind)
-		if ce, ok := errors.AsType[*corruptError](err); ok {
-			s.log.Warn("checkpoint/store: skipping invalid checkpoint, falling back to an older one",
-				"id", id, "file", ce.path, "problem", ce.problem)
+		dir := s.Dir(c.id, c.kind)
+		if _, err := s.fs.Stat(filepath.Join(dir, metadataFile)); errors.Is(err, fs.ErrNotExist) && c.id > completed {
+			s.log.Info("checkpoint/store: skipping a checkpoint that never completed", "id", c.id, "kind", c.kind, "dir", dir)
 			continue
 		}
-		return m, err
+		m, err := s.load(dir, c.id, c.kind)
+		ce, corrupt := errors.AsType[*corruptError](err)
+		if !corrupt {
+			return m, err
+		}
+		if !s.skipCorrupt {
+			return nil, fmt.Errorf("%w. %s %d completed (its metadata was written), so sinks may have committed its output, and falling back to an older checkpoint would write that output again. "+
+				"Restore the file from a backup and start again; or set SkipCorruptCheckpoints to fall back to the newest checkpoint that verifies, accepting duplicates of what was committed after it; or start from a savepoint with RestoreFrom",
+				err, c.kind, c.id)
+		}
+		s.skipped.Add(1)
+		skipped = append(skipped, fmt.Sprint(c.id))
+		s.log.Warn("checkpoint/store: SKIPPING A CORRUPT COMPLETED CHECKPOINT (SkipCorruptCheckpoints is set): output committed after the checkpoint restored will be written again",
+			"id", c.id, "kind", c.kind, "file", ce.path, "problem", ce.problem)
+	}
+	if completed > 0 {
+		if !s.skipCorrupt {
+			return nil, fmt.Errorf("checkpoint/store: %s: %w: the directory recorded completed checkpoints up to id %d in %s, but holds no valid one (skipped: [%s]); starting from scratch would write all output again. "+
+				"Restore the checkpoint directory from a backup; or start from a savepoint with RestoreFrom; or set SkipCorruptCheckpoints to start from scratch on purpose",
+				s.dir, ErrCorrupt, completed, idsFile, strings.Join(skipped, " "))
+		}
+		s.log.Warn("checkpoint/store: NO VALID CHECKPOINT LEFT (SkipCorruptCheckpoints is set): starting from scratch; all output will be written again",
+			"dir", s.dir, "last_completed", completed)
 	}
 	return nil, nil
 }
+
+// Skipped returns how many corrupt completed checkpoints [Store.Latest]
+// skipped under Options.SkipCorrupt.
+func (s *Store) Skipped() int64 { return s.skipped.Load() }
 
 // Load loads and fully validates the checkpoint or savepoint in directory
 // path (a chk-… or sp-… directory, or its _metadata file), for instance to

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/internal/vfs"
@@ -38,6 +39,11 @@ type Options struct {
 	// Logger receives warnings about checkpoints skipped as corrupt and about
 	// failures to remove old checkpoints. Default: slog.Default().
 	Logger *slog.Logger
+	// SkipCorrupt makes [Store.Latest] fall back past completed checkpoints
+	// that do not verify, with a loud warning each, instead of failing.
+	// Default false: a completed checkpoint's output may already be
+	// committed, and falling back to an older one writes it again.
+	SkipCorrupt bool
 }
 
 // Store keeps checkpoints and savepoints in a local directory. Its methods
@@ -48,6 +54,8 @@ type Store struct {
 	dir      string
 	retained int
 	log      *slog.Logger
+	// skipCorrupt is Options.SkipCorrupt.
+	skipCorrupt bool
 
 	// mu serialises ReserveID, Complete (with its retention), Discard and
 	// Latest, so that ids are reserved one at a time and retention never
@@ -56,6 +64,9 @@ type Store struct {
 	// owner is set by Acquire: from then on ids and completions are made
 	// only while this store is the directory's owner.
 	owner *owner
+	// skipped counts the completed checkpoints Latest skipped as corrupt
+	// under Options.SkipCorrupt.
+	skipped atomic.Int64
 }
 
 // Open returns a Store for dir, creating dir (durably) if needed.
@@ -67,7 +78,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("checkpoint/store: Options.Retained = %d: must be at least 1 (or 0 for the default, %d)",
 			opts.Retained, DefaultRetained)
 	}
-	s := &Store{fs: opts.FS, dir: filepath.Clean(dir), retained: opts.Retained, log: opts.Logger}
+	s := &Store{fs: opts.FS, dir: filepath.Clean(dir), retained: opts.Retained, log: opts.Logger, skipCorrupt: opts.SkipCorrupt}
 	if s.fs == nil {
 		s.fs = vfs.Default
 	}
@@ -149,7 +160,7 @@ func (s *Store) reserveAbove(floor uint64) (id uint64, err error) {
 }
 
 func (s *Store) reserveLocked(floor uint64) (uint64, error) {
-	last, err := s.readIDs()
+	last, completed, err := s.readIDs()
 	last = max(last, floor)
 	if err != nil {
 		return 0, err
@@ -167,31 +178,55 @@ func (s *Store) reserveLocked(floor uint64) (uint64, error) {
 		return 0, fmt.Errorf("checkpoint/store: checkpoint ids exhausted in %s", s.dir)
 	}
 	id := last + 1
-	buf := seal(idsMagic, binary.BigEndian.AppendUint64(newEnvelope(8), id))
-	if err := s.writeAtomic(s.dir, idsFile, buf); err != nil {
+	if err := s.writeIDs(id, completed); err != nil {
 		return 0, err
 	}
 	return id, nil
 }
 
-// readIDs returns the id recorded in _ids, 0 if there is none.
-func (s *Store) readIDs() (uint64, error) {
+// writeIDs replaces _ids durably.
+func (s *Store) writeIDs(reserved, completed uint64) error {
+	payload := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(newEnvelope(16), reserved), completed)
+	return s.writeAtomic(s.dir, idsFile, seal(idsMagic, payload))
+}
+
+// recordCompleted raises the completed id in _ids after id completed, so
+// that a completed checkpoint whose metadata is later lost is told from one
+// that never completed. The checkpoint is complete already: a failure is
+// logged, not returned. s.mu must be held.
+func (s *Store) recordCompleted(id uint64) {
+	reserved, completed, err := s.readIDs()
+	if err == nil && completed < id {
+		err = s.writeIDs(max(reserved, id), id)
+	}
+	if err != nil {
+		s.log.Warn("checkpoint/store: cannot record the completed checkpoint in "+idsFile+"; a later loss of its metadata would be taken for a crash", "id", id, "err", err)
+	}
+}
+
+// readIDs returns the highest id reserved and the highest id that
+// completed, recorded in _ids; 0, 0 if there is none. Files written before
+// the completed id was recorded hold only the first (completed is 0).
+func (s *Store) readIDs() (reserved, completed uint64, err error) {
 	path := filepath.Join(s.dir, idsFile)
 	b, err := s.readFile(path, -1)
 	if errors.Is(err, fs.ErrNotExist) {
-		return 0, nil
+		return 0, 0, nil
 	}
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	p, err := unseal(path, idsMagic, b)
-	if err == nil && len(p) != 8 {
-		err = corruptf(path, "payload is %d bytes, want 8", len(p))
+	if err == nil && len(p) != 8 && len(p) != 16 {
+		err = corruptf(path, "payload is %d bytes, want 8 or 16", len(p))
 	}
 	if err != nil {
-		return 0, fmt.Errorf("%w (ids must never repeat: restore the file from a backup, or replace it with one holding an id above every id ever used)", err)
+		return 0, 0, fmt.Errorf("%w (ids must never repeat: restore the file from a backup, or replace it with one holding an id above every id ever used)", err)
 	}
-	return binary.BigEndian.Uint64(p), nil
+	if len(p) == 16 {
+		completed = binary.BigEndian.Uint64(p[8:])
+	}
+	return binary.BigEndian.Uint64(p), completed, nil
 }
 
 // list returns the ids of the directories of the given kind, increasing.
@@ -313,6 +348,7 @@ func (s *Store) Complete(m checkpoint.Metadata) (path string, err error) {
 		if err := s.writeAtomic(dir, metadataFile, data); err != nil {
 			return err
 		}
+		s.recordCompleted(m.ID)
 		if m.Kind == checkpoint.KindCheckpoint {
 			s.retain(m.ID)
 		}

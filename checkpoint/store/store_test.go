@@ -331,28 +331,39 @@ func overwrite(t *testing.T, fsys vfs.FS, name string, b []byte) {
 }
 
 // TestCorruption damages each file of the newest checkpoint in turn, every
-// byte of it, and checks that Latest falls back to the previous checkpoint
-// with a warning naming the file, and that Load reports ErrCorrupt.
+// byte of it. A completed checkpoint that does not verify stops Latest with
+// an error that names the file and the choices; with SkipCorrupt, Latest
+// falls back to the previous checkpoint with a warning naming the file and
+// counts the skip. Load always reports ErrCorrupt.
 func TestCorruption(t *testing.T) {
 	mem := vfs.NewCrashableMem()
 	logger, logs := logBuffer()
 	s := mustOpen(t, testDir, Options{FS: mem, Logger: logger})
+	skipping := mustOpen(t, testDir, Options{FS: mem, Logger: logger, SkipCorrupt: true})
 	prev := writeCheckpoint(t, s, checkpoint.KindCheckpoint)
 	newest := writeCheckpoint(t, s, checkpoint.KindCheckpoint)
 	dir := s.Dir(newest.ID, checkpoint.KindCheckpoint)
 
 	check := func(t *testing.T, path, damage string) {
 		t.Helper()
-		logs.Reset()
 		got, err := s.Latest()
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "SkipCorruptCheckpoints") || got != nil {
+			t.Fatalf("%s %s: Latest = %+v, %v; want an error naming the file and the choices", damage, path, got, err)
+		}
+		logs.Reset()
+		skips := skipping.Skipped()
+		got, err = skipping.Latest()
 		if err != nil {
-			t.Fatalf("%s %s: Latest: %v", damage, path, err)
+			t.Fatalf("%s %s: Latest with SkipCorrupt: %v", damage, path, err)
 		}
 		if got == nil || got.ID != prev.ID {
-			t.Fatalf("%s %s: Latest = %+v, want checkpoint %d", damage, path, got, prev.ID)
+			t.Fatalf("%s %s: Latest with SkipCorrupt = %+v, want checkpoint %d", damage, path, got, prev.ID)
 		}
 		if log := logs.String(); !strings.Contains(log, "level=WARN") || !strings.Contains(log, path) {
 			t.Fatalf("%s %s: warning does not name the file: %q", damage, path, log)
+		}
+		if skipping.Skipped() != skips+1 {
+			t.Fatalf("%s %s: Skipped = %d, want %d", damage, path, skipping.Skipped(), skips+1)
 		}
 		if _, err := s.Load(dir); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), path) {
 			t.Fatalf("%s %s: Load: %v", damage, path, err)
@@ -398,19 +409,57 @@ func TestCorruption(t *testing.T) {
 	check(t, a, "swap")
 	overwrite(t, mem, a, ab)
 
-	// When every checkpoint is corrupt there is none, and one warning each.
+	// When every checkpoint is corrupt the directory is not taken for an
+	// empty one: an error, or with SkipCorrupt a fresh start with one
+	// warning per checkpoint and one for the fresh start.
 	for _, m := range []checkpoint.Metadata{prev, newest} {
 		if err := mem.Remove(filepath.Join(s.Dir(m.ID, checkpoint.KindCheckpoint), files[0])); err != nil {
 			t.Fatal(err)
 		}
 	}
-	logs.Reset()
-	got, err := s.Latest()
-	if got != nil || err != nil {
-		t.Fatalf("Latest with all corrupt = %+v, %v; want nil, nil", got, err)
+	if got, err := s.Latest(); !errors.Is(err, ErrCorrupt) || got != nil {
+		t.Fatalf("Latest with all corrupt = %+v, %v; want ErrCorrupt", got, err)
 	}
-	if n := strings.Count(logs.String(), "level=WARN"); n != 2 {
-		t.Fatalf("%d warnings, want 2:\n%s", n, logs)
+	logs.Reset()
+	got, err := skipping.Latest()
+	if got != nil || err != nil {
+		t.Fatalf("Latest with all corrupt and SkipCorrupt = %+v, %v; want nil, nil", got, err)
+	}
+	if n := strings.Count(logs.String(), "level=WARN"); n != 3 {
+		t.Fatalf("%d warnings, want 3:\n%s", n, logs)
+	}
+	// Every directory deleted, _ids kept: still not empty.
+	for _, m := range []checkpoint.Metadata{prev, newest} {
+		if err := mem.RemoveAll(s.Dir(m.ID, checkpoint.KindCheckpoint)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := s.Latest(); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "up to id 2") {
+		t.Fatalf("Latest with every checkpoint deleted = %+v, %v; want ErrCorrupt naming the completed id", got, err)
+	}
+}
+
+// TestIncompleteCheckpointIsSkippedQuietly: a checkpoint that never
+// completed (no metadata, above the completed id) is the normal trace of a
+// crash: skipped without a warning.
+func TestIncompleteCheckpointIsSkippedQuietly(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	logger, logs := logBuffer()
+	s := mustOpen(t, testDir, Options{FS: mem, Logger: logger})
+	done := writeCheckpoint(t, s, checkpoint.KindCheckpoint)
+	id, err := s.ReserveID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.WriteState(id, checkpoint.KindCheckpoint, "op", 0, snapshotFor(id, "op", 0)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Latest()
+	if err != nil || got == nil || got.ID != done.ID {
+		t.Fatalf("Latest = %+v, %v; want checkpoint %d", got, err, done.ID)
+	}
+	if logs.Len() != 0 {
+		t.Fatalf("an incomplete checkpoint logged a warning: %s", logs)
 	}
 }
 
