@@ -613,7 +613,9 @@ func (d *driver) do(ctx context.Context, a checkpoint.Action) []checkpoint.Actio
 	case checkpoint.InjectBarriers:
 		for _, t := range d.tasks {
 			if t.members[0].source != nil {
-				t.mail.post(func(m *mailbox) { m.triggers = append(m.triggers, trigger{id: a.ID, kind: a.Kind, endOfInput: a.EndOfInput}) })
+				t.mail.post(func(m *mailbox) {
+					m.triggers = append(m.triggers, trigger{id: a.ID, kind: a.Kind, endOfInput: a.EndOfInput})
+				})
 			}
 		}
 	case checkpoint.PersistMetadata:

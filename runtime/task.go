@@ -409,11 +409,11 @@ func encodeRecovered(where string, encode func() (checkpoint.SubtaskSnapshot, er
 // input state of a task with input channels.
 type inputs struct {
 	chans    []chan Message
-	blocked  []bool // barrier of the checkpoint being aligned already arrived
-	finished []bool // end of stream arrived
-	live     int    // inputs not finished
+	blocked  []bool  // barrier of the checkpoint being aligned already arrived
+	finished []bool  // end of stream arrived
+	live     int     // inputs not finished
 	aligning trigger // barrier being aligned; id 0 when none
-	arrived  int // barriers of it arrived
+	arrived  int     // barriers of it arrived
 	cases    []reflect.SelectCase
 }
 
