@@ -93,6 +93,56 @@ type Options struct {
 	// network partition) and must undo them before returning. final is
 	// true for a run in which no kill is planned.
 	During func(ctx context.Context, run int, final bool)
+	// Claim, when set, is asked before each run that would get a kill;
+	// when it returns true no kill is planned for that run: During owns
+	// it (see [ChildOf]: Child.Claimed is set) and ends the child itself,
+	// by a signal of its choice. Any exit of a claimed run is accepted —
+	// During judges it — and none counts as a kill; an exit 0 counts as
+	// the job having finished.
+	Claim func(run int) bool
+}
+
+// Child is the child process of one run, as During sees it ([ChildOf]).
+type Child struct {
+	// Process is the running child.
+	Process *os.Process
+	// Claimed reports that Options.Claim claimed this run: no kill is
+	// planned, During must end the child.
+	Claimed bool
+
+	command func(context.Context) *exec.Cmd
+	env     []string // the child's environment, without a planned kill
+	out     *strings.Builder
+	exited  chan struct{}
+	err     error // of cmd.Wait, set before exited is closed
+}
+
+type childKey struct{}
+
+// ChildOf returns the child of the run whose During received ctx; nil
+// outside During.
+func ChildOf(ctx context.Context) *Child {
+	c, _ := ctx.Value(childKey{}).(*Child)
+	return c
+}
+
+// Command returns a command for another instance of the child, with the
+// child's environment (no kill planned) and env added: a second process
+// of the same job.
+func (c *Child) Command(ctx context.Context, env ...string) *exec.Cmd {
+	cmd := c.command(ctx)
+	cmd.Env = append(slices.Clone(c.env), env...)
+	return cmd
+}
+
+// Exited is closed once the child has exited.
+func (c *Child) Exited() <-chan struct{} { return c.exited }
+
+// Result returns the child's output, stdout and stderr, and the error of
+// its exit (nil: status 0); it waits for the child to exit.
+func (c *Child) Result() (string, error) {
+	<-c.exited
+	return c.out.String(), c.err
 }
 
 // Report says what a crash run did.
@@ -110,6 +160,8 @@ type Report struct {
 	// only restart a finished job; a test sizes its input so that this
 	// count reaches its quota.
 	KillsBeforeDone int
+	// Claimed counts the runs Options.Claim claimed.
+	Claimed int
 	// done is set once a child exited 0.
 	done bool
 }
@@ -181,9 +233,13 @@ func Supervise(o Options, command func(ctx context.Context) *exec.Cmd, logf func
 		kill := rep.Kills < o.Kills || o.More != nil && o.More(rep.Kills)
 		env := append(os.Environ(), envChild+"=1")
 		env = append(env, o.Env...)
+		base := slices.Clone(env)
 		kind := "none"
 		var delay time.Duration
-		if kill {
+		claimed := kill && o.Claim != nil && o.Claim(rep.Runs)
+		if claimed {
+			kind = "claimed"
+		} else if kill {
 			distinct := slices.Compact(slices.Sorted(slices.Values(o.Points)))
 			if covered := rep.Kills - rep.ByKind["timed"]; covered < len(distinct) && rep.ByKind[string(distinct[covered])] == 0 {
 				// The first probe kills visit every point once.
@@ -199,13 +255,22 @@ func Supervise(o Options, command func(ctx context.Context) *exec.Cmd, logf func
 			}
 		}
 		began := time.Now()
-		killed, err := runChild(command, env, delay, o.Timeout, during(o.During, rep.Runs, !kill))
+		child := &Child{Claimed: claimed, command: command, env: base, exited: make(chan struct{})}
+		killed, err := runChild(command, env, delay, o.Timeout, during(o.During, rep.Runs, !kill), child)
 		outcome := "exited 0: the job finished"
-		if killed {
+		switch {
+		case killed:
 			outcome = "SIGKILLed"
+		case err != nil && claimed:
+			outcome = "exited: " + firstLine(err.Error())
 		}
 		logf("run %d: kill %s: %s after %v", rep.Runs, killSpec(kind, env), outcome, time.Since(began).Round(time.Millisecond))
 		switch {
+		case claimed:
+			rep.Claimed++
+			if !killed && err == nil {
+				rep.done = true
+			}
 		case killed:
 			rep.Kills++
 			rep.ByKind[kind]++
@@ -243,7 +308,7 @@ func during(f func(ctx context.Context, run int, final bool), run int, final boo
 // runChild runs the child once, and alongside (when not nil) in another
 // goroutine with a context cancelled once the child has exited; it reports
 // whether SIGKILL ended the child.
-func runChild(command func(context.Context) *exec.Cmd, env []string, delay, timeout time.Duration, alongside func(context.Context)) (killed bool, err error) {
+func runChild(command func(context.Context) *exec.Cmd, env []string, delay, timeout time.Duration, alongside func(context.Context), child *Child) (killed bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := command(ctx)
@@ -253,17 +318,20 @@ func runChild(command func(context.Context) *exec.Cmd, env []string, delay, time
 	if err := cmd.Start(); err != nil {
 		return false, err
 	}
+	child.Process, child.out = cmd.Process, &out
 	if delay > 0 {
 		timer := time.AfterFunc(delay, func() { _ = cmd.Process.Signal(syscall.SIGKILL) })
 		defer timer.Stop()
 	}
 	if alongside != nil {
-		actx, stop := context.WithCancel(ctx)
+		actx, stop := context.WithCancel(context.WithValue(ctx, childKey{}, child))
 		done := make(chan struct{})
 		go func() { defer close(done); alongside(actx) }()
 		defer func() { stop(); <-done }()
 	}
 	err = cmd.Wait()
+	child.err = err
+	close(child.exited)
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL && ctx.Err() == nil {
 		return true, nil
 	}
@@ -271,6 +339,12 @@ func runChild(command func(context.Context) *exec.Cmd, env []string, delay, time
 		return false, fmt.Errorf("%w\n--- child output ---\n%s", err, tail(out.String(), 4000))
 	}
 	return false, nil
+}
+
+// firstLine returns s up to its first newline.
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
 }
 
 func tail(s string, n int) string {
