@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -240,6 +241,37 @@ func (g *Graph) validate(maxParallelism int) error {
 
 // chainedTo returns, for every operator, the index of the operator it is
 // chained to (runs in the same task as), or -1 when it heads its own task.
+// taskNames names the tasks in the order build creates them — one per
+// subtask of each chain's head operator — as "head[s]", or "head[s] (head →
+// next → …)" for a chain of several operators, for the coordinator's
+// messages about subtasks that did not acknowledge.
+func (g *Graph) taskNames() []string {
+	chain := g.chainedTo()
+	head := make([]int, len(g.Operators))
+	members := make([][]string, len(g.Operators))
+	for i, op := range g.Operators {
+		head[i] = i
+		if chain[i] >= 0 {
+			head[i] = head[chain[i]]
+		}
+		members[head[i]] = append(members[head[i]], op.Name)
+	}
+	var names []string
+	for i, op := range g.Operators {
+		if head[i] != i {
+			continue
+		}
+		for s := range op.Parallelism {
+			name := fmt.Sprintf("%s[%d]", op.Name, s)
+			if len(members[i]) > 1 {
+				name += " (" + strings.Join(members[i], " → ") + ")"
+			}
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
 func (g *Graph) chainedTo() []int {
 	chain := make([]int, len(g.Operators))
 	for i, op := range g.Operators {

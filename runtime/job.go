@@ -162,17 +162,7 @@ func Start(ctx context.Context, g Graph, opts Options) (*Job, error) {
 			_ = st.Release() // the job never ran; the next start takes over at once
 		}
 	}()
-	// The coordinator's subtasks are the tasks, in the order build creates
-	// them: one per subtask of each chain's head operator.
-	var names []string
-	chain := g.chainedTo()
-	for i, op := range g.Operators {
-		if chain[i] < 0 {
-			for s := range op.Parallelism {
-				names = append(names, fmt.Sprintf("%s[%d]", op.Name, s))
-			}
-		}
-	}
+	names := g.taskNames()
 	coord, err := checkpoint.NewCoordinator(checkpoint.Config{
 		Job:               g.Job,
 		MaxParallelism:    opts.MaxParallelism,

@@ -54,10 +54,32 @@ type txSink struct {
 	prepared map[string][]int
 	done     map[string]bool
 	visible  []int
+	// failCommits makes every Commit fail (a sink outage).
+	failCommits atomic.Bool
+	// stuck makes the Prepare of the writers opened while it is set block
+	// until its context ends (a stuck write); that clears it.
+	stuck atomic.Bool
+}
+
+func newTxSink() *txSink { return &txSink{prepared: map[string][]int{}, done: map[string]bool{}} }
+
+// check fails t unless the visible rows are 0..n-1, each once, in order.
+func (s *txSink) check(t *testing.T, n int) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.visible) != n {
+		t.Fatalf("%d rows visible, want %d", len(s.visible), n)
+	}
+	for i, v := range s.visible {
+		if v != i {
+			t.Fatalf("row %d is %d: output lost or duplicated", i, v)
+		}
+	}
 }
 
 func (s *txSink) NewWriter(_ context.Context, info sink.WriterInfo) (sink.Writer[int], error) {
-	return &txWriter{s: s, subtask: info.Subtask}, nil
+	return &txWriter{s: s, subtask: info.Subtask, stuck: s.stuck.Load()}, nil
 }
 func (s *txSink) NewCommitter(context.Context, sink.CommitterInfo) (sink.Committer, error) {
 	return txCommitter{s}, nil
@@ -66,11 +88,17 @@ func (s *txSink) NewCommitter(context.Context, sink.CommitterInfo) (sink.Committ
 type txWriter struct {
 	s       *txSink
 	subtask int
+	stuck   bool
 	open    []int
 }
 
 func (w *txWriter) Write(_ context.Context, b []int) error { w.open = append(w.open, b...); return nil }
-func (w *txWriter) Prepare(_ context.Context, id uint64) ([]byte, error) {
+func (w *txWriter) Prepare(ctx context.Context, id uint64) ([]byte, error) {
+	if w.stuck {
+		<-ctx.Done()
+		w.s.stuck.Store(false)
+		return nil, ctx.Err()
+	}
 	if len(w.open) == 0 {
 		return nil, nil
 	}
@@ -91,6 +119,9 @@ func (c txCommitter) Commit(_ context.Context, p sink.Committable) error {
 	key := string(p.Data)
 	if c.s.done[key] {
 		return nil
+	}
+	if c.s.failCommits.Load() {
+		return errors.New("the sink is unreachable")
 	}
 	rows, ok := c.s.prepared[key]
 	if !ok {
