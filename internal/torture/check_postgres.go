@@ -64,3 +64,36 @@ func createTable(ctx context.Context, dsn, table string) error {
 	_, err = conn.Exec(ctx, fmt.Sprintf("CREATE TABLE %s (id bigint, key text, seq bigint, amount bigint, total bigint, gaps bigint, pos bigserial)", pgx.Identifier{table}.Sanitize()))
 	return err
 }
+
+// dropTables drops the run's tables and deletes the rows its sinks left in
+// the shared progress and owner tables (connectors/postgres), when they
+// exist.
+func dropTables(ctx context.Context, dsn string, tables ...string) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	var keys []string
+	for _, t := range tables {
+		if _, err := conn.Exec(ctx, "DROP TABLE IF EXISTS "+pgx.Identifier{t}.Sanitize()); err != nil {
+			return err
+		}
+		for _, s := range []string{sinkFenced, sinkPrepared} {
+			sum := sha256.Sum256([]byte(jobName + "\n" + s + "\npublic." + t))
+			keys = append(keys, hex.EncodeToString(sum[:8]))
+		}
+	}
+	for _, shared := range []string{"_exactly_progress", "_exactly_owners"} {
+		var exists bool
+		if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", "public."+shared).Scan(&exists); err != nil {
+			return err
+		}
+		if exists {
+			if _, err := conn.Exec(ctx, "DELETE FROM "+pgx.Identifier{shared}.Sanitize()+" WHERE sink = ANY($1)", keys); err != nil {
+				return fmt.Errorf("delete the run's rows from %s: %w", shared, err)
+			}
+		}
+	}
+	return nil
+}

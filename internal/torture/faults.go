@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/exactlyonce/exactly/internal/crashtest"
 )
 
 // Kinds of fault the injector makes besides the SIGKILLs of the job
@@ -52,16 +54,37 @@ type injector struct {
 	logf     func(format string, args ...any)
 	enough   func() bool // the fault budget or the time limit is reached
 
-	mu     sync.Mutex
-	counts map[string]int
-	err    error // first failure to inject or heal a fault
-	total  atomic.Int64
+	progress string // the job's progress file: a "c" per completed checkpoint
+
+	mu       sync.Mutex
+	counts   map[string]int
+	outcomes map[string]int // what the process faults saw, by outcome
+	claimed  map[int]string // the process fault of each claimed run
+	err      error          // first failure to inject or heal a fault, or of a process fault's rule
+	total    atomic.Int64
+	ordinary atomic.Int64 // the faults made by inject
 }
 
 // during is crashtest's Options.During: in each run but the final one it
 // makes 0 to 2 faults, at random moments drawn from the seed and the run.
 func (in *injector) during(ctx context.Context, run int, final bool) {
 	if final || len(in.groups) == 0 {
+		return
+	}
+	if child := crashtest.ChildOf(ctx); child != nil && child.Claimed {
+		kind, err := in.processFault(ctx, run, child)
+		in.mu.Lock()
+		if kind != "" {
+			in.counts[kind]++
+		}
+		if err != nil && in.err == nil {
+			in.err = fmt.Errorf("%s: %w", in.claimed[run], err)
+		}
+		in.mu.Unlock()
+		if kind != "" {
+			in.total.Add(1)
+			in.logf("run %d: fault %s done", run, kind)
+		}
 		return
 	}
 	rng := rand.New(rand.NewPCG(in.seed, uint64(run)))
@@ -78,8 +101,30 @@ func (in *injector) during(ctx context.Context, run int, final bool) {
 		}
 		in.mu.Unlock()
 		in.total.Add(1)
+		in.ordinary.Add(1)
 		in.logf("run %d: fault %s done", run, kind)
 	}
+}
+
+// covered reports whether a fault of every kind was made.
+func (in *injector) covered() bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for _, k := range slices.Concat(append(in.kinds(), in.processKinds())...) {
+		if !in.made(k) {
+			return false
+		}
+	}
+	return true
+}
+
+// processKinds returns the process faults that can be made: the clean
+// stop during an outage needs toxiproxy.
+func (in *injector) processKinds() []string {
+	if in.tp == nil {
+		return slices.DeleteFunc(slices.Clone(processKinds), func(k string) bool { return k == FaultCleanStop })
+	}
+	return processKinds
 }
 
 // kinds returns the fault kinds of the available groups.
@@ -110,7 +155,7 @@ func (in *injector) kinds() [][]string {
 func (in *injector) choose(rng *rand.Rand) string {
 	groups := in.kinds()
 	all := slices.Concat(groups...)
-	if n := int(in.total.Load()); n < len(all) {
+	if n := int(in.ordinary.Load()); n < len(all) {
 		return all[n]
 	}
 	g := groups[rng.IntN(len(groups))]
@@ -224,6 +269,7 @@ func (in *injector) heal() error {
 	var errs []error
 	if in.tp != nil {
 		for _, p := range []string{"kafka", "postgres"} {
+			errs = append(errs, in.tp.enable(context.Background(), p, true))
 			for _, tx := range []string{"lat-up", "lat-down", "reset", "timeout", "part-up", "part-down"} {
 				errs = append(errs, in.tp.untoxic(context.Background(), p, tx))
 			}

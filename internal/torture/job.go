@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/exactlyonce/exactly/connectors/file"
@@ -58,8 +60,13 @@ type jobConfig struct {
 func IsChild() bool { return os.Getenv(envJob) != "" }
 
 // RunChild runs the torture job in this process, as configured by the
-// supervisor, until its bounded input is done and committed.
+// supervisor, until its bounded input is done and committed. SIGTERM (or
+// the end of ctx) stops it cleanly: the job commits what its last
+// completed checkpoint covers and RunChild returns its error (wrapping
+// context.Canceled, or stream.ErrCommitPending when that commit failed).
 func RunChild(ctx context.Context) error {
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM)
+	defer stop()
 	var c jobConfig
 	if err := json.Unmarshal([]byte(os.Getenv(envJob)), &c); err != nil {
 		return fmt.Errorf("torture: job configuration in %s: %w", envJob, err)
@@ -78,6 +85,9 @@ func RunChild(ctx context.Context) error {
 		CheckpointDir:      c.Checkpoints,
 		CheckpointInterval: c.Interval,
 		CheckpointTimeout:  20 * time.Second,
+		// A short lease, so that a paused process becomes a zombie within
+		// seconds (the zombie fault); a second instance waits two leases.
+		OwnershipLease: ownershipLease,
 		// Small batches: the throttle sleeps inside the source's task, and
 		// a barrier waits behind the batch being throttled.
 		BatchSize: 32,

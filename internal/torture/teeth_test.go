@@ -51,7 +51,7 @@ func (b brokenSink[T]) NewWriter(ctx context.Context, info sink.WriterInfo) (sin
 	if err != nil {
 		return nil, err
 	}
-	c, err := b.NewCommitter(ctx, sink.CommitterInfo{Job: info.Job, Sink: info.Sink})
+	c, err := b.NewCommitter(ctx, sink.CommitterInfo{Job: info.Job, Sink: info.Sink, Owner: info.Owner})
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactlyonce/exactly/internal/crashtest"
@@ -85,6 +86,10 @@ type Report struct {
 	// Windows counts the event-time windows (per key) the workload fills:
 	// the records a windowed sink must hold.
 	Windows int
+	// Outcomes counts what the process faults (a clean stop, a second
+	// instance, a zombie, a corrupt checkpoint) saw the engine do, by
+	// outcome; an outcome that breaks a rule fails the run instead.
+	Outcomes map[string]int
 	// Sinks is the checker's verdict per sink.
 	Sinks []SinkResult
 	// Duration is the run's wall time.
@@ -115,6 +120,12 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "faults injected: %d\n", r.TotalFaults())
 	for _, k := range slices.Sorted(maps.Keys(r.Faults)) {
 		fmt.Fprintf(w, "  %-32s %d\n", k, r.Faults[k])
+	}
+	if len(r.Outcomes) > 0 {
+		fmt.Fprintf(w, "process fault outcomes:\n")
+		for _, k := range slices.Sorted(maps.Keys(r.Outcomes)) {
+			fmt.Fprintf(w, "  %-86s %d\n", k, r.Outcomes[k])
+		}
 	}
 	fmt.Fprintf(w, "recoveries: %d job process restarts from a checkpoint, %d failovers inside a process\n", r.Runs-1, r.Failovers)
 	fmt.Fprintf(w, "checkpoints completed: %d\n", r.Checkpoints)
@@ -184,6 +195,13 @@ func Run(ctx context.Context, c Config, command func(context.Context) *exec.Cmd)
 	if err != nil {
 		return nil, err
 	}
+	// The run deletes what it creates, whatever the outcome (after the
+	// check: the report holds what a failure needs).
+	defer func() {
+		if err := dropRun(c, jc); err != nil {
+			logf("torture: deleting the run's topics and tables: %v", err)
+		}
+	}()
 	if err := load(ctx, c, jc); err != nil {
 		return nil, err
 	}
@@ -201,14 +219,14 @@ func Run(ctx context.Context, c Config, command func(context.Context) *exec.Cmd)
 	// Enough once the budget is spent and every fault kind was made once
 	// (kills dominate the budget; without the second condition a run could
 	// end before the scheduler's first round reached every kind).
-	kinds := int64(len(slices.Concat(in.kinds()...)))
 	enough := func() bool {
 		if c.Duration > 0 && time.Since(began) > c.Duration {
 			return true
 		}
-		return kills.Load()+in.total.Load() >= int64(c.Faults) && in.total.Load() >= kinds
+		return kills.Load()+in.total.Load() >= int64(c.Faults) && in.covered()
 	}
 	in.enough = enough
+	in.progress = jc.Progress
 	logf("torture: seed %d: %d events, %d keys, at least %d faults, topics %s → %s and %s, tables %s and %s, files in %s",
 		c.Seed, c.Events, c.Keys, c.Faults, jc.Input, jc.Output, jc.Windows, jc.Fenced, jc.Prepared, jc.Files)
 	crep, err := crashtest.Supervise(crashtest.Options{
@@ -216,8 +234,9 @@ func Run(ctx context.Context, c Config, command func(context.Context) *exec.Cmd)
 		Env:    []string{envJob + "=" + string(cfgJSON)},
 		More:   func(k int) bool { kills.Store(int64(k)); return !enough() },
 		During: in.during,
+		Claim:  in.claim,
 	}, command, logf)
-	rep := &Report{Seed: c.Seed, Events: c.Events, Keys: c.Keys, Runs: crep.Runs, Faults: map[string]int{}}
+	rep := &Report{Seed: c.Seed, Events: c.Events, Keys: c.Keys, Runs: crep.Runs, Faults: map[string]int{}, Outcomes: in.outcomes}
 	for k, n := range crep.ByKind {
 		rep.Faults["kill:"+k] = n
 	}
@@ -274,6 +293,7 @@ func setupFaults(ctx context.Context, c Config, jc *jobConfig, logf func(string,
 		return errors.Join(errs...)
 	}
 	in = &injector{seed: c.Seed, scripts: c.Scripts, logf: logf, counts: map[string]int{},
+		outcomes: map[string]int{}, claimed: map[int]string{},
 		groups: []string{groupKafka, groupPostgres}}
 	_, kport, err := net.SplitHostPort(c.Kafka)
 	if err != nil {
@@ -374,6 +394,28 @@ func load(ctx context.Context, c Config, jc jobConfig) error {
 		return fmt.Errorf("torture: load the input: %w", err)
 	}
 	return nil
+}
+
+// dropRun deletes the topics, the tables (and the sinks' progress rows
+// of this run's tables) that the run created.
+func dropRun(c Config, jc jobConfig) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var errs []error
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Kafka))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	resp, err := kadm.NewClient(cl).DeleteTopics(ctx, jc.Input, jc.Output, jc.Windows)
+	errs = append(errs, err)
+	for _, r := range resp {
+		if r.Err != nil && !errors.Is(r.Err, kerr.UnknownTopicOrPartition) {
+			errs = append(errs, fmt.Errorf("delete topic %s: %w", r.Topic, r.Err))
+		}
+	}
+	errs = append(errs, dropTables(ctx, c.Postgres, jc.Fenced, jc.Prepared))
+	return errors.Join(errs...)
 }
 
 // findScripts returns the scripts directory of the repository holding the

@@ -57,7 +57,8 @@ func TestTorture(t *testing.T) {
 	if n := rep.TotalFaults(); n < c.Faults {
 		t.Errorf("%d faults injected, want at least %d", n, c.Faults)
 	}
-	want := []string{"kill:", FaultKafkaRestart, FaultPostgresRestart, FaultLatency, FaultReset, FaultTimeout, FaultPartition}
+	want := []string{"kill:", FaultKafkaRestart, FaultPostgresRestart, FaultLatency, FaultReset, FaultTimeout, FaultPartition,
+		FaultCleanStop, FaultSecondInstance, FaultZombie, FaultCorrupt}
 	if !c.NoDisk {
 		want = append(want, FaultUnwritable)
 	}
