@@ -1,0 +1,160 @@
+package commit
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/runtime"
+	"github.com/exactlyonce/exactly/sink"
+)
+
+// Restore is the Restore hook of a sink operator (see
+// [runtime.OperatorSpec]): before any task runs, it fences earlier owners
+// of the sink, commits every committable of the restored checkpoint, oldest
+// first, then aborts whatever else earlier attempts left behind.
+func Restore[T any](ctx context.Context, sk sink.Sink[T], rc runtime.RestoreContext) error {
+	var pending []sink.Committable
+	for _, e := range rc.Entries {
+		c, err := Decode(e)
+		if err != nil {
+			return err
+		}
+		pending = append(pending, c)
+	}
+	slices.SortStableFunc(pending, func(a, b sink.Committable) int {
+		return cmp.Or(cmp.Compare(a.CheckpointID, b.CheckpointID), cmp.Compare(a.Subtask, b.Subtask))
+	})
+	c, err := sk.NewCommitter(ctx, sink.CommitterInfo{Job: rc.Job, Sink: rc.Operator, Owner: rc.Owner, TakeOver: rc.TakeOverSinks, Logger: rc.Logger})
+	if err != nil {
+		return fmt.Errorf("opening the committer: %w", err)
+	}
+	defer c.Close()
+	if err := c.Fence(ctx, rc.CheckpointID); err != nil {
+		return fmt.Errorf("fencing earlier owners as %s: %w", rc.Owner, err)
+	}
+	for _, p := range pending {
+		if err := commitWithRetry(ctx, c, p, rc.CommitRetries); err != nil {
+			return err
+		}
+	}
+	if err := c.AbortLingering(ctx, rc.CheckpointID); err != nil {
+		return fmt.Errorf("aborting lingering transactions: %w", err)
+	}
+	return nil
+}
+
+// commitWithRetry commits c, retrying transient failures with exponential
+// backoff from 50ms; errors marked permanent are not retried.
+func commitWithRetry(ctx context.Context, c sink.Committer, p sink.Committable, retries int) error {
+	backoff := 50 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		err := c.Commit(ctx, p)
+		if err == nil {
+			return nil
+		}
+		err = fmt.Errorf("committing checkpoint %d of subtask %d: %w", p.CheckpointID, p.Subtask, err)
+		if sink.IsPermanent(err) || attempt >= retries {
+			return err
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		}
+		backoff *= 2
+	}
+}
+
+// Operator is one subtask of a sink: a writer, a committer and the queue of
+// prepared transactions not yet committed.
+type Operator[T any] struct {
+	oc        runtime.OperatorContext
+	writer    sink.Writer[T]
+	committer sink.Committer
+	queue     Queue
+}
+
+// NewOperator opens the writer and the committer of one sink subtask.
+func NewOperator[T any](ctx context.Context, oc runtime.OperatorContext, sk sink.Sink[T]) (*Operator[T], error) {
+	w, err := sk.NewWriter(ctx, sink.WriterInfo{Job: oc.Job, Sink: oc.Operator, Subtask: oc.Subtask,
+		Parallelism: oc.Parallelism, Owner: oc.Owner, CheckpointInterval: oc.CheckpointInterval, Logger: oc.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("opening the writer: %w", err)
+	}
+	c, err := sk.NewCommitter(ctx, sink.CommitterInfo{Job: oc.Job, Sink: oc.Operator, Owner: oc.Owner, Logger: oc.Logger})
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("opening the committer: %w", err), w.Close())
+	}
+	return &Operator[T]{oc: oc, writer: w, committer: c}, nil
+}
+
+// Process writes a batch into the open transaction.
+func (s *Operator[T]) Process(ctx context.Context, batch any) error {
+	in, ok := batch.([]T)
+	if !ok {
+		return fmt.Errorf("commit: internal error: sink %q got a batch of %T, want %T", s.oc.Operator, batch, in)
+	}
+	s.oc.Records.Add(int64(len(in)))
+	return s.writer.Write(ctx, in)
+}
+
+// Snapshot prepares the open transaction and checkpoints every committable
+// not yet committed.
+func (s *Operator[T]) Snapshot(ctx context.Context, id uint64) (func() (checkpoint.SubtaskSnapshot, error), error) {
+	data, err := s.writer.Prepare(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("prepare: %w", err)
+	}
+	if data != nil {
+		s.queue.Add(sink.Committable{CheckpointID: id, Subtask: s.oc.Subtask, Incarnation: s.oc.Owner.Incarnation, Data: data})
+	}
+	var snap checkpoint.SubtaskSnapshot
+	for _, c := range s.queue.Pending() {
+		snap.Entries = append(snap.Entries, Encode(c))
+	}
+	return func() (checkpoint.SubtaskSnapshot, error) { return snap, nil }, nil
+}
+
+// CheckpointComplete commits everything checkpoint id covers, oldest first.
+func (s *Operator[T]) CheckpointComplete(ctx context.Context, id uint64) error {
+	for _, c := range s.queue.Covered(id) {
+		if err := commitWithRetry(ctx, s.committer, c, s.oc.CommitRetries); err != nil {
+			return err
+		}
+		s.queue.Done(c)
+	}
+	return nil
+}
+
+// Close commits what the last completed checkpoint covers and aborts what
+// no completed checkpoint covers when the job stops deliberately; after a
+// failure it leaves both to recovery. A committable that the completed
+// checkpoint covers is never aborted, even when its commit fails: it is
+// stored in that checkpoint, and the next start commits it.
+func (s *Operator[T]) Close(ctx context.Context, completed uint64, clean bool) error {
+	var errs []error
+	if clean {
+		if err := s.CheckpointComplete(ctx, completed); err != nil {
+			errs = append(errs, fmt.Errorf("%w: %w", ErrPending, err))
+		}
+		for _, c := range s.queue.Pending() {
+			if c.CheckpointID > completed {
+				errs = append(errs, s.committer.Abort(ctx, c))
+			}
+		}
+	}
+	errs = append(errs, s.writer.Close(), s.committer.Close())
+	return errors.Join(errs...)
+}
+
+// ErrPending is wrapped by the error of a job that stopped while the
+// output of its last completed checkpoint could not be committed. The
+// output is not lost: it is prepared and recorded in that checkpoint, and
+// the next start of the job commits it (after the cause, such as a sink
+// outage or a constraint the rows violate, is fixed).
+var ErrPending = errors.New("commit: the last checkpoint's output is safe but not yet committed: it will be committed when the job starts again")
