@@ -27,9 +27,27 @@
 //     commit what the checkpoint covers.
 //
 // A checkpoint that is not complete within the timeout, that a subtask
-// declines, or whose metadata cannot be written, is aborted ([Abort]); the
-// next checkpoint covers the longer span. The runtime's driver does not
-// report a failed metadata write to the coordinator: a failed write may
-// still have made the checkpoint complete on disk, so it fails over and
-// restores from the latest checkpoint on disk instead.
+// declines, or for which no id could be reserved, is aborted ([Abort]); the
+// next checkpoint covers the longer span. More than
+// [Config].TolerableFailures such failures in a row ask for a failover
+// ([FailOver]) whose error names the subtasks that did not acknowledge.
+//
+// A failed metadata write is never an abort: it may still have made the
+// checkpoint complete in storage. The coordinator enters the "outcome
+// unknown" state and asks for a [FailOver] with OutcomeUnknown set: the
+// driver must then abort nothing (a clean stop would abort the transactions
+// the checkpoint covers) and recovery reads the storage to decide. A write
+// the storage refused because another process owns the job is reported with
+// [Coordinator.Fenced]: nothing was written, the checkpoint is aborted, and
+// the job stops.
+//
+// # The recovery decision
+//
+// [Recovery] is the second pure state machine: after every attempt of the
+// job the driver reports how it ended ([AttemptEnd]: succeeded, transient,
+// permanent, fenced or stopped; whether a checkpoint, a final checkpoint,
+// or a checkpoint of unknown outcome was reached), and Recovery decides
+// ([Decision]) whether to restart, after which backoff, from which
+// checkpoint (the same, the last completed, or the latest in storage), and
+// whether only commits are left. Its scripts are testdata/recovery_*.txt.
 package checkpoint

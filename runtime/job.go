@@ -340,73 +340,81 @@ func (j *Job) latestAbove(rp *restorePoint) (*restorePoint, error) {
 // drive runs attempts until the job finishes, is cancelled, or the restart
 // strategy gives up.
 func (j *Job) drive(ctx context.Context, rp *restorePoint) error {
-	failures := 0
+	r := j.opts.Restart
 	// A job restored from its final checkpoint (its input ended) has only
 	// that checkpoint's commits left to make: it runs nothing again.
-	finishing := rp != nil && rp.md.EndOfInput && !j.opts.RunFinished
-	if finishing {
+	finished := rp != nil && rp.md.EndOfInput && !j.opts.RunFinished
+	if finished {
 		j.opts.Logger.Info("the job finished: its last checkpoint is the final one of its input; committing what it covers and running nothing (set RunFinished to run it on from there, for new input; or start with an empty checkpoint directory to run it again from scratch)",
 			"job", j.g.Job, "checkpoint", rp.md.ID)
 	}
+	recovery := checkpoint.NewRecovery(checkpoint.RecoveryConfig{MaxAttempts: r.MaxAttempts, InitialBackoff: r.InitialBackoff, MaxBackoff: r.MaxBackoff}, finished)
 	for {
 		var res attemptResult
-		if finishing {
-			// A final checkpoint (end of input, or stop with savepoint)
-			// completed before the attempt failed: rp is that checkpoint and
-			// nothing is left to run, only its commits.
+		if recovery.CommitOnly() {
 			res = attemptResult{err: j.restoreSinks(ctx, rp)}
 		} else {
 			res = j.attempt(ctx, rp)
 		}
-		if res.err == nil {
-			return nil
-		}
-		if fenced(ctx) {
-			return fmt.Errorf("exactly: job %q stopped: %w", j.g.Job, context.Cause(ctx))
-		}
-		if ctx.Err() != nil {
-			// Stopped: a commit that failed while stopping is the user's
-			// to know about (the output is safe in the checkpoint).
-			if res.closeErr != nil {
-				return fmt.Errorf("exactly: job %q stopped: %w", j.g.Job, errors.Join(ctx.Err(), res.closeErr))
-			}
-			return ctx.Err()
-		}
-		if res.checkpointed {
-			failures = 0
-		}
-		failures++
-		r := j.opts.Restart
-		if sink.IsPermanent(res.err) || errors.Is(res.err, store.ErrCorrupt) || errors.Is(res.err, errJobStructure) || errors.Is(res.err, store.ErrNotOwner) ||
-			r.MaxAttempts < 0 || failures > r.MaxAttempts {
-			return fmt.Errorf("exactly: job %q failed: %w", j.g.Job, res.err)
-		}
-		backoff := r.InitialBackoff << min(failures-1, 30)
-		if backoff > r.MaxBackoff || backoff <= 0 {
-			backoff = r.MaxBackoff
+		d := recovery.AttemptEnded(checkpoint.AttemptEnd{Failure: j.classify(ctx, res.err), Checkpointed: res.checkpointed,
+			Final: res.final, OutcomeUnknown: res.outcomeUnknown, CommitPending: res.closeErr != nil})
+		if !d.Restart {
+			return j.endError(ctx, res, d)
 		}
 		j.opts.Logger.Warn("job failed; restarting from the latest completed checkpoint",
-			"job", j.g.Job, "error", res.err, "restart", failures, "of", r.MaxAttempts, "backoff", backoff)
+			"job", j.g.Job, "error", res.err, "restart", d.Attempt, "of", r.MaxAttempts, "backoff", d.Backoff)
 		j.metrics.Restarts.Add(1)
 		select {
-		case <-time.After(backoff):
+		case <-time.After(d.Backoff):
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if res.restorePoint != nil {
+		switch d.Restore {
+		case checkpoint.RestoreCompleted:
 			rp = res.restorePoint
-		}
-		if res.reloadLatest {
+		case checkpoint.RestoreLatestInStorage:
+			if res.restorePoint != nil {
+				rp = res.restorePoint
+			}
 			latest, err := j.latestAbove(rp)
 			if err != nil {
 				return fmt.Errorf("exactly: job %q failed: %w (after: %w)", j.g.Job, err, res.err)
 			}
 			rp = latest
 		}
-		if res.final {
-			finishing = true
-		}
 	}
+}
+
+// classify tells the recovery decision how an attempt ended.
+func (j *Job) classify(ctx context.Context, err error) checkpoint.Failure {
+	switch {
+	case err == nil:
+		return checkpoint.Succeeded
+	case fenced(ctx) || errors.Is(err, store.ErrNotOwner) || errors.Is(err, sink.ErrFenced):
+		return checkpoint.Fenced
+	case ctx.Err() != nil:
+		return checkpoint.Stopped
+	case sink.IsPermanent(err) || errors.Is(err, checkpoint.ErrCorrupt) || errors.Is(err, errJobStructure):
+		return checkpoint.Permanent
+	}
+	return checkpoint.Transient
+}
+
+// endError is what Run returns when the recovery decision ends the job.
+func (j *Job) endError(ctx context.Context, res attemptResult, d checkpoint.Decision) error {
+	switch {
+	case res.err == nil:
+		return nil
+	case fenced(ctx):
+		return fmt.Errorf("exactly: job %q stopped: %w", j.g.Job, context.Cause(ctx))
+	case ctx.Err() != nil && res.closeErr != nil:
+		// A commit that failed while stopping is the user's to know
+		// about: the output is safe in the checkpoint.
+		return fmt.Errorf("exactly: job %q stopped: %w", j.g.Job, errors.Join(ctx.Err(), res.closeErr))
+	case ctx.Err() != nil:
+		return ctx.Err()
+	}
+	return fmt.Errorf("exactly: job %q failed (%s): %w", j.g.Job, d.Reason, res.err)
 }
 
 type attemptResult struct {

@@ -1,5 +1,6 @@
 // Package sink defines the two-phase-commit contract between the engine and
-// every exactly-once sink, and the pure bookkeeping the engine uses to honour it.
+// every exactly-once sink. The engine's half (the sink operator, the queue
+// of pending committables, restore-time commits) is package internal/commit.
 //
 // # The contract
 //
