@@ -110,6 +110,7 @@ func (in *injector) made(kind string) bool {
 
 // outcome counts one outcome of a process fault for the report.
 func (in *injector) outcome(what string) {
+	in.logf("  outcome: %s", what)
 	in.mu.Lock()
 	in.outcomes[what]++
 	in.mu.Unlock()
@@ -118,6 +119,7 @@ func (in *injector) outcome(what string) {
 // fail records a process fault whose outcome broke the rules: the run
 // fails with it.
 func (in *injector) fail(err error) {
+	in.logf("  RULE BROKEN: %v", err)
 	in.mu.Lock()
 	if in.err == nil {
 		in.err = err
@@ -168,20 +170,39 @@ func (in *injector) endRun(child *crashtest.Child) (string, error) {
 	return "", nil
 }
 
-// cleanStop disables the proxy of target (every connection closed, new
-// ones refused), waits hold, stops the job with SIGTERM, waits for it to
-// exit (killing it after stopBound: a hang, reported) and enables the
-// proxy again. The stop may fail to commit (ErrCommitPending): the next
-// run commits, which the checker verifies.
+// cleanStop stops the job with SIGTERM while target is unreachable, the
+// stop landing, when it can, between a checkpoint's completion and its
+// commit: it slows target down (latency both ways), waits for the next
+// checkpoint to complete (a "c" in the progress file, written when the
+// metadata is durable and before anything is committed), disables the
+// proxy of target at once (every connection closed, new ones refused:
+// the commit in flight fails), waits hold, sends SIGTERM, waits for the
+// job to exit (killing it after stopBound: a hang, reported) and enables
+// the proxy again. The stop may fail to commit (ErrCommitPending): the
+// next run commits, which the checker verifies.
 func (in *injector) cleanStop(ctx context.Context, child *crashtest.Child, target string, hold time.Duration) error {
 	bg := context.Background()
-	if err := in.tp.enable(bg, target, false); err != nil {
+	slow := map[string]any{"latency": 150, "jitter": 50}
+	err := errors.Join(in.tp.toxic(bg, target, "lat-up", "latency", "upstream", slow),
+		in.tp.toxic(bg, target, "lat-down", "latency", "downstream", slow))
+	if err == nil {
+		before, deadline := in.checkpoints(), time.Now().Add(10*time.Second)
+		for in.checkpoints() == before && time.Now().Before(deadline) && sleep(ctx, time.Millisecond) {
+		}
+		if in.checkpoints() == before {
+			in.outcome(FaultCleanStop + ": no checkpoint completed before the outage")
+		}
+		err = in.tp.enable(bg, target, false)
+	}
+	err = errors.Join(err, in.tp.untoxic(bg, target, "lat-up"), in.tp.untoxic(bg, target, "lat-down"))
+	if err != nil {
+		_ = in.tp.enable(bg, target, true)
 		return err
 	}
 	sleep(ctx, hold)
 	_ = child.Process.Signal(syscall.SIGTERM)
 	out, exit, hung := waitChild(child, stopBound)
-	err := in.tp.enable(bg, target, true)
+	err = in.tp.enable(bg, target, true)
 	if hung {
 		in.fail(fmt.Errorf("%s:%s: the job did not stop within %v of SIGTERM during the outage (killed)\n%s", FaultCleanStop, target, stopBound, tail(out)))
 		return err
