@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"github.com/exactlyonce/exactly/checkpoint/store"
+	"github.com/exactlyonce/exactly/connectors/file"
 	"github.com/exactlyonce/exactly/internal/vfs"
 	"github.com/exactlyonce/exactly/runtime"
 	"github.com/exactlyonce/exactly/sink"
@@ -359,4 +362,58 @@ func TestFinishedJobFiresNoTimers(t *testing.T) {
 	if len(out.visible) != n {
 		t.Fatalf("%d rows visible, want %d", len(out.visible), n)
 	}
+}
+
+// TestFinishedJobRunsOnWithRunFinished (case 9): a bounded job restored
+// from its final checkpoint with RunFinished reopens its finished splits
+// at their end and reads what arrived since — here lines appended to its
+// file — exactly once; without RunFinished it reads nothing, and says so.
+func TestFinishedJobRunsOnWithRunFinished(t *testing.T) {
+	dir := t.TempDir()
+	input := filepath.Join(dir, "input.txt")
+	appendLines := func(from, to int) {
+		f, err := os.OpenFile(input, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := from; i < to; i++ {
+			fmt.Fprintln(f, i)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := newTxSink()
+	run := func(opts stream.Options) int64 {
+		t.Helper()
+		src, err := file.NewSource([]string{input}, func(line []byte) (int, error) { return strconv.Atoi(string(line)) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		j := stream.New("lines")
+		stream.SinkTo(stream.Source(j, "lines", src), "out", sink.Sink[int](out))
+		r, err := j.Start(context.Background(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		return r.Metrics().Records("lines")
+	}
+	opts := stream.Options{CheckpointDir: filepath.Join(dir, "checkpoints"), CheckpointInterval: 10 * time.Millisecond}
+	appendLines(0, 100)
+	if n := run(opts); n != 100 {
+		t.Fatalf("first run read %d lines, want 100", n)
+	}
+	appendLines(100, 150)
+	if n := run(opts); n != 0 {
+		t.Fatalf("the finished job read %d lines without RunFinished", n)
+	}
+	out.check(t, 100)
+	opts.RunFinished = true
+	if n := run(opts); n != 50 {
+		t.Fatalf("RunFinished read %d lines, want the 50 appended", n)
+	}
+	out.check(t, 150)
 }
