@@ -84,7 +84,7 @@ func RunChild(ctx context.Context) error {
 	r, err := j.Start(ctx, stream.Options{
 		CheckpointDir:      c.Checkpoints,
 		CheckpointInterval: c.Interval,
-		CheckpointTimeout:  20 * time.Second,
+		CheckpointTimeout:  checkpointTimeout,
 		// A short lease, so that a paused process becomes a zombie within
 		// seconds (the zombie fault); a second instance waits two leases.
 		OwnershipLease: ownershipLease,

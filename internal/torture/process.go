@@ -38,6 +38,12 @@ const (
 	// error naming the file; the byte is restored (the explicit recovery)
 	// and the job restarts.
 	FaultCorrupt = "checkpoint-corrupt"
+	// FaultStuckWrite: the database stops reading (toxiproxy's timeout
+	// toxic upstream, without closing: every sink write blocks), for
+	// longer than the checkpoint timeout; the job must fail over (its
+	// checkpoints fail TolerableCheckpointFailures times in a row), not
+	// hang.
+	FaultStuckWrite = "stuck-write"
 )
 
 // Bounds of the process faults.
@@ -47,6 +53,13 @@ const (
 	ownershipLease = 2 * time.Second
 	// stopBound bounds a clean stop and a fenced zombie's exit.
 	stopBound = 2 * time.Minute
+	// checkpointTimeout is the torture job's Options.CheckpointTimeout:
+	// short enough that a stuck sink write ends in a failover within
+	// stuckBound.
+	checkpointTimeout = 5 * time.Second
+	// stuckBound bounds the wait for the failover after a stuck write: the
+	// default 3 tolerable failures, 4 timeouts, and slack.
+	stuckBound = 90 * time.Second
 	// startBound bounds a start that must fail (a second instance, a start
 	// on a corrupt checkpoint).
 	startBound = time.Minute
@@ -63,7 +76,7 @@ const (
 )
 
 // processKinds are the process faults.
-var processKinds = []string{FaultCleanStop, FaultSecondInstance, FaultZombie, FaultCorrupt}
+var processKinds = []string{FaultCleanStop, FaultSecondInstance, FaultZombie, FaultCorrupt, FaultStuckWrite}
 
 // claim is crashtest's Options.Claim: it claims about one run in four (one
 // in two until every process fault was made once) for a process fault,
@@ -148,6 +161,11 @@ func (in *injector) processFault(ctx context.Context, run int, child *crashtest.
 		}
 		target := []string{"kafka", "postgres"}[rng.IntN(2)]
 		return kind + ":" + target, in.cleanStop(ctx, child, target, between(500*time.Millisecond, 2500*time.Millisecond))
+	case FaultStuckWrite:
+		if in.tp == nil {
+			return in.endRun(child)
+		}
+		return kind + ":postgres", in.stuckWrite(ctx, child, "postgres")
 	case FaultSecondInstance:
 		return kind, in.secondInstance(ctx, child, between(200*time.Millisecond, 1500*time.Millisecond))
 	case FaultZombie:
@@ -209,6 +227,43 @@ func (in *injector) cleanStop(ctx context.Context, child *crashtest.Child, targe
 	}
 	in.stopped(FaultCleanStop+":"+target, out, exit)
 	return err
+}
+
+// stuckWrite makes target stop reading without closing a connection, so
+// that every write to it blocks, and waits (up to stuckBound) for the job
+// to fail over (an "r" in the progress file); then it heals target (the
+// toxic removed, the stuck connections cut) and kills the job after a
+// pause, ending the run. No failover within the bound is a hang: the run
+// fails.
+func (in *injector) stuckWrite(ctx context.Context, child *crashtest.Child, target string) error {
+	bg := context.Background()
+	before, began := in.failovers(), time.Now()
+	err := in.tp.toxic(bg, target, "timeout", "timeout", "upstream", map[string]any{"timeout": 0})
+	if err == nil {
+		for in.failovers() == before && time.Since(began) < stuckBound && sleep(ctx, 50*time.Millisecond) {
+		}
+		switch {
+		case in.failovers() > before:
+			in.outcome(fmt.Sprintf("%s:%s: failed over (within %v)", FaultStuckWrite, target, time.Since(began).Round(10*time.Second)))
+		case ctx.Err() != nil:
+			out, exit := child.Result()
+			in.fail(fmt.Errorf("%s:%s: the job exited with %v during the stuck write instead of failing over\n%s", FaultStuckWrite, target, exit, tail(out)))
+		default:
+			in.fail(fmt.Errorf("%s:%s: no failover within %v of a stuck sink write: the job hangs", FaultStuckWrite, target, stuckBound))
+		}
+	}
+	err = errors.Join(err, in.tp.untoxic(bg, target, "timeout"), in.tp.enable(bg, target, false), in.tp.enable(bg, target, true))
+	sleep(ctx, time.Second)
+	_ = child.Process.Signal(syscall.SIGKILL)
+	<-child.Exited()
+	return err
+}
+
+// failovers returns the number of failovers inside the job processes so
+// far (the progress file's "r"s).
+func (in *injector) failovers() int {
+	b, _ := os.ReadFile(in.progress)
+	return strings.Count(string(b), "r")
 }
 
 // stopped judges the exit of a job process stopped by SIGTERM: exit 0,

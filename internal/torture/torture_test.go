@@ -58,7 +58,7 @@ func TestTorture(t *testing.T) {
 		t.Errorf("%d faults injected, want at least %d", n, c.Faults)
 	}
 	want := []string{"kill:", FaultKafkaRestart, FaultPostgresRestart, FaultLatency, FaultReset, FaultTimeout, FaultPartition,
-		FaultCleanStop, FaultSecondInstance, FaultZombie, FaultCorrupt}
+		FaultCleanStop, FaultSecondInstance, FaultZombie, FaultCorrupt, FaultStuckWrite}
 	if !c.NoDisk {
 		want = append(want, FaultUnwritable)
 	}
