@@ -26,12 +26,17 @@ child processes, and injects faults at random from the printed seed:
 SIGKILLs of the job at protocol points and at random moments, broker restarts
 (scripts/kafka.sh restart), PostgreSQL immediate restarts
 (scripts/postgres.sh restart-immediate), network latency, resets, timeouts and
-partitions through toxiproxy (scripts/toxiproxy.sh), and an unwritable
-(chattr +i) or full (tmpfs) checkpoint directory. It then reads every sink
+partitions through toxiproxy (scripts/toxiproxy.sh), an unwritable
+(chattr +i) or full (tmpfs) checkpoint directory, and faults of the job's
+processes: a clean stop (SIGTERM) during a sink outage, a second instance
+on the same checkpoint directory, a zombie (SIGSTOP past the ownership
+lease, a new instance, SIGCONT), a flipped byte in the newest completed
+checkpoint (the start must fail naming the file; the byte is restored) and a
+stuck PostgreSQL write (it must end in a failover). It then reads every sink
 and reports missing, duplicated and out-of-order events, aborted data visible
 to read_committed readers, wrong totals or window contents and lingering
-transactions, and exits
-non-zero on any anomaly. Disk faults need root. The service scripts run with
+transactions, deletes the topics and tables it created, and exits
+non-zero on any anomaly or broken rule. Disk faults need root. The service scripts run with
 this process's environment (KAFKA_DIR, EXACTLY_POSTGRES_DATA, ...). See
 docs/reliability.md.
 
