@@ -17,13 +17,9 @@ type consumer struct{ op, input int }
 func (j *Job) build(ctx context.Context, rp *restorePoint, events chan<- event, async *sync.WaitGroup) ([]*task, error) {
 	g := &j.g
 	chain := g.chainedTo()
-	head := make([]int, len(g.Operators))
+	head := g.chainHeads()
 	consumers := make([][]consumer, len(g.Operators))
 	for i, op := range g.Operators {
-		head[i] = i
-		if chain[i] >= 0 {
-			head[i] = head[chain[i]]
-		}
 		for k, in := range op.Inputs {
 			consumers[in.From] = append(consumers[in.From], consumer{i, k})
 		}

@@ -246,14 +246,9 @@ func (g *Graph) validate(maxParallelism int) error {
 // next → …)" for a chain of several operators, for the coordinator's
 // messages about subtasks that did not acknowledge.
 func (g *Graph) taskNames() []string {
-	chain := g.chainedTo()
-	head := make([]int, len(g.Operators))
+	head := g.chainHeads()
 	members := make([][]string, len(g.Operators))
 	for i, op := range g.Operators {
-		head[i] = i
-		if chain[i] >= 0 {
-			head[i] = head[chain[i]]
-		}
 		members[head[i]] = append(members[head[i]], op.Name)
 	}
 	var names []string
@@ -270,6 +265,20 @@ func (g *Graph) taskNames() []string {
 		}
 	}
 	return names
+}
+
+// chainHeads returns, for every operator, the index of the first operator
+// of its chain: the one whose task runs it.
+func (g *Graph) chainHeads() []int {
+	chain := g.chainedTo()
+	head := make([]int, len(g.Operators))
+	for i := range g.Operators {
+		head[i] = i
+		if chain[i] >= 0 {
+			head[i] = head[chain[i]]
+		}
+	}
+	return head
 }
 
 func (g *Graph) chainedTo() []int {

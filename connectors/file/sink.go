@@ -381,17 +381,15 @@ func (c *committer) Fence(_ context.Context, restoredCheckpointID uint64) error 
 	me := c.info.Owner
 	err := c.ownerFile.locked(func() error {
 		rec, found, err := c.ownerFile.read()
-		switch {
-		case err != nil:
+		if err != nil {
 			return err
-		case found && rec == me:
+		}
+		switch sink.DecideFence(rec, found, me, restoredCheckpointID, c.info.TakeOver) {
+		case sink.FenceDone:
 			return nil
-		case found && rec.Incarnation == me.Incarnation && rec.Epoch > me.Epoch:
+		case sink.FenceRefuse:
 			return fmt.Errorf("the owner file %s names %s, newer than this process's %s: another process took the job over, and this one must stop: %w", c.ownerFile.path, rec, me, sink.ErrFenced)
-		case found && rec.Incarnation == me.Incarnation, restoredCheckpointID > 0, c.info.TakeOver:
-			// An older epoch, or a takeover: record the new owner.
-		default:
-			// A fresh start over a sink not yet owned by this incarnation.
+		case sink.FenceCheckForeign:
 			if err := c.checkNoForeignFinal(me.Incarnation); err != nil {
 				return err
 			}

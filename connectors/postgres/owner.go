@@ -80,10 +80,12 @@ func (m *committer) fence(ctx context.Context, tx pgx.Tx, restored uint64) error
 	if err != nil {
 		return err
 	}
-	if found && cur.Incarnation == m.owner.Incarnation && cur.Epoch > m.owner.Epoch {
+	switch sink.DecideFence(cur, found, m.owner, restored, m.takeOver) {
+	case sink.FenceDone:
+		return nil
+	case sink.FenceRefuse:
 		return m.fencedError(cur)
-	}
-	if restored == 0 && !m.takeOver && (!found || cur.Incarnation != m.owner.Incarnation) {
+	case sink.FenceCheckForeign:
 		var (
 			inc  string
 			mark int64

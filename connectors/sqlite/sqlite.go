@@ -582,17 +582,15 @@ func (c *committer) Fence(ctx context.Context, restoredCheckpointID uint64) erro
 	me := c.info.Owner
 	err := inTx(ctx, c.db.db, func(tx *sql.Tx) error {
 		rec, found, err := c.sql.readOwner(ctx, tx, c.info.Sink)
-		switch {
-		case err != nil:
+		if err != nil {
 			return err
-		case found && rec == me:
+		}
+		switch sink.DecideFence(rec, found, me, restoredCheckpointID, c.info.TakeOver) {
+		case sink.FenceDone:
 			return nil
-		case found && rec.Incarnation == me.Incarnation && rec.Epoch > me.Epoch:
+		case sink.FenceRefuse:
 			return fmt.Errorf("the sink's owner in table %s is %s, newer than this process's %s: another process took the job over, and this one must stop: %w", ownerTable, rec, me, sink.ErrFenced)
-		case found && rec.Incarnation == me.Incarnation, restoredCheckpointID > 0, c.info.TakeOver:
-			// An older epoch, or a takeover: record the new owner.
-		default:
-			// A fresh start over a sink not yet owned by this incarnation.
+		case sink.FenceCheckForeign:
 			var mark int64
 			var inc string
 			err := tx.QueryRowContext(ctx, c.sql.foreign, c.info.Sink, me.Incarnation).Scan(&mark, &inc)
