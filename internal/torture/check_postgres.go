@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -76,12 +77,37 @@ func dropTables(ctx context.Context, dsn string, tables ...string) error {
 	defer conn.Close(ctx)
 	var keys []string
 	for _, t := range tables {
-		if _, err := conn.Exec(ctx, "DROP TABLE IF EXISTS "+pgx.Identifier{t}.Sanitize()); err != nil {
-			return err
-		}
 		for _, s := range []string{sinkFenced, sinkPrepared} {
 			sum := sha256.Sum256([]byte(jobName + "\n" + s + "\npublic." + t))
 			keys = append(keys, hex.EncodeToString(sum[:8]))
+		}
+	}
+	// After a failed run, the sinks may have left prepared transactions
+	// (which hold locks on the tables) and staging tables: remove them first.
+	if _, err := conn.Exec(ctx, "SET lock_timeout = '10s'"); err != nil {
+		return err
+	}
+	rows, err := conn.Query(ctx, `SELECT gid FROM pg_prepared_xacts WHERE split_part(gid, ':', 2) = ANY($1) AND starts_with(gid, 'exactly:')
+		UNION ALL SELECT 'table:' || tablename FROM pg_tables WHERE schemaname = 'public' AND split_part(tablename, '_', 4) = ANY($1) AND starts_with(tablename, '_exactly_stage_')`, keys)
+	if err != nil {
+		return err
+	}
+	leftovers, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	for _, l := range leftovers {
+		stmt := "ROLLBACK PREPARED '" + l + "'"
+		if t, ok := strings.CutPrefix(l, "table:"); ok {
+			stmt = "DROP TABLE IF EXISTS " + pgx.Identifier{t}.Sanitize()
+		}
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("%s: %w", stmt, err)
+		}
+	}
+	for _, t := range tables {
+		if _, err := conn.Exec(ctx, "DROP TABLE IF EXISTS "+pgx.Identifier{t}.Sanitize()); err != nil {
+			return err
 		}
 	}
 	for _, shared := range []string{"_exactly_progress", "_exactly_owners"} {
