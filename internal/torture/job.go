@@ -67,6 +67,10 @@ func IsChild() bool { return os.Getenv(envJob) != "" }
 func RunChild(ctx context.Context) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM)
 	defer stop()
+	// A SIGTERM that arrives once the job has ended, while the process
+	// exits, must not kill it by the default action: the supervisor judges
+	// the exit status. This channel keeps SIGTERM caught until the exit.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGTERM)
 	var c jobConfig
 	if err := json.Unmarshal([]byte(os.Getenv(envJob)), &c); err != nil {
 		return fmt.Errorf("torture: job configuration in %s: %w", envJob, err)
