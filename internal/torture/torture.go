@@ -142,6 +142,10 @@ func (r *Report) Print(w io.Writer) {
 	if n := sinks[unitWindows]; n > 0 {
 		fmt.Fprintf(w, "windows verified: %d of %d\n", verified[unitWindows], n*r.Windows)
 	}
+	if len(r.Sinks) == 0 {
+		fmt.Fprintf(w, "sinks not checked: the run failed before the check — FAIL\n")
+		return
+	}
 	verdict := "PASS"
 	if r.Anomalies() > 0 {
 		verdict = "FAIL"
