@@ -358,6 +358,22 @@ func (in *injector) zombie(ctx context.Context, child *crashtest.Child, pause, r
 		p.kill()
 		return err
 	}
+	// SIGSTOP may land while the paused process holds the directory's lock
+	// (it renews, reserves an id or completes a checkpoint under it): then
+	// the new instance cannot take over until it resumes, finds the owner
+	// alive and renewing, and fails with the "another instance" error,
+	// while the resumed process stays the owner — correct, and no zombie.
+	select {
+	case <-child.Exited():
+	case <-p.done:
+		if strings.Contains(p.output(), textAnotherInstance) {
+			in.outcome(FaultZombie + ": paused inside the directory lock: no takeover, the new instance refused, the resumed process stayed the owner")
+			_ = child.Process.Signal(syscall.SIGKILL)
+			<-child.Exited()
+			return nil
+		}
+	case <-time.After(stopBound):
+	}
 	out, exit, hung := waitChild(child, stopBound)
 	switch {
 	case hung:
