@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"github.com/exactlyonce/exactly/checkpoint"
 	"maps"
 	"math"
 	"slices"
@@ -656,8 +657,8 @@ func TestRestoreTruncatedBlobs(t *testing.T) {
 			// A cut between sections is a valid, shorter blob; anything else must fail.
 			continue
 		}
-		if !errors.Is(err, ErrCorrupt) {
-			t.Fatalf("truncated at %d: %v does not wrap ErrCorrupt", n, err)
+		if !errors.Is(err, ErrCorrupt) || !errors.Is(err, checkpoint.ErrCorrupt) {
+			t.Fatalf("truncated at %d: %v does not wrap ErrCorrupt, the engine's corruption mark", n, err)
 		}
 		if len(f.count.m)+len(f.seen.m)+len(f.events.m)+len(f.b.timers.pending()) != 0 {
 			t.Fatalf("failed restore at %d changed the backend", n)

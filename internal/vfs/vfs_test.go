@@ -253,3 +253,44 @@ func TestWithErrors(t *testing.T) {
 		t.Fatalf("calls = %v, want prefix %v", calls, want)
 	}
 }
+
+// TestTryLock: on the OS and on MemFS, a held lock refuses a second holder
+// (in the same process too) with ErrLocked, and is free again once closed;
+// a MemFS crash releases every lock, as a process death does.
+func TestTryLock(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fs   FS
+		path string
+	}{
+		{"os", Default, filepath.Join(t.TempDir(), "_lock")},
+		{"mem", NewCrashableMem(), "/data/_lock"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := tc.fs.TryLock(tc.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tc.fs.TryLock(tc.path); !errors.Is(err, ErrLocked) {
+				t.Fatalf("second TryLock = %v, want ErrLocked", err)
+			}
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			again, err := tc.fs.TryLock(tc.path)
+			if err != nil {
+				t.Fatalf("TryLock after release = %v", err)
+			}
+			again.Close()
+		})
+	}
+	mem := NewCrashableMem()
+	if _, err := mem.TryLock("/a"); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := mem.Crash().TryLock("/a"); err != nil {
+		t.Fatalf("TryLock after a crash = %v, want the lock released", err)
+	} else {
+		l.Close()
+	}
+}
