@@ -182,10 +182,22 @@ type OperatorSpec struct {
 	// New creates a subtask of a non-source operator.
 	New func(ctx context.Context, oc OperatorContext, out Emitter) (Operator, error)
 	// Restore, when set, is called once per attempt before any task starts.
-	// Sinks commit the restored committables and abort lingering
-	// transactions here; subtasks of an operator with Restore receive no
-	// operator entries.
-	Restore func(ctx context.Context, rc RestoreContext) error
+	// A sink fences earlier owners here and may refuse the start (another
+	// incarnation's progress); it returns the step that commits the
+	// restored committables and aborts lingering transactions, which the
+	// engine runs only once the Restore of every operator succeeded, so
+	// that a start one sink refuses changes nothing in the others.
+	// Subtasks of an operator with Restore receive no operator entries.
+	Restore func(ctx context.Context, rc RestoreContext) (Restoring, error)
+}
+
+// Restoring is the second step of an operator's restore (see
+// [OperatorSpec].Restore): Finish commits and aborts what the restored
+// checkpoint decides; Close releases what the first step opened, whether or
+// not Finish ran.
+type Restoring interface {
+	Finish(ctx context.Context) error
+	Close() error
 }
 
 // Graph is a dataflow job: operators in topological order.

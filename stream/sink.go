@@ -30,7 +30,7 @@ func SinkTo[T any](s Stream[T], name string, sk sink.Sink[T], opts ...Option) {
 		New: func(ctx context.Context, oc runtime.OperatorContext, _ runtime.Emitter) (runtime.Operator, error) {
 			return commit.NewOperator(ctx, oc, sk)
 		},
-		Restore: func(ctx context.Context, rc runtime.RestoreContext) error {
+		Restore: func(ctx context.Context, rc runtime.RestoreContext) (runtime.Restoring, error) {
 			return commit.Restore(ctx, sk, rc)
 		},
 	}

@@ -11,10 +11,12 @@
 //     checkpoint covers and aborts only what no completed checkpoint covers;
 //     a commit that fails then is reported with [ErrPending], never turned
 //     into an abort. After a failure it leaves everything to recovery.
-//   - [Restore] runs before any task of an attempt: it fences earlier
-//     owners of the sink ([sink.Committer.Fence]), commits every committable
-//     of the restored checkpoint, oldest first, and aborts what earlier
-//     attempts left behind.
+//   - [Restore] runs before any task of an attempt, in two steps: it
+//     fences earlier owners of the sink ([sink.Committer.Fence]), which may
+//     refuse the start; once every sink of the job was fenced, the returned
+//     step commits every committable of the restored checkpoint, oldest
+//     first, and aborts what earlier attempts left behind. A start that one
+//     sink refuses therefore aborts nothing in another.
 //
 // The rules it keeps are the ordering rules of package sink's
 // documentation; the checkpoint protocol that decides when a checkpoint is

@@ -14,15 +14,16 @@ import (
 )
 
 // Restore is the Restore hook of a sink operator (see
-// [runtime.OperatorSpec]): before any task runs, it fences earlier owners
-// of the sink, commits every committable of the restored checkpoint, oldest
-// first, then aborts whatever else earlier attempts left behind.
-func Restore[T any](ctx context.Context, sk sink.Sink[T], rc runtime.RestoreContext) error {
+// [runtime.OperatorSpec]): before any task runs, it opens the sink's
+// committer and fences earlier owners (the sink may refuse the start); the
+// returned step then commits every committable of the restored checkpoint,
+// oldest first, and aborts whatever else earlier attempts left behind.
+func Restore[T any](ctx context.Context, sk sink.Sink[T], rc runtime.RestoreContext) (runtime.Restoring, error) {
 	var pending []sink.Committable
 	for _, e := range rc.Entries {
 		c, err := Decode(e)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		pending = append(pending, c)
 	}
@@ -31,22 +32,38 @@ func Restore[T any](ctx context.Context, sk sink.Sink[T], rc runtime.RestoreCont
 	})
 	c, err := sk.NewCommitter(ctx, sink.CommitterInfo{Job: rc.Job, Sink: rc.Operator, Owner: rc.Owner, TakeOver: rc.TakeOverSinks, Logger: rc.Logger})
 	if err != nil {
-		return fmt.Errorf("opening the committer: %w", err)
+		return nil, fmt.Errorf("opening the committer: %w", err)
 	}
-	defer c.Close()
 	if err := c.Fence(ctx, rc.CheckpointID); err != nil {
-		return fmt.Errorf("fencing earlier owners as %s: %w", rc.Owner, err)
+		return nil, errors.Join(fmt.Errorf("fencing earlier owners as %s: %w", rc.Owner, err), c.Close())
 	}
-	for _, p := range pending {
-		if err := commitWithRetry(ctx, c, p, rc.CommitRetries); err != nil {
+	return &restoring{c: c, pending: pending, rc: rc}, nil
+}
+
+// restoring is a fenced committer with the restored committables it
+// commits.
+type restoring struct {
+	c       sink.Committer
+	pending []sink.Committable
+	rc      runtime.RestoreContext
+}
+
+// Finish commits the restored committables, then aborts lingering
+// transactions.
+func (r *restoring) Finish(ctx context.Context) error {
+	for _, p := range r.pending {
+		if err := commitWithRetry(ctx, r.c, p, r.rc.CommitRetries); err != nil {
 			return err
 		}
 	}
-	if err := c.AbortLingering(ctx, rc.CheckpointID); err != nil {
+	if err := r.c.AbortLingering(ctx, r.rc.CheckpointID); err != nil {
 		return fmt.Errorf("aborting lingering transactions: %w", err)
 	}
 	return nil
 }
+
+// Close closes the committer.
+func (r *restoring) Close() error { return r.c.Close() }
 
 // commitWithRetry commits c, retrying transient failures with exponential
 // backoff from 50ms; errors marked permanent are not retried.
