@@ -32,7 +32,10 @@ processes: a clean stop (SIGTERM) during a sink outage, a second instance
 on the same checkpoint directory, a zombie (SIGSTOP past the ownership
 lease, a new instance, SIGCONT), a flipped byte in the newest completed
 checkpoint (the start must fail naming the file; the byte is restored) and a
-stuck PostgreSQL write (it must end in a failover). It then reads every sink
+stuck PostgreSQL write (it must end in a failover), commits rejected by a
+CHECK constraint (a clean stop whose commit fails, a start before the fix,
+then the fix) and a rerun from scratch over the sinks (it must be refused
+with sink.ErrForeignProgress). It then reads every sink
 and reports missing, duplicated and out-of-order events, aborted data visible
 to read_committed readers, wrong totals or window contents and lingering
 transactions, deletes the topics and tables it created, and exits

@@ -83,9 +83,11 @@ type Options struct {
 	Timeout time.Duration
 	// More, when set, keeps the kills going after Kills kills for as long
 	// as it returns true; it is asked before each run with the kills made
-	// so far. A caller that injects faults of its own (see During) uses it
-	// to stop when it has made enough.
-	More func(kills int) bool
+	// so far and whether the job has finished (a child exited 0: later
+	// runs restore a finished job, which only commits). A caller that
+	// injects faults of its own (see During) uses it to stop when it has
+	// made enough, or when the job finished before it could.
+	More func(kills int, finished bool) bool
 	// During, when set, runs in its own goroutine alongside each child,
 	// with a context that is cancelled when the child has exited;
 	// Supervise waits for it to return before it starts the next child.
@@ -230,7 +232,7 @@ func Supervise(o Options, command func(ctx context.Context) *exec.Cmd, logf func
 	rep := Report{Seed: o.Seed, ByKind: map[string]int{}}
 	for {
 		rep.Runs++
-		kill := rep.Kills < o.Kills || o.More != nil && o.More(rep.Kills)
+		kill := rep.Kills < o.Kills || o.More != nil && o.More(rep.Kills, rep.done)
 		env := append(os.Environ(), envChild+"=1")
 		env = append(env, o.Env...)
 		base := slices.Clone(env)

@@ -54,7 +54,9 @@ type injector struct {
 	logf     func(format string, args ...any)
 	enough   func() bool // the fault budget or the time limit is reached
 
-	progress string // the job's progress file: a "c" per completed checkpoint
+	progress string    // the job's progress file: a "c" per completed checkpoint
+	job      jobConfig // the job's configuration, for the processes the injector starts
+	pg       string    // the database's DSN, reached directly (not through the proxy)
 
 	mu       sync.Mutex
 	counts   map[string]int
@@ -66,7 +68,8 @@ type injector struct {
 }
 
 // during is crashtest's Options.During: in each run but the final one it
-// makes 0 to 2 faults, at random moments drawn from the seed and the run.
+// makes 0 to 2 faults (at least 1 while a kind was never made), at random
+// moments drawn from the seed and the run.
 func (in *injector) during(ctx context.Context, run int, final bool) {
 	if final || len(in.groups) == 0 {
 		return
@@ -88,7 +91,11 @@ func (in *injector) during(ctx context.Context, run int, final bool) {
 		return
 	}
 	rng := rand.New(rand.NewPCG(in.seed, uint64(run)))
-	for range rng.IntN(3) {
+	n := rng.IntN(3)
+	if n == 0 && !in.covered() {
+		n = 1 // a run without a fault leaves a kind unmade for longer
+	}
+	for range n {
 		wait := 200*time.Millisecond + time.Duration(rng.Int64N(int64(2300*time.Millisecond)))
 		if !sleep(ctx, wait) || in.enough() {
 			return
@@ -107,15 +114,28 @@ func (in *injector) during(ctx context.Context, run int, final bool) {
 }
 
 // covered reports whether a fault of every kind was made.
-func (in *injector) covered() bool {
+func (in *injector) covered() bool { return len(in.missing()) == 0 }
+
+// missing returns the kinds of which no fault was made yet.
+func (in *injector) missing() []string {
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	var ks []string
 	for _, k := range slices.Concat(append(in.kinds(), in.processKinds())...) {
 		if !in.made(k) {
-			return false
+			ks = append(ks, k)
 		}
 	}
-	return true
+	return ks
+}
+
+// failf records the run's first failure, made by the supervisor itself.
+func (in *injector) failf(format string, args ...any) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.err == nil {
+		in.err = fmt.Errorf(format, args...)
+	}
 }
 
 // processKinds returns the process faults that can be made: the clean

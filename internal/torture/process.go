@@ -76,7 +76,7 @@ const (
 )
 
 // processKinds are the process faults.
-var processKinds = []string{FaultCleanStop, FaultSecondInstance, FaultZombie, FaultCorrupt, FaultStuckWrite}
+var processKinds = []string{FaultCleanStop, FaultSecondInstance, FaultZombie, FaultCorrupt, FaultStuckWrite, FaultCommitRejected, FaultRerun}
 
 // claim is crashtest's Options.Claim: it claims about one run in four (one
 // in two until every process fault was made once) for a process fault,
@@ -172,6 +172,14 @@ func (in *injector) processFault(ctx context.Context, run int, child *crashtest.
 		return kind, in.zombie(ctx, child, ownershipLease+between(time.Second, 2*time.Second), between(time.Second, 3*time.Second))
 	case FaultCorrupt:
 		made, err := in.corrupt(child, rng)
+		if !made {
+			kind = ""
+		}
+		return kind, err
+	case FaultCommitRejected:
+		return kind, in.commitRejected(ctx, child, between(time.Millisecond, 1500*time.Millisecond))
+	case FaultRerun:
+		made, err := in.rerun(child, run)
 		if !made {
 			kind = ""
 		}

@@ -230,13 +230,30 @@ func Run(ctx context.Context, c Config, command func(context.Context) *exec.Cmd)
 		return kills.Load()+in.total.Load() >= int64(c.Faults) && in.covered()
 	}
 	in.enough = enough
-	in.progress = jc.Progress
+	in.progress, in.job, in.pg = jc.Progress, jc, c.Postgres
 	logf("torture: seed %d: %d events, %d keys, at least %d faults, topics %s → %s and %s, tables %s and %s, files in %s",
 		c.Seed, c.Events, c.Keys, c.Faults, jc.Input, jc.Output, jc.Windows, jc.Fenced, jc.Prepared, jc.Files)
 	crep, err := crashtest.Supervise(crashtest.Options{
 		Kills: 1, Seed: c.Seed, MaxDelay: 6 * time.Second, Timeout: 30 * time.Minute,
-		Env:    []string{envJob + "=" + string(cfgJSON)},
-		More:   func(k int) bool { kills.Store(int64(k)); return !enough() },
+		Env: []string{envJob + "=" + string(cfgJSON)},
+		More: func(k int, finished bool) bool {
+			kills.Store(int64(k))
+			more := !enough()
+			switch {
+			case !finished || !more:
+			case !in.covered():
+				// A finished job's runs last milliseconds: the faults left
+				// would never be made.
+				in.failf("torture: the job finished its input before a fault of every kind was made (missing: %s): raise --events or lower --rate",
+					strings.Join(in.missing(), ", "))
+				more = false
+			default:
+				in.failf("torture: the job finished its input after %d of the %d faults asked for: raise --events or lower --rate",
+					int64(k)+in.total.Load(), c.Faults)
+				more = false
+			}
+			return more
+		},
 		During: in.during,
 		Claim:  in.claim,
 	}, command, logf)

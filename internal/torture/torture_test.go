@@ -28,7 +28,7 @@ func TestTorture(t *testing.T) {
 	}
 	testenv.Exclusive(t)
 	c := Config{
-		Workload: Workload{Events: 20_000, Keys: 200, Seed: uint64(time.Now().UnixNano())},
+		Workload: Workload{Events: 30_000, Keys: 200, Seed: uint64(time.Now().UnixNano())},
 		Faults:   32, Kafka: testenv.Kafka(t), Postgres: testenv.Postgres(t), Toxiproxy: testenv.Toxiproxy(t),
 		Rate: 400, Dir: t.TempDir(), Logf: t.Logf,
 		NoDisk: os.Geteuid() != 0,
@@ -58,7 +58,7 @@ func TestTorture(t *testing.T) {
 		t.Errorf("%d faults injected, want at least %d", n, c.Faults)
 	}
 	want := []string{"kill:", FaultKafkaRestart, FaultPostgresRestart, FaultLatency, FaultReset, FaultTimeout, FaultPartition,
-		FaultCleanStop, FaultSecondInstance, FaultZombie, FaultCorrupt, FaultStuckWrite}
+		FaultCleanStop, FaultSecondInstance, FaultZombie, FaultCorrupt, FaultStuckWrite, FaultCommitRejected, FaultRerun}
 	if !c.NoDisk {
 		want = append(want, FaultUnwritable)
 	}
