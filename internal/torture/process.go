@@ -230,7 +230,7 @@ func (in *injector) cleanStop(ctx context.Context, child *crashtest.Child, targe
 	out, exit, hung := waitChild(child, stopBound)
 	err = in.tp.enable(bg, target, true)
 	if hung {
-		in.fail(fmt.Errorf("%s:%s: the job did not stop within %v of SIGTERM during the outage (killed)\n%s", FaultCleanStop, target, stopBound, tail(out)))
+		in.fail(fmt.Errorf("%s:%s: the job did not stop within %v of SIGTERM during the outage (stacks dumped, killed)\n%s", FaultCleanStop, target, stopBound, in.hangReport(FaultCleanStop, out)))
 		return err
 	}
 	in.stopped(FaultCleanStop+":"+target, out, exit)
@@ -314,8 +314,8 @@ func (in *injector) secondInstance(ctx context.Context, child *crashtest.Child, 
 		}
 		return nil
 	case <-time.After(startBound):
-		p.kill()
-		in.fail(fmt.Errorf("%s: the second instance still ran after %v (killed)\n%s", FaultSecondInstance, startBound, tail(p.output())))
+		quitThenKill(p.cmd.Process, p.done)
+		in.fail(fmt.Errorf("%s: the second instance still ran after %v (stacks dumped, killed)\n%s", FaultSecondInstance, startBound, in.hangReport(FaultSecondInstance, p.output())))
 	}
 	if out := p.output(); p.err == nil || !strings.Contains(out, textAnotherInstance) {
 		in.fail(fmt.Errorf("%s: the second instance exited with %v, not the %q error\n%s", FaultSecondInstance, p.err, textAnotherInstance, tail(out)))
@@ -385,7 +385,7 @@ func (in *injector) zombie(ctx context.Context, child *crashtest.Child, pause, r
 	out, exit, hung := waitChild(child, stopBound)
 	switch {
 	case hung:
-		in.fail(fmt.Errorf("%s: the resumed zombie did not stop within %v (killed)\n%s", FaultZombie, stopBound, tail(out)))
+		in.fail(fmt.Errorf("%s: the resumed zombie did not stop within %v (stacks dumped, killed)\n%s", FaultZombie, stopBound, in.hangReport(FaultZombie, out)))
 	case exit == nil:
 		in.fail(fmt.Errorf("%s: the resumed zombie exited 0\n%s", FaultZombie, tail(out)))
 	case strings.Contains(out, textNotOwner):
@@ -405,7 +405,7 @@ func (in *injector) zombie(ctx context.Context, child *crashtest.Child, pause, r
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	if p.wait(stopBound) {
-		in.fail(fmt.Errorf("%s: the new owner did not stop within %v of SIGTERM (killed)\n%s", FaultZombie, stopBound, tail(p.output())))
+		in.fail(fmt.Errorf("%s: the new owner did not stop within %v of SIGTERM (stacks dumped, killed)\n%s", FaultZombie, stopBound, in.hangReport(FaultZombie, p.output())))
 		return nil
 	}
 	in.stopped(FaultZombie+": the new owner, on SIGTERM", p.output(), p.err)
@@ -460,7 +460,7 @@ func (in *injector) corrupt(child *crashtest.Child, rng *rand.Rand) (bool, error
 	out := p.output()
 	switch {
 	case hung:
-		in.fail(fmt.Errorf("%s: a start with a flipped bit in %s (offset %d) still ran after %v (killed)\n%s", FaultCorrupt, name, off, startBound, tail(out)))
+		in.fail(fmt.Errorf("%s: a start with a flipped bit in %s (offset %d) still ran after %v (stacks dumped, killed)\n%s", FaultCorrupt, name, off, startBound, in.hangReport(FaultCorrupt, out)))
 	case p.err == nil || !strings.Contains(out, textCorrupt) || !strings.Contains(out, name):
 		in.fail(fmt.Errorf("%s: a start with a flipped bit in %s (offset %d) exited with %v, not an error naming the file\n%s", FaultCorrupt, name, off, p.err, tail(out)))
 	case filepath.Base(file) == "_metadata":
@@ -506,7 +506,7 @@ func waitChild(child *crashtest.Child, bound time.Duration) (out string, exit er
 	select {
 	case <-child.Exited():
 	case <-time.After(bound):
-		_ = child.Process.Signal(syscall.SIGKILL)
+		quitThenKill(child.Process, child.Exited())
 		hung = true
 	}
 	out, exit = child.Result()
@@ -531,16 +531,44 @@ func startProc(cmd *exec.Cmd) (*proc, error) {
 	return p, nil
 }
 
-// wait waits for p to exit, killing it after bound; it reports whether it
-// was killed.
+// wait waits for p to exit, killing it after bound (see quitThenKill); it
+// reports whether it was killed.
 func (p *proc) wait(bound time.Duration) bool {
 	select {
 	case <-p.done:
 		return false
 	case <-time.After(bound):
-		p.kill()
+		quitThenKill(p.cmd.Process, p.done)
 		return true
 	}
+}
+
+// quitGrace is how long a hung process has to print its goroutines'
+// stacks after SIGQUIT before it is SIGKILLed.
+const quitGrace = 5 * time.Second
+
+// quitThenKill ends a hung job process so that its output tells where it
+// hung: SIGQUIT makes the Go runtime print every goroutine's stack and
+// exit; SIGKILL follows if it has not exited within quitGrace.
+func quitThenKill(p *os.Process, exited <-chan struct{}) {
+	_ = p.Signal(syscall.SIGQUIT)
+	select {
+	case <-exited:
+	case <-time.After(quitGrace):
+		_ = p.Signal(syscall.SIGKILL)
+		<-exited
+	}
+}
+
+// hangReport returns the end of a hung process's output for an error and
+// keeps the whole of it, goroutine stacks included, in a file of the run's
+// directory named after what hung, which it names.
+func (in *injector) hangReport(what, out string) string {
+	name := filepath.Join(filepath.Dir(in.progress), fmt.Sprintf("hung-%d-%s.txt", in.total.Load(), strings.NewReplacer(":", "-", " ", "-", "/", "-").Replace(what)))
+	if err := os.WriteFile(name, []byte(out), 0o644); err != nil {
+		return tail(out) + fmt.Sprintf("\n(the whole output could not be kept: %v)", err)
+	}
+	return tail(out) + "\n(the whole output, with every goroutine's stack: " + name + ")"
 }
 
 // kill SIGKILLs p and waits for it.

@@ -58,7 +58,7 @@ func (in *injector) commitRejected(ctx context.Context, child *crashtest.Child, 
 	out, exit, hung := waitChild(child, stopBound)
 	switch {
 	case hung:
-		in.fail(fmt.Errorf("%s: the job did not stop within %v of SIGTERM with its commits rejected (killed)\n%s", FaultCommitRejected, stopBound, tail(out)))
+		in.fail(fmt.Errorf("%s: the job did not stop within %v of SIGTERM with its commits rejected (stacks dumped, killed)\n%s", FaultCommitRejected, stopBound, in.hangReport(FaultCommitRejected, out)))
 		return fix()
 	case exit == nil:
 		in.outcome(FaultCommitRejected + ": the job finished before a commit met the constraint")
@@ -90,7 +90,7 @@ func (in *injector) startBeforeFix(child *crashtest.Child) {
 	out := p.output()
 	switch {
 	case hung:
-		in.fail(fmt.Errorf("%s: a start before the fix still ran after %v with its commits rejected (killed)\n%s", FaultCommitRejected, startBound, tail(out)))
+		in.fail(fmt.Errorf("%s: a start before the fix still ran after %v with its commits rejected (stacks dumped, killed)\n%s", FaultCommitRejected, startBound, in.hangReport(FaultCommitRejected, out)))
 	case p.err != nil && strings.Contains(out, rejectConstraint):
 		in.outcome(FaultCommitRejected + ": a start before the fix failed with the constraint's error")
 	case p.err == nil:
@@ -128,7 +128,7 @@ func (in *injector) rerun(child *crashtest.Child, run int) (bool, error) {
 	out := p.output()
 	switch {
 	case hung:
-		in.fail(fmt.Errorf("%s: a start from scratch over the sinks still ran after %v (killed)\n%s", FaultRerun, startBound, tail(out)))
+		in.fail(fmt.Errorf("%s: a start from scratch over the sinks still ran after %v (stacks dumped, killed)\n%s", FaultRerun, startBound, in.hangReport(FaultRerun, out)))
 	case p.err == nil || !strings.Contains(out, textForeign):
 		in.fail(fmt.Errorf("%s: a start from scratch over the sinks exited with %v, not the %q error\n%s", FaultRerun, p.err, textForeign, tail(out)))
 	case in.checkpoints() > before:
