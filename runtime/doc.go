@@ -30,12 +30,34 @@
 //   - A sink's Prepare happens before its subtask acknowledges.
 //   - Commit happens only after the metadata of a checkpoint covering the
 //     committable is durable.
-//   - On restore, the committables of the restored checkpoint are committed
-//     and lingering transactions aborted before any task starts.
+//   - On restore, every sink fences earlier owners first; then the
+//     committables of the restored checkpoint are committed and lingering
+//     transactions aborted, before any task starts.
 //
 // # Failures
 //
 // Any task error fails the whole attempt: every task is cancelled and the
 // job restarts from the latest completed checkpoint after a backoff, until
-// the restart strategy gives up or the error is marked permanent.
+// the restart strategy gives up or the error is marked permanent. The
+// decision is [checkpoint.Recovery]'s, a pure state machine.
+//
+// # Where things are
+//
+//   - job.go: the public handle ([Start], [Run], [Job.Wait]) and the
+//     ownership of the checkpoint directory; metrics.go its counters;
+//     savepoint.go savepoints.
+//   - restore_point.go, restore.go: which checkpoint an attempt restores,
+//     and reading it; restore_sinks.go: fencing and committing the sinks
+//     before an attempt.
+//   - failover.go: attempts one after another, as [checkpoint.Recovery]
+//     decides; attempt.go: one attempt; driver.go: the attempt's loop
+//     around the [checkpoint.Coordinator].
+//   - mailbox.go and events.go: what the driver tells a task and what a
+//     task tells the driver.
+//   - task.go: a task and its chain; source_task.go and operator_task.go
+//     their two loops; aligner.go the barrier alignment, a pure state
+//     machine tested by the scripts in testdata/aligner_*.txt;
+//     snapshot.go taking a checkpoint in a task.
+//   - graph.go, build.go: the graph and how it becomes tasks; router.go,
+//     watermark.go: what travels between tasks.
 package runtime

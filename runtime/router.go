@@ -3,26 +3,21 @@ package runtime
 import (
 	"context"
 	"fmt"
-
-	"github.com/exactlyonce/exactly/checkpoint"
 )
 
 // Message travels on a channel between two tasks: a batch, a barrier, a
 // watermark, an idleness announcement or the end of the stream.
 type Message struct {
-	batch        any    // []T, or nil
-	barrier      uint64 // checkpoint id of a barrier, or 0
-	savepoint    bool   // the barrier is a savepoint's
-	endOfInput   bool   // the barrier is the final checkpoint's, after every source finished
-	watermark    int64  // the watermark, when hasWatermark
+	batch        any     // []T, or nil
+	barrier      barrier // a checkpoint barrier when its id is not 0
+	watermark    int64   // the watermark, when hasWatermark
 	hasWatermark bool
 	idle         bool // the producer subtask is idle
 	eos          bool // the producer subtask will send nothing more
 }
 
-func barrierMessage(tr trigger) Message {
-	return Message{barrier: tr.id, savepoint: tr.kind == checkpoint.KindSavepoint, endOfInput: tr.endOfInput}
-}
+// barrierMessage is the message that carries b.
+func barrierMessage(b barrier) Message { return Message{barrier: b} }
 
 var endOfStream = Message{eos: true}
 

@@ -52,7 +52,7 @@ func TestHashRouterSendsEachKeyGroupToItsOwner(t *testing.T) {
 	if err := r.Emit(in); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Broadcast(barrierMessage(trigger{id: 7, kind: checkpoint.KindCheckpoint})); err != nil {
+	if err := r.Broadcast(barrierMessage(barrier{id: 7, kind: checkpoint.KindCheckpoint})); err != nil {
 		t.Fatal(err)
 	}
 	total := 0
@@ -64,7 +64,7 @@ func TestHashRouterSendsEachKeyGroupToItsOwner(t *testing.T) {
 				t.Fatalf("record %d (key group %d) went to subtask %d, owner is %d", v, kg(v), s, owner)
 			}
 		}
-		if len(tail) != 1 || tail[0].barrier != 7 {
+		if len(tail) != 1 || tail[0].barrier.id != 7 {
 			t.Fatalf("subtask %d: after the records want one barrier 7, got %+v", s, tail)
 		}
 	}

@@ -70,8 +70,8 @@ func runTask(t *testing.T, inputs ...[]Message) (*recorder, []event) {
 }
 
 func data(v ...int) Message { return Message{batch: v} }
-func barrier(id uint64) Message {
-	return barrierMessage(trigger{id: id, kind: checkpoint.KindCheckpoint})
+func barrierAt(id uint64) Message {
+	return barrierMessage(barrier{id: id, kind: checkpoint.KindCheckpoint})
 }
 
 // TestBarrierAlignment: records after a barrier on one input wait until the
@@ -79,8 +79,8 @@ func barrier(id uint64) Message {
 // before the barrier on each input.
 func TestBarrierAlignment(t *testing.T) {
 	rec, events := runTask(t,
-		[]Message{data(1, 2), barrier(5), data(3), barrier(6), data(4), endOfStream},
-		[]Message{data(10), data(11), barrier(5), data(12), barrier(6), endOfStream},
+		[]Message{data(1, 2), barrierAt(5), data(3), barrierAt(6), data(4), endOfStream},
+		[]Message{data(10), data(11), barrierAt(5), data(12), barrierAt(6), endOfStream},
 	)
 	want := map[uint64][]int{5: {1, 2, 10, 11}, 6: {1, 2, 3, 10, 11, 12}}
 	for id, w := range want {
@@ -118,7 +118,7 @@ func TestBarrierAlignment(t *testing.T) {
 func TestAlignmentWithFinishedInput(t *testing.T) {
 	rec, _ := runTask(t,
 		[]Message{data(1), endOfStream},
-		[]Message{data(2), barrier(3), data(4), endOfStream},
+		[]Message{data(2), barrierAt(3), data(4), endOfStream},
 	)
 	if got := slices.Sorted(slices.Values(rec.snapshots[3])); !slices.Equal(got, []int{1, 2}) {
 		t.Errorf("snapshot 3 saw %v, want [1 2]", got)
@@ -130,8 +130,8 @@ func TestAlignmentWithFinishedInput(t *testing.T) {
 // upstream), the task aligns on the newer one.
 func TestNewerBarrierAbandonsAlignment(t *testing.T) {
 	rec, events := runTask(t,
-		[]Message{barrier(1), barrier(2), data(1), endOfStream},
-		[]Message{data(2), barrier(2), endOfStream},
+		[]Message{barrierAt(1), barrierAt(2), data(1), endOfStream},
+		[]Message{data(2), barrierAt(2), endOfStream},
 	)
 	if _, ok := rec.snapshots[1]; ok {
 		t.Error("abandoned checkpoint 1 was snapshotted")

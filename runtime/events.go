@@ -1,0 +1,23 @@
+package runtime
+
+import "github.com/exactlyonce/exactly/checkpoint"
+
+// eventKind tells what a task reports to the driver.
+type eventKind int
+
+const (
+	evAck eventKind = iota
+	evDecline
+	evSourceFinished
+	evTaskDone
+	evTaskFailed
+)
+
+// event is a task's report to the driver.
+type event struct {
+	kind   eventKind
+	task   int
+	id     uint64
+	states []checkpoint.SubtaskState
+	err    error
+}

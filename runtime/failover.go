@@ -1,0 +1,95 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/checkpoint/store"
+	"github.com/exactlyonce/exactly/sink"
+)
+
+// drive runs attempts until the job finishes, is cancelled, or the restart
+// strategy gives up.
+func (j *Job) drive(ctx context.Context, rp *restorePoint) error {
+	r := j.opts.Restart
+	// A job restored from its final checkpoint (its input ended) has only
+	// that checkpoint's commits left to make: it runs nothing again.
+	finished := rp != nil && rp.md.EndOfInput && !j.opts.RunFinished
+	if finished {
+		j.opts.Logger.Info("the job finished: its last checkpoint is the final one of its input; committing what it covers and running nothing (set RunFinished to run it on from there, for new input; or start with an empty checkpoint directory to run it again from scratch)",
+			"job", j.g.Job, "checkpoint", rp.md.ID)
+	}
+	recovery := checkpoint.NewRecovery(checkpoint.RecoveryConfig{MaxAttempts: r.MaxAttempts, InitialBackoff: r.InitialBackoff, MaxBackoff: r.MaxBackoff}, finished)
+	for {
+		var res attemptResult
+		if recovery.CommitOnly() {
+			res = attemptResult{err: j.restoreSinks(ctx, rp)}
+		} else {
+			res = j.attempt(ctx, rp)
+		}
+		d := recovery.AttemptEnded(checkpoint.AttemptEnd{Failure: j.classify(ctx, res.err), Checkpointed: res.checkpointed,
+			Final: res.final, OutcomeUnknown: res.outcomeUnknown, CommitPending: res.closeErr != nil})
+		if !d.Restart {
+			return j.endError(ctx, res, d)
+		}
+		j.opts.Logger.Warn("job failed; restarting from the latest completed checkpoint",
+			"job", j.g.Job, "error", res.err, "restart", d.Attempt, "of", r.MaxAttempts, "backoff", d.Backoff)
+		j.metrics.Restarts.Add(1)
+		select {
+		case <-time.After(d.Backoff):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		switch d.Restore {
+		case checkpoint.RestoreCompleted:
+			rp = res.restorePoint
+		case checkpoint.RestoreLatestInStorage:
+			if res.restorePoint != nil {
+				rp = res.restorePoint
+			}
+			latest, err := j.latestAbove(rp)
+			if err != nil {
+				return fmt.Errorf("exactly: job %q failed: %w (after: %w)", j.g.Job, err, res.err)
+			}
+			rp = latest
+		}
+	}
+}
+
+// classify tells the recovery decision how an attempt ended.
+func (j *Job) classify(ctx context.Context, err error) checkpoint.Failure {
+	switch {
+	case err == nil:
+		return checkpoint.Succeeded
+	case fenced(ctx) || errors.Is(err, store.ErrNotOwner) || errors.Is(err, sink.ErrFenced):
+		return checkpoint.Fenced
+	case ctx.Err() != nil:
+		return checkpoint.Stopped
+	case sink.IsPermanent(err) || errors.Is(err, checkpoint.ErrCorrupt) || errors.Is(err, errJobStructure):
+		return checkpoint.Permanent
+	}
+	return checkpoint.Transient
+}
+
+// endError is what Run returns when the recovery decision ends the job.
+func (j *Job) endError(ctx context.Context, res attemptResult, d checkpoint.Decision) error {
+	switch {
+	case res.err == nil:
+		return nil
+	case fenced(ctx):
+		return fmt.Errorf("exactly: job %q stopped: %w", j.g.Job, context.Cause(ctx))
+	case ctx.Err() != nil && res.closeErr != nil:
+		// A commit that failed while stopping is the user's to know
+		// about: the output is safe in the checkpoint.
+		return fmt.Errorf("exactly: job %q stopped: %w", j.g.Job, errors.Join(ctx.Err(), res.closeErr))
+	case ctx.Err() != nil:
+		return ctx.Err()
+	}
+	return fmt.Errorf("exactly: job %q failed (%s): %w", j.g.Job, d.Reason, res.err)
+}
+
+// errJobStructure marks a mismatch between a checkpoint and the job.
+var errJobStructure = errors.New("exactly: the checkpoint does not match the job")

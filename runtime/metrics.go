@@ -1,0 +1,91 @@
+package runtime
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Metrics are counters of a running job, safe to read at any time.
+type Metrics struct {
+	// Completed counts completed checkpoints and savepoints.
+	Completed atomic.Int64
+	// Aborted counts aborted checkpoints.
+	Aborted atomic.Int64
+	// Restarts counts restarts after failures.
+	Restarts atomic.Int64
+	// skipped returns the corrupt completed checkpoints skipped at restore
+	// (see Options.SkipCorruptCheckpoints); nil before the store opens.
+	skipped func() int64
+	// LastCheckpoint describes the last completed checkpoint or savepoint:
+	// at first the one the job restored (its Completed is when its last
+	// acknowledgement arrived), nil when it started afresh.
+	LastCheckpoint atomic.Pointer[CheckpointStats]
+	// CheckpointDurations counts the checkpoints and savepoints completed
+	// in this process by their time from trigger to metadata written.
+	CheckpointDurations DurationHistogram
+	// records counts records per operator subtask; see Records.
+	records sync.Map // operator name -> *atomic.Int64
+	// late counts records dropped for arriving behind the watermark.
+	late sync.Map // operator name -> *atomic.Int64
+}
+
+// CheckpointStats describes a completed checkpoint.
+type CheckpointStats struct {
+	// ID is the checkpoint's id.
+	ID uint64
+	// Triggered is when it was triggered, Completed when its metadata was
+	// written (wall clock).
+	Triggered, Completed time.Time
+	// StateBytes is the size of its state files.
+	StateBytes int64
+}
+
+// SkippedCheckpoints returns how many completed checkpoints that did not
+// verify were skipped at restore under [Options].SkipCorruptCheckpoints.
+func (m *Metrics) SkippedCheckpoints() int64 {
+	if m.skipped == nil {
+		return 0
+	}
+	return m.skipped()
+}
+
+// Records returns the number of records the named operator handled, summed
+// over its subtasks and attempts.
+func (m *Metrics) Records(operator string) int64 {
+	if c, ok := m.records.Load(operator); ok {
+		return c.(*atomic.Int64).Load()
+	}
+	return 0
+}
+
+// LateRecords returns the number of records the named event-time operator
+// dropped because they arrived after the watermark had passed their time,
+// summed over its subtasks and attempts.
+func (m *Metrics) LateRecords(operator string) int64 {
+	if c, ok := m.late.Load(operator); ok {
+		return c.(*atomic.Int64).Load()
+	}
+	return 0
+}
+
+// RecordsByOperator returns Records of every operator.
+func (m *Metrics) RecordsByOperator() map[string]int64 { return counts(&m.records) }
+
+// LateRecordsByOperator returns LateRecords of every operator (0 for those
+// without event time).
+func (m *Metrics) LateRecordsByOperator() map[string]int64 { return counts(&m.late) }
+
+func counts(counters *sync.Map) map[string]int64 {
+	out := map[string]int64{}
+	counters.Range(func(op, c any) bool {
+		out[op.(string)] = c.(*atomic.Int64).Load()
+		return true
+	})
+	return out
+}
+
+func counter(counters *sync.Map, operator string) *atomic.Int64 {
+	c, _ := counters.LoadOrStore(operator, new(atomic.Int64))
+	return c.(*atomic.Int64)
+}
