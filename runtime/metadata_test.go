@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/exactlyonce/exactly/internal/vfs"
@@ -159,56 +160,58 @@ func intsJob(n int, out *txSink) *stream.Job {
 // transactions it covers, and the next run, restoring from it, lost them.
 func TestMetadataWriteFailureIsNotAnAbort(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	const n = 3000
-	dir := t.TempDir()
-	out := &txSink{prepared: map[string][]int{}, done: map[string]bool{}}
-	var renamed, failed atomic.Bool
-	fsys := vfs.WithErrors(vfs.Default, func(op, name string) error {
-		switch {
-		case op == vfs.OpRename && filepath.Base(name) == "_metadata.tmp" && strings.Contains(name, "savepoints"):
-			renamed.Store(true)
-		case op == vfs.OpSyncDir && renamed.Load() && failed.CompareAndSwap(false, true):
-			return errors.New("injected sync failure")
+	synctest.Test(t, func(t *testing.T) {
+		const n = 3000
+		dir := t.TempDir()
+		out := &txSink{prepared: map[string][]int{}, done: map[string]bool{}}
+		var renamed, failed atomic.Bool
+		fsys := vfs.WithErrors(vfs.Default, func(op, name string) error {
+			switch {
+			case op == vfs.OpRename && filepath.Base(name) == "_metadata.tmp" && strings.Contains(name, "savepoints"):
+				renamed.Store(true)
+			case op == vfs.OpSyncDir && renamed.Load() && failed.CompareAndSwap(false, true):
+				return errors.New("injected sync failure")
+			}
+			return nil
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		opts := runtime.WithFS(stream.Options{
+			CheckpointDir:      dir,
+			CheckpointInterval: time.Hour,
+			Restart:            stream.RestartStrategy{InitialBackoff: time.Millisecond},
+		}, fsys)
+		r, err := intsJob(n, out).Start(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
 		}
-		return nil
+		for r.Metrics().Records("numbers") == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		if _, err := r.Savepoint(ctx); err == nil {
+			t.Fatal("Savepoint succeeded despite the injected failure")
+		}
+		if !failed.Load() {
+			t.Fatal("the failure was not injected")
+		}
+		cancel() // a clean stop
+		if err := r.Wait(); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Wait = %v, want context.Canceled", err)
+		}
+		// The next run restores from the latest on disk, the savepoint if its
+		// metadata made it, and must find its transactions.
+		if err := intsJob(n, out).Run(context.Background(), stream.Options{CheckpointDir: dir, CheckpointInterval: 10 * time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+		out.mu.Lock()
+		defer out.mu.Unlock()
+		if len(out.visible) != n {
+			t.Fatalf("%d rows visible, want %d", len(out.visible), n)
+		}
+		for i, v := range out.visible {
+			if v != i {
+				t.Fatalf("row %d is %d: output lost or duplicated", i, v)
+			}
+		}
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	opts := runtime.WithFS(stream.Options{
-		CheckpointDir:      dir,
-		CheckpointInterval: time.Hour,
-		Restart:            stream.RestartStrategy{InitialBackoff: time.Millisecond},
-	}, fsys)
-	r, err := intsJob(n, out).Start(ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for r.Metrics().Records("numbers") == 0 {
-		time.Sleep(time.Millisecond)
-	}
-	if _, err := r.Savepoint(ctx); err == nil {
-		t.Fatal("Savepoint succeeded despite the injected failure")
-	}
-	if !failed.Load() {
-		t.Fatal("the failure was not injected")
-	}
-	cancel() // a clean stop
-	if err := r.Wait(); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Wait = %v, want context.Canceled", err)
-	}
-	// The next run restores from the latest on disk, the savepoint if its
-	// metadata made it, and must find its transactions.
-	if err := intsJob(n, out).Run(context.Background(), stream.Options{CheckpointDir: dir, CheckpointInterval: 10 * time.Millisecond}); err != nil {
-		t.Fatal(err)
-	}
-	out.mu.Lock()
-	defer out.mu.Unlock()
-	if len(out.visible) != n {
-		t.Fatalf("%d rows visible, want %d", len(out.visible), n)
-	}
-	for i, v := range out.visible {
-		if v != i {
-			t.Fatalf("row %d is %d: output lost or duplicated", i, v)
-		}
-	}
 }

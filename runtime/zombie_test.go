@@ -60,9 +60,7 @@ func TestZombieCommitsNothing(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if err := zombie.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	pauseOutsideLock(t, zombie.Process, filepath.Join(chk, "_lock"))
 	paused := len(committedInts(t, out))
 	time.Sleep(zombieLease + zombieLease/2)
 	next, nextErr := start()
@@ -98,6 +96,35 @@ func TestZombieCommitsNothing(t *testing.T) {
 	}
 	t.Logf("%d records committed exactly once; %d were committed before the pause; zombie: %s",
 		len(got), paused, lastLine(zombieErr.String()))
+}
+
+// pauseOutsideLock SIGSTOPs p at a moment when it does not hold the
+// checkpoint directory's lock file (a flock it takes for a few file
+// operations at a time): paused inside it, p would only delay the new
+// owner, which then fails with the "another instance" error, and the test
+// would prove nothing about zombies. It resumes and pauses p again until
+// the lock is free while p is stopped.
+func pauseOutsideLock(t *testing.T, p *os.Process, lock string) {
+	t.Helper()
+	for range 1000 {
+		if err := p.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Open(lock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		f.Close() // releases the flock, if taken
+		if err == nil {
+			return
+		}
+		if err := p.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("the process held the directory lock at each of 1000 pauses")
 }
 
 // runZombieChild runs the job of TestZombieCommitsNothing and exits: 0 when

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/exactlyonce/exactly/source"
@@ -74,31 +75,33 @@ func (r *growingReader) Close() error     { return nil }
 
 func TestSplitsDiscoveredWhileRunning(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	src := &growing{splits: 1, started: time.Now()}
-	out := newMemSink[int]()
-	j := stream.New("discovery")
-	stream.SinkTo(stream.Source(j, "growing", src, stream.Parallelism(2)), "out", out)
-	ctx, cancel := context.WithCancel(context.Background())
-	r, err := j.Start(ctx, stream.Options{CheckpointDir: t.TempDir(), CheckpointInterval: 5 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for len(out.Visible()) < 300 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	cancel()
-	r.Wait()
-	seen := map[int]int{}
-	for _, v := range out.Visible() {
-		seen[v]++
-	}
-	for v := range 300 {
-		if seen[v] != 1 {
-			t.Errorf("value %d visible %d times", v, seen[v])
+	synctest.Test(t, func(t *testing.T) {
+		src := &growing{splits: 1, started: time.Now()}
+		out := newMemSink[int]()
+		j := stream.New("discovery")
+		stream.SinkTo(stream.Source(j, "growing", src, stream.Parallelism(2)), "out", out)
+		ctx, cancel := context.WithCancel(context.Background())
+		r, err := j.Start(ctx, stream.Options{CheckpointDir: t.TempDir(), CheckpointInterval: 5 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if n := src.opened.Load(); n != 2 {
-		t.Errorf("OpenNew called %d times, want 2 (splits 1 and 2)", n)
-	}
+		deadline := time.Now().Add(20 * time.Second)
+		for len(out.Visible()) < 300 && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		cancel()
+		r.Wait()
+		seen := map[int]int{}
+		for _, v := range out.Visible() {
+			seen[v]++
+		}
+		for v := range 300 {
+			if seen[v] != 1 {
+				t.Errorf("value %d visible %d times", v, seen[v])
+			}
+		}
+		if n := src.opened.Load(); n != 2 {
+			t.Errorf("OpenNew called %d times, want 2 (splits 1 and 2)", n)
+		}
+	})
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/exactlyonce/exactly/runtime"
@@ -257,144 +258,154 @@ func failingSums(src counting, out *memSink[total], par int, at int, failed *ato
 
 func TestFailoverIsExactlyOnce(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	out := newMemSink[total]()
-	var failed atomic.Bool
-	j := failingSums(counting{n: 5000, splits: 3, delay: time.Millisecond}, out, 2, 3000, &failed)
-	opts := stream.Options{
-		CheckpointDir:      t.TempDir(),
-		CheckpointInterval: 10 * time.Millisecond,
-		Restart:            stream.RestartStrategy{InitialBackoff: time.Millisecond},
-	}
-	r, err := j.Start(context.Background(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Wait(); err != nil {
-		t.Fatal(err)
-	}
-	if !failed.Load() || r.Metrics().Restarts.Load() != 1 {
-		t.Fatalf("failed=%v restarts=%d: the injected failure did not happen once", failed.Load(), r.Metrics().Restarts.Load())
-	}
-	checkSums(t, out.Visible(), 5000)
+	synctest.Test(t, func(t *testing.T) {
+		out := newMemSink[total]()
+		var failed atomic.Bool
+		j := failingSums(counting{n: 5000, splits: 3, delay: time.Millisecond}, out, 2, 3000, &failed)
+		opts := stream.Options{
+			CheckpointDir:      t.TempDir(),
+			CheckpointInterval: 10 * time.Millisecond,
+			Restart:            stream.RestartStrategy{InitialBackoff: time.Millisecond},
+		}
+		r, err := j.Start(context.Background(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		if !failed.Load() || r.Metrics().Restarts.Load() != 1 {
+			t.Fatalf("failed=%v restarts=%d: the injected failure did not happen once", failed.Load(), r.Metrics().Restarts.Load())
+		}
+		checkSums(t, out.Visible(), 5000)
+	})
 }
 
 // TestRescaleAcrossRuns stops a job by cancellation in the middle of its
 // input, then resumes it from its checkpoints with other parallelisms.
 func TestRescaleAcrossRuns(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	out := newMemSink[total]()
-	dir := t.TempDir()
-	src := counting{n: 6000, splits: 4, delay: 2 * time.Millisecond}
-	for i, par := range []int{2, 3, 1} {
-		ctx, cancel := context.WithCancel(context.Background())
-		r, err := runningSums(src, out, par).Start(ctx, stream.Options{CheckpointDir: dir, CheckpointInterval: 10 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if i < 2 {
-			for r.Metrics().Completed.Load() < 3 {
-				time.Sleep(time.Millisecond)
+	synctest.Test(t, func(t *testing.T) {
+		out := newMemSink[total]()
+		dir := t.TempDir()
+		src := counting{n: 6000, splits: 4, delay: 2 * time.Millisecond}
+		for i, par := range []int{2, 3, 1} {
+			ctx, cancel := context.WithCancel(context.Background())
+			r, err := runningSums(src, out, par).Start(ctx, stream.Options{CheckpointDir: dir, CheckpointInterval: 10 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i < 2 {
+				for r.Metrics().Completed.Load() < 3 {
+					time.Sleep(time.Millisecond)
+				}
+				cancel()
+				if err := r.Wait(); !errors.Is(err, context.Canceled) {
+					t.Fatalf("run %d: Wait = %v, want context.Canceled", i, err)
+				}
+				continue
+			}
+			if err := r.Wait(); err != nil {
+				t.Fatal(err)
 			}
 			cancel()
-			if err := r.Wait(); !errors.Is(err, context.Canceled) {
-				t.Fatalf("run %d: Wait = %v, want context.Canceled", i, err)
-			}
-			continue
 		}
-		if err := r.Wait(); err != nil {
-			t.Fatal(err)
-		}
-		cancel()
-	}
-	checkSums(t, out.Visible(), 6000)
+		checkSums(t, out.Visible(), 6000)
+	})
 }
 
 func TestStopWithSavepointAndRestore(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	out := newMemSink[total]()
-	src := counting{n: 4000, splits: 2, delay: 2 * time.Millisecond}
-	r, err := runningSums(src, out, 2).Start(context.Background(), stream.Options{CheckpointDir: t.TempDir(), CheckpointInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(50 * time.Millisecond)
-	path, err := r.StopWithSavepoint(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Wait(); err != nil {
-		t.Fatalf("Wait after stop with savepoint = %v", err)
-	}
-	if n := len(out.Visible()); n == 0 || n >= 4000 {
-		t.Fatalf("%d rows visible after the savepoint: want some, not all", n)
-	}
-	err = runningSums(src, out, 3).Run(context.Background(), stream.Options{CheckpointDir: t.TempDir(), RestoreFrom: path, CheckpointInterval: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkSums(t, out.Visible(), 4000)
+	synctest.Test(t, func(t *testing.T) {
+		out := newMemSink[total]()
+		src := counting{n: 4000, splits: 2, delay: 2 * time.Millisecond}
+		r, err := runningSums(src, out, 2).Start(context.Background(), stream.Options{CheckpointDir: t.TempDir(), CheckpointInterval: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+		path, err := r.StopWithSavepoint(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Wait(); err != nil {
+			t.Fatalf("Wait after stop with savepoint = %v", err)
+		}
+		if n := len(out.Visible()); n == 0 || n >= 4000 {
+			t.Fatalf("%d rows visible after the savepoint: want some, not all", n)
+		}
+		err = runningSums(src, out, 3).Run(context.Background(), stream.Options{CheckpointDir: t.TempDir(), RestoreFrom: path, CheckpointInterval: 10 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkSums(t, out.Visible(), 4000)
+	})
 }
 
 func TestProcessingTimeTimersFire(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	out := newMemSink[total]()
-	j := stream.New("timers")
-	nums := stream.Source(j, "numbers", counting{n: 300, splits: 1, delay: 5 * time.Millisecond})
-	keyed := stream.KeyBy(nums, func(v int) int64 { return int64(v % 3) }, state.Int64Codec{})
-	fired := stream.Process(keyed, "timers", func(ctx *stream.Context[int64]) (stream.ProcessFunc[int64, int, total], error) {
-		armed, err := state.NewValueState(ctx.Backend(), "armed", state.BoolCodec{})
-		return stream.ProcessFunc[int64, int, total]{
-			Process: func(ctx *stream.Context[int64], v int, _ *stream.Output[total]) error {
-				if _, ok := armed.Value(); !ok {
-					armed.Update(true)
-					ctx.RegisterTimer(time.Now().Add(time.Millisecond))
-				}
-				return nil
-			},
-			OnTimer: func(ctx *stream.Context[int64], when time.Time, o *stream.Output[total]) error {
-				o.Emit(total{Key: int(ctx.Key())})
-				return nil
-			},
-		}, err
+	synctest.Test(t, func(t *testing.T) {
+		out := newMemSink[total]()
+		j := stream.New("timers")
+		nums := stream.Source(j, "numbers", counting{n: 300, splits: 1, delay: 5 * time.Millisecond})
+		keyed := stream.KeyBy(nums, func(v int) int64 { return int64(v % 3) }, state.Int64Codec{})
+		fired := stream.Process(keyed, "timers", func(ctx *stream.Context[int64]) (stream.ProcessFunc[int64, int, total], error) {
+			armed, err := state.NewValueState(ctx.Backend(), "armed", state.BoolCodec{})
+			return stream.ProcessFunc[int64, int, total]{
+				Process: func(ctx *stream.Context[int64], v int, _ *stream.Output[total]) error {
+					if _, ok := armed.Value(); !ok {
+						armed.Update(true)
+						ctx.RegisterTimer(time.Now().Add(time.Millisecond))
+					}
+					return nil
+				},
+				OnTimer: func(ctx *stream.Context[int64], when time.Time, o *stream.Output[total]) error {
+					o.Emit(total{Key: int(ctx.Key())})
+					return nil
+				},
+			}, err
+		})
+		stream.SinkTo(fired, "out", out)
+		if err := j.Run(context.Background(), stream.Options{CheckpointDir: t.TempDir(), CheckpointInterval: 10 * time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+		keys := map[int]int{}
+		for _, r := range out.Visible() {
+			keys[r.Key]++
+		}
+		if len(keys) != 3 || keys[0] != 1 || keys[1] != 1 || keys[2] != 1 {
+			t.Fatalf("timers fired per key: %v, want once for each of 0, 1, 2", keys)
+		}
 	})
-	stream.SinkTo(fired, "out", out)
-	if err := j.Run(context.Background(), stream.Options{CheckpointDir: t.TempDir(), CheckpointInterval: 10 * time.Millisecond}); err != nil {
-		t.Fatal(err)
-	}
-	keys := map[int]int{}
-	for _, r := range out.Visible() {
-		keys[r.Key]++
-	}
-	if len(keys) != 3 || keys[0] != 1 || keys[1] != 1 || keys[2] != 1 {
-		t.Fatalf("timers fired per key: %v, want once for each of 0, 1, 2", keys)
-	}
 }
 
 func TestRestartStrategyGivesUp(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	j := stream.New("broken")
-	nums := stream.Source(j, "numbers", counting{n: 100, splits: 1})
-	keyed := stream.KeyBy(nums, func(v int) int64 { return int64(v) }, state.Int64Codec{})
-	out := stream.Process(keyed, "fails", func(*stream.Context[int64]) (stream.ProcessFunc[int64, int, total], error) {
-		return stream.ProcessFunc[int64, int, total]{
-			Process: func(*stream.Context[int64], int, *stream.Output[total]) error { return errors.New("always broken") },
-		}, nil
+	synctest.Test(t, func(t *testing.T) {
+		j := stream.New("broken")
+		nums := stream.Source(j, "numbers", counting{n: 100, splits: 1})
+		keyed := stream.KeyBy(nums, func(v int) int64 { return int64(v) }, state.Int64Codec{})
+		out := stream.Process(keyed, "fails", func(*stream.Context[int64]) (stream.ProcessFunc[int64, int, total], error) {
+			return stream.ProcessFunc[int64, int, total]{
+				Process: func(*stream.Context[int64], int, *stream.Output[total]) error { return errors.New("always broken") },
+			}, nil
+		})
+		stream.SinkTo(out, "out", newMemSink[total]())
+		r, err := j.Start(context.Background(), stream.Options{
+			CheckpointDir: t.TempDir(),
+			Restart:       stream.RestartStrategy{MaxAttempts: 3, InitialBackoff: time.Millisecond},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = r.Wait()
+		if err == nil || !strings.Contains(err.Error(), "always broken") {
+			t.Fatalf("Wait = %v, want the operator's error", err)
+		}
+		if n := r.Metrics().Restarts.Load(); n != 3 {
+			t.Fatalf("%d restarts, want 3", n)
+		}
 	})
-	stream.SinkTo(out, "out", newMemSink[total]())
-	r, err := j.Start(context.Background(), stream.Options{
-		CheckpointDir: t.TempDir(),
-		Restart:       stream.RestartStrategy{MaxAttempts: 3, InitialBackoff: time.Millisecond},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = r.Wait()
-	if err == nil || !strings.Contains(err.Error(), "always broken") {
-		t.Fatalf("Wait = %v, want the operator's error", err)
-	}
-	if n := r.Metrics().Restarts.Load(); n != 3 {
-		t.Fatalf("%d restarts, want 3", n)
-	}
 }
 
 func TestInvalidOptionsNameTheField(t *testing.T) {
@@ -447,27 +458,29 @@ func (c flakyCommitter) Commit(ctx context.Context, p sink.Committable) error {
 // by the final one, would never trigger.
 func TestRestartAfterFinalCheckpoint(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	out := newMemSink[total]()
-	var failures atomic.Int64
-	failures.Store(2) // the first commit and its one retry
-	j := stream.New("sums")
-	nums := stream.Source(j, "numbers", counting{n: 1000, splits: 2})
-	keyed := stream.KeyBy(nums, func(v int) int64 { return int64(v % 10) }, state.Int64Codec{})
-	sums := stream.Process(keyed, "sums", sumsSetup(nil))
-	stream.SinkTo(sums, "out", sink.Sink[total](flakySink[total]{out, &failures}))
-	// The deadline only turns the hang this test guards against into a failure.
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	err := j.Run(ctx, stream.Options{
-		CheckpointDir:      t.TempDir(),
-		CheckpointInterval: time.Hour, // the final checkpoint is the only one
-		CommitRetries:      1,
-		Restart:            stream.RestartStrategy{InitialBackoff: time.Millisecond},
+	synctest.Test(t, func(t *testing.T) {
+		out := newMemSink[total]()
+		var failures atomic.Int64
+		failures.Store(2) // the first commit and its one retry
+		j := stream.New("sums")
+		nums := stream.Source(j, "numbers", counting{n: 1000, splits: 2})
+		keyed := stream.KeyBy(nums, func(v int) int64 { return int64(v % 10) }, state.Int64Codec{})
+		sums := stream.Process(keyed, "sums", sumsSetup(nil))
+		stream.SinkTo(sums, "out", sink.Sink[total](flakySink[total]{out, &failures}))
+		// The deadline only turns the hang this test guards against into a failure.
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		err := j.Run(ctx, stream.Options{
+			CheckpointDir:      t.TempDir(),
+			CheckpointInterval: time.Hour, // the final checkpoint is the only one
+			CommitRetries:      1,
+			Restart:            stream.RestartStrategy{InitialBackoff: time.Millisecond},
+		})
+		if err != nil {
+			t.Fatalf("Run = %v, want nil", err)
+		}
+		checkSums(t, out.Visible(), 1000)
 	})
-	if err != nil {
-		t.Fatalf("Run = %v, want nil", err)
-	}
-	checkSums(t, out.Visible(), 1000)
 }
 
 // TestStopWithSavepointSurvivesCommitFailure: when committing the savepoint
@@ -475,46 +488,51 @@ func TestRestartAfterFinalCheckpoint(t *testing.T) {
 // stops, rather than running on from the savepoint.
 func TestStopWithSavepointSurvivesCommitFailure(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	out := newMemSink[total]()
-	var failures atomic.Int64
-	j := stream.New("sums")
-	nums := stream.Source(j, "numbers", counting{n: 1 << 30, splits: 1, delay: time.Millisecond})
-	stream.SinkTo(stream.Map(nums, func(v int) total { return total{Value: v} }), "out", sink.Sink[total](flakySink[total]{out, &failures}))
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	r, err := j.Start(ctx, stream.Options{
-		CheckpointDir:      t.TempDir(),
-		CheckpointInterval: time.Hour,
-		CommitRetries:      1,
-		Restart:            stream.RestartStrategy{InitialBackoff: time.Millisecond},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for r.Metrics().Records("numbers") == 0 {
-		time.Sleep(time.Millisecond)
-	}
-	failures.Store(2) // the first commit and its one retry
-	if _, err := r.StopWithSavepoint(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Wait(); err != nil {
-		t.Fatalf("Wait = %v, want nil", err)
-	}
-	rows := out.Visible()
-	if len(rows) == 0 {
-		t.Fatal("nothing visible after the savepoint")
-	}
-	for i, r := range rows {
-		if r.Value != i {
-			t.Fatalf("row %d has value %d: output lost or duplicated", i, r.Value)
+	synctest.Test(t, func(t *testing.T) {
+		out := newMemSink[total]()
+		var failures atomic.Int64
+		j := stream.New("sums")
+		nums := stream.Source(j, "numbers", counting{n: 1 << 30, splits: 1, delay: time.Millisecond})
+		stream.SinkTo(stream.Map(nums, func(v int) total { return total{Value: v} }), "out", sink.Sink[total](flakySink[total]{out, &failures}))
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		r, err := j.Start(ctx, stream.Options{
+			CheckpointDir:      t.TempDir(),
+			CheckpointInterval: time.Hour,
+			CommitRetries:      1,
+			Restart:            stream.RestartStrategy{InitialBackoff: time.Millisecond},
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		for r.Metrics().Records("numbers") == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		failures.Store(2) // the first commit and its one retry
+		if _, err := r.StopWithSavepoint(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Wait(); err != nil {
+			t.Fatalf("Wait = %v, want nil", err)
+		}
+		rows := out.Visible()
+		if len(rows) == 0 {
+			t.Fatal("nothing visible after the savepoint")
+		}
+		for i, r := range rows {
+			if r.Value != i {
+				t.Fatalf("row %d has value %d: output lost or duplicated", i, r.Value)
+			}
+		}
+	})
 }
 
 // TestCancelBusyChainedJob: cancelling a job whose source always has records
 // and whose operators are all chained to it (no channel to block on) stops it.
 func TestCancelBusyChainedJob(t *testing.T) {
+	// Real time, not a synctest bubble: the source is never idle, so
+	// virtual time, which moves only when every goroutine is blocked,
+	// would never reach the first checkpoint.
 	defer goleak.VerifyNone(t)
 	out := newMemSink[total]()
 	j := stream.New("busy")
@@ -661,24 +679,26 @@ func (blockingReader) Close() error     { return nil }
 // no checkpoint could complete.
 func TestBlockingReadIsInterrupted(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	j := stream.New("blocking")
-	stream.SinkTo(stream.Source(j, "stuck", blocking{}), "out", newMemSink[int]())
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	r, err := j.Start(ctx, stream.Options{CheckpointDir: t.TempDir(), CheckpointInterval: 5 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(20 * time.Second); r.Metrics().Completed.Load() < 5; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d checkpoints completed in 20s: the blocked Read held the barrier back", r.Metrics().Completed.Load())
+	synctest.Test(t, func(t *testing.T) {
+		j := stream.New("blocking")
+		stream.SinkTo(stream.Source(j, "stuck", blocking{}), "out", newMemSink[int]())
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		r, err := j.Start(ctx, stream.Options{CheckpointDir: t.TempDir(), CheckpointInterval: 5 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	cancel()
-	if err := r.Wait(); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Wait = %v, want context.Canceled", err)
-	}
-	if n := r.Metrics().Restarts.Load(); n != 0 {
-		t.Errorf("%d restarts: an interrupted Read was taken for a failure", n)
-	}
+		for deadline := time.Now().Add(20 * time.Second); r.Metrics().Completed.Load() < 5; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d checkpoints completed in 20s: the blocked Read held the barrier back", r.Metrics().Completed.Load())
+			}
+		}
+		cancel()
+		if err := r.Wait(); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Wait = %v, want context.Canceled", err)
+		}
+		if n := r.Metrics().Restarts.Load(); n != 0 {
+			t.Errorf("%d restarts: an interrupted Read was taken for a failure", n)
+		}
+	})
 }

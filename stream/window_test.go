@@ -8,6 +8,7 @@ import (
 	"io"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/exactlyonce/exactly/runtime"
@@ -244,28 +245,30 @@ func TestLateRecordsAreDropped(t *testing.T) {
 // the job runs; without it nothing could close before the end of input.
 func TestIdleSplitReleasesWatermark(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	out := newMemSink[windowOut]()
-	src := listSource{lists: [][]int{{10, 20, 150, 400}, nil}}
-	j := countWindows(src, stream.EventTime[int]{Timestamp: millis, IdleTimeout: 10 * time.Millisecond}, out)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	r, err := j.Start(ctx, stream.Options{CheckpointDir: t.TempDir(), CheckpointInterval: 10 * time.Millisecond, WatermarkInterval: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(20 * time.Second); len(out.Visible()) < 2; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("windows visible after 20s: %v; the idle split holds the watermark back", out.Visible())
+	synctest.Test(t, func(t *testing.T) {
+		out := newMemSink[windowOut]()
+		src := listSource{lists: [][]int{{10, 20, 150, 400}, nil}}
+		j := countWindows(src, stream.EventTime[int]{Timestamp: millis, IdleTimeout: 10 * time.Millisecond}, out)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		r, err := j.Start(ctx, stream.Options{CheckpointDir: t.TempDir(), CheckpointInterval: 10 * time.Millisecond, WatermarkInterval: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	cancel()
-	if err := r.Wait(); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Wait = %v, want context.Canceled", err)
-	}
-	got := out.Visible()
-	if got[0].Start.UnixMilli() != 0 || got[0].Count != 2 || got[1].Start.UnixMilli() != 100 || got[1].Count != 1 {
-		t.Errorf("windows %v, want [0,100) with 2 and [100,200) with 1", got)
-	}
+		for deadline := time.Now().Add(20 * time.Second); len(out.Visible()) < 2; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("windows visible after 20s: %v; the idle split holds the watermark back", out.Visible())
+			}
+		}
+		cancel()
+		if err := r.Wait(); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Wait = %v, want context.Canceled", err)
+		}
+		got := out.Visible()
+		if got[0].Start.UnixMilli() != 0 || got[0].Count != 2 || got[1].Start.UnixMilli() != 100 || got[1].Count != 1 {
+			t.Errorf("windows %v, want [0,100) with 2 and [100,200) with 1", got)
+		}
+	})
 }
 
 // TestRestoredSourceResumesEventTime checkpoints a source that read all its
@@ -274,44 +277,46 @@ func TestIdleSplitReleasesWatermark(t *testing.T) {
 // records closed, from the event time checkpointed with its positions.
 func TestRestoredSourceResumesEventTime(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	out := newMemSink[windowOut]()
-	src := listSource{lists: [][]int{{10, 20, 150, 400}}, unbounded: true}
-	j := countWindows(src, stream.EventTime[int]{Timestamp: millis}, out)
-	dir := t.TempDir()
-	run := func(wmInterval time.Duration, until func(*runtime.Job) bool) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		r, err := j.Start(ctx, stream.Options{CheckpointDir: dir, CheckpointInterval: 5 * time.Millisecond, WatermarkInterval: wmInterval})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for deadline := time.Now().Add(20 * time.Second); !until(r); time.Sleep(2 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("condition not reached after 20s; windows visible: %v", out.Visible())
+	synctest.Test(t, func(t *testing.T) {
+		out := newMemSink[windowOut]()
+		src := listSource{lists: [][]int{{10, 20, 150, 400}}, unbounded: true}
+		j := countWindows(src, stream.EventTime[int]{Timestamp: millis}, out)
+		dir := t.TempDir()
+		run := func(wmInterval time.Duration, until func(*runtime.Job) bool) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			r, err := j.Start(ctx, stream.Options{CheckpointDir: dir, CheckpointInterval: 5 * time.Millisecond, WatermarkInterval: wmInterval})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for deadline := time.Now().Add(20 * time.Second); !until(r); time.Sleep(2 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("condition not reached after 20s; windows visible: %v", out.Visible())
+				}
+			}
+			cancel()
+			if err := r.Wait(); !errors.Is(err, context.Canceled) {
+				t.Fatalf("Wait = %v, want context.Canceled", err)
 			}
 		}
-		cancel()
-		if err := r.Wait(); !errors.Is(err, context.Canceled) {
-			t.Fatalf("Wait = %v, want context.Canceled", err)
+		// First run: one watermark, at the first record; then read everything
+		// and complete a checkpoint.
+		var readAt int64
+		run(time.Hour, func(r *runtime.Job) bool {
+			if readAt == 0 && r.Metrics().Records("events") == 4 {
+				readAt = r.Metrics().Completed.Load()
+			}
+			return readAt > 0 && r.Metrics().Completed.Load() > readAt
+		})
+		if got := out.Visible(); len(got) != 0 {
+			t.Fatalf("windows visible after the first run: %v; the test needs them open", got)
 		}
-	}
-	// First run: one watermark, at the first record; then read everything
-	// and complete a checkpoint.
-	var readAt int64
-	run(time.Hour, func(r *runtime.Job) bool {
-		if readAt == 0 && r.Metrics().Records("events") == 4 {
-			readAt = r.Metrics().Completed.Load()
+		run(time.Millisecond, func(*runtime.Job) bool { return len(out.Visible()) >= 2 })
+		got := out.Visible()
+		if got[0].Start.UnixMilli() != 0 || got[0].Count != 2 || got[1].Start.UnixMilli() != 100 || got[1].Count != 1 {
+			t.Errorf("windows %v, want [0,100) with 2 and [100,200) with 1", got)
 		}
-		return readAt > 0 && r.Metrics().Completed.Load() > readAt
 	})
-	if got := out.Visible(); len(got) != 0 {
-		t.Fatalf("windows visible after the first run: %v; the test needs them open", got)
-	}
-	run(time.Millisecond, func(*runtime.Job) bool { return len(out.Visible()) >= 2 })
-	got := out.Visible()
-	if got[0].Start.UnixMilli() != 0 || got[0].Count != 2 || got[1].Start.UnixMilli() != 100 || got[1].Count != 1 {
-		t.Errorf("windows %v, want [0,100) with 2 and [100,200) with 1", got)
-	}
 }
 
 // BenchmarkSlidingWindows runs a q5-like job: b.N records, one per
