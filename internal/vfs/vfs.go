@@ -20,7 +20,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 )
 
 // File is an open file: readable if it came from [FS.Open], writable if it
@@ -127,16 +126,14 @@ func (osFS) Stat(name string) (os.FileInfo, error) { return os.Stat(name) }
 func (osFS) Lstat(name string) (os.FileInfo, error) { return os.Lstat(name) }
 
 func (osFS) ReadDir(dir string) ([]string, error) {
-	f, err := os.Open(dir)
+	entries, err := os.ReadDir(dir) // sorted by name
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	names, err := f.Readdirnames(-1)
-	if err != nil {
-		return nil, err
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.Name()
 	}
-	slices.Sort(names)
 	return names, nil
 }
 
