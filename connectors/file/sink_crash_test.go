@@ -143,12 +143,14 @@ func crashAttempt(fsys vfs.FS, cm1 sink.Committable, done func(restorePoint)) er
 }
 
 // TestSinkCrash interrupts crashAttempt at each of its file operations in
-// turn (about 80 of them: every create, write, sync, close, rename, removal,
+// turn (91 of them: every create, write, sync, close, rename, removal,
 // directory fsync, lock, read and stat of the prepare → commit cycles, of
 // Fence, Abort and AbortLingering), in three ways: a power cut right after
 // the operation (every later one fails, then only what was fsynced
 // survives), the operation failing with an I/O error (the process stops,
-// the machine does not), and both. A third process (owner A3) then
+// the machine does not), and both. The attempt must fail with an error
+// that wraps the injected one, names the file and is not permanent (an
+// I/O error may pass; the engine retries). A third process (owner A3) then
 // restores the latest completed checkpoint on what survived, as the engine
 // does: Fence, Commit of every committable the checkpoint holds,
 // AbortLingering. Every step of the restore must succeed; afterwards
@@ -171,12 +173,12 @@ func TestSinkCrash(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			for n := 1; ; n++ {
 				mem, cm1 := crashSetup(t)
-				ops, failed := 0, ""
+				ops, failed, failedFile := 0, "", ""
 				faulty := vfs.WithErrors(mem, func(op, name string) error {
 					ops++
 					if ops == n || (mode.failFrom && ops > n) {
 						if failed == "" {
-							failed = fmt.Sprintf("operation %d (%s %s)", ops, op, name)
+							failed, failedFile = fmt.Sprintf("operation %d (%s %s)", ops, op, name), name
 						}
 						return errInjected
 					}
@@ -187,8 +189,11 @@ func TestSinkCrash(t *testing.T) {
 				if err != nil && failed == "" {
 					t.Fatalf("n=%d: the attempt failed without an injected failure: %v", n, err)
 				}
-				if err != nil && !errors.Is(err, errInjected) {
-					t.Fatalf("n=%d: %s failed; the attempt's error does not wrap it: %v", n, failed, err)
+				if err != nil && (!errors.Is(err, errInjected) || !strings.Contains(err.Error(), failedFile) || sink.IsPermanent(err)) {
+					t.Fatalf("n=%d: %s failed; the attempt's error does not wrap it, does not name the file or is permanent: %v", n, failed, err)
+				}
+				if err == nil && failed != "" {
+					t.Fatalf("n=%d: %s failed, yet the attempt succeeded: the sink ignored an I/O error", n, failed)
 				}
 				survivor := mem
 				if mode.powerCut {
@@ -196,7 +201,7 @@ func TestSinkCrash(t *testing.T) {
 				}
 				checkRestore(t, fmt.Sprintf("n=%d, %s failed, restoring checkpoint %d", n, failed, restored.id), survivor, restored)
 				if failed == "" {
-					t.Logf("%d crash points", n-1)
+					t.Logf("%d crash points: the attempt's %d file operations, each interrupted in turn", n-1, n-1)
 					return
 				}
 			}
