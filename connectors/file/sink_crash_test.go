@@ -23,7 +23,7 @@ var (
 // crashSetup returns a crashable MemFS holding what a first process (owner
 // A1) left behind: checkpoint 1 (records 1 and 2) committed, a pending
 // file of checkpoint 2, which never completed, and the in-progress files
-// of subtasks 0 and 1. Everything is durable except the in-progress data.
+// of subtasks 0 and 1. Everything is durable except the in-progress files.
 // The returned committable is checkpoint 1's, which the checkpoint holds.
 func crashSetup(t *testing.T) (*vfs.MemFS, sink.Committable) {
 	t.Helper()
