@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/exactlyonce/exactly/internal/vfs"
 	"github.com/exactlyonce/exactly/sink"
 )
 
@@ -85,7 +86,13 @@ func (o *SinkOptions) validate() error {
 // every commit (see sink_owner.go and docs/sinks.md).
 //
 // Readers of dir must ignore hidden files (names starting with '.').
+//
+// All file I/O goes through an internal filesystem interface (the
+// operating system's, for every Sink made by [NewSink]), so that the
+// package's tests can crash the filesystem after any operation and fail
+// any operation.
 type Sink[T any] struct {
+	fs     vfs.FS
 	dir    string
 	encode func(dst []byte, v T) []byte
 	opts   SinkOptions
@@ -97,6 +104,11 @@ var _ sink.Sink[int] = (*Sink[int])(nil)
 // encode appends the encoding of v to dst and returns it; it must not append
 // a newline (the sink adds one), and a record containing one is rejected.
 func NewSink[T any](dir string, encode func(dst []byte, v T) []byte, opts SinkOptions) (*Sink[T], error) {
+	return newSink(vfs.Default, dir, encode, opts)
+}
+
+// newSink is [NewSink] on the filesystem fsys.
+func newSink[T any](fsys vfs.FS, dir string, encode func(dst []byte, v T) []byte, opts SinkOptions) (*Sink[T], error) {
 	if dir == "" {
 		return nil, errors.New("file: NewSink: dir is empty: pass the directory to write into")
 	}
@@ -106,10 +118,10 @@ func NewSink[T any](dir string, encode func(dst []byte, v T) []byte, opts SinkOp
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("file: NewSink: create output directory: %w", err)
 	}
-	return &Sink[T]{dir: dir, encode: encode, opts: opts}, nil
+	return &Sink[T]{fs: fsys, dir: dir, encode: encode, opts: opts}, nil
 }
 
 // NewWriter opens the writer of one subtask. It creates no file until the
@@ -139,7 +151,7 @@ func (s *Sink[T]) NewWriter(_ context.Context, info sink.WriterInfo) (sink.Write
 		sinkName:   info.Sink,
 		subtask:    info.Subtask,
 		owner:      info.Owner,
-		ownerFile:  newOwnerFile(s.dir, base),
+		ownerFile:  newOwnerFile(s.fs, s.dir, base),
 		stem:       stem,
 		finalStem:  finalStem + fmt.Sprintf("%04d-", info.Subtask),
 		inProgress: filepath.Join(s.dir, stem+hex.EncodeToString(token[:])+inProgressExt),
@@ -152,7 +164,7 @@ func (s *Sink[T]) NewCommitter(_ context.Context, info sink.CommitterInfo) (sink
 	if err != nil {
 		return nil, err
 	}
-	return &committer{dir: s.dir, info: info, base: base, suffix: s.opts.Suffix, ownerFile: newOwnerFile(s.dir, base)}, nil
+	return &committer{fs: s.fs, dir: s.dir, info: info, base: base, suffix: s.opts.Suffix, ownerFile: newOwnerFile(s.fs, s.dir, base)}, nil
 }
 
 // baseName returns ".{prefix}-{escaped sink}-", the start of every hidden
@@ -194,7 +206,7 @@ type writer[T any] struct {
 	stem       string // ".{prefix}-{sink}-{subtask}-"
 	finalStem  string // "{prefix}-{sink}-[{incarnation}-]{subtask:04d}-"
 	inProgress string // path of the in-progress file
-	f          *os.File
+	f          vfs.File
 	buf        []byte // encoded records not yet written to f
 	dirty      bool   // records written since the last Prepare
 }
@@ -205,7 +217,7 @@ func (w *writer[T]) Write(_ context.Context, batch []T) error {
 		return nil
 	}
 	if w.f == nil {
-		f, err := os.OpenFile(w.inProgress, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		f, err := w.s.fs.OpenFile(w.inProgress, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if err != nil {
 			return fmt.Errorf("file: sink %q subtask %d: create in-progress file: %w", w.sinkName, w.subtask, err)
 		}
@@ -267,14 +279,14 @@ func (w *writer[T]) Prepare(_ context.Context, checkpointID uint64) ([]byte, err
 	w.f = nil
 	if err == nil {
 		err = w.ownerFile.whileOwner(w.owner, func() error {
-			if err := os.Rename(w.inProgress, filepath.Join(w.s.dir, c.Pending)); err != nil {
+			if err := w.s.fs.Rename(w.inProgress, filepath.Join(w.s.dir, c.Pending)); err != nil {
 				return err
 			}
-			return syncDir(w.s.dir)
+			return w.s.fs.SyncDir(w.s.dir)
 		})
 	}
 	if errors.Is(err, sink.ErrFenced) {
-		if rerr := os.Remove(w.inProgress); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+		if rerr := w.s.fs.Remove(w.inProgress); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
 			err = errors.Join(err, rerr)
 		}
 	}
@@ -290,7 +302,7 @@ func (w *writer[T]) Close() error {
 	if w.f == nil {
 		return nil
 	}
-	err := errors.Join(w.f.Close(), os.Remove(w.inProgress))
+	err := errors.Join(w.f.Close(), w.s.fs.Remove(w.inProgress))
 	w.f = nil
 	if err != nil {
 		return fmt.Errorf("file: sink %q subtask %d: discard in-progress file: %w", w.sinkName, w.subtask, err)
@@ -300,6 +312,7 @@ func (w *writer[T]) Close() error {
 
 // committer commits and aborts the pending files of one sink.
 type committer struct {
+	fs        vfs.FS
 	dir       string
 	info      sink.CommitterInfo
 	base      string // ".{prefix}-{sink}-"
@@ -330,20 +343,20 @@ func (c *committer) Commit(_ context.Context, cm sink.Committable) error {
 	if err != nil {
 		return err
 	}
-	if err := c.ownerFile.whileOwner(c.info.Owner, func() error { return commitFile(c.dir, pending, final) }); err != nil {
+	if err := c.ownerFile.whileOwner(c.info.Owner, func() error { return c.commitFile(pending, final) }); err != nil {
 		return fmt.Errorf("file: sink %q: commit checkpoint %d subtask %d: %w", c.info.Sink, cm.CheckpointID, cm.Subtask, err)
 	}
 	return nil
 }
 
-// commitFile renames pending to final in dir and fsyncs dir, or recognises
-// a finished commit.
-func commitFile(dir, pending, final string) error {
-	pendingOK, err := exists(pending)
+// commitFile renames pending to final in c.dir and fsyncs c.dir, or
+// recognises a finished commit.
+func (c *committer) commitFile(pending, final string) error {
+	pendingOK, err := c.exists(pending)
 	if err != nil {
 		return err
 	}
-	finalOK, err := exists(final)
+	finalOK, err := c.exists(final)
 	if err != nil {
 		return err
 	}
@@ -351,7 +364,7 @@ func commitFile(dir, pending, final string) error {
 	case pendingOK && finalOK:
 		return sink.Permanent(fmt.Errorf("both %s and %s exist: committing would overwrite committed output (were checkpoint ids reused, e.g. a job restored from an old savepoint into a used directory?); move one of them aside and restart", pending, final))
 	case pendingOK:
-		if err := os.Rename(pending, final); err != nil {
+		if err := c.fs.Rename(pending, final); err != nil {
 			return err
 		}
 	case !finalOK:
@@ -359,7 +372,7 @@ func commitFile(dir, pending, final string) error {
 	}
 	// Sync even when only the final file exists: an earlier Commit may have
 	// crashed between its rename and its fsync.
-	return syncDir(dir)
+	return c.fs.SyncDir(c.dir)
 }
 
 // Abort removes the pending file, if present, while the owner file names
@@ -369,7 +382,7 @@ func (c *committer) Abort(_ context.Context, cm sink.Committable) error {
 	if err != nil {
 		return err
 	}
-	if err := c.ownerFile.whileOwner(c.info.Owner, func() error { return removeAndSync(c.dir, []string{pending}) }); err != nil {
+	if err := c.ownerFile.whileOwner(c.info.Owner, func() error { return c.removeAndSync([]string{pending}) }); err != nil {
 		return fmt.Errorf("file: sink %q: abort checkpoint %d subtask %d: %w", c.info.Sink, cm.CheckpointID, cm.Subtask, err)
 	}
 	return nil
@@ -406,7 +419,7 @@ func (c *committer) Fence(_ context.Context, restoredCheckpointID uint64) error 
 // [sink.ErrForeignProgress] when the directory holds a committed file of
 // the sink from an incarnation other than inc.
 func (c *committer) checkNoForeignFinal(inc string) error {
-	f, found, err := newestForeignFinal(c.dir, strings.TrimPrefix(c.base, "."), c.suffix, escapeName(inc))
+	f, found, err := newestForeignFinal(c.fs, c.dir, strings.TrimPrefix(c.base, "."), c.suffix, escapeName(inc))
 	if err != nil || !found {
 		return err
 	}
@@ -425,17 +438,17 @@ func (c *committer) checkNoForeignFinal(inc string) error {
 // files and other sinks' files are kept.
 func (c *committer) AbortLingering(_ context.Context, restoredCheckpointID uint64) error {
 	err := c.ownerFile.whileOwner(c.info.Owner, func() error {
-		entries, err := os.ReadDir(c.dir)
+		names, err := c.fs.ReadDir(c.dir)
 		if err != nil {
 			return err
 		}
 		var doomed []string
-		for _, e := range entries {
-			if c.lingering(e.Name()) {
-				doomed = append(doomed, filepath.Join(c.dir, e.Name()))
+		for _, name := range names {
+			if c.lingering(name) {
+				doomed = append(doomed, filepath.Join(c.dir, name))
 			}
 		}
-		return removeAndSync(c.dir, doomed)
+		return c.removeAndSync(doomed)
 	})
 	if err != nil {
 		return fmt.Errorf("file: sink %q: abort lingering files after restoring checkpoint %d: %w", c.info.Sink, restoredCheckpointID, err)
@@ -473,34 +486,27 @@ func digits(s string) bool {
 	return s != ""
 }
 
-// exists reports whether path exists.
-func exists(path string) (bool, error) {
-	_, err := os.Lstat(path)
+// exists reports whether path exists (a symbolic link counts, dangling or
+// not).
+func (c *committer) exists(path string) (bool, error) {
+	_, err := c.fs.Lstat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
 	return err == nil, err
 }
 
-// removeAndSync removes paths, ignoring those already gone, then fsyncs dir.
-func removeAndSync(dir string, paths []string) error {
+// removeAndSync removes paths, ignoring those already gone, then fsyncs
+// c.dir.
+func (c *committer) removeAndSync(paths []string) error {
 	var errs []error
 	for _, p := range paths {
-		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := c.fs.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}
-	errs = append(errs, syncDir(dir))
+	errs = append(errs, c.fs.SyncDir(c.dir))
 	return errors.Join(errs...)
-}
-
-// syncDir fsyncs dir, making renames and removals in it durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	return errors.Join(d.Sync(), d.Close())
 }
 
 // Close releases nothing: a committer holds no resources.

@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
+	"github.com/exactlyonce/exactly/internal/vfs"
 	"github.com/exactlyonce/exactly/sink"
 )
 
@@ -49,19 +51,24 @@ type ownerRecord struct {
 
 // ownerFile is the owner file of one sink, and its lock.
 type ownerFile struct {
+	fs   vfs.FS
 	dir  string
 	path string // ".{prefix}-{sink}-owner" in dir
 }
 
-// newOwnerFile returns the owner file of the sink whose hidden files start
-// with base (".{prefix}-{sink}-") in dir.
-func newOwnerFile(dir, base string) ownerFile {
-	return ownerFile{dir: dir, path: filepath.Join(dir, base+ownerFileName)}
+// newOwnerFile returns the owner file, on fsys, of the sink whose hidden
+// files start with base (".{prefix}-{sink}-") in dir.
+func newOwnerFile(fsys vfs.FS, dir, base string) ownerFile {
+	return ownerFile{fs: fsys, dir: dir, path: filepath.Join(dir, base+ownerFileName)}
 }
 
-// locked runs f while holding the sink's lock.
+// locked runs f while holding the sink's lock, waiting for it as long as
+// another holder has it. On the OS the lock is flock(2) on the lock file,
+// created if missing: it belongs to the open file, so two holders in one
+// process exclude each other as two processes do, and it is released when
+// the holder closes it or dies.
 func (o ownerFile) locked(f func() error) error {
-	l, err := lockFile(o.path + ownerLockExt)
+	l, err := o.fs.Lock(o.path + ownerLockExt)
 	if err != nil {
 		return fmt.Errorf("lock the sink's owner file: %w", err)
 	}
@@ -86,7 +93,7 @@ func (o ownerFile) whileOwner(me sink.Owner, f func() error) error {
 
 // read returns the recorded owner, if any.
 func (o ownerFile) read() (sink.Owner, bool, error) {
-	b, err := os.ReadFile(o.path)
+	b, err := o.readAll()
 	if errors.Is(err, fs.ErrNotExist) {
 		return sink.Owner{}, false, nil
 	}
@@ -100,6 +107,16 @@ func (o ownerFile) read() (sink.Owner, bool, error) {
 	return sink.Owner(rec), true, nil
 }
 
+// readAll returns the contents of the owner file.
+func (o ownerFile) readAll() ([]byte, error) {
+	f, err := o.fs.Open(o.path)
+	if err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(f)
+	return b, errors.Join(err, f.Close())
+}
+
 // write replaces the owner file with owner, durably.
 func (o ownerFile) write(owner sink.Owner) error {
 	b, err := json.Marshal(ownerRecord(owner))
@@ -107,7 +124,7 @@ func (o ownerFile) write(owner sink.Owner) error {
 		return err
 	}
 	tmp := o.path + ownerTmpExt
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := o.fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
@@ -119,10 +136,10 @@ func (o ownerFile) write(owner sink.Owner) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, o.path)
+		err = o.fs.Rename(tmp, o.path)
 	}
 	if err == nil {
-		err = syncDir(o.dir)
+		err = o.fs.SyncDir(o.dir)
 	}
 	if err != nil {
 		return fmt.Errorf("record owner %s in %s: %w", owner, o.path, err)
@@ -137,18 +154,18 @@ type foreignFinal struct {
 	checkpoint  uint64
 }
 
-// newestForeignFinal returns the committed file of the sink with the
-// highest checkpoint id among those whose name does not carry incarnation
-// inc (escaped, as in file names), if there is one.
-func newestForeignFinal(dir, finalStart, suffix, inc string) (foreignFinal, bool, error) {
-	entries, err := os.ReadDir(dir)
+// newestForeignFinal returns the committed file of the sink in dir on fsys
+// with the highest checkpoint id among those whose name does not carry
+// incarnation inc (escaped, as in file names), if there is one.
+func newestForeignFinal(fsys vfs.FS, dir, finalStart, suffix, inc string) (foreignFinal, bool, error) {
+	names, err := fsys.ReadDir(dir)
 	if err != nil {
 		return foreignFinal{}, false, err
 	}
 	var newest foreignFinal
 	found := false
-	for _, e := range entries {
-		f, ok := parseFinal(e.Name(), finalStart, suffix)
+	for _, name := range names {
+		f, ok := parseFinal(name, finalStart, suffix)
 		if ok && f.incarnation != inc && (!found || f.checkpoint > newest.checkpoint) {
 			newest, found = f, true
 		}

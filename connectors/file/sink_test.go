@@ -2,6 +2,8 @@ package file
 
 import (
 	"context"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/exactlyonce/exactly/internal/vfs"
 	"github.com/exactlyonce/exactly/sink"
 )
 
@@ -58,17 +61,27 @@ func writePrepare(t testing.TB, w sink.Writer[int], subtask int, cp uint64, batc
 // visible returns the lines of the non-hidden files in dir, in name order.
 func visible(t *testing.T, dir string) []string {
 	t.Helper()
-	entries, err := os.ReadDir(dir)
+	return visibleOn(t, vfs.Default, dir)
+}
+
+// visibleOn is visible on the filesystem fsys.
+func visibleOn(t *testing.T, fsys vfs.FS, dir string) []string {
+	t.Helper()
+	all, err := fsys.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var lines []string
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".") {
+	for _, name := range all {
+		if strings.HasPrefix(name, ".") {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		f, err := fsys.Open(filepath.Join(dir, name))
 		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(f)
+		if err := errors.Join(err, f.Close()); err != nil {
 			t.Fatal(err)
 		}
 		lines = append(lines, strings.Fields(string(b))...)
@@ -80,13 +93,18 @@ func visible(t *testing.T, dir string) []string {
 // files and their locks (see sink_owner.go), which stay.
 func names(t *testing.T, dir string) []string {
 	t.Helper()
-	entries, err := os.ReadDir(dir)
+	return namesOn(t, vfs.Default, dir)
+}
+
+// namesOn is names on the filesystem fsys.
+func namesOn(t *testing.T, fsys vfs.FS, dir string) []string {
+	t.Helper()
+	all, err := fsys.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []string
-	for _, e := range entries {
-		n := e.Name()
+	for _, n := range all {
 		if !strings.HasSuffix(n, "-"+ownerFileName) && !strings.HasSuffix(n, "-"+ownerFileName+ownerLockExt) {
 			out = append(out, n)
 		}

@@ -5,7 +5,9 @@
 // records of each subtask to one hidden file, renames it to a pending name at
 // the checkpoint barrier, and to its visible final name when the checkpoint
 // completes; see [NewSink] for the file names and docs/sinks.md for the
-// protocol.
+// protocol. The sink does all of its file I/O through the internal
+// filesystem layer internal/vfs, so that its tests can crash the filesystem
+// after any operation; users always get the operating system's.
 package file
 
 import (

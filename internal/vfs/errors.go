@@ -10,18 +10,21 @@ import (
 const (
 	OpCreate    = "create"
 	OpOpen      = "open"
+	OpOpenFile  = "openfile"
 	OpRename    = "rename"
 	OpRemove    = "remove"
 	OpRemoveAll = "removeall"
 	OpMkdirAll  = "mkdirall"
 	OpReadDir   = "readdir"
 	OpStat      = "stat"
+	OpLstat     = "lstat"
 	OpSyncDir   = "syncdir"
 	OpRead      = "read"
 	OpWrite     = "write"
 	OpSync      = "sync"
 	OpClose     = "close"
 	OpTryLock   = "trylock"
+	OpLock      = "lock"
 )
 
 // WithErrors returns an FS that calls inject before every operation on inner
@@ -48,21 +51,24 @@ func (e *errorFS) check(op, name string) error {
 }
 
 func (e *errorFS) Create(name string) (File, error) {
-	if err := e.check(OpCreate, name); err != nil {
-		return nil, err
-	}
-	f, err := e.fs.Create(name)
-	if err != nil {
-		return nil, err
-	}
-	return &errorFile{e: e, name: name, f: f}, nil
+	return e.open(OpCreate, name, func() (File, error) { return e.fs.Create(name) })
 }
 
 func (e *errorFS) Open(name string) (File, error) {
-	if err := e.check(OpOpen, name); err != nil {
+	return e.open(OpOpen, name, func() (File, error) { return e.fs.Open(name) })
+}
+
+func (e *errorFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	return e.open(OpOpenFile, name, func() (File, error) { return e.fs.OpenFile(name, flag, perm) })
+}
+
+// open checks op on name, then opens the file with open and wraps it, so
+// that its operations are checked too.
+func (e *errorFS) open(op, name string, open func() (File, error)) (File, error) {
+	if err := e.check(op, name); err != nil {
 		return nil, err
 	}
-	f, err := e.fs.Open(name)
+	f, err := open()
 	if err != nil {
 		return nil, err
 	}
@@ -109,6 +115,13 @@ func (e *errorFS) Stat(name string) (os.FileInfo, error) {
 		return nil, err
 	}
 	return e.fs.Stat(name)
+}
+
+func (e *errorFS) Lstat(name string) (os.FileInfo, error) {
+	if err := e.check(OpLstat, name); err != nil {
+		return nil, err
+	}
+	return e.fs.Lstat(name)
 }
 
 func (e *errorFS) SyncDir(dir string) error {
@@ -160,4 +173,11 @@ func (e *errorFS) TryLock(name string) (io.Closer, error) {
 		return nil, err
 	}
 	return e.fs.TryLock(name)
+}
+
+func (e *errorFS) Lock(name string) (io.Closer, error) {
+	if err := e.check(OpLock, name); err != nil {
+		return nil, err
+	}
+	return e.fs.Lock(name)
 }

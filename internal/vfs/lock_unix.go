@@ -13,11 +13,29 @@ import (
 // TryLock takes a flock(2) lock on name. Locks belong to the open file, so
 // two TryLocks in one process exclude each other as two processes do.
 func (osFS) TryLock(name string) (io.Closer, error) {
+	return flock(name, syscall.LOCK_EX|syscall.LOCK_NB)
+}
+
+// Lock takes a flock(2) lock on name like TryLock, waiting for it.
+func (osFS) Lock(name string) (io.Closer, error) {
+	return flock(name, syscall.LOCK_EX)
+}
+
+// flock opens name (read-write, created with mode 0644 if missing) and
+// takes flock(2) on it with how, retrying when a signal interrupts the
+// wait.
+func flock(name string, how int) (*os.File, error) {
 	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	for {
+		err = syscall.Flock(int(f.Fd()), how)
+		if !errors.Is(err, syscall.EINTR) {
+			break
+		}
+	}
+	if err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			err = ErrLocked

@@ -31,9 +31,10 @@ import (
 //
 // Paths are cleaned and treated as rooted: "a/b" and "/a/b" name the same file.
 type MemFS struct {
-	mu    sync.Mutex
-	root  *memNode
-	locks map[string]bool // held TryLocks, by cleaned path; a crash drops them
+	mu       sync.Mutex
+	root     *memNode
+	locks    map[string]bool // held locks, by cleaned path; a crash drops them
+	unlocked *sync.Cond      // signalled when a lock is released; on mu, made by the first Lock
 }
 
 // TryLock takes an in-memory lock on name (the file is not created). A
@@ -41,26 +42,61 @@ type MemFS struct {
 func (m *MemFS) TryLock(name string) (io.Closer, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	key := path.Clean("/" + filepath.ToSlash(name))
+	key := lockKey(name)
 	if m.locks[key] {
 		return nil, &fs.PathError{Op: "flock", Path: name, Err: ErrLocked}
 	}
+	return m.take(key), nil
+}
+
+// Lock takes the lock TryLock takes, waiting as long as another holder has
+// it. A waiter on a MemFS that crashed keeps waiting for the holders of
+// that MemFS, not of the one [MemFS.Crash] returned.
+func (m *MemFS) Lock(name string) (io.Closer, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	key := lockKey(name)
+	for m.locks[key] {
+		if m.unlocked == nil {
+			m.unlocked = sync.NewCond(&m.mu)
+		}
+		m.unlocked.Wait()
+	}
+	return m.take(key), nil
+}
+
+// lockKey returns the key of name in MemFS.locks.
+func lockKey(name string) string { return path.Clean("/" + filepath.ToSlash(name)) }
+
+// take records the lock key as held. m.mu must be held.
+func (m *MemFS) take(key string) *memLock {
 	if m.locks == nil {
 		m.locks = map[string]bool{}
 	}
 	m.locks[key] = true
-	return memLock{m, key}, nil
+	return &memLock{m: m, key: key}
 }
 
+// memLock is a held lock of a MemFS.
 type memLock struct {
-	m   *MemFS
-	key string
+	m        *MemFS
+	key      string
+	released bool
 }
 
-func (l memLock) Close() error {
+// Close releases the lock; closing it again fails and releases nothing,
+// so a second Close cannot release a later holder's lock.
+func (l *memLock) Close() error {
 	l.m.mu.Lock()
 	defer l.m.mu.Unlock()
+	if l.released {
+		return &fs.PathError{Op: "close", Path: l.key, Err: fs.ErrClosed}
+	}
+	l.released = true
 	delete(l.m.locks, l.key)
+	if l.m.unlocked != nil {
+		l.m.unlocked.Broadcast()
+	}
 	return nil
 }
 
@@ -164,43 +200,55 @@ var (
 	errNotReadable = errors.New("file not open for reading")
 )
 
-// Create implements [FS].
+// Create implements [FS]. The file is opened for writing only; a new file
+// gets mode 0644.
 func (m *MemFS) Create(name string) (File, error) {
+	return m.openFile("create", name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+}
+
+// Open implements [FS].
+func (m *MemFS) Open(name string) (File, error) {
+	return m.openFile("open", name, os.O_RDONLY, 0)
+}
+
+// OpenFile implements [FS]. A new file gets perm as its mode (MemFS has no
+// umask).
+func (m *MemFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	if err := checkOpenFlag(name, flag); err != nil {
+		return nil, err
+	}
+	return m.openFile("open", name, flag, perm)
+}
+
+// openFile opens name with a flag accepted by checkOpenFlag; op names the
+// operation in errors. Directories cannot be opened.
+func (m *MemFS) openFile(op, name string, flag int, perm os.FileMode) (File, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	elems, base := split(name)
 	if base == "" {
-		return nil, &fs.PathError{Op: "create", Path: name, Err: errIsDir}
+		return nil, &fs.PathError{Op: op, Path: name, Err: errIsDir}
 	}
-	parent, err := m.lookupDir("create", name, elems)
+	parent, err := m.lookupDir(op, name, elems)
 	if err != nil {
 		return nil, err
 	}
 	n, ok := parent.entries[base]
 	switch {
+	case !ok && flag&os.O_CREATE == 0:
+		return nil, &fs.PathError{Op: op, Path: name, Err: fs.ErrNotExist}
 	case !ok:
-		n = &memNode{perm: 0o644}
+		n = &memNode{perm: perm.Perm()}
 		parent.entries[base] = n
+	case flag&os.O_EXCL != 0:
+		return nil, &fs.PathError{Op: op, Path: name, Err: fs.ErrExist}
 	case n.isDir:
-		return nil, &fs.PathError{Op: "create", Path: name, Err: errIsDir}
-	default:
+		return nil, &fs.PathError{Op: op, Path: name, Err: errIsDir}
+	case flag&os.O_TRUNC != 0:
 		n.data = nil
 	}
-	return &memFile{fs: m, name: name, n: n, write: true}, nil
-}
-
-// Open implements [FS].
-func (m *MemFS) Open(name string) (File, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	_, n, _, err := m.lookup("open", name)
-	if err != nil {
-		return nil, err
-	}
-	if n.isDir {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: errIsDir}
-	}
-	return &memFile{fs: m, name: name, n: n, read: true}, nil
+	access := flag & (os.O_WRONLY | os.O_RDWR)
+	return &memFile{fs: m, name: name, n: n, read: access != os.O_WRONLY, write: access != os.O_RDONLY}, nil
 }
 
 // Rename implements [FS].
@@ -299,10 +347,16 @@ func (m *MemFS) ReadDir(dir string) ([]string, error) {
 }
 
 // Stat implements [FS].
-func (m *MemFS) Stat(name string) (os.FileInfo, error) {
+func (m *MemFS) Stat(name string) (os.FileInfo, error) { return m.stat("stat", name) }
+
+// Lstat implements [FS]. MemFS has no symbolic links: Lstat is Stat.
+func (m *MemFS) Lstat(name string) (os.FileInfo, error) { return m.stat("lstat", name) }
+
+// stat describes name; op names the operation in errors.
+func (m *MemFS) stat(op, name string) (os.FileInfo, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	_, n, base, err := m.lookup("stat", name)
+	_, n, base, err := m.lookup(op, name)
 	if err != nil {
 		return nil, err
 	}

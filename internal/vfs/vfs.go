@@ -1,5 +1,6 @@
 // Package vfs is the small filesystem interface through which the checkpoint
-// store does all of its file I/O, in the spirit of Pebble's vfs package.
+// store and the file sink (connectors/file) do all of their file I/O, in
+// the spirit of Pebble's vfs package.
 //
 // Three implementations are provided:
 //
@@ -14,14 +15,15 @@ package vfs
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 )
 
 // File is an open file: readable if it came from [FS.Open], writable if it
-// came from [FS.Create].
+// came from [FS.Create], either or both as [FS.OpenFile]'s flag says.
 type File interface {
 	io.Reader
 	io.Writer
@@ -38,6 +40,15 @@ type FS interface {
 	Create(name string) (File, error)
 	// Open opens the named file for reading.
 	Open(name string) (File, error)
+	// OpenFile opens the named file as os.OpenFile does, creating it with
+	// perm (before the umask) if flag asks for that and it is missing.
+	// flag is os.O_RDONLY, os.O_WRONLY or os.O_RDWR, or'ed with any of
+	// os.O_CREATE, os.O_EXCL (with O_CREATE only: fail with an error
+	// wrapping fs.ErrExist if the file exists) and os.O_TRUNC (with write
+	// access only). Every implementation rejects other flags with an error
+	// wrapping fs.ErrInvalid, so that code tested on one behaves alike on
+	// the others.
+	OpenFile(name string, flag int, perm os.FileMode) (File, error)
 	// Rename atomically replaces newname by oldname.
 	Rename(oldname, newname string) error
 	// Remove removes the named file or empty directory.
@@ -51,6 +62,9 @@ type FS interface {
 	ReadDir(dir string) ([]string, error)
 	// Stat describes the named file.
 	Stat(name string) (os.FileInfo, error)
+	// Lstat describes the named file; a symbolic link is described itself,
+	// not followed.
+	Lstat(name string) (os.FileInfo, error)
 	// SyncDir makes the creations, renames and removals of entries in dir
 	// durable. A file written and synced is not durable until the directory
 	// holding its name is synced as well.
@@ -61,6 +75,9 @@ type FS interface {
 	// [ErrLocked]. Closing the returned value releases the lock; so does
 	// the death of the process.
 	TryLock(name string) (io.Closer, error)
+	// Lock takes the lock TryLock takes, but waits as long as another
+	// holder has it. The wait cannot be cancelled.
+	Lock(name string) (io.Closer, error)
 }
 
 // ErrLocked is wrapped by [FS.TryLock] errors when the lock is held.
@@ -75,6 +92,27 @@ func (osFS) Create(name string) (File, error) { return os.Create(name) }
 
 func (osFS) Open(name string) (File, error) { return os.Open(name) }
 
+func (osFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	if err := checkOpenFlag(name, flag); err != nil {
+		return nil, err
+	}
+	return os.OpenFile(name, flag, perm)
+}
+
+// checkOpenFlag returns an error wrapping fs.ErrInvalid if flag is not one
+// [FS.OpenFile] accepts.
+func checkOpenFlag(name string, flag int) error {
+	access := flag & (os.O_WRONLY | os.O_RDWR)
+	valid := flag&^(os.O_WRONLY|os.O_RDWR|os.O_CREATE|os.O_EXCL|os.O_TRUNC) == 0 &&
+		access != os.O_WRONLY|os.O_RDWR &&
+		(flag&os.O_EXCL == 0 || flag&os.O_CREATE != 0) &&
+		(flag&os.O_TRUNC == 0 || access != os.O_RDONLY)
+	if !valid {
+		return &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w: open flags %#x: use O_RDONLY, O_WRONLY or O_RDWR with O_CREATE, O_EXCL (with O_CREATE) and O_TRUNC (with write access) only", fs.ErrInvalid, flag)}
+	}
+	return nil
+}
+
 func (osFS) Rename(oldname, newname string) error { return os.Rename(oldname, newname) }
 
 func (osFS) Remove(name string) error { return os.Remove(name) }
@@ -85,17 +123,17 @@ func (osFS) MkdirAll(dir string, perm os.FileMode) error { return os.MkdirAll(di
 
 func (osFS) Stat(name string) (os.FileInfo, error) { return os.Stat(name) }
 
+func (osFS) Lstat(name string) (os.FileInfo, error) { return os.Lstat(name) }
+
 func (osFS) ReadDir(dir string) ([]string, error) {
-	f, err := os.Open(dir)
+	entries, err := os.ReadDir(dir) // sorted by name
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	names, err := f.Readdirnames(-1)
-	if err != nil {
-		return nil, err
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.Name()
 	}
-	slices.Sort(names)
 	return names, nil
 }
 

@@ -4,11 +4,13 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func writeFile(t *testing.T, fsys FS, name, data string, sync bool) {
@@ -124,6 +126,85 @@ func TestConformance(t *testing.T) {
 	}
 }
 
+// TestOpenFileConformance runs the same OpenFile calls on the OS and on
+// MemFS: exclusive creation, truncation, modes, read-write files, Lstat,
+// and the flags every implementation refuses.
+func TestOpenFileConformance(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fs   FS
+		root string
+	}{
+		{"os", Default, t.TempDir()},
+		{"mem", NewCrashableMem(), "/data"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fsys := WithErrors(tc.fs, func(op, name string) error { return nil }) // errorFS passes OpenFile through
+			if err := fsys.MkdirAll(tc.root, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			name := filepath.Join(tc.root, "f")
+			open := func(flag int, perm os.FileMode) File {
+				t.Helper()
+				f, err := fsys.OpenFile(name, flag, perm)
+				if err != nil {
+					t.Fatalf("OpenFile(%#x, %v): %v", flag, perm, err)
+				}
+				return f
+			}
+			if _, err := fsys.OpenFile(name, os.O_RDONLY, 0); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("OpenFile of a missing file without O_CREATE: %v", err)
+			}
+			f := open(os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+			if _, err := io.WriteString(f, "hello"); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if fi, err := fsys.Lstat(name); err != nil || fi.Mode() != 0o600 || fi.Size() != 5 {
+				t.Fatalf("Lstat of the new file = %v, %v; want mode 0600, 5 bytes", fi, err)
+			}
+			if _, err := fsys.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644); !errors.Is(err, fs.ErrExist) {
+				t.Fatalf("O_EXCL of an existing file: %v, want fs.ErrExist", err)
+			}
+			if _, err := fsys.OpenFile(tc.root, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644); !errors.Is(err, fs.ErrExist) {
+				t.Fatalf("O_EXCL of an existing directory: %v, want fs.ErrExist", err)
+			}
+			f = open(os.O_RDWR, 0)
+			if _, err := io.WriteString(f, "J"); err != nil {
+				t.Fatal(err)
+			}
+			if b, err := io.ReadAll(f); err != nil || string(b) != "ello" {
+				t.Fatalf("read after write on O_RDWR = %q, %v", b, err)
+			}
+			f.Close()
+			if got := readFile(t, fsys, name); got != "Jello" {
+				t.Fatalf("after writing without O_TRUNC: %q", got)
+			}
+			f = open(os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+			if _, err := io.WriteString(f, "x"); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			if fi, err := fsys.Stat(name); err != nil || fi.Mode() != 0o600 || readFile(t, fsys, name) != "x" {
+				t.Fatalf("after O_TRUNC: %v, %v, %q; want the old mode 0600 and the new contents", fi, err, readFile(t, fsys, name))
+			}
+			if _, err := open(os.O_WRONLY, 0).Read(make([]byte, 1)); err == nil {
+				t.Fatal("read of a file opened O_WRONLY succeeded")
+			}
+			for _, flag := range []int{os.O_WRONLY | os.O_APPEND, os.O_RDWR | os.O_SYNC, os.O_RDONLY | os.O_TRUNC, os.O_WRONLY | os.O_EXCL, os.O_WRONLY | os.O_RDWR} {
+				if _, err := fsys.OpenFile(name, flag, 0o644); !errors.Is(err, fs.ErrInvalid) {
+					t.Errorf("OpenFile with flags %#x = %v, want fs.ErrInvalid", flag, err)
+				}
+			}
+			if _, err := fsys.Lstat(filepath.Join(tc.root, "nope")); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("Lstat of a missing file: %v", err)
+			}
+		})
+	}
+}
+
 func TestMemFileModes(t *testing.T) {
 	m := NewCrashableMem()
 	w, err := m.Create("f")
@@ -161,6 +242,13 @@ func TestMemCrash(t *testing.T) {
 	writeFile(t, m, "/d/synced-entry-unsynced-data", "2", false)
 	writeFile(t, m, "/d/old", "old", true)
 	writeFile(t, m, "/d/removed", "r", true)
+	excl, err := m.OpenFile("/d/exclusive-unsynced-data", os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(excl, "lost"); err != nil {
+		t.Fatal(err)
+	}
 	if err := m.SyncDir("/d"); err != nil {
 		t.Fatal(err)
 	}
@@ -188,6 +276,7 @@ func TestMemCrash(t *testing.T) {
 		"/d/synced-entry-unsynced-data": "",
 		"/d/old":                        "old",
 		"/d/removed":                    "r",
+		"/d/exclusive-unsynced-data":    "",
 		"/d/unsynced-entry":             "<missing>",
 		"/d/new":                        "<missing>",
 		"/e/f":                          "<missing>",
@@ -252,6 +341,24 @@ func TestWithErrors(t *testing.T) {
 	if !slices.Equal(calls[:len(want)], want) {
 		t.Fatalf("calls = %v, want prefix %v", calls, want)
 	}
+	calls = nil
+	if f, err := fsys.OpenFile("/ok", os.O_WRONLY, 0); err != nil {
+		t.Fatal(err)
+	} else if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fsys.Lstat("/ok"); err != nil {
+		t.Fatal(err)
+	}
+	l, err := fsys.Lock("/ok.lock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	want = []string{"openfile /ok", "close /ok", "lstat /ok", "lock /ok.lock"}
+	if !slices.Equal(calls, want) {
+		t.Fatalf("calls = %v, want %v", calls, want)
+	}
 }
 
 // TestTryLock: on the OS and on MemFS, a held lock refuses a second holder
@@ -292,5 +399,61 @@ func TestTryLock(t *testing.T) {
 		t.Fatalf("TryLock after a crash = %v, want the lock released", err)
 	} else {
 		l.Close()
+	}
+}
+
+// TestLock: on the OS and on MemFS, Lock waits while another holder (a
+// Lock or a TryLock, in this process too) has the lock, and returns once
+// it is released; TryLock fails while a Lock holds it. Closing a MemFS lock
+// twice does not release a later holder's lock.
+func TestLock(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fs   FS
+		path string
+	}{
+		{"os", Default, filepath.Join(t.TempDir(), "_lock")},
+		{"mem", NewCrashableMem(), "/data/_lock"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			held, err := tc.fs.TryLock(tc.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan io.Closer)
+			go func() {
+				l, err := tc.fs.Lock(tc.path)
+				if err != nil {
+					t.Error(err)
+				}
+				got <- l
+			}()
+			select {
+			case <-got:
+				t.Fatal("Lock returned while TryLock held the lock")
+			case <-time.After(50 * time.Millisecond):
+			}
+			if err := held.Close(); err != nil {
+				t.Fatal(err)
+			}
+			l := <-got
+			if _, err := tc.fs.TryLock(tc.path); !errors.Is(err, ErrLocked) {
+				t.Fatalf("TryLock while Lock holds the lock = %v, want ErrLocked", err)
+			}
+			if err := held.Close(); err == nil {
+				t.Fatal("second Close of a released lock succeeded")
+			}
+			if _, err := tc.fs.TryLock(tc.path); !errors.Is(err, ErrLocked) {
+				t.Fatalf("a second Close of the first lock released the second: TryLock = %v", err)
+			}
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			again, err := tc.fs.Lock(tc.path)
+			if err != nil {
+				t.Fatalf("Lock after release = %v", err)
+			}
+			again.Close()
+		})
 	}
 }
