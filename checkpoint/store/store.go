@@ -94,30 +94,10 @@ func Open(dir string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// mkdirAllDurable creates dir and its missing parents and syncs the parent
-// of every directory it created, so that they survive a crash.
+// mkdirAllDurable creates dir and its missing parents durably.
 func (s *Store) mkdirAllDurable(dir string) error {
-	var created []string
-	for d := dir; ; d = filepath.Dir(d) {
-		_, err := s.fs.Stat(d)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			return ioErr("checking directory", d, err)
-		}
-		created = append(created, d)
-		if filepath.Dir(d) == d {
-			break
-		}
-	}
-	if err := s.fs.MkdirAll(dir, 0o755); err != nil {
+	if err := vfs.MkdirAllDurable(s.fs, dir, 0o755); err != nil {
 		return ioErr("creating directory", dir, err)
-	}
-	for _, d := range created {
-		if err := s.syncDir(filepath.Dir(d)); err != nil {
-			return err
-		}
 	}
 	return nil
 }

@@ -118,7 +118,9 @@ func newSink[T any](fsys vfs.FS, dir string, encode func(dst []byte, v T) []byte
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+	// Durably: committed files in a directory whose own entry a power cut
+	// loses would be lost with it.
+	if err := vfs.MkdirAllDurable(fsys, dir, 0o755); err != nil {
 		return nil, fmt.Errorf("file: NewSink: create output directory: %w", err)
 	}
 	return &Sink[T]{fs: fsys, dir: dir, encode: encode, opts: opts}, nil

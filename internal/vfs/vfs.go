@@ -148,3 +148,32 @@ func (osFS) SyncDir(dir string) error {
 	}
 	return f.Close()
 }
+
+// MkdirAllDurable creates dir and its missing parents on fsys and syncs the
+// parent of every directory it created, so that they survive a crash (a
+// directory entry is durable only once its parent is synced).
+func MkdirAllDurable(fsys FS, dir string, perm os.FileMode) error {
+	var created []string
+	for d := dir; ; d = filepath.Dir(d) {
+		_, err := fsys.Stat(d)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		created = append(created, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if err := fsys.MkdirAll(dir, perm); err != nil {
+		return err
+	}
+	for _, d := range created {
+		if err := fsys.SyncDir(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	return nil
+}

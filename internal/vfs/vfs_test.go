@@ -457,3 +457,25 @@ func TestLock(t *testing.T) {
 		})
 	}
 }
+
+// TestMkdirAllDurable: directories made by MkdirAllDurable survive a
+// crash; made by MkdirAll alone, they do not.
+func TestMkdirAllDurable(t *testing.T) {
+	mem := NewCrashableMem()
+	if err := MkdirAllDurable(mem, "/a/b/c", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := mem.MkdirAll("/x/y", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	after := mem.Crash()
+	if _, err := after.Stat("/a/b/c"); err != nil {
+		t.Fatalf("/a/b/c after a crash: %v", err)
+	}
+	if _, err := after.Stat("/x"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("/x, never synced, after a crash: %v; want it gone", err)
+	}
+	if err := MkdirAllDurable(after, "/a/b/c", 0o755); err != nil {
+		t.Fatalf("an existing directory: %v", err)
+	}
+}
