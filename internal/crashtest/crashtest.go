@@ -206,7 +206,7 @@ func Run(t testing.TB, o Options) Report {
 // the child finish; the next run then starts from where the job stands.
 // Any other failure of a child ends the run with an error. Options.More
 // extends the kills beyond Options.Kills, and Options.During injects other
-// faults while each child runs (internal/torture uses both).
+// faults while each child runs (cmd/exactly/internal/torture uses both).
 func Supervise(o Options, command func(ctx context.Context) *exec.Cmd, logf func(format string, args ...any)) (Report, error) {
 	if o.Kills == 0 {
 		o.Kills = 20
