@@ -6,7 +6,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,25 +17,68 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/exactlyonce/exactly/internal/demo"
+	"github.com/exactlyonce/exactly/connectors/file"
+	"github.com/exactlyonce/exactly/connectors/generator"
 	"github.com/exactlyonce/exactly/metrics"
 	"github.com/exactlyonce/exactly/runtime"
+	"github.com/exactlyonce/exactly/state"
+	"github.com/exactlyonce/exactly/stream"
 )
 
-// TestCollectorServesTheJobsMetrics runs the demo job to its end, then
-// scrapes a registry with the job's collector over HTTP and compares the
-// series with the job's own counters.
+// runTotals runs a small keyed job over dir to its end: a generator source
+// "orders" of events amounts spread over customers customers, each
+// customer's running total in keyed state ("running-totals"), and an
+// exactly-once file sink. onStart is called with the job's metrics once it
+// started. A second call on the same dir restores the job's last
+// checkpoint.
+func runTotals(t *testing.T, dir string, events uint64, customers uint64, onStart func(*runtime.Metrics)) {
+	t.Helper()
+	src, err := generator.New(generator.Options{Count: events, Splits: 8}, func(i uint64) uint64 { return i })
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := stream.New("totals")
+	orders := stream.Source(j, "orders", src, stream.Parallelism(2))
+	byCustomer := stream.KeyBy(orders, func(i uint64) string { return "c" + strconv.FormatUint(i%customers, 10) }, state.StringCodec{})
+	totals := stream.Process(byCustomer, "running-totals", func(ctx *stream.Context[string]) (stream.ProcessFunc[string, uint64, int64], error) {
+		total, err := state.NewValueState(ctx.Backend(), "total", state.Int64Codec{})
+		if err != nil {
+			return stream.ProcessFunc[string, uint64, int64]{}, err
+		}
+		return stream.ProcessFunc[string, uint64, int64]{
+			Process: func(_ *stream.Context[string], amount uint64, out *stream.Output[int64]) error {
+				sum, _ := total.Value()
+				sum += int64(amount)
+				total.Update(sum)
+				out.Emit(sum)
+				return nil
+			},
+		}, nil
+	}, stream.Parallelism(2))
+	files, err := file.NewSink(filepath.Join(dir, "files"), func(dst []byte, sum int64) []byte { return strconv.AppendInt(dst, sum, 10) }, file.SinkOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream.SinkTo(totals, "files", files)
+	r, err := j.Start(context.Background(), stream.Options{CheckpointDir: filepath.Join(dir, "checkpoints"), CheckpointInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	onStart(r.Metrics())
+	if err := r.Wait(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCollectorServesTheJobsMetrics runs a job to its end, then scrapes a
+// registry with the job's collector over HTTP and compares the series with
+// the job's own counters.
 func TestCollectorServesTheJobsMetrics(t *testing.T) {
 	const events = 20_000
 	var m *runtime.Metrics
-	c := demo.Config{Dir: t.TempDir(), Events: events, Customers: 100, Seed: 1, Parallelism: 2,
-		CheckpointInterval: 20 * time.Millisecond, Discard: true}
-	c.OnStart = func(got *runtime.Metrics) { m = got }
-	if err := demo.Run(context.Background(), c, nil); err != nil {
-		t.Fatal(err)
-	}
+	runTotals(t, t.TempDir(), events, 100, func(got *runtime.Metrics) { m = got })
 	reg := prometheus.NewRegistry()
-	col := metrics.NewCollector("demo", m)
+	col := metrics.NewCollector("totals", m)
 	reg.MustRegister(col)
 	if problems, err := testutil.CollectAndLint(col); err != nil || len(problems) > 0 {
 		t.Fatalf("lint: %v %v", problems, err)
@@ -56,22 +101,22 @@ func TestCollectorServesTheJobsMetrics(t *testing.T) {
 	}
 	lines := strings.Split(string(body), "\n")
 	for _, want := range []string{
-		fmt.Sprintf(`exactly_checkpoints_completed_total{job_name="demo"} %d`, m.Completed.Load()),
-		`exactly_checkpoints_aborted_total{job_name="demo"} 0`,
-		`exactly_restarts_total{job_name="demo"} 0`,
-		`exactly_checkpoints_skipped_corrupt_total{job_name="demo"} 0`,
-		fmt.Sprintf(`exactly_checkpoint_last_id{job_name="demo"} %d`, last.ID),
-		fmt.Sprintf(`exactly_checkpoint_duration_seconds_count{job_name="demo"} %d`, m.Completed.Load()),
-		fmt.Sprintf(`exactly_checkpoint_duration_seconds_bucket{job_name="demo",le="+Inf"} %d`, m.Completed.Load()),
-		fmt.Sprintf(`exactly_operator_records_total{job_name="demo",operator="orders"} %d`, events),
-		fmt.Sprintf(`exactly_operator_records_total{job_name="demo",operator="running-totals"} %d`, events),
+		fmt.Sprintf(`exactly_checkpoints_completed_total{job_name="totals"} %d`, m.Completed.Load()),
+		`exactly_checkpoints_aborted_total{job_name="totals"} 0`,
+		`exactly_restarts_total{job_name="totals"} 0`,
+		`exactly_checkpoints_skipped_corrupt_total{job_name="totals"} 0`,
+		fmt.Sprintf(`exactly_checkpoint_last_id{job_name="totals"} %d`, last.ID),
+		fmt.Sprintf(`exactly_checkpoint_duration_seconds_count{job_name="totals"} %d`, m.Completed.Load()),
+		fmt.Sprintf(`exactly_checkpoint_duration_seconds_bucket{job_name="totals",le="+Inf"} %d`, m.Completed.Load()),
+		fmt.Sprintf(`exactly_operator_records_total{job_name="totals",operator="orders"} %d`, events),
+		fmt.Sprintf(`exactly_operator_records_total{job_name="totals",operator="running-totals"} %d`, events),
 	} {
 		if !slices.Contains(lines, want) {
 			t.Errorf("scrape lacks the line %q; got:\n%s", want, body)
 		}
 	}
 	for _, gauge := range []string{"exactly_checkpoint_last_duration_seconds", "exactly_checkpoint_last_completion_timestamp_seconds", "exactly_checkpoint_last_size_bytes"} {
-		if !slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, gauge+`{job_name="demo"} `) }) {
+		if !slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, gauge+`{job_name="totals"} `) }) {
 			t.Errorf("scrape lacks %s; got:\n%s", gauge, body)
 		}
 	}
@@ -96,24 +141,17 @@ func TestCollectorBeforeTheFirstCheckpoint(t *testing.T) {
 	}
 }
 
-// TestLastCheckpointSurvivesARestart runs the demo job, then starts it
-// again on the same checkpoints: from its start, the new run reports the
-// checkpoint it restored, so an alert on the last completion's age does
-// not go blind after a crash.
+// TestLastCheckpointSurvivesARestart runs a job, then starts it again on
+// the same checkpoints: from its start, the new run reports the checkpoint
+// it restored, so an alert on the last completion's age does not go blind
+// after a crash.
 func TestLastCheckpointSurvivesARestart(t *testing.T) {
-	c := demo.Config{Dir: t.TempDir(), Events: 5_000, Customers: 10, Seed: 1, Parallelism: 2,
-		CheckpointInterval: 20 * time.Millisecond, Discard: true}
+	dir := t.TempDir()
 	var first *runtime.Metrics
-	c.OnStart = func(m *runtime.Metrics) { first = m }
-	if err := demo.Run(context.Background(), c, nil); err != nil {
-		t.Fatal(err)
-	}
+	runTotals(t, dir, 5_000, 10, func(m *runtime.Metrics) { first = m })
 	want := first.LastCheckpoint.Load()
 	var atStart *runtime.CheckpointStats
-	c.OnStart = func(m *runtime.Metrics) { atStart = m.LastCheckpoint.Load() }
-	if err := demo.Run(context.Background(), c, nil); err != nil {
-		t.Fatal(err)
-	}
+	runTotals(t, dir, 5_000, 10, func(m *runtime.Metrics) { atStart = m.LastCheckpoint.Load() })
 	if atStart == nil || atStart.ID != want.ID || atStart.StateBytes != want.StateBytes {
 		t.Fatalf("at the restart's start the last checkpoint is %+v, want the restored %+v", atStart, want)
 	}

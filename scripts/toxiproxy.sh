@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # toxiproxy.sh runs Shopify's toxiproxy, a TCP fault proxy, for the torture
-# suite (internal/torture), which controls it through its HTTP API.
+# suite (cmd/exactly/internal/torture), which controls it through its HTTP API.
 #
 #   scripts/toxiproxy.sh start    install toxiproxy v2.5.0 with `go install`
 #                                 (cached in TOXIPROXY_DIR/bin) if missing, start

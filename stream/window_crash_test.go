@@ -14,6 +14,7 @@ import (
 	"github.com/exactlyonce/exactly/connectors/file"
 	"github.com/exactlyonce/exactly/connectors/generator"
 	"github.com/exactlyonce/exactly/internal/crashtest"
+	"github.com/exactlyonce/exactly/internal/crashtest/crashtesting"
 	"github.com/exactlyonce/exactly/stream"
 )
 
@@ -39,7 +40,7 @@ func TestWindowsCrashExactlyOnce(t *testing.T) {
 		}
 		return
 	}
-	rep := crashtest.Run(t, crashtest.Options{Kills: 12, MaxDelay: 1500 * time.Millisecond, Env: []string{"EXACTLY_WINDOW_CRASH_DIR=" + dir}})
+	rep := crashtesting.Run(t, crashtest.Options{Kills: 12, MaxDelay: 1500 * time.Millisecond, Env: []string{"EXACTLY_WINDOW_CRASH_DIR=" + dir}})
 	t.Log(rep)
 	if rep.KillsBeforeDone < 8 {
 		t.Errorf("only %d kills landed while the job still had input: %v", rep.KillsBeforeDone, rep)

@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/exactlyonce/exactly/internal/demo"
+	"github.com/exactlyonce/exactly/cmd/exactly/internal/demo"
 )
 
 const benchUsage = `Usage: exactly bench [flags]

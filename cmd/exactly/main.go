@@ -22,8 +22,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/exactlyonce/exactly/cmd/exactly/internal/demo"
 	"github.com/exactlyonce/exactly/internal/crashtest"
-	"github.com/exactlyonce/exactly/internal/demo"
 	"github.com/exactlyonce/exactly/metrics"
 	"github.com/exactlyonce/exactly/runtime"
 )

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/exactlyonce/exactly/internal/demo"
+	"github.com/exactlyonce/exactly/cmd/exactly/internal/demo"
 	"github.com/exactlyonce/exactly/runtime"
 )
 

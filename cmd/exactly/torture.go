@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/exactlyonce/exactly/internal/torture"
+	"github.com/exactlyonce/exactly/cmd/exactly/internal/torture"
 )
 
 const tortureUsage = `Usage: exactly torture [flags]

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/exactlyonce/exactly/internal/crashtest"
+	"github.com/exactlyonce/exactly/internal/crashtest/crashtesting"
 	"github.com/exactlyonce/exactly/internal/testenv"
 	"github.com/exactlyonce/exactly/runtime"
 	"github.com/exactlyonce/exactly/stream"
@@ -51,7 +52,7 @@ func crashRun(t *testing.T, o crashtest.Options) {
 	createTopic(t, adm, out, 3)
 	produceInput(t, brokers, in, crashKeys, crashPerKey)
 	o.Env = append(o.Env, "KT_IN="+in, "KT_OUT="+out, "KT_PREFIX="+prefix, "KT_CKPT="+filepath.Join(t.TempDir(), "ckpt"))
-	rep := crashtest.Run(t, o)
+	rep := crashtesting.Run(t, o)
 	t.Log(rep)
 	checkCounts(t, readCommitted(t, brokers, out, crashKeys*crashPerKey, time.Minute), crashKeys, crashPerKey)
 	if ids := openTransactions(t, adm, prefix); len(ids) > 0 {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/exactlyonce/exactly/connectors/generator"
 	"github.com/exactlyonce/exactly/internal/crashtest"
+	"github.com/exactlyonce/exactly/internal/crashtest/crashtesting"
 	"github.com/exactlyonce/exactly/internal/testenv"
 	"github.com/exactlyonce/exactly/state"
 	"github.com/exactlyonce/exactly/stream"
@@ -135,7 +136,7 @@ func crashTest(t *testing.T, name string, mode CommitMode) {
 			restarts++
 		}
 	})
-	rep := crashtest.Run(t, crashtest.Options{Kills: 20, Env: []string{envCrashDir + "=" + t.TempDir()}})
+	rep := crashtesting.Run(t, crashtest.Options{Kills: 20, Env: []string{envCrashDir + "=" + t.TempDir()}})
 	close(done)
 	wg.Wait()
 	t.Log(rep)

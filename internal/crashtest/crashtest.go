@@ -3,17 +3,10 @@
 // moments and at chosen points of the checkpoint protocol, restarts it each
 // time, and lets the test verify the committed output at the end.
 //
-// The child is the test binary itself, re-executed to run one test:
-//
-//	func TestCrash(t *testing.T) {
-//		if crashtest.IsChild() {
-//			runTheJob(crashtest.Probe()) // exits 0 when the input is done
-//			return
-//		}
-//		rep := crashtest.Run(t, crashtest.Options{Kills: 20})
-//		verify(t)
-//		t.Log(rep)
-//	}
+// [Supervise] runs any child command; in a test the child is the test
+// binary itself, re-executed to run one test by crashtesting.Run (package
+// internal/crashtest/crashtesting, kept apart so that this package does not
+// import testing: the exactly binary links it).
 //
 // Every run is seeded; the seed is printed and can be replayed with the
 // EXACTLY_CRASH_SEED environment variable.
@@ -30,7 +23,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
-	"testing"
 	"time"
 
 	"github.com/exactlyonce/exactly/runtime"
@@ -42,7 +34,7 @@ const (
 	envSeed    = "EXACTLY_CRASH_SEED"
 )
 
-// IsChild reports whether this process is a child started by [Run].
+// IsChild reports whether this process is a child started by [Supervise].
 func IsChild() bool { return os.Getenv(envChild) != "" }
 
 // Probe returns the probe a child passes to runtime.Options.Probe. When the
@@ -182,21 +174,6 @@ func (r Report) String() string {
 		r.Seed, r.Runs, r.Kills, strings.Join(parts, " "), r.KillsBeforeDone)
 }
 
-// Run starts the current test in a child process until it finishes
-// successfully after at least o.Kills SIGKILLs (see [Supervise]). It fails
-// the test when a child fails in any other way.
-func Run(t testing.TB, o Options) Report {
-	t.Helper()
-	command := func(ctx context.Context) *exec.Cmd {
-		return exec.CommandContext(ctx, os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v=false")
-	}
-	rep, err := Supervise(o, command, t.Logf)
-	if err != nil {
-		t.Fatalf("crashtest: %v", err)
-	}
-	return rep
-}
-
 // Supervise runs the child command until it exits successfully after at
 // least o.Kills SIGKILLs. The first kills are probe kills at each protocol
 // point in turn, so every point is covered; after that half of the kills,
@@ -206,7 +183,7 @@ func Run(t testing.TB, o Options) Report {
 // the child finish; the next run then starts from where the job stands.
 // Any other failure of a child ends the run with an error. Options.More
 // extends the kills beyond Options.Kills, and Options.During injects other
-// faults while each child runs (internal/torture uses both).
+// faults while each child runs (cmd/exactly/internal/torture uses both).
 func Supervise(o Options, command func(ctx context.Context) *exec.Cmd, logf func(format string, args ...any)) (Report, error) {
 	if o.Kills == 0 {
 		o.Kills = 20

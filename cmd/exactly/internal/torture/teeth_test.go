@@ -13,6 +13,7 @@ import (
 	"github.com/exactlyonce/exactly/connectors/file"
 	"github.com/exactlyonce/exactly/connectors/generator"
 	"github.com/exactlyonce/exactly/internal/crashtest"
+	"github.com/exactlyonce/exactly/internal/crashtest/crashtesting"
 	"github.com/exactlyonce/exactly/sink"
 	"github.com/exactlyonce/exactly/stream"
 )
@@ -153,7 +154,7 @@ func TestCheckerHasTeeth(t *testing.T) {
 					return
 				}
 				dir := t.TempDir()
-				rep := crashtest.Run(t, crashtest.Options{Kills: 1, Env: []string{"TEETH_DIR=" + dir, "TEETH_MODE=" + mode, "TEETH_BRANCH=" + branch}})
+				rep := crashtesting.Run(t, crashtest.Options{Kills: 1, Env: []string{"TEETH_DIR=" + dir, "TEETH_MODE=" + mode, "TEETH_BRANCH=" + branch}})
 				if rep.Kills != 1 {
 					t.Fatalf("the job was killed %d times, want once", rep.Kills)
 				}

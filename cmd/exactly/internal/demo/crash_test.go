@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/exactlyonce/exactly/internal/crashtest"
+	"github.com/exactlyonce/exactly/internal/crashtest/crashtesting"
 )
 
 // TestCrashRecoveryIsExactlyOnce runs the demo job in a child process,
@@ -34,7 +35,7 @@ func TestCrashRecoveryIsExactlyOnce(t *testing.T) {
 		}
 		return
 	}
-	rep := crashtest.Run(t, crashtest.Options{Kills: 25, MaxDelay: 1500 * time.Millisecond, Env: []string{"EXACTLY_DEMO_DIR=" + dir}})
+	rep := crashtesting.Run(t, crashtest.Options{Kills: 25, MaxDelay: 1500 * time.Millisecond, Env: []string{"EXACTLY_DEMO_DIR=" + dir}})
 	t.Log(rep)
 	if rep.ByKind["metadata-written"] == 0 {
 		t.Errorf("no kill between checkpoint completion and commit: %v", rep)

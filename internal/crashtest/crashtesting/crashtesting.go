@@ -1,0 +1,45 @@
+// Package crashtesting runs a crash run from a test: [Run] re-executes the
+// test binary as the child of [crashtest.Supervise].
+//
+// It is the one part of the crash harness that needs package testing, and
+// it lives apart from package crashtest so that the exactly binary, which
+// links crashtest for `demo --chaos` and `exactly torture`, does not link
+// testing (cmd/exactly's TestBinaryDoesNotLinkTesting checks it). It is a
+// package of its own rather than a function in internal/testenv because
+// testenv is about the real services a test needs, while this is the crash
+// harness's test entry point, next to the harness it drives.
+//
+//	func TestCrash(t *testing.T) {
+//		if crashtest.IsChild() {
+//			runTheJob(crashtest.Probe()) // exits 0 when the input is done
+//			return
+//		}
+//		rep := crashtesting.Run(t, crashtest.Options{Kills: 20})
+//		verify(t)
+//		t.Log(rep)
+//	}
+package crashtesting
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"testing"
+
+	"github.com/exactlyonce/exactly/internal/crashtest"
+)
+
+// Run starts the current test in a child process until it finishes
+// successfully after at least o.Kills SIGKILLs (see [crashtest.Supervise]).
+// It fails the test when a child fails in any other way.
+func Run(t testing.TB, o crashtest.Options) crashtest.Report {
+	t.Helper()
+	command := func(ctx context.Context) *exec.Cmd {
+		return exec.CommandContext(ctx, os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v=false")
+	}
+	rep, err := crashtest.Supervise(o, command, t.Logf)
+	if err != nil {
+		t.Fatalf("crashtest: %v", err)
+	}
+	return rep
+}
