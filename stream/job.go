@@ -35,19 +35,66 @@ type node struct {
 // New returns an empty job. The name is recorded in checkpoints.
 func New(name string) *Job { return &Job{name: name} }
 
-// Option configures one operator.
-type Option func(*node)
+// Options are typed by the kind of operator they configure, so that an
+// option given to an operator it does not apply to does not compile (a
+// Name given to a sink would otherwise rename it, and with it the key its
+// checkpointed transactions are stored under).
+//
+//   - [SourceOption]: [Source], [SourceWithEventTime].
+//   - [TransformOption]: [Map], [Filter], [FlatMap].
+//   - [KeyedOption]: [Process], [WindowAggregate].
+//   - [SinkOption]: [SinkTo].
+//
+// [Parallelism] is an option of every kind; [Name] of transforms only
+// (sources, keyed operators and sinks are named by their required name
+// argument).
+
+// SourceOption configures a source.
+type SourceOption interface{ applySource(*node) }
+
+// TransformOption configures a stateless transform.
+type TransformOption interface{ applyTransform(*node) }
+
+// KeyedOption configures a keyed operator.
+type KeyedOption interface{ applyKeyed(*node) }
+
+// SinkOption configures a sink.
+type SinkOption interface{ applySink(*node) }
+
+// AnyOption is an option of every kind of operator.
+type AnyOption struct{ set func(*node) }
+
+func (o AnyOption) applySource(nd *node)    { o.set(nd) }
+func (o AnyOption) applyTransform(nd *node) { o.set(nd) }
+func (o AnyOption) applyKeyed(nd *node)     { o.set(nd) }
+func (o AnyOption) applySink(nd *node)      { o.set(nd) }
 
 // Parallelism sets an operator's number of parallel subtasks.
-func Parallelism(n int) Option { return func(nd *node) { nd.parallelism = n } }
+func Parallelism(n int) AnyOption { return AnyOption{func(nd *node) { nd.parallelism = n }} }
 
-// Name names a stateless operator (for logs and metrics); sources, keyed
-// process functions and sinks are named by their required name argument.
-func Name(name string) Option { return func(nd *node) { nd.spec.Name = name } }
+// transformOption is an option of transforms only.
+type transformOption func(*node)
 
-func (j *Job) add(nd *node, opts []Option) int {
-	for _, o := range opts {
-		o(nd)
+func (o transformOption) applyTransform(nd *node) { o(nd) }
+
+// Name names a stateless transform (for logs and metrics).
+func Name(name string) TransformOption {
+	return transformOption(func(nd *node) { nd.spec.Name = name })
+}
+
+// options returns the setters of opts, whichever their kind.
+func options[O any](opts []O, apply func(O, *node)) func(*node) {
+	return func(nd *node) {
+		for _, o := range opts {
+			apply(o, nd)
+		}
+	}
+}
+
+// add adds nd to the job after configure, when set, applied its options.
+func (j *Job) add(nd *node, configure func(*node)) int {
+	if configure != nil {
+		configure(nd)
 	}
 	if nd.parallelism < 0 {
 		j.errs = append(j.errs, fmt.Errorf("stream: operator %q: Parallelism(%d) must be positive", nd.spec.Name, nd.parallelism))

@@ -76,7 +76,7 @@ func (o *Output[T]) Emit(v T) { o.buf = append(o.buf, v) }
 // ctx.Backend()) and return the functions. name must be unique and stable:
 // the state is checkpointed under it.
 func Process[K comparable, IN, OUT any](ks KeyedStream[K, IN], name string,
-	setup func(ctx *Context[K]) (ProcessFunc[K, IN, OUT], error), opts ...Option) Stream[OUT] {
+	setup func(ctx *Context[K]) (ProcessFunc[K, IN, OUT], error), opts ...KeyedOption) Stream[OUT] {
 	j := ks.s.job
 	if setup == nil {
 		j.fail("Process %q: the setup function is nil", name)
@@ -89,7 +89,7 @@ func Process[K comparable, IN, OUT any](ks KeyedStream[K, IN], name string,
 			return newProcessOp(oc, ks, setup, out)
 		},
 	}}
-	return Stream[OUT]{job: j, op: j.add(nd, opts)}
+	return Stream[OUT]{job: j, op: j.add(nd, options(opts, KeyedOption.applyKeyed))}
 }
 
 type processOp[K comparable, IN, OUT any] struct {

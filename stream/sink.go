@@ -18,7 +18,7 @@ var ErrCommitPending = commit.ErrPending
 // SinkTo writes s to an exactly-once sink. name must be unique and stable:
 // the sink's pending transactions are checkpointed under it. How and when
 // the output becomes visible is the business of package internal/commit.
-func SinkTo[T any](s Stream[T], name string, sk sink.Sink[T], opts ...Option) {
+func SinkTo[T any](s Stream[T], name string, sk sink.Sink[T], opts ...SinkOption) {
 	j := s.job
 	if sk == nil {
 		j.fail("sink %q is nil", name)
@@ -34,5 +34,5 @@ func SinkTo[T any](s Stream[T], name string, sk sink.Sink[T], opts ...Option) {
 			return commit.Restore(ctx, sk, rc)
 		},
 	}
-	j.add(nd, opts)
+	j.add(nd, options(opts, SinkOption.applySink))
 }

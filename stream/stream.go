@@ -38,7 +38,7 @@ func (s Stream[T]) input() runtime.Input {
 
 // Source adds a source to the job. name must be unique and stable: the
 // source's positions are checkpointed under it.
-func Source[T any](j *Job, name string, src source.Source[T], opts ...Option) Stream[T] {
+func Source[T any](j *Job, name string, src source.Source[T], opts ...SourceOption) Stream[T] {
 	return addSource(j, name, src, nil, opts)
 }
 
@@ -65,7 +65,7 @@ type EventTime[T any] struct {
 // downstream, which close event-time windows ([WindowAggregate]) and fire
 // event-time timers. When a bounded source ends, event time ends: every
 // window closes.
-func SourceWithEventTime[T any](j *Job, name string, src source.Source[T], et EventTime[T], opts ...Option) Stream[T] {
+func SourceWithEventTime[T any](j *Job, name string, src source.Source[T], et EventTime[T], opts ...SourceOption) Stream[T] {
 	switch {
 	case et.Timestamp == nil:
 		j.fail("source %q: EventTime.Timestamp is nil: give the function returning a record's event time", name)
@@ -77,7 +77,7 @@ func SourceWithEventTime[T any](j *Job, name string, src source.Source[T], et Ev
 	return addSource(j, name, src, &et, opts)
 }
 
-func addSource[T any](j *Job, name string, src source.Source[T], et *EventTime[T], opts []Option) Stream[T] {
+func addSource[T any](j *Job, name string, src source.Source[T], et *EventTime[T], opts []SourceOption) Stream[T] {
 	if src == nil {
 		j.fail("source %q is nil", name)
 	}
@@ -87,11 +87,11 @@ func addSource[T any](j *Job, name string, src source.Source[T], et *EventTime[T
 			return newSourceOp(ctx, oc, src, et, out)
 		},
 	}}
-	return Stream[T]{job: j, op: j.add(nd, opts)}
+	return Stream[T]{job: j, op: j.add(nd, options(opts, SourceOption.applySource))}
 }
 
 // transform adds a stateless, chainable operator applying apply to each batch.
-func transform[IN, OUT any](s Stream[IN], kind string, apply func(in []IN, out []OUT) []OUT, opts []Option) Stream[OUT] {
+func transform[IN, OUT any](s Stream[IN], kind string, apply func(in []IN, out []OUT) []OUT, opts []TransformOption) Stream[OUT] {
 	nd := &node{inherit: true, spec: runtime.OperatorSpec{
 		Name:   fmt.Sprintf("%s-%d", kind, len(s.job.nodes)),
 		Inputs: []runtime.Input{s.input()},
@@ -99,11 +99,11 @@ func transform[IN, OUT any](s Stream[IN], kind string, apply func(in []IN, out [
 			return &transformOp[IN, OUT]{apply: apply, out: out, buf: make([]OUT, 0, oc.BatchSize)}, nil
 		},
 	}}
-	return Stream[OUT]{job: s.job, op: s.job.add(nd, opts)}
+	return Stream[OUT]{job: s.job, op: s.job.add(nd, options(opts, TransformOption.applyTransform))}
 }
 
 // Map applies fn to every record.
-func Map[IN, OUT any](s Stream[IN], fn func(IN) OUT, opts ...Option) Stream[OUT] {
+func Map[IN, OUT any](s Stream[IN], fn func(IN) OUT, opts ...TransformOption) Stream[OUT] {
 	if fn == nil {
 		s.job.fail("Map: the function is nil")
 	}
@@ -116,7 +116,7 @@ func Map[IN, OUT any](s Stream[IN], fn func(IN) OUT, opts ...Option) Stream[OUT]
 }
 
 // Filter keeps the records for which keep returns true.
-func Filter[T any](s Stream[T], keep func(T) bool, opts ...Option) Stream[T] {
+func Filter[T any](s Stream[T], keep func(T) bool, opts ...TransformOption) Stream[T] {
 	if keep == nil {
 		s.job.fail("Filter: the function is nil")
 	}
@@ -131,7 +131,7 @@ func Filter[T any](s Stream[T], keep func(T) bool, opts ...Option) Stream[T] {
 }
 
 // FlatMap replaces every record by the records fn appends to out.
-func FlatMap[IN, OUT any](s Stream[IN], fn func(in IN, out []OUT) []OUT, opts ...Option) Stream[OUT] {
+func FlatMap[IN, OUT any](s Stream[IN], fn func(in IN, out []OUT) []OUT, opts ...TransformOption) Stream[OUT] {
 	if fn == nil {
 		s.job.fail("FlatMap: the function is nil")
 	}

@@ -48,7 +48,7 @@ type Aggregate[K comparable, T, A, OUT any] struct {
 // dropped and counted in runtime.Metrics.LateRecords. name must be unique
 // and stable: the open windows are checkpointed under it.
 func WindowAggregate[K comparable, T, A, OUT any](ks KeyedStream[K, T], name string, w Windows, timestamp func(T) time.Time,
-	agg Aggregate[K, T, A, OUT], opts ...Option) Stream[OUT] {
+	agg Aggregate[K, T, A, OUT], opts ...KeyedOption) Stream[OUT] {
 	j := ks.s.job
 	switch {
 	case w.size <= 0 || w.slide <= 0:
