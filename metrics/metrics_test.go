@@ -41,7 +41,7 @@ func runTotals(t *testing.T, dir string, events uint64, customers uint64, onStar
 	orders := stream.Source(j, "orders", src, stream.Parallelism(2))
 	byCustomer := stream.KeyBy(orders, func(i uint64) string { return "c" + strconv.FormatUint(i%customers, 10) }, state.StringCodec{})
 	totals := stream.Process(byCustomer, "running-totals", func(ctx *stream.Context[string]) (stream.ProcessFunc[string, uint64, int64], error) {
-		total, err := state.NewValueState(ctx.Backend(), "total", state.Int64Codec{})
+		total, err := state.NewValueState(ctx.State(), "total", state.Int64Codec{})
 		if err != nil {
 			return stream.ProcessFunc[string, uint64, int64]{}, err
 		}

@@ -24,15 +24,15 @@ type fixture struct {
 func newFixture(t testing.TB, maxP int, owned KeyGroupRange) *fixture {
 	t.Helper()
 	b := NewKeyedBackend[string](StringCodec{}, maxP, owned)
-	count, err := NewValueState[string, int64](b, "count", Int64Codec{})
+	count, err := NewValueState[string, int64](b.Scope(), "count", Int64Codec{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen, err := NewMapState[string, string, int](b, "seen", StringCodec{}, IntCodec{})
+	seen, err := NewMapState[string, string, int](b.Scope(), "seen", StringCodec{}, IntCodec{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	events, err := NewListState[string, string](b, "events", StringCodec{})
+	events, err := NewListState[string, string](b.Scope(), "events", StringCodec{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,16 +242,16 @@ func TestListState(t *testing.T) {
 
 func TestRegisterErrors(t *testing.T) {
 	f := newFixture(t, 8, KeyGroupRange{0, 8})
-	if _, err := NewValueState[string, int](f.b, "count", IntCodec{}); err == nil || !strings.Contains(err.Error(), `"count" is already registered`) {
+	if _, err := NewValueState[string, int](f.b.Scope(), "count", IntCodec{}); err == nil || !strings.Contains(err.Error(), `"count" is already registered`) {
 		t.Errorf("duplicate name: %v", err)
 	}
-	if _, err := NewListState[string, int](f.b, "seen", IntCodec{}); err == nil {
+	if _, err := NewListState[string, int](f.b.Scope(), "seen", IntCodec{}); err == nil {
 		t.Error("duplicate name of another kind accepted")
 	}
-	if _, err := NewMapState[string, int, int](f.b, "", IntCodec{}, IntCodec{}); err == nil || !strings.Contains(err.Error(), "empty") {
+	if _, err := NewMapState[string, int, int](f.b.Scope(), "", IntCodec{}, IntCodec{}); err == nil || !strings.Contains(err.Error(), "empty") {
 		t.Errorf("empty name: %v", err)
 	}
-	if _, err := NewValueState[string, int](f.b, "\x00event-time timers", IntCodec{}); err == nil || !strings.Contains(err.Error(), "reserved") {
+	if _, err := NewValueState[string, int](f.b.Scope(), "\x00event-time timers", IntCodec{}); err == nil || !strings.Contains(err.Error(), "reserved") {
 		t.Errorf("reserved name: %v", err)
 	}
 }
@@ -626,7 +626,7 @@ func TestSnapshotKeyOutsideRange(t *testing.T) {
 
 func TestSnapshotEncodeError(t *testing.T) {
 	b := NewKeyedBackend[string](StringCodec{}, 8, KeyGroupRange{0, 8})
-	s, err := NewValueState[string, float64](b, "json", JSONCodec[float64]{})
+	s, err := NewValueState[string, float64](b.Scope(), "json", JSONCodec[float64]{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -681,14 +681,14 @@ func TestRestoreErrors(t *testing.T) {
 		}, kg, blob, "outside the owned range"},
 		{"unregistered", func(*testing.T) *KeyedBackend[string] {
 			b := NewKeyedBackend[string](StringCodec{}, 4, KeyGroupRange{0, 4})
-			must(NewMapState[string, string, int](b, "seen", StringCodec{}, IntCodec{}))
+			must(NewMapState[string, string, int](b.Scope(), "seen", StringCodec{}, IntCodec{}))
 			return b
 		}, kg, blob, `"count" (value), which is not registered: the operator's state declarations must match the checkpoint's`},
 		{"kind mismatch", func(*testing.T) *KeyedBackend[string] {
 			b := NewKeyedBackend[string](StringCodec{}, 4, KeyGroupRange{0, 4})
-			must(NewListState[string, int64](b, "count", Int64Codec{}))
-			must(NewMapState[string, string, int](b, "seen", StringCodec{}, IntCodec{}))
-			must(NewListState[string, string](b, "events", StringCodec{}))
+			must(NewListState[string, int64](b.Scope(), "count", Int64Codec{}))
+			must(NewMapState[string, string, int](b.Scope(), "seen", StringCodec{}, IntCodec{}))
+			must(NewListState[string, string](b.Scope(), "events", StringCodec{}))
 			return b
 		}, kg, blob, `state "count" is a value state in the checkpoint but registered as a list state`},
 		{"wrong key group", func(t *testing.T) *KeyedBackend[string] {
@@ -740,7 +740,7 @@ func FuzzRestore(f *testing.F) {
 func BenchmarkValueStateUpdate(b *testing.B) {
 	const keys = 10_000
 	backend := NewKeyedBackend[int64](Int64Codec{}, DefaultMaxParallelism, KeyGroupRange{0, DefaultMaxParallelism})
-	s, err := NewValueState[int64, int64](backend, "count", Int64Codec{})
+	s, err := NewValueState[int64, int64](backend.Scope(), "count", Int64Codec{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -759,7 +759,7 @@ func BenchmarkValueStateUpdate(b *testing.B) {
 func BenchmarkSnapshot(b *testing.B) {
 	const keys = 100_000
 	backend := NewKeyedBackend[int64](Int64Codec{}, DefaultMaxParallelism, KeyGroupRange{0, DefaultMaxParallelism})
-	s, err := NewValueState[int64, int64](backend, "count", Int64Codec{})
+	s, err := NewValueState[int64, int64](backend.Scope(), "count", Int64Codec{})
 	if err != nil {
 		b.Fatal(err)
 	}

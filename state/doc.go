@@ -19,7 +19,9 @@
 // A KeyedBackend belongs to one subtask and is used from one goroutine. The runtime
 // calls SetCurrentKey before handing a record (or a fired Timer) to user code; every
 // state access and timer registration then applies to that key. States are registered
-// once, by unique name, when the operator opens, and before Restore.
+// once, by unique name, when the operator opens, and before Restore. User code
+// sees only the backend's [Scope] (stream.Context.State), in which it declares
+// states; the rest of the backend is the engine's.
 //
 // # The asynchronous snapshot contract
 //

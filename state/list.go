@@ -21,7 +21,8 @@ type ListState[K comparable, V any] struct {
 
 // NewListState registers a list state called name with b. It fails if the name is empty
 // or already registered.
-func NewListState[K comparable, V any](b *KeyedBackend[K], name string, codec Codec[V]) (*ListState[K, V], error) {
+func NewListState[K comparable, V any](scope Scope[K], name string, codec Codec[V]) (*ListState[K, V], error) {
+	b := scope.b
 	s := &ListState[K, V]{b: b, codec: codec, m: make(map[K][]V)}
 	if err := b.register(name, s); err != nil {
 		return nil, err

@@ -18,7 +18,8 @@ type MapState[K comparable, UK comparable, UV any] struct {
 
 // NewMapState registers a map state called name with b. It fails if the name is empty
 // or already registered.
-func NewMapState[K comparable, UK comparable, UV any](b *KeyedBackend[K], name string, keyCodec Codec[UK], valueCodec Codec[UV]) (*MapState[K, UK, UV], error) {
+func NewMapState[K comparable, UK comparable, UV any](scope Scope[K], name string, keyCodec Codec[UK], valueCodec Codec[UV]) (*MapState[K, UK, UV], error) {
+	b := scope.b
 	s := &MapState[K, UK, UV]{b: b, keyCodec: keyCodec, valueCodec: valueCodec, m: make(map[K]map[UK]UV)}
 	if err := b.register(name, s); err != nil {
 		return nil, err

@@ -14,7 +14,8 @@ type ValueState[K comparable, V any] struct {
 
 // NewValueState registers a value state called name with b. It fails if the name is
 // empty or already registered.
-func NewValueState[K comparable, V any](b *KeyedBackend[K], name string, codec Codec[V]) (*ValueState[K, V], error) {
+func NewValueState[K comparable, V any](scope Scope[K], name string, codec Codec[V]) (*ValueState[K, V], error) {
+	b := scope.b
 	s := &ValueState[K, V]{b: b, codec: codec, m: make(map[K]V)}
 	if err := b.register(name, s); err != nil {
 		return nil, err

@@ -181,7 +181,7 @@ func runningSums(src counting, out *memSink[total], par int) *stream.Job {
 // check, when set, sees each value first and fails the operator with its error.
 func sumsSetup(check func(v int) error) func(*stream.Context[int64]) (stream.ProcessFunc[int64, int, total], error) {
 	return func(ctx *stream.Context[int64]) (stream.ProcessFunc[int64, int, total], error) {
-		sum, err := state.NewValueState(ctx.Backend(), "sum", state.IntCodec{})
+		sum, err := state.NewValueState(ctx.State(), "sum", state.IntCodec{})
 		return stream.ProcessFunc[int64, int, total]{
 			Process: func(ctx *stream.Context[int64], v int, o *stream.Output[total]) error {
 				if check != nil {
@@ -350,7 +350,7 @@ func TestProcessingTimeTimersFire(t *testing.T) {
 		nums := stream.Source(j, "numbers", counting{n: 300, splits: 1, delay: 5 * time.Millisecond})
 		keyed := stream.KeyBy(nums, func(v int) int64 { return int64(v % 3) }, state.Int64Codec{})
 		fired := stream.Process(keyed, "timers", func(ctx *stream.Context[int64]) (stream.ProcessFunc[int64, int, total], error) {
-			armed, err := state.NewValueState(ctx.Backend(), "armed", state.BoolCodec{})
+			armed, err := state.NewValueState(ctx.State(), "armed", state.BoolCodec{})
 			return stream.ProcessFunc[int64, int, total]{
 				Process: func(ctx *stream.Context[int64], v int, _ *stream.Output[total]) error {
 					if _, ok := armed.Value(); !ok {

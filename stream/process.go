@@ -35,9 +35,10 @@ type Context[K comparable] struct {
 // Key returns the key of the record or timer being processed.
 func (c *Context[K]) Key() K { return c.backend.CurrentKey() }
 
-// Backend returns the keyed state backend, to declare state in the setup
-// function, for example state.NewValueState(ctx.Backend(), "total", state.Int64Codec{}).
-func (c *Context[K]) Backend() *state.KeyedBackend[K] { return c.backend }
+// State returns the scope in which the setup function declares keyed
+// state, for example state.NewValueState(ctx.State(), "total",
+// state.Int64Codec{}).
+func (c *Context[K]) State() state.Scope[K] { return c.backend.Scope() }
 
 // RegisterTimer asks for OnTimer to be called for the current key at when
 // (processing time). Timers are checkpointed with the state. Timers still
@@ -73,7 +74,7 @@ func (o *Output[T]) Emit(v T) { o.buf = append(o.buf, v) }
 
 // Process runs a keyed process function on a keyed stream. setup is called
 // once per subtask, before any record, to declare state (through
-// ctx.Backend()) and return the functions. name must be unique and stable:
+// ctx.State()) and return the functions. name must be unique and stable:
 // the state is checkpointed under it.
 func Process[K comparable, IN, OUT any](ks KeyedStream[K, IN], name string,
 	setup func(ctx *Context[K]) (ProcessFunc[K, IN, OUT], error), opts ...KeyedOption) Stream[OUT] {

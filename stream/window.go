@@ -59,7 +59,7 @@ func WindowAggregate[K comparable, T, A, OUT any](ks KeyedStream[K, T], name str
 		j.fail("WindowAggregate %q: Aggregate.Add, Result and Codec are required", name)
 	}
 	return Process(ks, name, func(ctx *Context[K]) (ProcessFunc[K, T, OUT], error) {
-		accs, err := state.NewMapState(ctx.Backend(), "windows", state.Int64Codec{}, agg.Codec)
+		accs, err := state.NewMapState(ctx.State(), "windows", state.Int64Codec{}, agg.Codec)
 		if err != nil {
 			return ProcessFunc[K, T, OUT]{}, err
 		}

@@ -191,7 +191,7 @@ func countJob(brokers, in, out, prefix string, par int, interval, delay time.Dur
 	})
 	keyed := stream.KeyBy(recs, func(r kafka.Record[string]) string { return string(r.Key) }, state.StringCodec{})
 	counts := stream.Process(keyed, "count", func(ctx *stream.Context[string]) (stream.ProcessFunc[string, kafka.Record[string], string], error) {
-		n, err := state.NewValueState(ctx.Backend(), "n", state.IntCodec{})
+		n, err := state.NewValueState(ctx.State(), "n", state.IntCodec{})
 		return stream.ProcessFunc[string, kafka.Record[string], string]{
 			Process: func(ctx *stream.Context[string], r kafka.Record[string], o *stream.Output[string]) error {
 				c, _ := n.Value()

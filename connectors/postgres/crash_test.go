@@ -49,11 +49,11 @@ func crashJob(t testing.TB, name string, mode CommitMode) *stream.Job {
 	nums := stream.Source(j, "numbers", src, stream.Parallelism(2))
 	keyed := stream.KeyBy(nums, func(v int64) int64 { return v % crashKeys }, state.Int64Codec{})
 	totals := stream.Process(keyed, "totals", func(ctx *stream.Context[int64]) (stream.ProcessFunc[int64, int64, total], error) {
-		sum, err := state.NewValueState(ctx.Backend(), "sum", state.Int64Codec{})
+		sum, err := state.NewValueState(ctx.State(), "sum", state.Int64Codec{})
 		if err != nil {
 			return stream.ProcessFunc[int64, int64, total]{}, err
 		}
-		n, err := state.NewValueState(ctx.Backend(), "n", state.Int64Codec{})
+		n, err := state.NewValueState(ctx.State(), "n", state.Int64Codec{})
 		return stream.ProcessFunc[int64, int64, total]{
 			Process: func(ctx *stream.Context[int64], v int64, o *stream.Output[total]) error {
 				s, _ := sum.Value()

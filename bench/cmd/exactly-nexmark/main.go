@@ -182,7 +182,7 @@ func selectBids(query string) func(kafka.Record[[]byte], []result) []result {
 // countBids keeps the number of bids per auction in keyed state and emits
 // the running count with every bid.
 func countBids(ctx *stream.Context[int64]) (stream.ProcessFunc[int64, bid, result], error) {
-	count, err := state.NewValueState(ctx.Backend(), "bids", state.Int64Codec{})
+	count, err := state.NewValueState(ctx.State(), "bids", state.Int64Codec{})
 	if err != nil {
 		return stream.ProcessFunc[int64, bid, result]{}, err
 	}

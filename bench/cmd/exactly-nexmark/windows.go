@@ -118,7 +118,7 @@ func hotItems(bids stream.Stream[nexmark.Bid], parallelism int) stream.Stream[re
 		}, stream.Parallelism(parallelism))
 	byWindow := stream.KeyBy(counts, func(a auctionCount) int64 { return a.start }, state.Int64Codec{})
 	hottest := stream.Process(byWindow, "hottest-per-window", func(ctx *stream.Context[int64]) (stream.ProcessFunc[int64, auctionCount, []result], error) {
-		best, err := state.NewValueState(ctx.Backend(), "best", countsCodec{})
+		best, err := state.NewValueState(ctx.State(), "best", countsCodec{})
 		if err != nil {
 			return stream.ProcessFunc[int64, auctionCount, []result]{}, err
 		}

@@ -156,7 +156,7 @@ func addSinks(c Config, totals stream.Stream[Total]) error {
 
 // runningTotals keeps each customer's total in keyed state.
 func runningTotals(ctx *stream.Context[string]) (stream.ProcessFunc[string, Order, Total], error) {
-	total, err := state.NewValueState(ctx.Backend(), "total", state.Int64Codec{})
+	total, err := state.NewValueState(ctx.State(), "total", state.Int64Codec{})
 	if err != nil {
 		return stream.ProcessFunc[string, Order, Total]{}, err
 	}

@@ -173,9 +173,9 @@ func parseWindow(s string) (WindowOut, error) {
 func Totals(events stream.Stream[Event], parallelism int) stream.Stream[Out] {
 	keyed := stream.KeyBy(events, func(e Event) string { return e.Key }, state.StringCodec{})
 	return stream.Process(keyed, "totals", func(ctx *stream.Context[string]) (stream.ProcessFunc[string, Event, Out], error) {
-		total, err1 := state.NewValueState(ctx.Backend(), "total", state.Int64Codec{})
-		last, err2 := state.NewValueState(ctx.Backend(), "last-seq", state.Int64Codec{})
-		gaps, err3 := state.NewValueState(ctx.Backend(), "gaps", state.Int64Codec{})
+		total, err1 := state.NewValueState(ctx.State(), "total", state.Int64Codec{})
+		last, err2 := state.NewValueState(ctx.State(), "last-seq", state.Int64Codec{})
+		gaps, err3 := state.NewValueState(ctx.State(), "gaps", state.Int64Codec{})
 		return stream.ProcessFunc[string, Event, Out]{
 			Process: func(ctx *stream.Context[string], e Event, out *stream.Output[Out]) error {
 				t, _ := total.Value()
