@@ -1,6 +1,6 @@
 // Package metrics exports a running job's metrics to Prometheus.
 //
-// A [Collector] reads a job's [runtime.Metrics] (atomic counters the engine
+// A [Collector] reads a job's [stream.Metrics] (atomic counters the engine
 // keeps anyway) when it is scraped, so exporting adds nothing to the work
 // per record. Register it and serve the registry:
 //
@@ -33,14 +33,15 @@
 package metrics
 
 import (
+	"github.com/exactlyonce/exactly/stream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/exactlyonce/exactly/runtime"
+	"github.com/exactlyonce/exactly/internal/runtime"
 )
 
 // Collector is a prometheus.Collector of one job's metrics.
 type Collector struct {
-	m                                              *runtime.Metrics
+	m                                              *stream.Metrics
 	completed, aborted, restarts, skipped          *prometheus.Desc
 	lastID, lastDuration, lastCompletion, lastSize *prometheus.Desc
 	durations                                      *prometheus.Desc
@@ -49,7 +50,7 @@ type Collector struct {
 
 // NewCollector returns a collector of m, the metrics of the job named job
 // (the value of every series' job_name label).
-func NewCollector(job string, m *runtime.Metrics) *Collector {
+func NewCollector(job string, m *stream.Metrics) *Collector {
 	desc := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("exactly_"+name, help, labels, prometheus.Labels{"job_name": job})
 	}

@@ -20,7 +20,6 @@ import (
 	"github.com/exactlyonce/exactly/connectors/file"
 	"github.com/exactlyonce/exactly/connectors/generator"
 	"github.com/exactlyonce/exactly/metrics"
-	"github.com/exactlyonce/exactly/runtime"
 	"github.com/exactlyonce/exactly/state"
 	"github.com/exactlyonce/exactly/stream"
 )
@@ -31,7 +30,7 @@ import (
 // exactly-once file sink. onStart is called with the job's metrics once it
 // started. A second call on the same dir restores the job's last
 // checkpoint.
-func runTotals(t *testing.T, dir string, events uint64, customers uint64, onStart func(*runtime.Metrics)) {
+func runTotals(t *testing.T, dir string, events uint64, customers uint64, onStart func(*stream.Metrics)) {
 	t.Helper()
 	src, err := generator.New(generator.Options{Count: events, Splits: 8}, func(i uint64) uint64 { return i })
 	if err != nil {
@@ -75,8 +74,8 @@ func runTotals(t *testing.T, dir string, events uint64, customers uint64, onStar
 // the job's own counters.
 func TestCollectorServesTheJobsMetrics(t *testing.T) {
 	const events = 20_000
-	var m *runtime.Metrics
-	runTotals(t, t.TempDir(), events, 100, func(got *runtime.Metrics) { m = got })
+	var m *stream.Metrics
+	runTotals(t, t.TempDir(), events, 100, func(got *stream.Metrics) { m = got })
 	reg := prometheus.NewRegistry()
 	col := metrics.NewCollector("totals", m)
 	reg.MustRegister(col)
@@ -131,7 +130,7 @@ func TestCollectorServesTheJobsMetrics(t *testing.T) {
 // TestCollectorBeforeTheFirstCheckpoint checks that a job without a
 // completed checkpoint exports its counters and no checkpoint gauge.
 func TestCollectorBeforeTheFirstCheckpoint(t *testing.T) {
-	var m runtime.Metrics
+	var m stream.Metrics
 	col := metrics.NewCollector("idle", &m)
 	if n := testutil.CollectAndCount(col); n != 5 {
 		t.Errorf("collected %d series, want the 4 job counters and the empty histogram", n)
@@ -147,11 +146,11 @@ func TestCollectorBeforeTheFirstCheckpoint(t *testing.T) {
 // after a crash.
 func TestLastCheckpointSurvivesARestart(t *testing.T) {
 	dir := t.TempDir()
-	var first *runtime.Metrics
-	runTotals(t, dir, 5_000, 10, func(m *runtime.Metrics) { first = m })
+	var first *stream.Metrics
+	runTotals(t, dir, 5_000, 10, func(m *stream.Metrics) { first = m })
 	want := first.LastCheckpoint.Load()
-	var atStart *runtime.CheckpointStats
-	runTotals(t, dir, 5_000, 10, func(m *runtime.Metrics) { atStart = m.LastCheckpoint.Load() })
+	var atStart *stream.CheckpointStats
+	runTotals(t, dir, 5_000, 10, func(m *stream.Metrics) { atStart = m.LastCheckpoint.Load() })
 	if atStart == nil || atStart.ID != want.ID || atStart.StateBytes != want.StateBytes {
 		t.Fatalf("at the restart's start the last checkpoint is %+v, want the restored %+v", atStart, want)
 	}

@@ -5,15 +5,42 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/exactlyonce/exactly/runtime"
+	"github.com/exactlyonce/exactly/internal/runtime"
 )
 
-// Options configures a run of a job; see [runtime.Options] for every field
-// and its default.
-type Options = runtime.Options
+// The engine (package internal/runtime) is not importable; these are the
+// parts of it a job author uses. Their fields and methods are documented
+// there: go doc github.com/exactlyonce/exactly/internal/runtime.Options
+// (or .Job, .Metrics, ...).
+type (
+	// Options configures a run of a job: checkpoint storage and interval,
+	// ownership, restarts, logging. Every field has a sane default.
+	Options = runtime.Options
+	// RestartStrategy decides how a failed job is restarted.
+	RestartStrategy = runtime.RestartStrategy
+	// Running is a started job ([Job.Start]): wait for its end, read its
+	// metrics, take savepoints, stop it with one.
+	Running = runtime.Job
+	// Metrics are the counters of a running job, safe to read at any time
+	// (see package metrics for Prometheus).
+	Metrics = runtime.Metrics
+	// CheckpointStats describes a completed checkpoint.
+	CheckpointStats = runtime.CheckpointStats
+	// PanicError is the error of an attempt that a panic in user code (or
+	// an operator) ended; it names the operator subtask.
+	PanicError = runtime.PanicError
+	// ProbePoint names a point of the checkpoint protocol, for
+	// [Options].Probe (crash tests, fault injection).
+	ProbePoint = runtime.ProbePoint
+)
 
-// RestartStrategy decides how a failed job is restarted; see [runtime.RestartStrategy].
-type RestartStrategy = runtime.RestartStrategy
+// The points of the checkpoint protocol that [Options].Probe sees.
+const (
+	ProbeBarrierInjected = runtime.ProbeBarrierInjected
+	ProbeSnapshotTaken   = runtime.ProbeSnapshotTaken
+	ProbeMetadataWritten = runtime.ProbeMetadataWritten
+	ProbeCommitted       = runtime.ProbeCommitted
+)
 
 // Job is a dataflow job under construction. Build it with the functions of
 // this package, then call [Job.Run] or [Job.Start]. A Job is not safe for
@@ -107,8 +134,8 @@ func (j *Job) fail(format string, args ...any) {
 	j.errs = append(j.errs, fmt.Errorf("stream: "+format, args...))
 }
 
-// Graph resolves parallelism and partitioning and returns the runtime graph.
-func (j *Job) Graph(opts Options) (runtime.Graph, error) {
+// graph resolves parallelism and partitioning and returns the runtime graph.
+func (j *Job) graph(opts Options) (runtime.Graph, error) {
 	if len(j.errs) > 0 {
 		return runtime.Graph{}, errors.Join(j.errs...)
 	}
@@ -150,8 +177,8 @@ func (j *Job) Run(ctx context.Context, opts Options) error {
 
 // Start starts the job in the background; the returned handle takes
 // savepoints, reports metrics and waits for the end.
-func (j *Job) Start(ctx context.Context, opts Options) (*runtime.Job, error) {
-	g, err := j.Graph(opts)
+func (j *Job) Start(ctx context.Context, opts Options) (*Running, error) {
+	g, err := j.graph(opts)
 	if err != nil {
 		return nil, err
 	}

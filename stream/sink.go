@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/exactlyonce/exactly/internal/commit"
-	"github.com/exactlyonce/exactly/runtime"
+	"github.com/exactlyonce/exactly/internal/runtime"
 	"github.com/exactlyonce/exactly/sink"
 )
 

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/exactlyonce/exactly/checkpoint"
-	"github.com/exactlyonce/exactly/runtime"
+	"github.com/exactlyonce/exactly/internal/runtime"
 	"github.com/exactlyonce/exactly/source"
 )
 

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/exactlyonce/exactly/runtime"
+	"github.com/exactlyonce/exactly/internal/runtime"
 	"github.com/exactlyonce/exactly/source"
 	"github.com/exactlyonce/exactly/state"
 )

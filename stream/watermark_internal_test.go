@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/exactlyonce/exactly/runtime"
+	"github.com/exactlyonce/exactly/internal/runtime"
 )
 
 // TestRestoredWatermark checks that a keyed operator restores the least

@@ -45,7 +45,7 @@ type Aggregate[K comparable, T, A, OUT any] struct {
 // and emits one output per key and window when the watermark passes the
 // window's end (see [SourceWithEventTime]). timestamp returns a record's
 // event time. A record arriving after every window it belongs to closed is
-// dropped and counted in runtime.Metrics.LateRecords. name must be unique
+// dropped and counted in [Metrics].LateRecords. name must be unique
 // and stable: the open windows are checkpointed under it.
 func WindowAggregate[K comparable, T, A, OUT any](ks KeyedStream[K, T], name string, w Windows, timestamp func(T) time.Time,
 	agg Aggregate[K, T, A, OUT], opts ...KeyedOption) Stream[OUT] {

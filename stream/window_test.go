@@ -11,7 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/exactlyonce/exactly/runtime"
+	"github.com/exactlyonce/exactly/internal/runtime"
 	"github.com/exactlyonce/exactly/sink"
 	"github.com/exactlyonce/exactly/source"
 	"github.com/exactlyonce/exactly/state"

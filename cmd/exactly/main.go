@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/exactlyonce/exactly/stream"
 	"io"
 	"log/slog"
 	"net"
@@ -25,7 +26,6 @@ import (
 	"github.com/exactlyonce/exactly/cmd/exactly/internal/demo"
 	"github.com/exactlyonce/exactly/internal/crashtest"
 	"github.com/exactlyonce/exactly/metrics"
-	"github.com/exactlyonce/exactly/runtime"
 )
 
 const usage = `exactly — an exactly-once stream-processing engine for Go
@@ -162,7 +162,7 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 		if err := superviseDemo(f, args, out); err != nil {
 			return err
 		}
-	} else if err := demo.Run(ctx, f.cfg, func(m *runtime.Metrics) { printProgress(out, f.cfg.Events, m, start) }); err != nil {
+	} else if err := demo.Run(ctx, f.cfg, func(m *stream.Metrics) { printProgress(out, f.cfg.Events, m, start) }); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "done in %v\n", time.Since(start).Round(time.Millisecond))
@@ -187,7 +187,7 @@ func serveMetrics(addr string, c *demo.Config, out io.Writer) (stop func(), err 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})) // process_start_time_seconds shows crashes
 	var once sync.Once
-	c.OnStart = func(m *runtime.Metrics) { once.Do(func() { reg.MustRegister(metrics.NewCollector("demo", m)) }) }
+	c.OnStart = func(m *stream.Metrics) { once.Do(func() { reg.MustRegister(metrics.NewCollector("demo", m)) }) }
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
@@ -200,7 +200,7 @@ func serveMetrics(addr string, c *demo.Config, out io.Writer) (stop func(), err 
 	return func() { _ = srv.Close() }, nil
 }
 
-func printProgress(out io.Writer, total uint64, m *runtime.Metrics, start time.Time) {
+func printProgress(out io.Writer, total uint64, m *stream.Metrics, start time.Time) {
 	var last uint64
 	if c := m.LastCheckpoint.Load(); c != nil {
 		last = c.ID

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"github.com/exactlyonce/exactly/stream"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -11,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/exactlyonce/exactly/cmd/exactly/internal/demo"
-	"github.com/exactlyonce/exactly/runtime"
 )
 
 func TestDemoRunsAndVerifies(t *testing.T) {
@@ -72,7 +72,7 @@ func TestDemoServesMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop()
-	var m runtime.Metrics
+	var m stream.Metrics
 	m.Restarts.Add(2)
 	cfg.OnStart(&m)
 	url, ok := strings.CutPrefix(strings.TrimSpace(out.String()), "metrics at ")

@@ -10,7 +10,6 @@ import (
 	"github.com/exactlyonce/exactly/internal/crashtest"
 	"github.com/exactlyonce/exactly/internal/crashtest/crashtesting"
 	"github.com/exactlyonce/exactly/internal/testenv"
-	"github.com/exactlyonce/exactly/runtime"
 	"github.com/exactlyonce/exactly/stream"
 )
 
@@ -72,5 +71,5 @@ func TestCrashExactlyOnce(t *testing.T) {
 // and nothing is committed yet: the restarted job must commit the
 // prepared transactions, not produce their records again.
 func TestCrashBeforeCommit(t *testing.T) {
-	crashRun(t, crashtest.Options{Kills: 6, Points: []runtime.ProbePoint{runtime.ProbeMetadataWritten}})
+	crashRun(t, crashtest.Options{Kills: 6, Points: []stream.ProbePoint{stream.ProbeMetadataWritten}})
 }

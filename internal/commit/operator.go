@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/exactlyonce/exactly/checkpoint"
-	"github.com/exactlyonce/exactly/runtime"
+	"github.com/exactlyonce/exactly/internal/runtime"
 	"github.com/exactlyonce/exactly/sink"
 )
 

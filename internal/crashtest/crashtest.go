@@ -25,7 +25,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/exactlyonce/exactly/runtime"
+	"github.com/exactlyonce/exactly/internal/runtime"
 )
 
 const (

@@ -16,7 +16,6 @@ import (
 	"github.com/exactlyonce/exactly/connectors/file"
 	"github.com/exactlyonce/exactly/connectors/generator"
 	"github.com/exactlyonce/exactly/connectors/sqlite"
-	"github.com/exactlyonce/exactly/runtime"
 	"github.com/exactlyonce/exactly/state"
 	"github.com/exactlyonce/exactly/stream"
 )
@@ -38,14 +37,14 @@ type Config struct {
 	// CheckpointInterval is the time between checkpoints.
 	CheckpointInterval time.Duration
 	// Probe is passed to the engine (fault injection); may be nil.
-	Probe func(runtime.ProbePoint, uint64)
+	Probe func(stream.ProbePoint, uint64)
 	// Logger receives the engine's logs; nil means slog.Default().
 	Logger *slog.Logger
 	// Discard replaces the SQLite and file sinks by one that commits
 	// nothing, to measure the engine alone.
 	Discard bool
 	// OnStart, when set, is called with the job's metrics once it started.
-	OnStart func(*runtime.Metrics)
+	OnStart func(*stream.Metrics)
 }
 
 // Validate reports the first invalid field, naming the flag that sets it.
@@ -184,7 +183,7 @@ func appendTotal(dst []byte, t Total) []byte {
 
 // Run runs the demo job in this process until its input is done and all
 // output is committed; progress, when set, is called once a second.
-func Run(ctx context.Context, c Config, progress func(*runtime.Metrics)) error {
+func Run(ctx context.Context, c Config, progress func(*stream.Metrics)) error {
 	j, opts, err := Build(c)
 	if err != nil {
 		return err

@@ -16,7 +16,6 @@ import (
 	"github.com/exactlyonce/exactly/connectors/kafka"
 	"github.com/exactlyonce/exactly/connectors/postgres"
 	"github.com/exactlyonce/exactly/internal/crashtest"
-	"github.com/exactlyonce/exactly/runtime"
 	"github.com/exactlyonce/exactly/stream"
 )
 
@@ -97,8 +96,8 @@ func RunChild(ctx context.Context) error {
 		BatchSize: 32,
 		Logger:    slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Restart:   stream.RestartStrategy{MaxAttempts: 1000, InitialBackoff: 100 * time.Millisecond, MaxBackoff: 2 * time.Second},
-		Probe: func(p runtime.ProbePoint, id uint64) {
-			if p == runtime.ProbeMetadataWritten {
+		Probe: func(p stream.ProbePoint, id uint64) {
+			if p == stream.ProbeMetadataWritten {
 				_, _ = progress.WriteString("c")
 			}
 			if kill != nil {

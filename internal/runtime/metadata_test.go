@@ -14,8 +14,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/exactlyonce/exactly/internal/runtime"
 	"github.com/exactlyonce/exactly/internal/vfs"
-	"github.com/exactlyonce/exactly/runtime"
 	"github.com/exactlyonce/exactly/sink"
 	"github.com/exactlyonce/exactly/source"
 	"github.com/exactlyonce/exactly/stream"

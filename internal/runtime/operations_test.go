@@ -18,8 +18,8 @@ import (
 
 	"github.com/exactlyonce/exactly/checkpoint/store"
 	"github.com/exactlyonce/exactly/connectors/file"
+	"github.com/exactlyonce/exactly/internal/runtime"
 	"github.com/exactlyonce/exactly/internal/vfs"
-	"github.com/exactlyonce/exactly/runtime"
 	"github.com/exactlyonce/exactly/sink"
 	"github.com/exactlyonce/exactly/state"
 	"github.com/exactlyonce/exactly/stream"
