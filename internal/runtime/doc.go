@@ -58,6 +58,7 @@
 //     their two loops; aligner.go the barrier alignment, a pure state
 //     machine tested by the scripts in testdata/aligner_*.txt;
 //     snapshot.go taking a checkpoint in a task.
-//   - graph.go, build.go: the graph and how it becomes tasks; router.go,
-//     watermark.go: what travels between tasks.
+//   - graph.go, validate.go, build.go: the graph, its validation and how
+//     it becomes tasks; operator.go: the interfaces operators implement;
+//     router.go and watermark.go: what travels between tasks.
 package runtime

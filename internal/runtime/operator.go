@@ -1,0 +1,128 @@
+package runtime
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/sink"
+	"github.com/exactlyonce/exactly/state"
+)
+
+// Emitter receives an operator's output batches. The batch is a []T of the
+// operator's output type; the receiver must not keep it after Emit returns.
+type Emitter interface {
+	Emit(batch any) error
+}
+
+// Operator is one subtask of a non-source operator.
+//
+// Operators may also implement [Snapshotter], [CheckpointListener],
+// [TimerOperator] and [Closer]; the runtime finds them by type assertion.
+type Operator interface {
+	// Process handles one batch, a []T of the operator's input type. The
+	// batch is only valid during the call.
+	Process(ctx context.Context, batch any) error
+}
+
+// Snapshotter is an operator with state.
+type Snapshotter interface {
+	// Snapshot captures the operator's state for checkpoint id. It runs
+	// synchronously between two batches and must be cheap; the returned
+	// function encodes the captured state and runs on another goroutine
+	// while processing continues.
+	Snapshot(ctx context.Context, id uint64) (func() (checkpoint.SubtaskSnapshot, error), error)
+}
+
+// CheckpointListener is an operator told when checkpoints complete.
+type CheckpointListener interface {
+	// CheckpointComplete reports that checkpoint id and every lower one are
+	// complete. Sinks commit here.
+	CheckpointComplete(ctx context.Context, id uint64) error
+}
+
+// TimerOperator is an operator with processing-time timers.
+type TimerOperator interface {
+	// NextTimer returns the earliest pending timer.
+	NextTimer() (time.Time, bool)
+	// FireTimers fires every timer due at now.
+	FireTimers(ctx context.Context, now time.Time) error
+}
+
+// Closer is an operator that holds resources.
+type Closer interface {
+	// Close releases the operator's resources. When clean is true the job
+	// is stopping deliberately and completed is the last completed
+	// checkpoint: sinks commit what it covers and abort the rest. When clean
+	// is false the attempt failed; recovery will sort out transactions.
+	Close(ctx context.Context, completed uint64, clean bool) error
+}
+
+// SourceOperator is one subtask of a source.
+type SourceOperator interface {
+	// Poll emits at most one batch. It returns how many records it emitted
+	// and whether every split of this subtask is finished. ctx is also
+	// cancelled when the task has mail (a barrier to inject, a commit
+	// notice): a blocking read should then return what it has; an error
+	// wrapping context.Canceled caused by that cancellation is ignored. Work that must not be
+	// interrupted (opening a split) should use a longer-lived context.
+	Poll(ctx context.Context) (n int, finished bool, err error)
+	Snapshotter
+}
+
+// OperatorContext tells an operator subtask where it runs.
+type OperatorContext struct {
+	// Job is the job's name.
+	Job string
+	// Operator is the operator's name.
+	Operator string
+	// Subtask is the subtask index in [0, Parallelism).
+	Subtask int
+	// Parallelism is the operator's parallelism.
+	Parallelism int
+	// MaxParallelism is the job's number of key groups.
+	MaxParallelism int
+	// KeyGroups is the range of key groups this subtask owns (keyed operators).
+	KeyGroups state.KeyGroupRange
+	// Restored is the state restored for this subtask, nil on a fresh start.
+	// Keyed state holds only the owned key groups; operator entries hold the
+	// entries of every former subtask.
+	Restored *checkpoint.SubtaskSnapshot
+	// BatchSize is the preferred number of records per batch.
+	BatchSize int
+	// CheckpointInterval is the job's checkpoint interval.
+	CheckpointInterval time.Duration
+	// Records counts the records this subtask handled; operators add to it.
+	Records *atomic.Int64
+	// LateRecords counts the records an event-time operator dropped for
+	// arriving behind the watermark; operators add to it.
+	LateRecords *atomic.Int64
+	// CommitRetries is how many times a failed commit is retried.
+	CommitRetries int
+	// Owner is this run's incarnation and epoch, for sinks' fencing.
+	Owner sink.Owner
+	// Logger is annotated with the operator and subtask.
+	Logger *slog.Logger
+}
+
+// RestoreContext is what an operator's Restore hook receives.
+type RestoreContext struct {
+	// Job is the job's name.
+	Job string
+	// Operator is the operator's name.
+	Operator string
+	// CheckpointID is the restored checkpoint's id, 0 on a fresh start.
+	CheckpointID uint64
+	// Entries holds the operator entries of every former subtask.
+	Entries [][]byte
+	// CommitRetries is how many times a failed commit is retried.
+	CommitRetries int
+	// Owner is this run's incarnation and epoch, for sinks' fencing.
+	Owner sink.Owner
+	// TakeOverSinks is [Options].TakeOverSinks.
+	TakeOverSinks bool
+	// Logger is annotated with the operator.
+	Logger *slog.Logger
+}
