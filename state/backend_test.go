@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/internal/format"
 	"maps"
 	"math"
 	"slices"
@@ -721,7 +722,7 @@ func FuzzRestore(f *testing.F) {
 	kg, blob := validBlob(f)
 	f.Add(kg, blob)
 	f.Add(kg, blob[:len(blob)/2])
-	f.Add(0, []byte{formatVersion, 0, byte(kindTimers), 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Add(0, []byte{format.StateBlobVersion, 0, byte(kindTimers), 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, kg int, blob []byte) {
 		fx := newFixture(t, 4, KeyGroupRange{0, 4})
 		if fx.b.Restore(kg, blob) != nil {

@@ -38,7 +38,8 @@
 //
 // # Blob format
 //
-// Each key group's blob is:
+// Each key group's blob is (the framing is package internal/format's; the file
+// docs/checkpoint-format.md describes every byte):
 //
 //	blob    = version:byte section*          (version = 1)
 //	section = name:bytes kind:byte count:uvarint entry*count

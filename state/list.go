@@ -4,6 +4,8 @@ import (
 	"iter"
 	"maps"
 	"slices"
+
+	"github.com/exactlyonce/exactly/internal/format"
 )
 
 // ListState holds a list of V per key.
@@ -92,12 +94,12 @@ func (s *ListState[K, V]) stage(r *sectionReader[K], count int) (func(), error) 
 		if keys[i], err = r.key(); err != nil {
 			return nil, err
 		}
-		n, err := r.count()
+		n, err := r.Count()
 		if err != nil {
 			return nil, err
 		}
 		if n == 0 {
-			return nil, corrupt("empty list for a key")
+			return nil, format.CorruptBlob("empty list for a key")
 		}
 		vs := make([]V, n)
 		for j := range vs {

@@ -3,6 +3,8 @@ package state
 import (
 	"iter"
 	"maps"
+
+	"github.com/exactlyonce/exactly/internal/format"
 )
 
 // MapState holds a map from UK to UV per key.
@@ -132,12 +134,12 @@ func (s *MapState[K, UK, UV]) stage(r *sectionReader[K], count int) (func(), err
 		if keys[i], err = r.key(); err != nil {
 			return nil, err
 		}
-		n, err := r.count()
+		n, err := r.Count()
 		if err != nil {
 			return nil, err
 		}
 		if n == 0 {
-			return nil, corrupt("empty map for a key")
+			return nil, format.CorruptBlob("empty map for a key")
 		}
 		inner := make(map[UK]UV, n)
 		for range n {

@@ -1,23 +1,16 @@
 package state
 
 import (
-	"encoding/binary"
 	"fmt"
 
 	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/internal/format"
 )
-
-// formatVersion is the first byte of every snapshot blob.
-const formatVersion = 1
 
 // ErrCorrupt is wrapped by Restore's errors for blobs that are not valid
 // snapshots. It is [checkpoint.ErrCorrupt], the engine's one corruption
 // mark.
 var ErrCorrupt = checkpoint.ErrCorrupt
-
-func corrupt(format string, args ...any) error {
-	return fmt.Errorf("state: corrupt snapshot blob: %w: %s", ErrCorrupt, fmt.Sprintf(format, args...))
-}
 
 // Snapshot captures all keyed state and timers synchronously and returns a function
 // that encodes the capture into one blob per key group (key groups without state are
@@ -84,14 +77,14 @@ func (w *sectionWriter[K]) key(k K) (int, error) {
 		return 0, fmt.Errorf("key %v is in key group %d, outside the owned range %v: records must be routed to the subtask that owns their key group", k, kg, w.owned)
 	}
 	i := kg - w.owned.Start
-	w.entries[i] = appendPrefixed(w.entries[i], w.scratch)
+	w.entries[i] = format.AppendBytes(w.entries[i], w.scratch)
 	w.counts[i]++
 	return i, nil
 }
 
 // putCount appends a uvarint count to the entry in key group index i.
 func (w *sectionWriter[K]) putCount(i, n int) {
-	w.entries[i] = binary.AppendUvarint(w.entries[i], uint64(n))
+	w.entries[i] = format.AppendCount(w.entries[i], n)
 }
 
 // putValue appends the length-prefixed encoding of v to the entry in key group index i.
@@ -100,7 +93,7 @@ func putValue[K comparable, V any](w *sectionWriter[K], i int, enc func([]byte, 
 	if w.scratch, err = enc(w.scratch[:0], v); err != nil {
 		return err
 	}
-	w.entries[i] = appendPrefixed(w.entries[i], w.scratch)
+	w.entries[i] = format.AppendBytes(w.entries[i], w.scratch)
 	return nil
 }
 
@@ -111,21 +104,10 @@ func (w *sectionWriter[K]) endSection(name string, kind stateKind) {
 		if n == 0 {
 			continue
 		}
-		blob := w.blobs[i]
-		if blob == nil {
-			blob = []byte{formatVersion}
-		}
-		blob = appendPrefixed(blob, []byte(name))
-		blob = append(blob, byte(kind))
-		blob = binary.AppendUvarint(blob, uint64(n))
-		w.blobs[i] = append(blob, w.entries[i]...)
+		w.blobs[i] = format.AppendSection(w.blobs[i], name, byte(kind), n, w.entries[i])
 		w.entries[i] = w.entries[i][:0]
 		w.counts[i] = 0
 	}
-}
-
-func appendPrefixed(dst, b []byte) []byte {
-	return append(binary.AppendUvarint(dst, uint64(len(b))), b...)
 }
 
 // Restore merges the state of key group kg from blob, produced by Snapshot of a backend
@@ -145,32 +127,21 @@ func (b *KeyedBackend[K]) Restore(kg int, blob []byte) error {
 }
 
 func (b *KeyedBackend[K]) restore(kg int, blob []byte) error {
-	if len(blob) == 0 {
-		return corrupt("empty blob")
+	br, err := format.NewBlobReader(blob)
+	if err != nil {
+		return err
 	}
-	if blob[0] != formatVersion {
-		return fmt.Errorf("state: corrupt snapshot blob: %w: format version %d, this build reads version %d: restore with the version of exactly that wrote the checkpoint, or a newer one", ErrCorrupt, blob[0], formatVersion)
-	}
-	r := &sectionReader[K]{src: blob[1:], kg: kg, maxParallelism: b.maxParallelism, keyCodec: b.keyCodec}
+	r := &sectionReader[K]{BlobReader: br, kg: kg, maxParallelism: b.maxParallelism, keyCodec: b.keyCodec}
 	var applies []func()
 	seen := make(map[string]bool)
-	for len(r.src) > 0 {
-		nameBytes, err := r.bytes()
+	for r.More() {
+		name, k, count, err := r.Section(displayName)
 		if err != nil {
 			return err
 		}
-		name := string(nameBytes)
-		if len(r.src) == 0 {
-			return corrupt("%s: missing kind", displayName(name))
-		}
-		kind := stateKind(r.src[0])
-		r.src = r.src[1:]
-		count, err := r.count()
-		if err != nil {
-			return fmt.Errorf("%s: %w", displayName(name), err)
-		}
+		kind := stateKind(k)
 		if seen[name] {
-			return corrupt("%s appears twice", displayName(name))
+			return format.CorruptBlob("%s appears twice", displayName(name))
 		}
 		seen[name] = true
 		t, ok := b.tables[name]
@@ -194,68 +165,39 @@ func (b *KeyedBackend[K]) restore(kg int, blob []byte) error {
 
 // sectionReader decodes the sections of one key group's blob.
 type sectionReader[K comparable] struct {
-	src            []byte // unread rest of the blob
+	*format.BlobReader
 	kg             int
 	maxParallelism int
 	keyCodec       Codec[K]
 }
 
-// count reads a uvarint count, bounded by the bytes left so that corrupt counts cannot
-// cause huge allocations (every counted item takes at least one byte).
-func (r *sectionReader[K]) count() (int, error) {
-	n, w := binary.Uvarint(r.src)
-	if w <= 0 {
-		return 0, corrupt("bad count")
-	}
-	r.src = r.src[w:]
-	if n > uint64(len(r.src)) {
-		return 0, corrupt("count %d exceeds the %d bytes left", n, len(r.src))
-	}
-	return int(n), nil
-}
-
-// bytes reads a length-prefixed byte string; the result aliases the blob.
-func (r *sectionReader[K]) bytes() ([]byte, error) {
-	n, w := binary.Uvarint(r.src)
-	if w <= 0 {
-		return nil, corrupt("bad length")
-	}
-	r.src = r.src[w:]
-	if n > uint64(len(r.src)) {
-		return nil, corrupt("length %d exceeds the %d bytes left", n, len(r.src))
-	}
-	b := r.src[:n]
-	r.src = r.src[n:]
-	return b, nil
-}
-
 // key reads a length-prefixed key and checks that it belongs to the key group.
 func (r *sectionReader[K]) key() (K, error) {
 	var zero K
-	raw, err := r.bytes()
+	raw, err := r.Bytes()
 	if err != nil {
 		return zero, err
 	}
 	if kg := KeyGroupOf(HashKey(raw), r.maxParallelism); kg != r.kg {
-		return zero, corrupt("a key of key group %d in the blob of key group %d (was the checkpoint taken with another max parallelism?)", kg, r.kg)
+		return zero, format.CorruptBlob("a key of key group %d in the blob of key group %d (was the checkpoint taken with another max parallelism?)", kg, r.kg)
 	}
 	k, err := r.keyCodec.Decode(raw)
 	if err != nil {
-		return zero, fmt.Errorf("state: corrupt snapshot blob: %w: key: %w", ErrCorrupt, err)
+		return zero, format.CorruptBlob("key: %w", err)
 	}
 	return k, nil
 }
 
 // readValue reads a length-prefixed value and decodes it with c.
 func readValue[K comparable, V any](r *sectionReader[K], c Codec[V]) (V, error) {
-	raw, err := r.bytes()
+	raw, err := r.Bytes()
 	if err != nil {
 		var zero V
 		return zero, err
 	}
 	v, err := c.Decode(raw)
 	if err != nil {
-		return v, fmt.Errorf("state: corrupt snapshot blob: %w: value: %w", ErrCorrupt, err)
+		return v, format.CorruptBlob("value: %w", err)
 	}
 	return v, nil
 }

@@ -2,11 +2,11 @@ package stream
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"time"
 
 	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/internal/format"
 	"github.com/exactlyonce/exactly/internal/runtime"
 	"github.com/exactlyonce/exactly/state"
 )
@@ -160,7 +160,7 @@ func (p *processOp[K, IN, OUT]) Snapshot(context.Context, uint64) (func() (check
 	encode := p.ctx.backend.Snapshot()
 	var entries [][]byte
 	if p.ctx.watermark != runtime.MinWatermark {
-		entries = [][]byte{binary.BigEndian.AppendUint64([]byte{watermarkEntryVersion}, uint64(p.ctx.watermark))}
+		entries = [][]byte{format.EncodeWatermark(p.ctx.watermark)}
 	}
 	return func() (checkpoint.SubtaskSnapshot, error) {
 		groups, err := encode()
@@ -168,20 +168,15 @@ func (p *processOp[K, IN, OUT]) Snapshot(context.Context, uint64) (func() (check
 	}, nil
 }
 
-// watermarkEntryVersion starts the operator entry holding a keyed
-// operator's watermark: version byte, then the watermark as a big-endian
-// uint64.
-const watermarkEntryVersion = 1
-
 // restoredWatermark returns the least watermark of the former subtasks
 // whose key groups a subtask restores, or MinWatermark if none had one.
 func restoredWatermark(entries [][]byte) (int64, error) {
 	wm := runtime.MinWatermark
 	for i, e := range entries {
-		if len(e) != 9 || e[0] != watermarkEntryVersion {
-			return 0, fmt.Errorf("restoring: operator entry %d is not a watermark (%d bytes): the checkpoint is corrupt or from an incompatible version", i, len(e))
+		w, err := format.DecodeWatermark(e)
+		if err != nil {
+			return 0, fmt.Errorf("restoring: operator entry %d is %w", i, err)
 		}
-		w := int64(binary.BigEndian.Uint64(e[1:]))
 		if i == 0 || w < wm {
 			wm = w
 		}

@@ -2,14 +2,13 @@ package stream
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"time"
 
 	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/internal/format"
 	"github.com/exactlyonce/exactly/internal/runtime"
 	"github.com/exactlyonce/exactly/source"
 )
@@ -56,14 +55,14 @@ func newSourceOp[T any](ctx context.Context, oc runtime.OperatorContext, src sou
 	if err != nil {
 		return nil, fmt.Errorf("listing splits: %w", err)
 	}
-	restored := map[string]splitPosition{}
+	restored := map[string]format.SplitPosition{}
 	if oc.Restored != nil {
 		for _, e := range oc.Restored.Entries {
-			p, err := decodeSplitPosition(e)
+			p, err := format.DecodeSplitPosition(e)
 			if err != nil {
 				return nil, err
 			}
-			restored[p.split] = p
+			restored[p.Split] = p
 		}
 	}
 	s := &sourceOp[T]{ctx: ctx, oc: oc, src: src, et: et, known: map[string]bool{}, lastList: time.Now(), out: out, buf: make([]T, oc.BatchSize)}
@@ -77,9 +76,9 @@ func newSourceOp[T any](ctx context.Context, oc runtime.OperatorContext, src sou
 			continue
 		}
 		p, ok := restored[split]
-		sr := &splitReader[T]{split: split, pos: p.pos, newest: runtime.MinWatermark}
+		sr := &splitReader[T]{split: split, pos: p.Pos, newest: runtime.MinWatermark}
 		if ok {
-			sr.newest = p.newest
+			sr.newest = p.Newest
 		}
 		// A split restored as finished is opened again at its end: a
 		// bounded source ends it at once, and a source that is no longer
@@ -233,7 +232,7 @@ func (s *sourceOp[T]) Watermark() (int64, bool) {
 func (s *sourceOp[T]) Snapshot(_ context.Context, id uint64) (func() (checkpoint.SubtaskSnapshot, error), error) {
 	var snap checkpoint.SubtaskSnapshot
 	for _, sr := range s.readers {
-		snap.Entries = append(snap.Entries, encodeSplitPosition(splitPosition{split: sr.split, pos: sr.pos, done: sr.done, newest: sr.newest}))
+		snap.Entries = append(snap.Entries, format.EncodeSplitPosition(format.SplitPosition{Split: sr.split, Pos: sr.pos, Done: sr.done, Newest: sr.newest}))
 	}
 	if s.taken != nil {
 		positions := make(map[string][]byte, len(s.readers))
@@ -283,51 +282,4 @@ func (s *sourceOp[T]) closeReaders() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// splitPosition is a split's checkpointed position.
-type splitPosition struct {
-	split  string
-	pos    []byte
-	done   bool
-	newest int64 // the newest event time read, runtime.MinWatermark if none
-}
-
-// Split positions are encoded as
-//
-//	version:byte flags:byte len:uvarint split:bytes newest:int64 pos:rest
-//
-// with flags bit 0 = done and newest big-endian; version 1 had no newest.
-const splitPositionVersion = 2
-
-func encodeSplitPosition(p splitPosition) []byte {
-	b := []byte{splitPositionVersion, 0}
-	if p.done {
-		b[1] = 1
-	}
-	b = binary.AppendUvarint(b, uint64(len(p.split)))
-	b = append(b, p.split...)
-	b = binary.BigEndian.AppendUint64(b, uint64(p.newest))
-	return append(b, p.pos...)
-}
-
-func decodeSplitPosition(b []byte) (splitPosition, error) {
-	if len(b) < 2 || b[0] < 1 || b[0] > splitPositionVersion || b[1] > 1 {
-		return splitPosition{}, fmt.Errorf("stream: malformed split position in checkpoint (version or flags)")
-	}
-	n, k := binary.Uvarint(b[2:])
-	if k <= 0 || n > uint64(len(b)-2-k) {
-		return splitPosition{}, fmt.Errorf("stream: malformed split position in checkpoint (split id length)")
-	}
-	rest := b[2+k:]
-	p := splitPosition{split: string(rest[:n]), done: b[1] == 1, newest: runtime.MinWatermark}
-	rest = rest[n:]
-	if b[0] >= 2 {
-		if len(rest) < 8 {
-			return splitPosition{}, fmt.Errorf("stream: malformed split position in checkpoint (event time)")
-		}
-		p.newest, rest = int64(binary.BigEndian.Uint64(rest)), rest[8:]
-	}
-	p.pos = slices.Clone(rest)
-	return p, nil
 }

@@ -1,10 +1,10 @@
 package stream
 
 import (
-	"encoding/binary"
 	"strings"
 	"testing"
 
+	"github.com/exactlyonce/exactly/internal/format"
 	"github.com/exactlyonce/exactly/internal/runtime"
 )
 
@@ -12,9 +12,7 @@ import (
 // watermark of the former subtasks it takes key groups from, and rejects
 // an entry that is not a watermark.
 func TestRestoredWatermark(t *testing.T) {
-	entry := func(wm int64) []byte {
-		return binary.BigEndian.AppendUint64([]byte{watermarkEntryVersion}, uint64(wm))
-	}
+	entry := format.EncodeWatermark
 	for _, c := range []struct {
 		entries [][]byte
 		want    int64
@@ -33,22 +31,10 @@ func TestRestoredWatermark(t *testing.T) {
 	}
 }
 
-// TestSplitPositionKeepsEventTime round-trips a split position with its
-// newest event time and still decodes version 1 positions, which had none.
-func TestSplitPositionKeepsEventTime(t *testing.T) {
-	p := splitPosition{split: "topic/3", pos: []byte{7, 8}, done: true, newest: -42}
-	got, err := decodeSplitPosition(encodeSplitPosition(p))
-	if err != nil || got.split != p.split || string(got.pos) != string(p.pos) || !got.done || got.newest != -42 {
-		t.Fatalf("round trip: %+v, %v", got, err)
-	}
-	v1 := []byte{1, 0, 1, 'a', 9}
-	got, err = decodeSplitPosition(v1)
-	if err != nil || got.split != "a" || string(got.pos) != "\x09" || got.newest != runtime.MinWatermark {
-		t.Fatalf("version 1: %+v, %v", got, err)
-	}
-	for _, bad := range [][]byte{{3, 0}, {2, 0, 1, 'a', 1, 2}} {
-		if _, err := decodeSplitPosition(bad); err == nil {
-			t.Errorf("decoded malformed %v", bad)
-		}
+// TestNoEventTimeIsMinWatermark checks that a restored split position
+// without an event time (version 1) means no watermark yet.
+func TestNoEventTimeIsMinWatermark(t *testing.T) {
+	if format.NoEventTime != runtime.MinWatermark {
+		t.Fatalf("format.NoEventTime = %d, runtime.MinWatermark = %d", format.NoEventTime, runtime.MinWatermark)
 	}
 }

@@ -27,6 +27,8 @@
 // is a binary encoding of [checkpoint.SubtaskSnapshot] with uvarint lengths
 // and key groups in increasing order. The metadata also records each state
 // file's size and CRC-32C, so a state file that was replaced is detected too.
+// The encodings are those of package internal/format; the file
+// docs/checkpoint-format.md describes every byte.
 //
 // # Durability order
 //

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/internal/format"
 	"github.com/exactlyonce/exactly/internal/vfs"
 )
 
@@ -19,7 +20,7 @@ func FuzzReadState(f *testing.F) {
 		snapshotFor(3, "op", 1),
 		{Entries: [][]byte{[]byte("x"), nil}},
 	} {
-		b, err := encodeState(snap)
+		b, err := format.EncodeState(snap)
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -35,10 +36,10 @@ func FuzzReadState(f *testing.F) {
 		// Reseal the fuzzed payload half the time, so that decoding is
 		// reached more often than the checksum lets it.
 		if len(file) > 0 && file[0]&1 == 1 {
-			file = seal(stateMagic, append(newEnvelope(len(file)), file[1:]...))
+			file = format.Seal(format.StateMagic, append(format.NewEnvelope(len(file)), file[1:]...))
 		}
 		overwrite(t, s.fs, s.Dir(1, checkpoint.KindCheckpoint)+"/"+h.File, file)
-		h.Size, h.CRC32C = int64(len(file)), checksum(file)
+		h.Size, h.CRC32C = int64(len(file)), format.Checksum(file)
 		snap, err := s.ReadState(1, checkpoint.KindCheckpoint, h)
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrNewerVersion) {
@@ -46,7 +47,7 @@ func FuzzReadState(f *testing.F) {
 			}
 			return
 		}
-		again, err := encodeState(snap)
+		again, err := format.EncodeState(snap)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +12,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/exactlyonce/exactly/internal/format"
 	"github.com/exactlyonce/exactly/internal/vfs"
 )
 
@@ -69,16 +69,8 @@ type Ownership struct {
 	Epoch uint64
 }
 
-// ownerRecord is the payload of _owner.
-type ownerRecord struct {
-	Epoch    uint64 `json:"epoch"`
-	Holder   string `json:"holder"`
-	Renewed  int64  `json:"renewed_unix_nano"`
-	LeaseNS  int64  `json:"lease_ns"`
-	Released bool   `json:"released"`
-}
-
-func (r ownerRecord) expires() time.Time { return time.Unix(0, r.Renewed+r.LeaseNS) }
+// expires returns when r's lease runs out.
+func expires(r format.OwnerRecord) time.Time { return time.Unix(0, r.Renewed+r.LeaseNS) }
 
 // owner is the store's state as the current owner.
 type owner struct {
@@ -130,7 +122,7 @@ func (s *Store) Acquire(ctx context.Context, opts OwnershipOptions) (Ownership, 
 		if !waitLogged {
 			waitLogged = true
 			s.log.Info("checkpoint/store: waiting for the owner of the checkpoint directory to stop or its lease to expire",
-				"dir", s.dir, "holder", held.Holder, "epoch", held.Epoch, "expires", held.expires())
+				"dir", s.dir, "holder", held.Holder, "epoch", held.Epoch, "expires", expires(held))
 		}
 		select {
 		case <-ctx.Done():
@@ -162,38 +154,38 @@ func (o OwnershipOptions) withDefaults() OwnershipOptions {
 
 // tryAcquire takes ownership if the current owner is gone, released or
 // past its lease; otherwise it returns the owner's record.
-func (s *Store) tryAcquire(opts OwnershipOptions) (*owner, ownerRecord, error) {
+func (s *Store) tryAcquire(opts OwnershipOptions) (*owner, format.OwnerRecord, error) {
 	unlock, err := s.lockDir()
 	if err != nil {
-		return nil, ownerRecord{}, err
+		return nil, format.OwnerRecord{}, err
 	}
 	defer unlock()
 	cur, err := s.readOwner()
 	if err != nil {
-		return nil, ownerRecord{}, err
+		return nil, format.OwnerRecord{}, err
 	}
-	if cur.Epoch > 0 && !cur.Released && opts.Now().Before(cur.expires()) {
+	if cur.Epoch > 0 && !cur.Released && opts.Now().Before(expires(cur)) {
 		prev, err := s.fs.TryLock(s.aliveFile(cur.Epoch))
 		if errors.Is(err, vfs.ErrLocked) {
 			return nil, cur, nil // alive, and its lease runs
 		}
 		if err != nil {
-			return nil, ownerRecord{}, ioErr("locking", s.aliveFile(cur.Epoch), err)
+			return nil, format.OwnerRecord{}, ioErr("locking", s.aliveFile(cur.Epoch), err)
 		}
 		closeQuietly(prev) // its process is gone: no wait
 	}
 	inc, err := s.incarnation()
 	if err != nil {
-		return nil, ownerRecord{}, err
+		return nil, format.OwnerRecord{}, err
 	}
-	next := ownerRecord{Epoch: cur.Epoch + 1, Holder: opts.Holder, Renewed: opts.Now().UnixNano(), LeaseNS: int64(opts.Lease)}
+	next := format.OwnerRecord{Epoch: cur.Epoch + 1, Holder: opts.Holder, Renewed: opts.Now().UnixNano(), LeaseNS: int64(opts.Lease)}
 	alive, err := s.fs.TryLock(s.aliveFile(next.Epoch))
 	if err != nil {
-		return nil, ownerRecord{}, ioErr("locking", s.aliveFile(next.Epoch), err)
+		return nil, format.OwnerRecord{}, ioErr("locking", s.aliveFile(next.Epoch), err)
 	}
 	if err := s.writeOwner(next); err != nil {
 		closeQuietly(alive)
-		return nil, ownerRecord{}, err
+		return nil, format.OwnerRecord{}, err
 	}
 	if cur.Epoch > 0 {
 		// A zombie of that epoch may still hold its lock; nobody looks at
@@ -209,7 +201,7 @@ func (s *Store) tryAcquire(opts OwnershipOptions) (*owner, ownerRecord, error) {
 // process took the directory over: the caller must stop at once.
 func (s *Store) Renew() error {
 	return s.asOwner(func(o *owner) error {
-		return s.writeOwner(ownerRecord{Epoch: o.Epoch, Holder: o.opts.Holder, Renewed: o.opts.Now().UnixNano(), LeaseNS: int64(o.opts.Lease)})
+		return s.writeOwner(format.OwnerRecord{Epoch: o.Epoch, Holder: o.opts.Holder, Renewed: o.opts.Now().UnixNano(), LeaseNS: int64(o.opts.Lease)})
 	})
 }
 
@@ -229,7 +221,7 @@ func (s *Store) RenewInterval() time.Duration {
 // to write afterwards.
 func (s *Store) Release() error {
 	err := s.asOwner(func(o *owner) error {
-		return s.writeOwner(ownerRecord{Epoch: o.Epoch, Holder: o.opts.Holder, Renewed: o.opts.Now().UnixNano(), LeaseNS: int64(o.opts.Lease), Released: true})
+		return s.writeOwner(format.OwnerRecord{Epoch: o.Epoch, Holder: o.opts.Holder, Renewed: o.opts.Now().UnixNano(), LeaseNS: int64(o.opts.Lease), Released: true})
 	})
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -316,32 +308,28 @@ func (s *Store) lockDir() (unlock func(), err error) {
 }
 
 // readOwner reads _owner; a directory without one has epoch 0.
-func (s *Store) readOwner() (ownerRecord, error) {
+func (s *Store) readOwner() (format.OwnerRecord, error) {
 	path := filepath.Join(s.dir, ownerFile)
 	b, err := s.readFile(path, -1)
 	if errors.Is(err, fs.ErrNotExist) {
-		return ownerRecord{}, nil
+		return format.OwnerRecord{}, nil
 	}
 	if err != nil {
-		return ownerRecord{}, err
+		return format.OwnerRecord{}, err
 	}
-	p, err := unseal(path, ownerMagic, b)
+	r, err := format.DecodeOwner(path, b)
 	if err != nil {
-		return ownerRecord{}, fmt.Errorf("%w (the owner file: stop every instance of the job, then remove it; the next owner starts a new epoch above the checkpoints' epochs)", err)
-	}
-	var r ownerRecord
-	if err := json.Unmarshal(p, &r); err != nil {
-		return ownerRecord{}, corruptf(path, "decoding the owner record: %v", err)
+		return format.OwnerRecord{}, fmt.Errorf("%w (the owner file: stop every instance of the job, then remove it; the next owner starts a new epoch above the checkpoints' epochs)", err)
 	}
 	return r, nil
 }
 
-func (s *Store) writeOwner(r ownerRecord) error {
-	payload, err := json.Marshal(r)
+func (s *Store) writeOwner(r format.OwnerRecord) error {
+	data, err := format.EncodeOwner(r)
 	if err != nil {
 		return fmt.Errorf("checkpoint/store: encoding the owner record: %w", err)
 	}
-	return s.writeAtomic(s.dir, ownerFile, seal(ownerMagic, append(newEnvelope(len(payload)), payload...)))
+	return s.writeAtomic(s.dir, ownerFile, data)
 }
 
 // incarnation returns the directory's incarnation, creating it if the
@@ -350,11 +338,11 @@ func (s *Store) incarnation() (string, error) {
 	path := filepath.Join(s.dir, incarnationFile)
 	b, err := s.readFile(path, -1)
 	if err == nil {
-		p, err := unseal(path, incarnationMagic, b)
+		id, err := format.DecodeIncarnation(path, b)
 		if err != nil {
 			return "", fmt.Errorf("%w (the incarnation tells this job's output from other runs' in the sinks: restore the file from a backup)", err)
 		}
-		return string(p), nil
+		return id, nil
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
 		return "", err
@@ -364,7 +352,7 @@ func (s *Store) incarnation() (string, error) {
 		return "", fmt.Errorf("checkpoint/store: creating an incarnation id: %w", err)
 	}
 	id := hex.EncodeToString(raw[:])
-	if err := s.writeAtomic(s.dir, incarnationFile, seal(incarnationMagic, append(newEnvelope(len(id)), id...))); err != nil {
+	if err := s.writeAtomic(s.dir, incarnationFile, format.EncodeIncarnation(id)); err != nil {
 		return "", err
 	}
 	return id, nil

@@ -2,7 +2,6 @@ package store
 
 import (
 	"cmp"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/internal/format"
 )
 
 // ReadState reads the state file h of checkpoint or savepoint id. It checks
@@ -33,23 +33,19 @@ func (s *Store) ReadStateAt(dir string, h checkpoint.StateHandle) (checkpoint.Su
 func (s *Store) readState(dir string, h checkpoint.StateHandle) (checkpoint.SubtaskSnapshot, error) {
 	path := filepath.Join(dir, h.File)
 	if !validStateFile(h.File) {
-		return checkpoint.SubtaskSnapshot{}, corruptf(filepath.Join(dir, metadataFile), "state file name %q of subtask %d is not a plain file name", h.File, h.Subtask)
+		return checkpoint.SubtaskSnapshot{}, format.Corruptf(filepath.Join(dir, metadataFile), "state file name %q of subtask %d is not a plain file name", h.File, h.Subtask)
 	}
-	if h.Size < envelopeSize {
-		return checkpoint.SubtaskSnapshot{}, corruptf(path, "recorded size %d is smaller than the %d-byte envelope", h.Size, envelopeSize)
+	if h.Size < format.EnvelopeSize {
+		return checkpoint.SubtaskSnapshot{}, format.Corruptf(path, "recorded size %d is smaller than the %d-byte envelope", h.Size, format.EnvelopeSize)
 	}
 	b, err := s.readFile(path, h.Size)
 	if err != nil {
 		return checkpoint.SubtaskSnapshot{}, err
 	}
-	if got := checksum(b); got != h.CRC32C {
-		return checkpoint.SubtaskSnapshot{}, corruptf(path, "checksum mismatch: the metadata records %08x, the file hashes to %08x", h.CRC32C, got)
+	if got := format.Checksum(b); got != h.CRC32C {
+		return checkpoint.SubtaskSnapshot{}, format.Corruptf(path, "checksum mismatch: the metadata records %08x, the file hashes to %08x", h.CRC32C, got)
 	}
-	p, err := unseal(path, stateMagic, b)
-	if err != nil {
-		return checkpoint.SubtaskSnapshot{}, err
-	}
-	return decodeState(path, p)
+	return format.DecodeState(path, b)
 }
 
 // Latest returns the metadata of the newest valid completed checkpoint or
@@ -103,7 +99,7 @@ func (s *Store) Latest() (*checkpoint.Metadata, error) {
 			continue
 		}
 		m, err := s.load(dir, c.id, c.kind)
-		ce, corrupt := errors.AsType[*corruptError](err)
+		ce, corrupt := errors.AsType[*format.CorruptFileError](err)
 		if !corrupt {
 			return m, err
 		}
@@ -115,7 +111,7 @@ func (s *Store) Latest() (*checkpoint.Metadata, error) {
 		s.skipped.Add(1)
 		skipped = append(skipped, fmt.Sprint(c.id))
 		s.log.Warn("checkpoint/store: SKIPPING A CORRUPT COMPLETED CHECKPOINT (SkipCorruptCheckpoints is set): output committed after the checkpoint restored will be written again",
-			"id", c.id, "kind", c.kind, "file", ce.path, "problem", ce.problem)
+			"id", c.id, "kind", c.kind, "file", ce.Path, "problem", ce.Problem)
 	}
 	if completed > 0 {
 		if !s.skipCorrupt {
@@ -165,34 +161,26 @@ func (s *Store) load(dir string, id uint64, kind checkpoint.Kind) (*checkpoint.M
 	path := filepath.Join(dir, metadataFile)
 	b, err := s.readFile(path, -1)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, &corruptError{path: path, problem: "file is missing: the checkpoint never completed or its metadata was deleted", cause: err}
+		return nil, &format.CorruptFileError{Path: path, Problem: "file is missing: the checkpoint never completed or its metadata was deleted", Cause: err}
 	}
 	if err != nil {
 		return nil, err
 	}
-	p, err := unseal(path, metadataMagic, b)
+	m, err := format.DecodeMetadata(path, b)
 	if err != nil {
 		return nil, err
-	}
-	var m checkpoint.Metadata
-	if err := json.Unmarshal(p, &m); err != nil {
-		return nil, corruptf(path, "decoding metadata: %v", err)
 	}
 	switch {
-	case m.FormatVersion > FormatVersion:
-		return nil, newerVersion(path, uint64(m.FormatVersion))
-	case m.FormatVersion < 1:
-		return nil, corruptf(path, "format_version %d", m.FormatVersion)
 	case m.ID != id:
-		return nil, corruptf(path, "records id %d but the directory is for id %d", m.ID, id)
+		return nil, format.Corruptf(path, "records id %d but the directory is for id %d", m.ID, id)
 	case m.Kind != kind:
-		return nil, corruptf(path, "records kind %q but the directory is for a %s", m.Kind, kind)
+		return nil, format.Corruptf(path, "records kind %q but the directory is for a %s", m.Kind, kind)
 	}
 	files := map[string]bool{}
 	for _, op := range m.Operators {
 		for _, h := range op.Subtasks {
 			if files[h.File] {
-				return nil, corruptf(path, "state file %q is referenced twice", h.File)
+				return nil, format.Corruptf(path, "state file %q is referenced twice", h.File)
 			}
 			files[h.File] = true
 			if _, err := s.readState(dir, h); err != nil {

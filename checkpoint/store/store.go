@@ -1,8 +1,6 @@
 package store
 
 import (
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +13,7 @@ import (
 	"sync/atomic"
 
 	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/internal/format"
 	"github.com/exactlyonce/exactly/internal/vfs"
 )
 
@@ -166,8 +165,7 @@ func (s *Store) reserveLocked(floor uint64) (uint64, error) {
 
 // writeIDs replaces _ids durably.
 func (s *Store) writeIDs(reserved, completed uint64) error {
-	payload := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(newEnvelope(16), reserved), completed)
-	return s.writeAtomic(s.dir, idsFile, seal(idsMagic, payload))
+	return s.writeAtomic(s.dir, idsFile, format.EncodeIDs(reserved, completed))
 }
 
 // recordCompleted raises the completed id in _ids after id completed, so
@@ -196,17 +194,11 @@ func (s *Store) readIDs() (reserved, completed uint64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	p, err := unseal(path, idsMagic, b)
-	if err == nil && len(p) != 8 && len(p) != 16 {
-		err = corruptf(path, "payload is %d bytes, want 8 or 16", len(p))
-	}
+	reserved, completed, err = format.DecodeIDs(path, b)
 	if err != nil {
 		return 0, 0, fmt.Errorf("%w (ids must never repeat: restore the file from a backup, or replace it with one holding an id above every id ever used)", err)
 	}
-	if len(p) == 16 {
-		completed = binary.BigEndian.Uint64(p[8:])
-	}
-	return binary.BigEndian.Uint64(p), completed, nil
+	return reserved, completed, nil
 }
 
 // list returns the ids of the directories of the given kind, increasing.
@@ -244,7 +236,7 @@ func (s *Store) WriteState(id uint64, kind checkpoint.Kind, operator string, sub
 	if subtask < 0 {
 		return checkpoint.StateHandle{}, fmt.Errorf("checkpoint/store: WriteState: subtask = %d: must be >= 0", subtask)
 	}
-	data, err := encodeState(snap)
+	data, err := format.EncodeState(snap)
 	if err != nil {
 		return checkpoint.StateHandle{}, fmt.Errorf("%w (operator %q, subtask %d)", err, operator, subtask)
 	}
@@ -256,7 +248,7 @@ func (s *Store) WriteState(id uint64, kind checkpoint.Kind, operator string, sub
 	if err := s.writeFile(filepath.Join(dir, name), data); err != nil {
 		return checkpoint.StateHandle{}, err
 	}
-	return checkpoint.StateHandle{Subtask: subtask, File: name, Size: int64(len(data)), CRC32C: checksum(data)}, nil
+	return checkpoint.StateHandle{Subtask: subtask, File: name, Size: int64(len(data)), CRC32C: format.Checksum(data)}, nil
 }
 
 // Complete makes a checkpoint or savepoint complete by durably writing its
@@ -307,11 +299,10 @@ func (s *Store) Complete(m checkpoint.Metadata) (path string, err error) {
 			}
 		}
 	}
-	payload, err := json.Marshal(m)
+	data, err := format.EncodeMetadata(m)
 	if err != nil {
 		return "", fmt.Errorf("checkpoint/store: Complete: encoding metadata of checkpoint %d: %w", m.ID, err)
 	}
-	data := seal(metadataMagic, append(newEnvelope(len(payload)), payload...))
 
 	err = s.whileOwner(func() error {
 		s.mu.Lock()
@@ -464,7 +455,7 @@ func (s *Store) syncDir(dir string) error {
 func (s *Store) readFile(path string, want int64) ([]byte, error) {
 	fi, err := s.fs.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, &corruptError{path: path, problem: "file is missing", cause: err}
+		return nil, &format.CorruptFileError{Path: path, Problem: "file is missing", Cause: err}
 	}
 	if err != nil {
 		return nil, ioErr("reading", path, err)
@@ -472,9 +463,9 @@ func (s *Store) readFile(path string, want int64) ([]byte, error) {
 	size := fi.Size()
 	switch {
 	case want >= 0 && size != want:
-		return nil, corruptf(path, "file is %d bytes, the metadata records %d (truncated or overwritten?)", size, want)
+		return nil, format.Corruptf(path, "file is %d bytes, the metadata records %d (truncated or overwritten?)", size, want)
 	case want < 0 && size > maxMetadataSize:
-		return nil, corruptf(path, "file is %d bytes, more than the %d a metadata file may have", size, maxMetadataSize)
+		return nil, format.Corruptf(path, "file is %d bytes, more than the %d a metadata file may have", size, maxMetadataSize)
 	}
 	f, err := s.fs.Open(path)
 	if err != nil {
@@ -483,7 +474,7 @@ func (s *Store) readFile(path string, want int64) ([]byte, error) {
 	defer f.Close()
 	b := make([]byte, size)
 	if _, err := io.ReadFull(f, b); errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-		return nil, corruptf(path, "file shrank to less than %d bytes while being read", size)
+		return nil, format.Corruptf(path, "file shrank to less than %d bytes while being read", size)
 	} else if err != nil {
 		return nil, ioErr("reading", path, err)
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/internal/format"
 	"github.com/exactlyonce/exactly/internal/vfs"
 )
 
@@ -134,7 +135,7 @@ func TestStateRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h.Subtask != i || h.File != fmt.Sprintf("op-%d.state", i) || h.Size < envelopeSize {
+		if h.Subtask != i || h.File != fmt.Sprintf("op-%d.state", i) || h.Size < format.EnvelopeSize {
 			t.Fatalf("handle = %+v", h)
 		}
 		got, err := s.ReadState(7, checkpoint.KindCheckpoint, h)
@@ -384,7 +385,7 @@ func TestCorruption(t *testing.T) {
 				overwrite(t, mem, path, b)
 				check(t, path, fmt.Sprintf("flip byte %d of", i))
 			}
-			for _, n := range []int{0, 1, envelopeSize, len(orig) - 1} {
+			for _, n := range []int{0, 1, format.EnvelopeSize, len(orig) - 1} {
 				overwrite(t, mem, path, orig[:n])
 				check(t, path, fmt.Sprintf("truncate to %d bytes", n))
 			}
@@ -473,9 +474,9 @@ func TestNewerVersion(t *testing.T) {
 	path := filepath.Join(s.Dir(m.ID, checkpoint.KindCheckpoint), metadataFile)
 	// Re-seal the file with the next version: intact, but unknown.
 	b := readAll(t, mem, path)
-	body := b[:len(b)-trailerSize]
+	body := b[:len(b)-4] // without the checksum
 	body[11] = FormatVersion + 1
-	overwrite(t, mem, path, binary.BigEndian.AppendUint32(body, checksum(body)))
+	overwrite(t, mem, path, binary.BigEndian.AppendUint32(body, format.Checksum(body)))
 	if _, err := s.Latest(); !errors.Is(err, ErrNewerVersion) || errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), path) {
 		t.Fatalf("Latest with a newer metadata version: %v", err)
 	}

@@ -5,7 +5,7 @@
 //
 //   - [Operator] is one subtask of a sink. At a checkpoint barrier it
 //     prepares the open transaction and stores every pending committable in
-//     the checkpoint ([Queue], [Encode]). When a checkpoint completes it
+//     the checkpoint ([Queue]; encoded by internal/format). When a checkpoint completes it
 //     commits what that checkpoint covers, oldest first, retrying transient
 //     failures. On a deliberate stop it commits what the last completed
 //     checkpoint covers and aborts only what no completed checkpoint covers;

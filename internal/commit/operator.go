@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/internal/format"
 	"github.com/exactlyonce/exactly/internal/runtime"
 	"github.com/exactlyonce/exactly/sink"
 )
@@ -21,7 +22,7 @@ import (
 func Restore[T any](ctx context.Context, sk sink.Sink[T], rc runtime.RestoreContext) (runtime.Restoring, error) {
 	var pending []sink.Committable
 	for _, e := range rc.Entries {
-		c, err := Decode(e)
+		c, err := format.DecodeCommittable(e)
 		if err != nil {
 			return nil, err
 		}
@@ -132,7 +133,7 @@ func (s *Operator[T]) Snapshot(ctx context.Context, id uint64) (func() (checkpoi
 	}
 	var snap checkpoint.SubtaskSnapshot
 	for _, c := range s.queue.Pending() {
-		snap.Entries = append(snap.Entries, Encode(c))
+		snap.Entries = append(snap.Entries, format.EncodeCommittable(c))
 	}
 	return func() (checkpoint.SubtaskSnapshot, error) { return snap, nil }, nil
 }

@@ -1,9 +1,6 @@
 package commit
 
 import (
-	"encoding/binary"
-	"errors"
-	"fmt"
 	"slices"
 
 	"github.com/exactlyonce/exactly/sink"
@@ -56,54 +53,3 @@ func (q *Queue) Pending() []sink.Committable { return slices.Clone(q.pending) }
 
 // Len returns the number of pending committables.
 func (q *Queue) Len() int { return len(q.pending) }
-
-// Committable encodings: version 1 had no incarnation; version 2 adds it
-// as a uvarint-length-prefixed string after the subtask.
-const (
-	committableV1 = 1
-	committableV2 = 2
-)
-
-// errBadCommittable is wrapped by Decode errors.
-var errBadCommittable = errors.New("commit: malformed committable")
-
-// Encode serializes c for a checkpoint.
-func Encode(c sink.Committable) []byte {
-	b := []byte{committableV2}
-	b = binary.AppendUvarint(b, c.CheckpointID)
-	b = binary.AppendUvarint(b, uint64(c.Subtask))
-	b = binary.AppendUvarint(b, uint64(len(c.Incarnation)))
-	b = append(b, c.Incarnation...)
-	return append(b, c.Data...)
-}
-
-// Decode parses the output of [Encode], and the
-// version 1 encoding of earlier checkpoints (with an empty incarnation).
-func Decode(b []byte) (sink.Committable, error) {
-	if len(b) == 0 || (b[0] != committableV1 && b[0] != committableV2) {
-		return sink.Committable{}, fmt.Errorf("%w: unknown version (a checkpoint from a newer engine?)", errBadCommittable)
-	}
-	version := b[0]
-	b = b[1:]
-	id, n := binary.Uvarint(b)
-	if n <= 0 {
-		return sink.Committable{}, fmt.Errorf("%w: bad checkpoint id", errBadCommittable)
-	}
-	b = b[n:]
-	sub, n := binary.Uvarint(b)
-	if n <= 0 || sub > 1<<31 {
-		return sink.Committable{}, fmt.Errorf("%w: bad subtask", errBadCommittable)
-	}
-	b = b[n:]
-	c := sink.Committable{CheckpointID: id, Subtask: int(sub)}
-	if version == committableV2 {
-		size, n := binary.Uvarint(b)
-		if n <= 0 || size > uint64(len(b)-n) {
-			return sink.Committable{}, fmt.Errorf("%w: bad incarnation", errBadCommittable)
-		}
-		c.Incarnation = string(b[n : n+int(size)])
-		b = b[n+int(size):]
-	}
-	c.Data = slices.Clone(b)
-	return c, nil
-}

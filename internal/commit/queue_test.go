@@ -1,7 +1,6 @@
 package commit
 
 import (
-	"errors"
 	"fmt"
 	"reflect"
 	"testing"
@@ -46,30 +45,6 @@ func TestQueueDoneIgnoresNonHead(t *testing.T) {
 	q.Done(sink.Committable{CheckpointID: 2})
 	if q.Len() != 2 {
 		t.Fatalf("Done of a non-head committable removed it; pending %v", idsOf(q.Pending()))
-	}
-}
-
-func TestCommittableRoundTrip(t *testing.T) {
-	c := sink.Committable{CheckpointID: 1 << 40, Subtask: 17, Incarnation: "7f3a", Data: []byte("txn-abc")}
-	got, err := Decode(Encode(c))
-	if err != nil || !reflect.DeepEqual(got, c) {
-		t.Fatalf("round trip = %+v, %v; want %+v", got, err, c)
-	}
-	enc := Encode(c)
-	for i := 0; i < 5; i++ { // version, id, subtask and incarnation truncated
-		if _, err := Decode(enc[:i]); !errors.Is(err, errBadCommittable) {
-			t.Errorf("truncated at %d: err = %v, want errBadCommittable", i, err)
-		}
-	}
-}
-
-func TestCommittableVersion1(t *testing.T) {
-	// Version 1, as wave-1 checkpoints hold it: no incarnation.
-	v1 := []byte{1, 42, 3, 't', 'x', 'n'}
-	got, err := Decode(v1)
-	want := sink.Committable{CheckpointID: 42, Subtask: 3, Data: []byte("txn")}
-	if err != nil || !reflect.DeepEqual(got, want) {
-		t.Fatalf("decode v1 = %+v, %v; want %+v", got, err, want)
 	}
 }
 

@@ -1,0 +1,115 @@
+package format
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/exactlyonce/exactly/checkpoint"
+)
+
+// StateBlobVersion is the first byte of every keyed-state blob, the state
+// of one key group of a keyed operator (see package state):
+//
+//	blob    = version:byte section*
+//	section = name:bytes kind:byte count:uvarint entry*count
+//	bytes   = len:uvarint byte*len
+//
+// What an entry holds depends on the section's kind; package state writes
+// and reads the entries with [AppendBytes], [AppendCount], [BlobReader.Bytes]
+// and [BlobReader.Count].
+const StateBlobVersion = 1
+
+// CorruptBlob returns an error about a malformed keyed-state blob, wrapping
+// [checkpoint.ErrCorrupt] and the errors format and args wrap (%w).
+func CorruptBlob(format string, args ...any) error {
+	return fmt.Errorf("state: corrupt snapshot blob: %w: %w", checkpoint.ErrCorrupt, fmt.Errorf(format, args...))
+}
+
+// AppendCount appends n as a uvarint: the count of a section, a map or a
+// list in a keyed-state blob.
+func AppendCount(dst []byte, n int) []byte {
+	return binary.AppendUvarint(dst, uint64(n))
+}
+
+// AppendSection appends a section of count entries, encoded in entries, to
+// blob, the blob of one key group so far: nil before its first section,
+// which then starts it with StateBlobVersion.
+func AppendSection(blob []byte, name string, kind byte, count int, entries []byte) []byte {
+	if blob == nil {
+		blob = []byte{StateBlobVersion}
+	}
+	blob = AppendBytes(blob, []byte(name))
+	blob = append(blob, kind)
+	blob = AppendCount(blob, count)
+	return append(blob, entries...)
+}
+
+// BlobReader reads a keyed-state blob; the byte strings it returns alias
+// the blob.
+type BlobReader struct {
+	src []byte // unread rest of the blob
+}
+
+// NewBlobReader checks the version of blob and returns a reader of its
+// sections.
+func NewBlobReader(blob []byte) (*BlobReader, error) {
+	if len(blob) == 0 {
+		return nil, CorruptBlob("empty blob")
+	}
+	if blob[0] != StateBlobVersion {
+		return nil, CorruptBlob("format version %d, this build reads version %d: restore with the version of exactly that wrote the checkpoint, or a newer one", blob[0], StateBlobVersion)
+	}
+	return &BlobReader{src: blob[1:]}, nil
+}
+
+// More reports whether another section follows.
+func (r *BlobReader) More() bool { return len(r.src) > 0 }
+
+// Section reads the header of the next section: its name, kind and number
+// of entries. display renders a section name in errors.
+func (r *BlobReader) Section(display func(name string) string) (name string, kind byte, count int, err error) {
+	nameBytes, err := r.Bytes()
+	if err != nil {
+		return "", 0, 0, err
+	}
+	name = string(nameBytes)
+	if len(r.src) == 0 {
+		return "", 0, 0, CorruptBlob("%s: missing kind", display(name))
+	}
+	kind = r.src[0]
+	r.src = r.src[1:]
+	if count, err = r.Count(); err != nil {
+		return "", 0, 0, fmt.Errorf("%s: %w", display(name), err)
+	}
+	return name, kind, count, nil
+}
+
+// Count reads a uvarint count, bounded by the bytes left so that corrupt
+// counts cannot cause huge allocations (every counted item takes at least
+// one byte).
+func (r *BlobReader) Count() (int, error) {
+	n, w := binary.Uvarint(r.src)
+	if w <= 0 {
+		return 0, CorruptBlob("bad count")
+	}
+	r.src = r.src[w:]
+	if n > uint64(len(r.src)) {
+		return 0, CorruptBlob("count %d exceeds the %d bytes left", n, len(r.src))
+	}
+	return int(n), nil
+}
+
+// Bytes reads a length-prefixed byte string.
+func (r *BlobReader) Bytes() ([]byte, error) {
+	n, w := binary.Uvarint(r.src)
+	if w <= 0 {
+		return nil, CorruptBlob("bad length")
+	}
+	r.src = r.src[w:]
+	if n > uint64(len(r.src)) {
+		return nil, CorruptBlob("length %d exceeds the %d bytes left", n, len(r.src))
+	}
+	b := r.src[:n]
+	r.src = r.src[n:]
+	return b, nil
+}
