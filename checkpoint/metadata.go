@@ -13,6 +13,10 @@ import (
 // a restart reads the same bytes again. Test with errors.Is.
 var ErrCorrupt = errors.New("corrupt checkpoint data")
 
+// FormatVersion is the version of the checkpoint format the engine writes
+// (the metadata's format_version; see docs/checkpoint-format.md).
+const FormatVersion = 1
+
 // Kind tells a checkpoint from a savepoint.
 type Kind string
 

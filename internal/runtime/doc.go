@@ -13,7 +13,7 @@
 //
 // # Checkpoints
 //
-// The job driver owns a [checkpoint.Coordinator] and feeds it ticks and
+// The job driver owns a [coordinator.Coordinator] and feeds it ticks and
 // acknowledgements. To take checkpoint N it asks every source subtask, via
 // its mailbox, to record its split positions and emit barrier N. A task with
 // several input channels aligns: once barrier N arrived on a channel it stops
@@ -39,7 +39,7 @@
 // Any task error fails the whole attempt: every task is cancelled and the
 // job restarts from the latest completed checkpoint after a backoff, until
 // the restart strategy gives up or the error is marked permanent. The
-// decision is [checkpoint.Recovery]'s, a pure state machine.
+// decision is [coordinator.Recovery]'s, a pure state machine.
 //
 // # Where things are
 //
@@ -49,9 +49,9 @@
 //   - restore_point.go, restore.go: which checkpoint an attempt restores,
 //     and reading it; restore_sinks.go: fencing and committing the sinks
 //     before an attempt.
-//   - failover.go: attempts one after another, as [checkpoint.Recovery]
+//   - failover.go: attempts one after another, as [coordinator.Recovery]
 //     decides; attempt.go: one attempt; driver.go: the attempt's loop
-//     around the [checkpoint.Coordinator].
+//     around the [coordinator.Coordinator].
 //   - mailbox.go and events.go: what the driver tells a task and what a
 //     task tells the driver.
 //   - task.go: a task and its chain; source_task.go and operator_task.go

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/checkpoint/store"
+	"github.com/exactlyonce/exactly/internal/coordinator"
 )
 
 // driver is one attempt's coordinator loop.
@@ -34,7 +34,7 @@ func (d *driver) loop(ctx, actx context.Context, events <-chan event) attemptRes
 			timer.Reset(max(time.Until(at), 0))
 			tick = timer.C
 		}
-		var actions []checkpoint.Action
+		var actions []coordinator.Action
 		select {
 		case <-ctx.Done():
 			d.result.err = ctx.Err()
@@ -56,7 +56,7 @@ func (d *driver) loop(ctx, actx context.Context, events <-chan event) attemptRes
 	return d.result
 }
 
-func (d *driver) handle(e event) []checkpoint.Action {
+func (d *driver) handle(e event) []coordinator.Action {
 	now := time.Now()
 	switch e.kind {
 	case evAck:
@@ -91,10 +91,10 @@ func (d *driver) sourceSubtasks() int {
 }
 
 // do carries out one coordinator action and returns the actions that follow.
-func (d *driver) do(ctx context.Context, a checkpoint.Action) []checkpoint.Action {
+func (d *driver) do(ctx context.Context, a coordinator.Action) []coordinator.Action {
 	j := d.job
 	switch a := a.(type) {
-	case checkpoint.ReserveID:
+	case coordinator.ReserveID:
 		id, err := j.store.ReserveAbove(j.idFloor)
 		if errors.Is(err, store.ErrNotOwner) {
 			return j.coord.Fenced(time.Now(), err)
@@ -103,7 +103,7 @@ func (d *driver) do(ctx context.Context, a checkpoint.Action) []checkpoint.Actio
 			return j.coord.BeginFailed(time.Now(), err)
 		}
 		return j.coord.Begin(time.Now(), id)
-	case checkpoint.InjectBarriers:
+	case coordinator.InjectBarriers:
 		for _, t := range d.tasks {
 			if t.members[0].source != nil {
 				t.mail.post(func(m *mailbox) {
@@ -111,7 +111,7 @@ func (d *driver) do(ctx context.Context, a checkpoint.Action) []checkpoint.Actio
 				})
 			}
 		}
-	case checkpoint.PersistMetadata:
+	case coordinator.PersistMetadata:
 		_, err := j.store.Complete(a.Metadata)
 		if errors.Is(err, store.ErrNotOwner) {
 			return j.coord.Fenced(time.Now(), err)
@@ -124,7 +124,7 @@ func (d *driver) do(ctx context.Context, a checkpoint.Action) []checkpoint.Actio
 		d.persisted = &CheckpointStats{ID: md.ID, Triggered: md.Triggered, Completed: time.Now(), StateBytes: md.StateBytes()}
 		d.result.restorePoint = newRestorePoint(j.store, &md, j.store.Dir(md.ID, md.Kind))
 		return j.coord.MetadataPersisted(time.Now(), a.Metadata.ID, nil)
-	case checkpoint.NotifyComplete:
+	case coordinator.NotifyComplete:
 		d.completed = a.ID
 		d.result.checkpointed = true
 		d.result.final = d.result.final || a.Final
@@ -149,7 +149,7 @@ func (d *driver) do(ctx context.Context, a checkpoint.Action) []checkpoint.Actio
 			delete(j.savepoints, a.Request)
 			req.reply <- savepointResult{path: j.store.Dir(a.ID, a.Kind)}
 		}
-	case checkpoint.FailOver:
+	case coordinator.FailOver:
 		d.result.err = a.Err
 		if req, ok := j.savepoints[a.Request]; ok {
 			delete(j.savepoints, a.Request)
@@ -160,7 +160,7 @@ func (d *driver) do(ctx context.Context, a checkpoint.Action) []checkpoint.Actio
 			d.result.outcomeUnknown = true
 		}
 		d.finished = true
-	case checkpoint.Abort:
+	case coordinator.Abort:
 		j.metrics.Aborted.Add(1)
 		j.opts.Logger.Warn("checkpoint aborted", "checkpoint", a.ID, "kind", a.Kind, "reason", a.Reason)
 		if a.ID != 0 {

@@ -1,6 +1,6 @@
 package runtime
 
-import "github.com/exactlyonce/exactly/checkpoint"
+import "github.com/exactlyonce/exactly/internal/coordinator"
 
 // eventKind tells what a task reports to the driver.
 type eventKind int
@@ -18,6 +18,6 @@ type event struct {
 	kind   eventKind
 	task   int
 	id     uint64
-	states []checkpoint.SubtaskState
+	states []coordinator.SubtaskState
 	err    error
 }

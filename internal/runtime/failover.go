@@ -8,6 +8,7 @@ import (
 
 	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/checkpoint/store"
+	"github.com/exactlyonce/exactly/internal/coordinator"
 	"github.com/exactlyonce/exactly/sink"
 )
 
@@ -22,7 +23,7 @@ func (j *Job) drive(ctx context.Context, rp *restorePoint) error {
 		j.opts.Logger.Info("the job finished: its last checkpoint is the final one of its input; committing what it covers and running nothing (set RunFinished to run it on from there, for new input; or start with an empty checkpoint directory to run it again from scratch)",
 			"job", j.g.Job, "checkpoint", rp.md.ID)
 	}
-	recovery := checkpoint.NewRecovery(checkpoint.RecoveryConfig{MaxAttempts: r.MaxAttempts, InitialBackoff: r.InitialBackoff, MaxBackoff: r.MaxBackoff}, finished)
+	recovery := coordinator.NewRecovery(coordinator.RecoveryConfig{MaxAttempts: r.MaxAttempts, InitialBackoff: r.InitialBackoff, MaxBackoff: r.MaxBackoff}, finished)
 	for {
 		var res attemptResult
 		if recovery.CommitOnly() {
@@ -30,7 +31,7 @@ func (j *Job) drive(ctx context.Context, rp *restorePoint) error {
 		} else {
 			res = j.attempt(ctx, rp)
 		}
-		d := recovery.AttemptEnded(checkpoint.AttemptEnd{Failure: j.classify(ctx, res.err), Checkpointed: res.checkpointed,
+		d := recovery.AttemptEnded(coordinator.AttemptEnd{Failure: j.classify(ctx, res.err), Checkpointed: res.checkpointed,
 			Final: res.final, OutcomeUnknown: res.outcomeUnknown, CommitPending: res.closeErr != nil})
 		if !d.Restart {
 			return j.endError(ctx, res, d)
@@ -44,9 +45,9 @@ func (j *Job) drive(ctx context.Context, rp *restorePoint) error {
 			return ctx.Err()
 		}
 		switch d.Restore {
-		case checkpoint.RestoreCompleted:
+		case coordinator.RestoreCompleted:
 			rp = res.restorePoint
-		case checkpoint.RestoreLatestInStorage:
+		case coordinator.RestoreLatestInStorage:
 			if res.restorePoint != nil {
 				rp = res.restorePoint
 			}
@@ -60,22 +61,22 @@ func (j *Job) drive(ctx context.Context, rp *restorePoint) error {
 }
 
 // classify tells the recovery decision how an attempt ended.
-func (j *Job) classify(ctx context.Context, err error) checkpoint.Failure {
+func (j *Job) classify(ctx context.Context, err error) coordinator.Failure {
 	switch {
 	case err == nil:
-		return checkpoint.Succeeded
+		return coordinator.Succeeded
 	case fenced(ctx) || errors.Is(err, store.ErrNotOwner) || errors.Is(err, sink.ErrFenced):
-		return checkpoint.Fenced
+		return coordinator.Fenced
 	case ctx.Err() != nil:
-		return checkpoint.Stopped
+		return coordinator.Stopped
 	case sink.IsPermanent(err) || errors.Is(err, checkpoint.ErrCorrupt) || errors.Is(err, errJobStructure):
-		return checkpoint.Permanent
+		return coordinator.Permanent
 	}
-	return checkpoint.Transient
+	return coordinator.Transient
 }
 
 // endError is what Run returns when the recovery decision ends the job.
-func (j *Job) endError(ctx context.Context, res attemptResult, d checkpoint.Decision) error {
+func (j *Job) endError(ctx context.Context, res attemptResult, d coordinator.Decision) error {
 	switch {
 	case res.err == nil:
 		return nil

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/checkpoint/store"
+	"github.com/exactlyonce/exactly/internal/coordinator"
 	"github.com/exactlyonce/exactly/sink"
 )
 
@@ -16,7 +16,7 @@ type Job struct {
 	g     Graph
 	opts  Options
 	store *store.Store
-	coord *checkpoint.Coordinator
+	coord *coordinator.Coordinator
 
 	requests chan savepointRequest
 	// savepoints holds the requests not yet answered, by request id; only
@@ -67,7 +67,7 @@ func Start(ctx context.Context, g Graph, opts Options) (*Job, error) {
 		}
 	}()
 	names := g.taskNames()
-	coord, err := checkpoint.NewCoordinator(checkpoint.Config{
+	coord, err := coordinator.NewCoordinator(coordinator.Config{
 		Job:               g.Job,
 		MaxParallelism:    opts.MaxParallelism,
 		Interval:          opts.CheckpointInterval,

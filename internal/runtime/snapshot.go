@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/internal/coordinator"
 )
 
 // checkpoint snapshots every operator of the chain, forwards the barrier and
@@ -41,7 +42,7 @@ func (t *task) checkpoint(ctx context.Context, b barrier) error {
 		}
 	}
 	t.async.Go(func() {
-		var states []checkpoint.SubtaskState
+		var states []coordinator.SubtaskState
 		for _, p := range snaps {
 			snap, err := encodeRecovered(fmt.Sprintf("%s[%d]: encoding the snapshot", p.m.spec.Name, t.subtask), p.encode)
 			var pe *PanicError
@@ -67,7 +68,7 @@ func (t *task) checkpoint(ctx context.Context, b barrier) error {
 			if p.m.spec.Keyed {
 				h.KeyGroupStart, h.KeyGroupEnd = p.m.keys.Start, p.m.keys.End
 			}
-			states = append(states, checkpoint.SubtaskState{Operator: p.m.spec.Name, Parallelism: p.m.spec.Parallelism, Handle: h})
+			states = append(states, coordinator.SubtaskState{Operator: p.m.spec.Name, Parallelism: p.m.spec.Parallelism, Handle: h})
 		}
 		t.report(ctx, event{kind: evAck, id: id, states: states})
 	})

@@ -1,9 +1,10 @@
-package checkpoint
+package coordinator
 
 import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/exactlyonce/exactly/checkpoint"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -106,7 +107,7 @@ func runScript(t *testing.T, file string) {
 			}
 			sub := mustInt(t, f[2])
 			actions = c.Ack(now, uint64(mustInt(t, f[1])), sub, []SubtaskState{{
-				Operator: op, Parallelism: 2, Handle: StateHandle{Subtask: sub, File: fmt.Sprintf("%s-%d", op, sub)},
+				Operator: op, Parallelism: 2, Handle: checkpoint.StateHandle{Subtask: sub, File: fmt.Sprintf("%s-%d", op, sub)},
 			}})
 		case "decline":
 			actions = c.Decline(now, uint64(mustInt(t, f[1])), mustInt(t, f[2]), "snapshot failed")

@@ -1,14 +1,12 @@
-package checkpoint
+package coordinator
 
 import (
 	"fmt"
+	"github.com/exactlyonce/exactly/checkpoint"
 	"slices"
 	"strings"
 	"time"
 )
-
-// FormatVersion is the metadata format version this package writes.
-const FormatVersion = 1
 
 // Config holds the coordinator's timing rules. All durations are positive
 // except MinPause, which may be zero.
@@ -49,8 +47,8 @@ type Action interface {
 // ReserveID asks the driver to reserve a fresh checkpoint id durably and to
 // call [Coordinator.Begin] with it.
 type ReserveID struct {
-	// Kind is the kind of the checkpoint about to begin.
-	Kind Kind
+	// checkpoint.Kind is the kind of the checkpoint about to begin.
+	Kind checkpoint.Kind
 }
 
 // InjectBarriers asks the driver to have every source subtask emit the
@@ -58,8 +56,8 @@ type ReserveID struct {
 type InjectBarriers struct {
 	// ID is the checkpoint id.
 	ID uint64
-	// Kind is checkpoint or savepoint.
-	Kind Kind
+	// checkpoint.Kind is checkpoint or savepoint.
+	Kind checkpoint.Kind
 	// EndOfInput marks the final checkpoint, triggered after every source
 	// finished: nothing may be emitted after its barrier.
 	EndOfInput bool
@@ -68,8 +66,8 @@ type InjectBarriers struct {
 // PersistMetadata asks the driver to write the metadata durably and to call
 // [Coordinator.MetadataPersisted].
 type PersistMetadata struct {
-	// Metadata is the complete description of the checkpoint.
-	Metadata Metadata
+	// checkpoint.Metadata is the complete description of the checkpoint.
+	Metadata checkpoint.Metadata
 }
 
 // NotifyComplete tells the driver that checkpoint ID is complete: subtasks
@@ -77,8 +75,8 @@ type PersistMetadata struct {
 type NotifyComplete struct {
 	// ID is the checkpoint id.
 	ID uint64
-	// Kind is checkpoint or savepoint.
-	Kind Kind
+	// checkpoint.Kind is checkpoint or savepoint.
+	Kind checkpoint.Kind
 	// Request is the savepoint request this completion answers, or 0.
 	Request uint64
 	// Final is true when this checkpoint ends the job: either it was a stop
@@ -94,8 +92,8 @@ type NotifyComplete struct {
 type Abort struct {
 	// ID is the checkpoint id, or 0 when no id had been reserved yet.
 	ID uint64
-	// Kind is checkpoint or savepoint.
-	Kind Kind
+	// checkpoint.Kind is checkpoint or savepoint.
+	Kind checkpoint.Kind
 	// Request is the savepoint request that failed with it, or 0.
 	Request uint64
 	// Reason says why.
@@ -154,7 +152,7 @@ type SubtaskState struct {
 	// Parallelism is the operator's parallelism.
 	Parallelism int
 	// Handle points at the written state file.
-	Handle StateHandle
+	Handle checkpoint.StateHandle
 }
 
 type phase int
@@ -181,7 +179,7 @@ type Coordinator struct {
 
 	phase       phase
 	id          uint64 // in-flight checkpoint id (acking, persisting)
-	kind        Kind
+	kind        checkpoint.Kind
 	request     savepointRequest // savepoint request served by the in-flight checkpoint
 	final       bool             // in-flight checkpoint was triggered after all sources finished
 	triggeredAt time.Time
@@ -238,12 +236,12 @@ func (c *Coordinator) Tick(now time.Time) []Action {
 	case len(c.savepoints) > 0:
 		c.request = c.savepoints[0]
 		c.savepoints = c.savepoints[1:]
-		return c.reserve(now, KindSavepoint)
+		return c.reserve(now, checkpoint.KindSavepoint)
 	case c.sourcesFinished:
 		c.final = true
-		return c.reserve(now, KindCheckpoint)
+		return c.reserve(now, checkpoint.KindCheckpoint)
 	case now.Sub(c.lastTrigger) >= c.cfg.Interval && now.Sub(c.lastEnd) >= c.cfg.MinPause:
-		return c.reserve(now, KindCheckpoint)
+		return c.reserve(now, checkpoint.KindCheckpoint)
 	}
 	return nil
 }
@@ -277,7 +275,7 @@ func (c *Coordinator) NextTick() (at time.Time, ok bool) {
 // checkpoint. The savepoint is triggered as soon as no checkpoint is in flight.
 func (c *Coordinator) RequestSavepoint(now time.Time, request uint64, stop bool) []Action {
 	if c.stopped {
-		return []Action{Abort{Kind: KindSavepoint, Request: request, Reason: "the job is finishing"}}
+		return []Action{Abort{Kind: checkpoint.KindSavepoint, Request: request, Reason: "the job is finishing"}}
 	}
 	c.savepoints = append(c.savepoints, savepointRequest{id: request, stop: stop})
 	return c.Tick(now)
@@ -454,7 +452,7 @@ func (c *Coordinator) InFlight() uint64 {
 	return 0
 }
 
-func (c *Coordinator) reserve(now time.Time, kind Kind) []Action {
+func (c *Coordinator) reserve(now time.Time, kind checkpoint.Kind) []Action {
 	c.phase = reserving
 	c.kind = kind
 	c.lastTrigger = now
@@ -481,20 +479,20 @@ func (c *Coordinator) finish(now time.Time) {
 	c.lastEnd = now
 }
 
-func (c *Coordinator) metadata(now time.Time) Metadata {
-	byOp := map[string]*OperatorState{}
+func (c *Coordinator) metadata(now time.Time) checkpoint.Metadata {
+	byOp := map[string]*checkpoint.OperatorState{}
 	for _, states := range c.acked {
 		for _, s := range states {
 			op := byOp[s.Operator]
 			if op == nil {
-				op = &OperatorState{Name: s.Operator, Parallelism: s.Parallelism}
+				op = &checkpoint.OperatorState{Name: s.Operator, Parallelism: s.Parallelism}
 				byOp[s.Operator] = op
 			}
 			op.Subtasks = append(op.Subtasks, s.Handle)
 		}
 	}
-	m := Metadata{
-		FormatVersion:  FormatVersion,
+	m := checkpoint.Metadata{
+		FormatVersion:  checkpoint.FormatVersion,
 		ID:             c.id,
 		Kind:           c.kind,
 		Job:            c.cfg.Job,
@@ -506,9 +504,9 @@ func (c *Coordinator) metadata(now time.Time) Metadata {
 		Completed:      now,
 	}
 	for _, op := range byOp {
-		slices.SortFunc(op.Subtasks, func(a, b StateHandle) int { return a.Subtask - b.Subtask })
+		slices.SortFunc(op.Subtasks, func(a, b checkpoint.StateHandle) int { return a.Subtask - b.Subtask })
 		m.Operators = append(m.Operators, *op)
 	}
-	slices.SortFunc(m.Operators, func(a, b OperatorState) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(m.Operators, func(a, b checkpoint.OperatorState) int { return strings.Compare(a.Name, b.Name) })
 	return m
 }
