@@ -2,18 +2,14 @@ package coordinator
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"github.com/exactlyonce/exactly/checkpoint"
-	"os"
-	"path/filepath"
+	"github.com/exactlyonce/exactly/internal/scripttest"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 )
-
-var rewrite = flag.Bool("rewrite", false, "rewrite the expected output in testdata/*.txt")
 
 // TestCoordinatorScripts replays every testdata/coordinator_*.txt script.
 //
@@ -35,35 +31,17 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output in testda
 //
 // Run with -rewrite to regenerate the expected output after a deliberate change.
 func TestCoordinatorScripts(t *testing.T) {
-	files, err := filepath.Glob("testdata/coordinator_*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scripts found: %v", err)
-	}
-	for _, file := range files {
-		t.Run(filepath.Base(file), func(t *testing.T) { runScript(t, file) })
-	}
+	scripttest.Run(t, "testdata/coordinator_*.txt", newCoordinatorScript)
 }
 
-func runScript(t *testing.T, file string) {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
+func newCoordinatorScript(t *testing.T) func(f []string) []string {
 	var (
 		c     *Coordinator
 		start = time.Unix(1_700_000_000, 0).UTC()
 		now   = start
-		out   strings.Builder
 	)
-	for _, line := range strings.Split(string(data), "\n") {
-		if !strings.HasPrefix(line, "> ") && !strings.HasPrefix(line, "#") {
-			continue // expected output: regenerated below
-		}
-		out.WriteString(line + "\n")
-		if strings.HasPrefix(line, "#") {
-			continue
-		}
-		f := strings.Fields(strings.TrimPrefix(line, "> "))
+	return func(f []string) []string {
+		var out strings.Builder
 		var actions []Action
 		switch f[0] {
 		case "config":
@@ -84,13 +62,12 @@ func runScript(t *testing.T, file string) {
 				case "names":
 					cfg.SubtaskNames = strings.Split(v, ",")
 				default:
-					t.Fatalf("%s: unknown config key %q", file, k)
+					t.Fatalf("unknown config key %q", k)
 				}
 			}
-			c, err = NewCoordinator(cfg)
-			if err != nil {
+			var err error
+			if c, err = NewCoordinator(cfg); err != nil {
 				fmt.Fprintf(&out, "error: %v\n", err)
-				continue
 			}
 		case "at":
 			now = start.Add(mustDuration(t, f[1]))
@@ -133,40 +110,13 @@ func runScript(t *testing.T, file string) {
 				fmt.Fprintf(&out, "next-tick: at %v\n", at.Sub(start))
 			}
 		default:
-			t.Fatalf("%s: unknown command %q", file, f[0])
+			t.Fatalf("unknown command %q", f[0])
 		}
 		for _, a := range actions {
 			out.WriteString(a.String() + "\n")
 		}
+		return lines(out.String())
 	}
-	got := out.String()
-	if *rewrite {
-		if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	if got != string(data) {
-		t.Errorf("%s: output differs (run with -rewrite to accept):\n%s", file, diffLines(string(data), got))
-	}
-}
-
-func diffLines(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	var b strings.Builder
-	for i := 0; i < len(w) || i < len(g); i++ {
-		var wl, gl string
-		if i < len(w) {
-			wl = w[i]
-		}
-		if i < len(g) {
-			gl = g[i]
-		}
-		if wl != gl {
-			fmt.Fprintf(&b, "line %d:\n  want: %s\n  got:  %s\n", i+1, wl, gl)
-		}
-	}
-	return b.String()
 }
 
 func mustDuration(t *testing.T, s string) time.Duration {
@@ -183,4 +133,12 @@ func mustInt(t *testing.T, s string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// lines splits a command's output into its lines.
+func lines(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(strings.TrimSuffix(s, "\n"), "\n")
 }

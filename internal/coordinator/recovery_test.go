@@ -1,8 +1,7 @@
 package coordinator
 
 import (
-	"os"
-	"path/filepath"
+	"github.com/exactlyonce/exactly/internal/scripttest"
 	"strings"
 	"testing"
 )
@@ -15,33 +14,15 @@ import (
 //
 // Run with -rewrite to regenerate the expected output.
 func TestRecoveryScripts(t *testing.T) {
-	files, err := filepath.Glob("testdata/recovery_*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scripts found: %v", err)
-	}
-	for _, file := range files {
-		t.Run(filepath.Base(file), func(t *testing.T) { runRecoveryScript(t, file) })
-	}
+	scripttest.Run(t, "testdata/recovery_*.txt", newRecoveryScript)
 }
 
-func runRecoveryScript(t *testing.T, file string) {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
+func newRecoveryScript(t *testing.T) func(f []string) []string {
 	var (
-		r   *Recovery
-		out strings.Builder
+		r *Recovery
 	)
-	for _, line := range strings.Split(string(data), "\n") {
-		if !strings.HasPrefix(line, "> ") && !strings.HasPrefix(line, "#") {
-			continue
-		}
-		out.WriteString(line + "\n")
-		if strings.HasPrefix(line, "#") {
-			continue
-		}
-		f := strings.Fields(strings.TrimPrefix(line, "> "))
+	return func(f []string) []string {
+		var out strings.Builder
 		switch f[0] {
 		case "config":
 			var cfg RecoveryConfig
@@ -58,7 +39,7 @@ func runRecoveryScript(t *testing.T, file string) {
 				case "finished":
 					finished = true
 				default:
-					t.Fatalf("%s: unknown config key %q", file, k)
+					t.Fatalf("unknown config key %q", k)
 				}
 			}
 			r = NewRecovery(cfg, finished)
@@ -83,22 +64,13 @@ func runRecoveryScript(t *testing.T, file string) {
 				case "pending":
 					a.CommitPending = true
 				default:
-					t.Fatalf("%s: unknown attempt flag %q", file, flag)
+					t.Fatalf("unknown attempt flag %q", flag)
 				}
 			}
 			out.WriteString(r.AttemptEnded(a).String() + "\n")
 		default:
-			t.Fatalf("%s: unknown command %q", file, f[0])
+			t.Fatalf("unknown command %q", f[0])
 		}
-	}
-	got := out.String()
-	if *rewrite {
-		if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	if got != string(data) {
-		t.Errorf("%s: output differs (run with -rewrite to accept):\n%s", file, diffLines(string(data), got))
+		return lines(out.String())
 	}
 }

@@ -1,18 +1,14 @@
 package runtime
 
 import (
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
+	"github.com/exactlyonce/exactly/internal/scripttest"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/exactlyonce/exactly/checkpoint"
 )
-
-var rewrite = flag.Bool("rewrite", false, "rewrite the expected output in testdata/*.txt")
 
 // TestAlignerScripts replays every testdata/aligner_*.txt script.
 //
@@ -27,42 +23,22 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output in testda
 //
 // Run with -rewrite to regenerate the expected output after a deliberate change.
 func TestAlignerScripts(t *testing.T) {
-	files, err := filepath.Glob("testdata/aligner_*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scripts found: %v", err)
-	}
-	for _, file := range files {
-		t.Run(filepath.Base(file), func(t *testing.T) { runAlignerScript(t, file) })
-	}
+	scripttest.Run(t, "testdata/aligner_*.txt", newAlignerScript)
 }
 
-func runAlignerScript(t *testing.T, file string) {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		a   *aligner
-		out strings.Builder
-	)
+func newAlignerScript(t *testing.T) func(f []string) []string {
+	var a *aligner
 	num := func(s string) int {
 		n, err := strconv.Atoi(s)
 		if err != nil {
-			t.Fatalf("%s: %q is not a number", file, s)
+			t.Fatalf("%q is not a number", s)
 		}
 		return n
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if !strings.HasPrefix(line, "> ") && !strings.HasPrefix(line, "#") {
-			continue // expected output: regenerated below
-		}
-		out.WriteString(line + "\n")
-		if strings.HasPrefix(line, "#") {
-			continue
-		}
-		f := strings.Fields(strings.TrimPrefix(line, "> "))
+	return func(f []string) []string {
+		var out strings.Builder
 		if f[0] != "inputs" && a == nil {
-			t.Fatalf("%s: %q before inputs", file, line)
+			t.Fatalf("%q before inputs", f)
 		}
 		var (
 			take barrier
@@ -80,14 +56,14 @@ func runAlignerScript(t *testing.T, file string) {
 				case "end-of-input":
 					b.endOfInput = true
 				default:
-					t.Fatalf("%s: unknown barrier option %q", file, opt)
+					t.Fatalf("unknown barrier option %q", opt)
 				}
 			}
 			take, ok = a.onBarrier(num(f[1]), b)
 		case "end":
 			take, ok = a.onEnd(num(f[1]))
 		default:
-			t.Fatalf("%s: unknown command %q", file, f[0])
+			t.Fatalf("unknown command %q", f[0])
 		}
 		if ok {
 			fmt.Fprintf(&out, "take id=%d kind=%s end-of-input=%t\n", take.id, take.kind, take.endOfInput)
@@ -99,15 +75,14 @@ func runAlignerScript(t *testing.T, file string) {
 			}
 		}
 		fmt.Fprintf(&out, "readable=[%s] live=%d\n", strings.Join(readable, " "), a.liveInputs())
+		return lines(out.String())
 	}
-	got := out.String()
-	if *rewrite {
-		if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
+}
+
+// lines splits a command's output into its lines.
+func lines(s string) []string {
+	if s == "" {
+		return nil
 	}
-	if got != string(data) {
-		t.Errorf("%s: output differs (run with -rewrite to accept):\ngot:\n%s\nwant:\n%s", file, got, data)
-	}
+	return strings.Split(strings.TrimSuffix(s, "\n"), "\n")
 }
