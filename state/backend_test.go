@@ -4,14 +4,15 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"github.com/exactlyonce/exactly/checkpoint"
-	"github.com/exactlyonce/exactly/internal/format"
 	"maps"
 	"math"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/internal/format"
 )
 
 // fixture is a backend with one state of every kind, as an operator would declare it.

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/exactlyonce/exactly/stream"
 	"io"
 	"log/slog"
 	"net"
@@ -26,6 +25,7 @@ import (
 	"github.com/exactlyonce/exactly/cmd/exactly/internal/demo"
 	"github.com/exactlyonce/exactly/internal/crashtest"
 	"github.com/exactlyonce/exactly/metrics"
+	"github.com/exactlyonce/exactly/stream"
 )
 
 const usage = `exactly — an exactly-once stream-processing engine for Go

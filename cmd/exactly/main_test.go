@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"github.com/exactlyonce/exactly/stream"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/exactlyonce/exactly/cmd/exactly/internal/demo"
+	"github.com/exactlyonce/exactly/stream"
 )
 
 func TestDemoRunsAndVerifies(t *testing.T) {

@@ -2,10 +2,11 @@ package coordinator
 
 import (
 	"fmt"
-	"github.com/exactlyonce/exactly/checkpoint"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/exactlyonce/exactly/checkpoint"
 )
 
 // Config holds the coordinator's timing rules. All durations are positive

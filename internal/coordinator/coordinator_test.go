@@ -3,12 +3,13 @@ package coordinator
 import (
 	"errors"
 	"fmt"
-	"github.com/exactlyonce/exactly/checkpoint"
-	"github.com/exactlyonce/exactly/internal/scripttest"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/internal/scripttest"
 )
 
 // TestCoordinatorScripts replays every testdata/coordinator_*.txt script.

@@ -1,9 +1,10 @@
 package coordinator
 
 import (
-	"github.com/exactlyonce/exactly/internal/scripttest"
 	"strings"
 	"testing"
+
+	"github.com/exactlyonce/exactly/internal/scripttest"
 )
 
 // TestRecoveryScripts replays every testdata/recovery_*.txt script, as

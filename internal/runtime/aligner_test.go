@@ -2,12 +2,12 @@ package runtime
 
 import (
 	"fmt"
-	"github.com/exactlyonce/exactly/internal/scripttest"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/internal/scripttest"
 )
 
 // TestAlignerScripts replays every testdata/aligner_*.txt script.
