@@ -44,7 +44,9 @@ log() { echo "kafka.sh: $*" >&2; }
 
 running() { [[ -f $pidfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
 
-port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# A connect that the listener's full backlog leaves unanswered would hang
+# for minutes (SYN retries): it is bounded to 2s and counts as not ready.
+port_busy() { timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$0"' "$1" 2>/dev/null; }
 
 fetch_jars() {
 	[[ -f $jars/.complete ]] && return

@@ -240,7 +240,7 @@ func Supervise(o Options, command func(ctx context.Context) *exec.Cmd, logf func
 		switch {
 		case killed:
 			outcome = "SIGKILLed"
-		case err != nil && claimed:
+		case err != nil:
 			outcome = "exited: " + firstLine(err.Error())
 		}
 		logf("run %d: kill %s: %s after %v", rep.Runs, killSpec(kind, env), outcome, time.Since(began).Round(time.Millisecond))
