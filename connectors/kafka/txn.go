@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -240,9 +241,14 @@ func isRetriableErr(err error) bool {
 	return !errors.Is(err, context.Canceled)
 }
 
-// outcome reads c's record back with read_committed isolation: the
-// broker's last stable offset says whether the transaction is decided, and
-// its aborted-transactions index whether it was aborted.
+// outcome decides from the log whether c's transaction was committed or
+// aborted: it reads the partition from c's first record on, without
+// isolation, and looks for the transaction's marker (the control batch of
+// c's producer that follows its records). Neither the partition's last
+// stable offset nor its aborted-transactions index is used: any other
+// transaction open in the partition holds both back, and a transaction
+// aborted behind it would look undecided until that one ended. No marker
+// up to the high watermark means the transaction is open.
 func (a *txnAdmin) outcome(ctx context.Context, c committable) (txnOutcome, error) {
 	md, err := kadm.NewClient(a.cl).Metadata(ctx, c.Topic)
 	if err != nil {
@@ -256,54 +262,108 @@ func (a *txnAdmin) outcome(ctx context.Context, c committable) (txnOutcome, erro
 	if !ok || pd.Err != nil {
 		return 0, fmt.Errorf("partition %d of topic %q is unavailable: %v", c.Partition, c.Topic, pd.Err)
 	}
+	broker := a.cl.Broker(int(pd.Leader))
+	first := true
+	for offset, fetches := c.Offset, 0; fetches < maxOutcomeFetches; fetches++ {
+		batches, hwm, err := fetchUncommitted(ctx, broker, c.Topic, td.ID, c.Partition, offset)
+		if err != nil {
+			return 0, err
+		}
+		if first {
+			if len(batches) == 0 {
+				return 0, fmt.Errorf("no record at %s/%d offset %d (high watermark %d): the topic was recreated or its log truncated", c.Topic, c.Partition, c.Offset, hwm)
+			}
+			b := batches[0]
+			last := b.FirstOffset + int64(b.LastOffsetDelta)
+			if b.ProducerID != c.ProducerID || c.Offset < b.FirstOffset || c.Offset > last {
+				return 0, fmt.Errorf("the record at %s/%d offset %d is not from producer %d (found producer %d, offsets %d-%d): the topic was recreated or its log truncated", c.Topic, c.Partition, c.Offset, c.ProducerID, b.ProducerID, b.FirstOffset, last)
+			}
+			first = false
+		}
+		for _, b := range batches {
+			if b.FirstOffset <= c.Offset || b.ProducerID != c.ProducerID || b.Attributes&controlBatch == 0 {
+				continue
+			}
+			var r kmsg.Record
+			var key kmsg.ControlRecordKey
+			if err := r.ReadFrom(b.Records); err != nil {
+				return 0, fmt.Errorf("reading the control record at %s/%d offset %d: %w", c.Topic, c.Partition, b.FirstOffset, err)
+			}
+			if err := key.ReadFrom(r.Key); err != nil {
+				return 0, fmt.Errorf("reading the control record key at %s/%d offset %d: %w", c.Topic, c.Partition, b.FirstOffset, err)
+			}
+			switch key.Type {
+			case kmsg.ControlRecordKeyTypeCommit:
+				return outcomeCommitted, nil
+			case kmsg.ControlRecordKeyTypeAbort:
+				return outcomeAborted, nil
+			}
+		}
+		if len(batches) == 0 {
+			return outcomeOpen, nil
+		}
+		b := batches[len(batches)-1]
+		if offset = b.FirstOffset + int64(b.LastOffsetDelta) + 1; offset >= hwm {
+			return outcomeOpen, nil
+		}
+	}
+	return 0, fmt.Errorf("no marker of transaction %s within %d fetches (1 MiB each) after %s/%d offset %d", c.TxnID, maxOutcomeFetches, c.Topic, c.Partition, c.Offset)
+}
+
+// maxOutcomeFetches bounds the log outcome reads before it gives up.
+const maxOutcomeFetches = 256
+
+// controlBatch is the attribute bit of a record batch that holds a
+// transaction marker.
+const controlBatch = 0x20
+
+// fetchUncommitted reads up to 1 MiB of record batches of a partition from
+// offset, without isolation, and returns them with the high watermark.
+func fetchUncommitted(ctx context.Context, broker *kgo.Broker, topic string, topicID [16]byte, partition int32, offset int64) ([]kmsg.RecordBatch, int64, error) {
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = -1
 	req.MinBytes = 1
 	req.MaxBytes = 1 << 20
-	req.IsolationLevel = 1
 	req.SessionEpoch = -1
 	t := kmsg.NewFetchRequestTopic()
-	t.Topic, t.TopicID = c.Topic, td.ID
+	t.Topic, t.TopicID = topic, topicID
 	p := kmsg.NewFetchRequestTopicPartition()
-	p.Partition, p.FetchOffset, p.PartitionMaxBytes = c.Partition, c.Offset, 1<<20
+	p.Partition, p.FetchOffset, p.PartitionMaxBytes = partition, offset, 1<<20
 	p.CurrentLeaderEpoch, p.LogStartOffset = -1, -1
 	t.Partitions = append(t.Partitions, p)
 	req.Topics = append(req.Topics, t)
-	raw, err := a.cl.Broker(int(pd.Leader)).Request(ctx, req)
+	raw, err := broker.Request(ctx, req)
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
 	resp := raw.(*kmsg.FetchResponse)
 	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		return 0, err
+		return nil, 0, err
 	}
 	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-		return 0, errors.New("malformed fetch response")
+		return nil, 0, errors.New("malformed fetch response")
 	}
 	rp := resp.Topics[0].Partitions[0]
 	if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
 		if errors.Is(err, kerr.OffsetOutOfRange) {
-			return 0, fmt.Errorf("offset %d of %s/%d is no longer in the log (retention or deleted records, log start offset %d): the outcome cannot be read back: %w", c.Offset, c.Topic, c.Partition, rp.LogStartOffset, err)
+			return nil, 0, fmt.Errorf("offset %d of %s/%d is no longer in the log (retention or deleted records, log start offset %d): the outcome cannot be read back: %w", offset, topic, partition, rp.LogStartOffset, err)
 		}
-		return 0, err
+		return nil, 0, err
 	}
-	if rp.LastStableOffset <= c.Offset {
-		return outcomeOpen, nil
-	}
-	var batch kmsg.RecordBatch
-	if err := batch.ReadFrom(rp.RecordBatches); err != nil {
-		return 0, fmt.Errorf("reading the record batch at %s/%d offset %d: %w", c.Topic, c.Partition, c.Offset, err)
-	}
-	last := batch.FirstOffset + int64(batch.LastOffsetDelta)
-	if batch.ProducerID != c.ProducerID || c.Offset < batch.FirstOffset || c.Offset > last {
-		return 0, fmt.Errorf("the record at %s/%d offset %d is not from producer %d (found producer %d, offsets %d-%d): the topic was recreated or its log truncated", c.Topic, c.Partition, c.Offset, c.ProducerID, batch.ProducerID, batch.FirstOffset, last)
-	}
-	for _, at := range rp.AbortedTransactions {
-		if at.ProducerID == c.ProducerID && at.FirstOffset <= c.Offset {
-			return outcomeAborted, nil
+	var batches []kmsg.RecordBatch
+	for in := rp.RecordBatches; len(in) >= 12; {
+		size := 12 + int(int32(binary.BigEndian.Uint32(in[8:12])))
+		if size > len(in) {
+			break // a partial batch at the end of the response
 		}
+		var b kmsg.RecordBatch
+		if err := b.ReadFrom(in[:size]); err != nil {
+			return nil, 0, fmt.Errorf("reading a record batch of %s/%d after offset %d: %w", topic, partition, offset, err)
+		}
+		batches = append(batches, b)
+		in = in[size:]
 	}
-	return outcomeCommitted, nil
+	return batches, rp.HighWatermark, nil
 }
 
 // fencedOrInvalid reports whether an EndTxn error code means the

@@ -1,0 +1,84 @@
+package kafka_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactlyonce/exactly/internal/testenv"
+	"github.com/exactlyonce/exactly/sink"
+)
+
+// TestAbortedCommitBehindAnotherOpenTransaction: a prepared transaction
+// that was aborted (its epoch bumped by another InitProducerID) while an
+// older transaction of another producer stays open in the same partition
+// is recognised as aborted at once. The partition's last stable offset,
+// which the open transaction holds back, says nothing about it: a check
+// on it alone answered "not decided in the log yet; retrying" until the
+// other transaction ended (seen in the 529-fault torture run of seed
+// 20261211, where it lasted until the transaction timeout).
+func TestAbortedCommitBehindAnotherOpenTransaction(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	adm := admin(t, brokers)
+	topic, prefix := uniqueName("behind"), uniqueName("behind-txn")
+	createTopic(t, adm, topic, 1)
+	ctx := context.Background()
+
+	// Another producer's transaction, open before ours, holds the LSO.
+	holder, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.TransactionalID(uniqueName("holder")), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	if err := holder.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.ProduceSync(ctx, &kgo.Record{Value: []byte("holder")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	defer holder.EndTransaction(ctx, kgo.TryAbort)
+
+	s := bytesSink(t, brokers, topic, prefix)
+	cm := prepare(t, s, 0, 1, "ours")
+	// Someone bumps the epoch of our transactional id: the coordinator
+	// aborts our prepared transaction.
+	ids := knownTransactionalIDs(t, adm, prefix)
+	if len(ids) == 0 {
+		t.Fatal("no transactional id of the sink")
+	}
+	for _, id := range ids {
+		fencer, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.TransactionalID(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := fencer.ProducerID(ctx); err != nil {
+			t.Fatal(err)
+		}
+		fencer.Close()
+	}
+
+	c, err := s.NewCommitter(ctx, sink.CommitterInfo{Job: "t", Sink: "out"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err = c.Commit(cctx, cm)
+	if err == nil {
+		t.Fatal("the aborted transaction committed")
+	}
+	if strings.Contains(err.Error(), "not decided in the log yet") {
+		t.Fatalf("Commit = %v: the aborted transaction was taken for an undecided one", err)
+	}
+	if !sink.IsPermanent(err) && !errors.Is(err, sink.ErrFenced) {
+		t.Fatalf("Commit = %v, want a permanent or fenced error saying the transaction was aborted", err)
+	}
+	if !strings.Contains(err.Error(), "aborted") {
+		t.Fatalf("Commit = %v, want it to say the transaction was aborted", err)
+	}
+}
