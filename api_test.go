@@ -14,9 +14,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/exactlyonce/exactly/internal/scripttest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/api/*.txt from the current code")
@@ -61,7 +62,7 @@ func TestAPI(t *testing.T) {
 			continue
 		}
 		if string(old) != string(doc) {
-			t.Errorf("the exported API of %s changed: if deliberate, run go test -run TestAPI -update . and review the diff of %s\n%s", pkg, golden, firstDifference(string(old), string(doc)))
+			t.Errorf("the exported API of %s changed: if deliberate, run go test -run TestAPI -update . and review the diff of %s\n%s", pkg, golden, scripttest.DiffLines(string(old), string(doc)))
 		}
 	}
 	files, _ := filepath.Glob(filepath.Join("testdata", "api", "*.txt"))
@@ -76,22 +77,4 @@ func TestAPI(t *testing.T) {
 			t.Errorf("%s names no public package: remove it (go test -run TestAPI -update .)", f)
 		}
 	}
-}
-
-// firstDifference shows the first line where two texts differ.
-func firstDifference(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	for i := 0; i < len(w) || i < len(g); i++ {
-		var wl, gl string
-		if i < len(w) {
-			wl = w[i]
-		}
-		if i < len(g) {
-			gl = g[i]
-		}
-		if wl != gl {
-			return "line " + strconv.Itoa(i+1) + ":\n  golden: " + wl + "\n  now:    " + gl
-		}
-	}
-	return ""
 }

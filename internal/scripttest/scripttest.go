@@ -62,12 +62,13 @@ func replay(t *testing.T, file string, command func(fields []string) []string) {
 		return
 	}
 	if got != string(data) {
-		t.Errorf("%s: output differs (run with -rewrite to accept):\n%s", file, diffLines(string(data), got))
+		t.Errorf("%s: output differs (run with -rewrite to accept):\n%s", file, DiffLines(string(data), got))
 	}
 }
 
-// diffLines lists the lines where want and got differ.
-func diffLines(want, got string) string {
+// DiffLines lists the lines where want and got differ, for the failure
+// of a golden-file test.
+func DiffLines(want, got string) string {
 	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
 	var b strings.Builder
 	for i := 0; i < len(w) || i < len(g); i++ {
