@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs every check and test of the project against real services.
 #
-# It starts the services the tests need (PostgreSQL, Kafka and toxiproxy,
-# through scripts/postgres.sh, scripts/kafka.sh and scripts/toxiproxy.sh,
-# which install what is missing),
+# It starts the services the tests need (PostgreSQL, Kafka, toxiproxy and
+# an S3 server, through scripts/postgres.sh, scripts/kafka.sh,
+# scripts/toxiproxy.sh and scripts/s3.sh, which install what is missing),
 # exports their addresses, runs gofmt, go vet and `go test -race ./...`
 # with EXACTLY_REQUIRE_SERVICES=1 (a test that needs a missing service fails
 # instead of skipping), and stops the services at the end.
@@ -37,12 +37,15 @@ start_service() {
 # as KAFKA_PORT+3, where the torture suite puts toxiproxy), so that suite
 # never restarts it under the Kafka tests that run beside it.
 export KAFKA_PROXY_PORT=${KAFKA_PROXY_PORT:-$((${KAFKA_PORT:-29092} + 3))}
-for service in postgres kafka toxiproxy; do
+for service in postgres kafka toxiproxy s3; do
 	if [[ -x "scripts/$service.sh" ]]; then
 		start_service "$service"
 	fi
 done
 export EXACTLY_REQUIRE_SERVICES=1
+# The fixed credentials of the test S3 server (scripts/s3.sh), in the
+# standard variables every S3 client reads.
+export AWS_ACCESS_KEY_ID=exactly-test-access AWS_SECRET_ACCESS_KEY=exactly-test-secret-key
 
 unformatted=$(gofmt -l .)
 if [[ -n "$unformatted" ]]; then

@@ -1,13 +1,10 @@
 package store
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
 	"path/filepath"
-	"slices"
-	"strings"
 
 	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/internal/format"
@@ -32,20 +29,14 @@ func (s *Store) ReadStateAt(dir string, h checkpoint.StateHandle) (checkpoint.Su
 
 func (s *Store) readState(dir string, h checkpoint.StateHandle) (checkpoint.SubtaskSnapshot, error) {
 	path := filepath.Join(dir, h.File)
-	if !validStateFile(h.File) {
-		return checkpoint.SubtaskSnapshot{}, format.Corruptf(filepath.Join(dir, metadataFile), "state file name %q of subtask %d is not a plain file name", h.File, h.Subtask)
-	}
-	if h.Size < format.EnvelopeSize {
-		return checkpoint.SubtaskSnapshot{}, format.Corruptf(path, "recorded size %d is smaller than the %d-byte envelope", h.Size, format.EnvelopeSize)
+	if err := checkHandle(filepath.Join(dir, metadataFile), path, h); err != nil {
+		return checkpoint.SubtaskSnapshot{}, err
 	}
 	b, err := s.readFile(path, h.Size)
 	if err != nil {
 		return checkpoint.SubtaskSnapshot{}, err
 	}
-	if got := format.Checksum(b); got != h.CRC32C {
-		return checkpoint.SubtaskSnapshot{}, format.Corruptf(path, "checksum mismatch: the metadata records %08x, the file hashes to %08x", h.CRC32C, got)
-	}
-	return format.DecodeState(path, b)
+	return decodeStateFile(path, b, h)
 }
 
 // Latest returns the metadata of the newest valid completed checkpoint or
@@ -72,10 +63,6 @@ func (s *Store) readState(dir string, h checkpoint.StateHandle) (checkpoint.Subt
 func (s *Store) Latest() (*checkpoint.Metadata, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	type candidate struct {
-		id   uint64
-		kind checkpoint.Kind
-	}
 	var all []candidate
 	for _, kind := range []checkpoint.Kind{checkpoint.KindCheckpoint, checkpoint.KindSavepoint} {
 		ids, err := s.list(kind)
@@ -86,43 +73,18 @@ func (s *Store) Latest() (*checkpoint.Metadata, error) {
 			all = append(all, candidate{id, kind})
 		}
 	}
-	slices.SortFunc(all, func(a, b candidate) int { return cmp.Compare(b.id, a.id) })
 	_, completed, err := s.readIDs()
 	if err != nil {
 		return nil, err
 	}
-	var skipped []string
-	for _, c := range all {
-		dir := s.Dir(c.id, c.kind)
-		if _, err := s.fs.Stat(filepath.Join(dir, metadataFile)); errors.Is(err, fs.ErrNotExist) && c.id > completed {
-			s.log.Info("checkpoint/store: skipping a checkpoint that never completed", "id", c.id, "kind", c.kind, "dir", dir)
-			continue
-		}
-		m, err := s.load(dir, c.id, c.kind)
-		ce, corrupt := errors.AsType[*format.CorruptFileError](err)
-		if !corrupt {
-			return m, err
-		}
-		if !s.skipCorrupt {
-			return nil, fmt.Errorf("%w. %s %d completed (its metadata was written), so sinks may have committed its output, and falling back to an older checkpoint would write that output again. "+
-				"Restore the file from a backup and start again; or set SkipCorruptCheckpoints to fall back to the newest checkpoint that verifies, accepting duplicates of what was committed after it; or start from a savepoint with RestoreFrom",
-				err, c.kind, c.id)
-		}
-		s.skipped.Add(1)
-		skipped = append(skipped, fmt.Sprint(c.id))
-		s.log.Warn("checkpoint/store: SKIPPING A CORRUPT COMPLETED CHECKPOINT (SkipCorruptCheckpoints is set): output committed after the checkpoint restored will be written again",
-			"id", c.id, "kind", c.kind, "file", ce.Path, "problem", ce.Problem)
-	}
-	if completed > 0 {
-		if !s.skipCorrupt {
-			return nil, fmt.Errorf("checkpoint/store: %s: %w: the directory recorded completed checkpoints up to id %d in %s, but holds no valid one (skipped: [%s]); starting from scratch would write all output again. "+
-				"Restore the checkpoint directory from a backup; or start from a savepoint with RestoreFrom; or set SkipCorruptCheckpoints to start from scratch on purpose",
-				s.dir, ErrCorrupt, completed, idsFile, strings.Join(skipped, " "))
-		}
-		s.log.Warn("checkpoint/store: NO VALID CHECKPOINT LEFT (SkipCorruptCheckpoints is set): starting from scratch; all output will be written again",
-			"dir", s.dir, "last_completed", completed)
-	}
-	return nil, nil
+	return latestRules{
+		where: s.dir, completed: completed, skipCorrupt: s.skipCorrupt, log: s.log, skipped: &s.skipped,
+		neverCompleted: func(c candidate) bool {
+			_, err := s.fs.Stat(filepath.Join(s.Dir(c.id, c.kind), metadataFile))
+			return errors.Is(err, fs.ErrNotExist) && c.id > completed
+		},
+		load: func(c candidate) (*checkpoint.Metadata, error) { return s.load(s.Dir(c.id, c.kind), c.id, c.kind) },
+	}.pick(all)
 }
 
 // Skipped returns how many corrupt completed checkpoints [Store.Latest]
@@ -138,16 +100,9 @@ func (s *Store) Load(path string) (*checkpoint.Metadata, error) {
 	if filepath.Base(dir) == metadataFile {
 		dir = filepath.Dir(dir)
 	}
-	base := filepath.Base(dir)
-	kind := checkpoint.KindCheckpoint
-	id, ok := parseDirName(base, chkPrefix)
-	if !ok {
-		kind = checkpoint.KindSavepoint
-		id, ok = parseDirName(base, spPrefix)
-	}
-	if !ok {
-		return nil, fmt.Errorf("checkpoint/store: Load %s: not a checkpoint or savepoint directory: pass a directory named %s<%d digits> or %s<%d digits>",
-			path, chkPrefix, idDigits, spPrefix, idDigits)
+	id, kind, err := parseCheckpointDir(path, filepath.Base(dir))
+	if err != nil {
+		return nil, err
 	}
 	if _, err := s.fs.Stat(dir); err != nil {
 		return nil, fmt.Errorf("checkpoint/store: Load %s: %w", path, err)
@@ -166,27 +121,8 @@ func (s *Store) load(dir string, id uint64, kind checkpoint.Kind) (*checkpoint.M
 	if err != nil {
 		return nil, err
 	}
-	m, err := format.DecodeMetadata(path, b)
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case m.ID != id:
-		return nil, format.Corruptf(path, "records id %d but the directory is for id %d", m.ID, id)
-	case m.Kind != kind:
-		return nil, format.Corruptf(path, "records kind %q but the directory is for a %s", m.Kind, kind)
-	}
-	files := map[string]bool{}
-	for _, op := range m.Operators {
-		for _, h := range op.Subtasks {
-			if files[h.File] {
-				return nil, format.Corruptf(path, "state file %q is referenced twice", h.File)
-			}
-			files[h.File] = true
-			if _, err := s.readState(dir, h); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return &m, nil
+	return validateLoaded(path, b, id, kind, func(h checkpoint.StateHandle) error {
+		_, err := s.readState(dir, h)
+		return err
+	})
 }

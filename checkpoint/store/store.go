@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/internal/format"
@@ -43,6 +44,10 @@ type Options struct {
 	// Default false: a completed checkpoint's output may already be
 	// committed, and falling back to an older one writes it again.
 	SkipCorrupt bool
+	// RequestTimeout bounds each request to object storage (an
+	// [ObjectStore]); a slower one fails, and the checkpoint or restore
+	// that made it is retried. Default DefaultRequestTimeout (30s).
+	RequestTimeout time.Duration
 }
 
 // Store keeps checkpoints and savepoints in a local directory. Its methods
@@ -227,24 +232,14 @@ func (s *Store) list(kind checkpoint.Kind) ([]uint64, error) {
 // in the key group range. The file is not durable until Complete syncs its
 // directory. Writing the same subtask twice replaces the file.
 func (s *Store) WriteState(id uint64, kind checkpoint.Kind, operator string, subtask int, snap checkpoint.SubtaskSnapshot) (checkpoint.StateHandle, error) {
-	if err := checkKind(kind); err != nil {
-		return checkpoint.StateHandle{}, err
-	}
-	if operator == "" {
-		return checkpoint.StateHandle{}, errors.New("checkpoint/store: WriteState: operator name is empty: give every stateful operator a unique name")
-	}
-	if subtask < 0 {
-		return checkpoint.StateHandle{}, fmt.Errorf("checkpoint/store: WriteState: subtask = %d: must be >= 0", subtask)
-	}
-	data, err := format.EncodeState(snap)
+	name, data, err := encodeStateFile(kind, operator, subtask, snap)
 	if err != nil {
-		return checkpoint.StateHandle{}, fmt.Errorf("%w (operator %q, subtask %d)", err, operator, subtask)
+		return checkpoint.StateHandle{}, err
 	}
 	dir := s.Dir(id, kind)
 	if err := s.fs.MkdirAll(dir, 0o755); err != nil {
 		return checkpoint.StateHandle{}, ioErr("creating directory", dir, err)
 	}
-	name := stateFileName(operator, subtask)
 	if err := s.writeFile(filepath.Join(dir, name), data); err != nil {
 		return checkpoint.StateHandle{}, err
 	}
@@ -272,15 +267,9 @@ func (s *Store) WriteState(id uint64, kind checkpoint.Kind, operator string, sub
 // completed, are removed. Failures to remove them are logged, not returned:
 // the checkpoint is complete regardless.
 func (s *Store) Complete(m checkpoint.Metadata) (path string, err error) {
-	if err := checkKind(m.Kind); err != nil {
+	data, err := encodeMetadataFile(&m)
+	if err != nil {
 		return "", err
-	}
-	if m.FormatVersion == 0 {
-		m.FormatVersion = FormatVersion
-	}
-	if m.FormatVersion != FormatVersion {
-		return "", fmt.Errorf("checkpoint/store: Complete: Metadata.FormatVersion = %d: this build writes version %d (or pass 0)",
-			m.FormatVersion, FormatVersion)
 	}
 	dir := s.Dir(m.ID, m.Kind)
 	for _, op := range m.Operators {
@@ -299,11 +288,6 @@ func (s *Store) Complete(m checkpoint.Metadata) (path string, err error) {
 			}
 		}
 	}
-	data, err := format.EncodeMetadata(m)
-	if err != nil {
-		return "", fmt.Errorf("checkpoint/store: Complete: encoding metadata of checkpoint %d: %w", m.ID, err)
-	}
-
 	err = s.whileOwner(func() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()

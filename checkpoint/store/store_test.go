@@ -59,7 +59,7 @@ func snapshotFor(id uint64, op string, subtask int) checkpoint.SubtaskSnapshot {
 
 // writeCheckpoint writes the state of every subtask of the test job for a
 // new id and completes it; it returns the metadata passed to Complete.
-func writeCheckpoint(t testing.TB, s *Store, kind checkpoint.Kind) checkpoint.Metadata {
+func writeCheckpoint(t testing.TB, s Storage, kind checkpoint.Kind) checkpoint.Metadata {
 	t.Helper()
 	m, err := tryCheckpoint(s, kind)
 	if err != nil {
@@ -70,8 +70,8 @@ func writeCheckpoint(t testing.TB, s *Store, kind checkpoint.Kind) checkpoint.Me
 
 // tryCheckpoint is writeCheckpoint, stopping at the first error. The
 // returned metadata has the reserved ID set as soon as it is known.
-func tryCheckpoint(s *Store, kind checkpoint.Kind) (checkpoint.Metadata, error) {
-	id, err := s.ReserveID()
+func tryCheckpoint(s Storage, kind checkpoint.Kind) (checkpoint.Metadata, error) {
+	id, err := s.ReserveAbove(0)
 	if err != nil {
 		return checkpoint.Metadata{}, err
 	}

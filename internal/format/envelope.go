@@ -89,6 +89,7 @@ var (
 	IDsMagic         = Magic{'E', 'X', 'I', 'D', 'S'}
 	OwnerMagic       = Magic{'E', 'X', 'O', 'W', 'N', 'E', 'R'}
 	IncarnationMagic = Magic{'E', 'X', 'I', 'N', 'C'}
+	ManifestMagic    = Magic{'E', 'X', 'M', 'A', 'N', 'I', 'F'}
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

@@ -15,7 +15,7 @@ import (
 type Job struct {
 	g     Graph
 	opts  Options
-	store *store.Store
+	store store.Storage
 	coord *coordinator.Coordinator
 
 	requests chan savepointRequest
@@ -52,7 +52,7 @@ func Start(ctx context.Context, g Graph, opts Options) (*Job, error) {
 	if err := g.validate(opts.MaxParallelism); err != nil {
 		return nil, err
 	}
-	st, err := store.Open(opts.CheckpointDir, store.Options{FS: opts.fs, Retained: opts.RetainedCheckpoints, Logger: opts.Logger, SkipCorrupt: opts.SkipCorruptCheckpoints})
+	st, err := store.OpenStorage(opts.CheckpointDir, store.Options{FS: opts.fs, Retained: opts.RetainedCheckpoints, Logger: opts.Logger, SkipCorrupt: opts.SkipCorruptCheckpoints})
 	if err != nil {
 		return nil, err
 	}

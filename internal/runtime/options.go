@@ -12,7 +12,13 @@ import (
 // Options configures a job run. The zero value of every field means its
 // default; [Options.withDefaults] documents them in one place.
 type Options struct {
-	// CheckpointDir is the directory holding checkpoints. Required.
+	// CheckpointDir is where checkpoints are kept. Required. A local
+	// directory (a plain path or file:///path), or S3-compatible object
+	// storage: s3://bucket/prefix?endpoint=host:port&region=region, with
+	// credentials from the standard AWS environment variables or
+	// ~/.aws/credentials (never from the URL). Object storage survives the
+	// loss of the machine: a job restarted anywhere resumes from it. See
+	// docs/state.md.
 	CheckpointDir string
 	// CheckpointInterval is the time between two checkpoint triggers; output
 	// becomes visible at this pace. Default 1s.
@@ -188,7 +194,7 @@ func (o Options) validate() error {
 		value any
 		fix   string
 	}{
-		{o.CheckpointDir == "", "CheckpointDir", `""`, "set it to a directory on durable storage"},
+		{o.CheckpointDir == "", "CheckpointDir", `""`, "set it to a directory on durable storage, or to s3://bucket/prefix"},
 		{o.CheckpointInterval < 0, "CheckpointInterval", o.CheckpointInterval, "use a positive duration such as 1s"},
 		{o.CheckpointTimeout < 0, "CheckpointTimeout", o.CheckpointTimeout, "use a positive duration such as 1m"},
 		{o.MinPauseBetweenCheckpoints < 0, "MinPauseBetweenCheckpoints", o.MinPauseBetweenCheckpoints, "use 0 or a positive duration"},

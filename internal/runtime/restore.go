@@ -13,11 +13,11 @@ import (
 type restorePoint struct {
 	md    *checkpoint.Metadata
 	dir   string // the checkpoint's directory
-	store *store.Store
+	store store.Storage
 	cache map[string]checkpoint.SubtaskSnapshot // by file name
 }
 
-func newRestorePoint(st *store.Store, md *checkpoint.Metadata, dir string) *restorePoint {
+func newRestorePoint(st store.Storage, md *checkpoint.Metadata, dir string) *restorePoint {
 	return &restorePoint{md: md, dir: dir, store: st, cache: map[string]checkpoint.SubtaskSnapshot{}}
 }
 

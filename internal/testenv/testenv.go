@@ -35,6 +35,15 @@ func Kafka(t testing.TB) string { return need(t, "EXACTLY_KAFKA_BROKERS", "Kafka
 // (EXACTLY_TOXIPROXY, set by scripts/toxiproxy.sh).
 func Toxiproxy(t testing.TB) string { return need(t, "EXACTLY_TOXIPROXY", "toxiproxy") }
 
+// S3 returns the endpoint of the test S3 server (EXACTLY_S3, set by
+// scripts/s3.sh, such as http://127.0.0.1:27070); scripts/test.sh exports
+// its credentials as AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, and
+// S3Bucket names its bucket.
+func S3(t testing.TB) string { return need(t, "EXACTLY_S3", "the S3 server") }
+
+// S3Bucket is the bucket scripts/s3.sh creates for the tests.
+const S3Bucket = "exactly-test"
+
 // Exclusive gives t the services to itself until it ends: it waits for
 // every other test using a service (in any process) to end, and makes the
 // others wait. Call it before [Postgres] and [Kafka].

@@ -1,0 +1,37 @@
+package store
+
+import (
+	"context"
+	"errors"
+)
+
+// bucket is the object storage an [ObjectStore] keeps its checkpoints in:
+// flat keys, whole-object reads and writes, and conditional writes. Every
+// method returns an error wrapping fs.ErrNotExist for a missing object, and
+// put one wrapping errPrecondition when its condition does not hold. The S3
+// implementation is s3Bucket; tests use an in-memory one.
+type bucket interface {
+	// get returns an object's contents and its entity tag.
+	get(ctx context.Context, key string) (data []byte, etag string, err error)
+	// put writes an object under cond and returns its new entity tag.
+	put(ctx context.Context, key string, data []byte, cond putCondition) (etag string, err error)
+	// size returns an object's size.
+	size(ctx context.Context, key string) (int64, error)
+	// list returns the keys under prefix, in increasing order.
+	list(ctx context.Context, prefix string) ([]string, error)
+	// remove deletes an object; a missing one is no error.
+	remove(ctx context.Context, key string) error
+	// url names key for messages and paths, e.g. s3://bucket/key.
+	url(key string) string
+}
+
+// putCondition is the precondition of a put: none, that the object does not
+// exist (If-None-Match: *), or that its entity tag is ifMatch (If-Match).
+type putCondition struct {
+	ifAbsent bool
+	ifMatch  string
+}
+
+// errPrecondition is wrapped by put's error when its condition failed: the
+// object exists (ifAbsent) or has another entity tag (ifMatch).
+var errPrecondition = errors.New("precondition failed")

@@ -1,0 +1,92 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// memBucket is an in-memory bucket with atomic conditional writes, for
+// unit tests. lostAnswers makes the next n puts of a key succeed but
+// return an error, as when the answer is lost on the network.
+type memBucket struct {
+	mu          sync.Mutex
+	objects     map[string]memObject
+	tags        int
+	lostAnswers map[string]int
+}
+
+type memObject struct {
+	data []byte
+	etag string
+}
+
+func newMemBucket() *memBucket {
+	return &memBucket{objects: map[string]memObject{}, lostAnswers: map[string]int{}}
+}
+
+func (b *memBucket) get(_ context.Context, key string) ([]byte, string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	o, ok := b.objects[key]
+	if !ok {
+		return nil, "", fmt.Errorf("%s: %w", key, fs.ErrNotExist)
+	}
+	return slices.Clone(o.data), o.etag, nil
+}
+
+func (b *memBucket) put(_ context.Context, key string, data []byte, cond putCondition) (string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	o, exists := b.objects[key]
+	if cond.ifAbsent && exists || cond.ifMatch != "" && (!exists || o.etag != cond.ifMatch) {
+		return "", fmt.Errorf("%s: %w", key, errPrecondition)
+	}
+	b.tags++
+	tag := fmt.Sprintf("tag-%d", b.tags)
+	b.objects[key] = memObject{data: slices.Clone(data), etag: tag}
+	if b.lostAnswers[key] > 0 {
+		b.lostAnswers[key]--
+		return "", fmt.Errorf("%s: the answer was lost", key)
+	}
+	return tag, nil
+}
+
+func (b *memBucket) size(ctx context.Context, key string) (int64, error) {
+	data, _, err := b.get(ctx, key)
+	return int64(len(data)), err
+}
+
+func (b *memBucket) list(_ context.Context, prefix string) ([]string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var keys []string
+	for k := range b.objects {
+		if strings.HasPrefix(k, prefix) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys, nil
+}
+
+func (b *memBucket) remove(_ context.Context, key string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.objects, key)
+	return nil
+}
+
+func (b *memBucket) url(key string) string { return "s3://mem/" + key }
+
+// corrupt flips a byte in the middle of an object.
+func (b *memBucket) corrupt(key string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	o := b.objects[key]
+	o.data[len(o.data)/2] ^= 0xff
+	b.objects[key] = o
+}

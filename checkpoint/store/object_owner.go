@@ -1,0 +1,239 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/exactlyonce/exactly/internal/format"
+)
+
+// objectOwner is an ObjectStore's state as the current owner: the manifest
+// as this owner last wrote it, and that write's entity tag.
+type objectOwner struct {
+	Ownership
+	opts     OwnershipOptions
+	token    string
+	etag     string
+	manifest format.Manifest
+}
+
+// randomHex returns n random bytes in hex.
+func randomHex(n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("checkpoint/store: random id: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// readManifest returns the manifest and its entity tag; a store without one
+// has the zero manifest and the empty tag.
+func (s *ObjectStore) readManifest(ctx context.Context) (format.Manifest, string, error) {
+	key := s.key(manifestKey)
+	b, etag, err := s.b.get(ctx, key)
+	if errors.Is(err, fs.ErrNotExist) {
+		return format.Manifest{}, "", nil
+	}
+	if err != nil {
+		return format.Manifest{}, "", fmt.Errorf("checkpoint/store: %w", err)
+	}
+	m, err := format.DecodeManifest(s.b.url(key), b)
+	if err != nil {
+		return format.Manifest{}, "", fmt.Errorf("%w (the manifest lists the completed checkpoints and the ids used: stop every instance of the job and restore it from the bucket's versioning or a backup)", err)
+	}
+	return m, etag, nil
+}
+
+// writeManifest writes m on condition that the manifest's entity tag is
+// etag ("": that there is none), and returns the new tag.
+func (s *ObjectStore) writeManifest(ctx context.Context, m format.Manifest, etag string) (string, error) {
+	data, err := format.EncodeManifest(m)
+	if err != nil {
+		return "", fmt.Errorf("checkpoint/store: encoding the manifest: %w", err)
+	}
+	cond := putCondition{ifMatch: etag, ifAbsent: etag == ""}
+	return s.b.put(ctx, s.key(manifestKey), data, cond)
+}
+
+// Acquire makes this store the owner of its storage, with an epoch higher
+// than every earlier owner's, through conditional writes of the manifest
+// alone. A previous owner that released is taken over at once; a live one
+// is waited for until its lease expired: until the manifest stayed
+// unchanged for a whole lease by this process's clock, or the recorded
+// renewal is older than a lease. A process that dies without releasing is
+// therefore taken over after up to one lease (there is no lock that dies
+// with it, as in a local directory). Safety does not rest on the lease:
+// an owner that is taken over early fails its next write of the manifest.
+func (s *ObjectStore) Acquire(ctx context.Context, opts OwnershipOptions) (Ownership, error) {
+	opts = opts.withDefaults()
+	if opts.Lease <= 0 {
+		return Ownership{}, fmt.Errorf("checkpoint/store: ownership lease %v: must be positive, for example 10s", opts.Lease)
+	}
+	where := s.b.url(s.key(manifestKey))
+	start := opts.Now()
+	var seenTag string
+	var seenAt time.Time
+	waitLogged := false
+	for {
+		rctx, cancel := s.ctx()
+		cur, etag, err := s.readManifest(rctx)
+		cancel()
+		if err != nil {
+			return Ownership{}, err
+		}
+		now := opts.Now()
+		if etag != seenTag || seenAt.IsZero() {
+			seenTag, seenAt = etag, now
+		}
+		lease := time.Duration(cur.LeaseNS)
+		if etag == "" || cur.Released || now.Sub(seenAt) >= lease || now.After(time.Unix(0, cur.Renewed).Add(lease)) {
+			o, err := s.tryAcquire(cur, etag, opts)
+			if err != nil {
+				return Ownership{}, err
+			}
+			if o != nil {
+				s.mu.Lock()
+				s.own = o
+				s.mu.Unlock()
+				s.log.Info("checkpoint/store: took ownership of the checkpoint storage",
+					"where", s.b.url(s.prefix), "incarnation", o.Incarnation, "epoch", o.Epoch, "previous_holder", cur.Holder)
+				return o.Ownership, nil
+			}
+			continue // another process wrote the manifest meanwhile: look again
+		}
+		if opts.Wait >= 0 && now.Sub(start) >= opts.Wait {
+			return Ownership{}, fmt.Errorf("checkpoint/store: %s is owned by %s (epoch %d), whose lease is renewed (lease %v): another instance of the job is running on this storage; stop it, or give this instance other checkpoint storage (waited %v)",
+				where, cur.Holder, cur.Epoch, lease, opts.Wait)
+		}
+		if !waitLogged {
+			waitLogged = true
+			s.log.Info("checkpoint/store: waiting for the owner of the checkpoint storage to stop or its lease to expire",
+				"where", where, "holder", cur.Holder, "epoch", cur.Epoch, "lease", lease)
+		}
+		select {
+		case <-ctx.Done():
+			return Ownership{}, fmt.Errorf("checkpoint/store: waiting for %s (owned by %s, epoch %d): %w", where, cur.Holder, cur.Epoch, ctx.Err())
+		case <-time.After(opts.Poll):
+		}
+	}
+}
+
+// tryAcquire writes a manifest with the next epoch on condition that it
+// is still cur (tag etag), then reads it back: on servers that check
+// conditions apart from the write, two processes can both pass, and the
+// read tells the one whose write came last. It returns nil when another
+// process got there first.
+func (s *ObjectStore) tryAcquire(cur format.Manifest, etag string, opts OwnershipOptions) (*objectOwner, error) {
+	token, err := randomHex(16)
+	if err != nil {
+		return nil, err
+	}
+	next := cur
+	if next.Incarnation == "" {
+		if next.Incarnation, err = randomHex(16); err != nil {
+			return nil, err
+		}
+	}
+	next.Epoch++
+	next.Token, next.Holder, next.Released = token, opts.Holder, false
+	next.Renewed, next.LeaseNS = opts.Now().UnixNano(), int64(opts.Lease)
+	next.Writes++
+	ctx, cancel := s.ctx()
+	defer cancel()
+	tag, err := s.writeManifest(ctx, next, etag)
+	if errors.Is(err, errPrecondition) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint/store: taking ownership: %w", err)
+	}
+	back, backTag, err := s.readManifest(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint/store: taking ownership: %w", err)
+	}
+	if back.Token != token || backTag != tag {
+		return nil, nil
+	}
+	return &objectOwner{Ownership: Ownership{Incarnation: next.Incarnation, Epoch: next.Epoch}, opts: opts, token: token, etag: tag, manifest: next}, nil
+}
+
+// update applies f to the manifest and writes it on condition that it is
+// still the one this owner last wrote. When it is not, and the manifest
+// holds this owner's token, this owner's previous write succeeded without
+// its answer arriving: f is applied to that one. Otherwise another process
+// took over: the error wraps ErrNotOwner.
+func (s *ObjectStore) update(f func(*format.Manifest) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o := s.own
+	if o == nil {
+		return errNoOwnership
+	}
+	ctx, cancel := s.ctx()
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		next := o.manifest
+		next.Checkpoints = append([]uint64(nil), o.manifest.Checkpoints...)
+		next.Savepoints = append([]uint64(nil), o.manifest.Savepoints...)
+		if err := f(&next); err != nil {
+			return err
+		}
+		next.Writes++
+		next.Renewed = o.opts.Now().UnixNano()
+		tag, err := s.writeManifest(ctx, next, o.etag)
+		if err == nil {
+			o.etag, o.manifest = tag, next
+			return nil
+		}
+		if !errors.Is(err, errPrecondition) {
+			return fmt.Errorf("checkpoint/store: %w", err)
+		}
+		cur, curTag, rerr := s.readManifest(ctx)
+		if rerr != nil {
+			return rerr
+		}
+		if cur.Token != o.token || attempt > 0 {
+			return fmt.Errorf("%w: %s took %s over with epoch %d; this process (%s) had epoch %d",
+				ErrNotOwner, cur.Holder, s.b.url(s.key(manifestKey)), cur.Epoch, o.opts.Holder, o.Epoch)
+		}
+		o.etag, o.manifest = curTag, cur
+	}
+}
+
+// Renew extends this owner's lease. It fails with ErrNotOwner if another
+// process took the storage over: the caller must stop at once.
+func (s *ObjectStore) Renew() error {
+	return s.update(func(*format.Manifest) error { return nil })
+}
+
+// RenewInterval is how often the owner should call Renew: a third of its
+// lease. It is 0 before Acquire.
+func (s *ObjectStore) RenewInterval() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.own == nil {
+		return 0
+	}
+	return s.own.opts.Lease / 3
+}
+
+// Release gives up ownership, so that the next owner takes over at once.
+// A store that lost ownership releases nothing.
+func (s *ObjectStore) Release() error {
+	err := s.update(func(m *format.Manifest) error {
+		m.Released = true
+		return nil
+	})
+	s.mu.Lock()
+	s.own = nil
+	s.mu.Unlock()
+	if errors.Is(err, ErrNotOwner) || errors.Is(err, errNoOwnership) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,181 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+)
+
+// s3Location is a parsed s3:// URL: s3://bucket/prefix?endpoint=…&region=….
+type s3Location struct {
+	bucket, prefix string
+	endpoint       string // host[:port]
+	secure         bool   // https
+	region         string
+}
+
+// parseS3URL parses raw, an s3:// URL. The endpoint defaults to AWS
+// (s3.amazonaws.com, or the region's); endpoint=http://host:port selects
+// plain HTTP, as for a test server on loopback.
+func parseS3URL(raw string) (s3Location, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return s3Location{}, fmt.Errorf("checkpoint storage %q: %w: write s3://bucket/prefix?endpoint=host:port&region=region", raw, err)
+	}
+	if u.Scheme != "s3" {
+		return s3Location{}, fmt.Errorf("checkpoint storage %q: scheme %q: want s3://bucket/prefix", raw, u.Scheme)
+	}
+	if u.Host == "" {
+		return s3Location{}, fmt.Errorf("checkpoint storage %q: no bucket: write s3://bucket/prefix", raw)
+	}
+	if u.User != nil {
+		return s3Location{}, fmt.Errorf("checkpoint storage %s: credentials in the URL are not accepted (they would end up in logs): use AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or ~/.aws/credentials", redactURL(u))
+	}
+	loc := s3Location{bucket: u.Host, prefix: strings.Trim(u.Path, "/"), secure: true}
+	q := u.Query()
+	for k := range q {
+		if k != "endpoint" && k != "region" {
+			return s3Location{}, fmt.Errorf("checkpoint storage %q: unknown parameter %q: the parameters are endpoint and region", raw, k)
+		}
+	}
+	loc.region = q.Get("region")
+	if loc.region == "" {
+		loc.region = os.Getenv("AWS_REGION")
+	}
+	switch ep := q.Get("endpoint"); {
+	case ep == "" && loc.region != "":
+		loc.endpoint = "s3." + loc.region + ".amazonaws.com"
+	case ep == "":
+		loc.endpoint = "s3.amazonaws.com"
+	case strings.HasPrefix(ep, "http://"):
+		loc.endpoint, loc.secure = strings.TrimPrefix(ep, "http://"), false
+	default:
+		loc.endpoint = strings.TrimPrefix(ep, "https://")
+	}
+	if loc.endpoint == "" || strings.Contains(loc.endpoint, "/") {
+		return s3Location{}, fmt.Errorf("checkpoint storage %q: endpoint %q: want host:port, optionally after http:// or https://", raw, q.Get("endpoint"))
+	}
+	return loc, nil
+}
+
+// redactURL returns u without its user information.
+func redactURL(u *url.URL) string {
+	c := *u
+	c.User = nil
+	return c.String()
+}
+
+// s3Bucket is a bucket on an S3-compatible server, through minio-go.
+// Credentials come from the standard AWS environment variables
+// (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN), then the
+// shared credentials file (~/.aws/credentials, AWS_PROFILE), then the
+// instance's IAM role; they are never logged.
+type s3Bucket struct {
+	cl  *minio.Client
+	loc s3Location
+}
+
+// newS3Bucket connects to loc's server.
+func newS3Bucket(loc s3Location) (*s3Bucket, error) {
+	creds := credentials.NewChainCredentials([]credentials.Provider{
+		&credentials.EnvAWS{},
+		&credentials.FileAWSCredentials{},
+		&credentials.IAM{Client: &http.Client{Transport: http.DefaultTransport}},
+	})
+	cl, err := minio.New(loc.endpoint, &minio.Options{Creds: creds, Secure: loc.secure, Region: loc.region})
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint storage s3://%s: %w", loc.bucket, err)
+	}
+	return &s3Bucket{cl: cl, loc: loc}, nil
+}
+
+// s3Err turns minio's error for key into one that wraps fs.ErrNotExist or
+// errPrecondition where it means that, and says what to fix otherwise.
+func (b *s3Bucket) s3Err(doing, key string, err error) error {
+	code := minio.ToErrorResponse(err).Code
+	where := fmt.Sprintf("checkpoint storage: %s %s", doing, b.url(key))
+	switch code {
+	case "NoSuchKey":
+		return fmt.Errorf("%s: %w", where, fs.ErrNotExist)
+	case "PreconditionFailed":
+		return fmt.Errorf("%s: %w", where, errPrecondition)
+	case "NoSuchBucket":
+		return fmt.Errorf("%s: bucket %q does not exist on %s: create it first: %w", where, b.loc.bucket, b.loc.endpoint, err)
+	case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch":
+		return fmt.Errorf("%s: access denied (%s): set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or ~/.aws/credentials) to a key allowed to read, write, list and delete in the bucket: %w", where, code, err)
+	}
+	return fmt.Errorf("%s: %w", where, err)
+}
+
+func (b *s3Bucket) get(ctx context.Context, key string) ([]byte, string, error) {
+	obj, err := b.cl.GetObject(ctx, b.loc.bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, "", b.s3Err("reading", key, err)
+	}
+	defer obj.Close()
+	st, err := obj.Stat()
+	if err != nil {
+		return nil, "", b.s3Err("reading", key, err)
+	}
+	data, err := io.ReadAll(obj)
+	if err != nil {
+		return nil, "", b.s3Err("reading", key, err)
+	}
+	return data, st.ETag, nil
+}
+
+func (b *s3Bucket) put(ctx context.Context, key string, data []byte, cond putCondition) (string, error) {
+	opts := minio.PutObjectOptions{ContentType: "application/octet-stream", DisableMultipart: true}
+	switch {
+	case cond.ifAbsent:
+		opts.SetMatchETagExcept("*")
+	case cond.ifMatch != "":
+		opts.SetMatchETag(cond.ifMatch)
+	}
+	info, err := b.cl.PutObject(ctx, b.loc.bucket, key, bytes.NewReader(data), int64(len(data)), opts)
+	if err != nil {
+		return "", b.s3Err("writing", key, err)
+	}
+	return info.ETag, nil
+}
+
+func (b *s3Bucket) size(ctx context.Context, key string) (int64, error) {
+	st, err := b.cl.StatObject(ctx, b.loc.bucket, key, minio.StatObjectOptions{})
+	if err != nil {
+		return 0, b.s3Err("checking", key, err)
+	}
+	return st.Size, nil
+}
+
+func (b *s3Bucket) list(ctx context.Context, prefix string) ([]string, error) {
+	var keys []string
+	for obj := range b.cl.ListObjects(ctx, b.loc.bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+		if obj.Err != nil {
+			return nil, b.s3Err("listing", prefix, obj.Err)
+		}
+		keys = append(keys, obj.Key)
+	}
+	slices.Sort(keys)
+	return keys, nil
+}
+
+func (b *s3Bucket) remove(ctx context.Context, key string) error {
+	err := b.cl.RemoveObject(ctx, b.loc.bucket, key, minio.RemoveObjectOptions{})
+	if err != nil && !errors.Is(b.s3Err("", key, err), fs.ErrNotExist) {
+		return b.s3Err("removing", key, err)
+	}
+	return nil
+}
+
+func (b *s3Bucket) url(key string) string { return "s3://" + b.loc.bucket + "/" + key }

@@ -1,0 +1,73 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/exactlyonce/exactly/checkpoint"
+)
+
+// Storage is where a job keeps its checkpoints and savepoints: a local
+// directory ([Store]) or S3-compatible object storage ([ObjectStore]). Both
+// keep the same layout, file formats, ownership rules (an owner with an
+// epoch; a process that lost ownership can reserve no id and complete no
+// checkpoint) and recovery rules ([Store.Latest]).
+type Storage interface {
+	// Acquire makes this process the owner, with a new epoch.
+	Acquire(ctx context.Context, opts OwnershipOptions) (Ownership, error)
+	// Renew extends the owner's lease; it fails with ErrNotOwner when
+	// another process took over.
+	Renew() error
+	// RenewInterval is how often Renew should be called.
+	RenewInterval() time.Duration
+	// Release gives up ownership.
+	Release() error
+	// ReserveAbove returns a new id, above floor and every id used.
+	ReserveAbove(floor uint64) (uint64, error)
+	// WriteState writes the state of one subtask of an operator.
+	WriteState(id uint64, kind checkpoint.Kind, operator string, subtask int, snap checkpoint.SubtaskSnapshot) (checkpoint.StateHandle, error)
+	// Complete makes a checkpoint or savepoint complete and returns where
+	// it is.
+	Complete(m checkpoint.Metadata) (string, error)
+	// Discard removes an aborted checkpoint or savepoint.
+	Discard(id uint64, kind checkpoint.Kind) error
+	// Latest returns the newest valid completed checkpoint or savepoint.
+	Latest() (*checkpoint.Metadata, error)
+	// Skipped counts the corrupt checkpoints Latest skipped.
+	Skipped() int64
+	// Load loads and validates the checkpoint or savepoint at a path
+	// returned by Dir or Complete.
+	Load(path string) (*checkpoint.Metadata, error)
+	// ReadStateAt reads a state file of the checkpoint at dir.
+	ReadStateAt(dir string, h checkpoint.StateHandle) (checkpoint.SubtaskSnapshot, error)
+	// Dir returns where checkpoint or savepoint id is.
+	Dir(id uint64, kind checkpoint.Kind) string
+}
+
+var (
+	_ Storage = (*Store)(nil)
+	_ Storage = (*ObjectStore)(nil)
+)
+
+// OpenStorage opens the checkpoint storage at location: an s3:// URL
+// (s3://bucket/prefix?endpoint=host:port&region=region) for object
+// storage, or a local directory as a plain path or a file:// URL.
+func OpenStorage(location string, opts Options) (Storage, error) {
+	scheme, _, ok := strings.Cut(location, "://")
+	switch {
+	case !ok:
+		return Open(location, opts)
+	case scheme == "s3":
+		return OpenObject(location, opts)
+	case scheme == "file":
+		u, err := url.Parse(location)
+		if err != nil || u.Host != "" && u.Host != "localhost" {
+			return nil, fmt.Errorf("checkpoint storage %q: want file:///absolute/path or a plain path", location)
+		}
+		return Open(u.Path, opts)
+	}
+	return nil, fmt.Errorf("checkpoint storage %q: scheme %q is not supported: use a directory path, file:///path or s3://bucket/prefix", location, scheme)
+}
