@@ -402,3 +402,25 @@ func (s *ObjectStore) readState(ctx context.Context, dir string, h checkpoint.St
 	}
 	return decodeStateFile(s.b.url(key), b, h)
 }
+
+// RemoveAll deletes every object under the store's prefix: checkpoints,
+// savepoints and the manifest. It is for deleting a job for good (and for
+// tests); a job must not run on the storage meanwhile.
+func (s *ObjectStore) RemoveAll() error {
+	ctx, cancel := s.ctx()
+	defer cancel()
+	prefix := s.prefix + "/"
+	if s.prefix == "" {
+		prefix = ""
+	}
+	keys, err := s.b.list(ctx, prefix)
+	if err != nil {
+		return fmt.Errorf("checkpoint/store: RemoveAll: %w", err)
+	}
+	for _, k := range keys {
+		if err := s.b.remove(ctx, k); err != nil {
+			return fmt.Errorf("checkpoint/store: RemoveAll: %w", err)
+		}
+	}
+	return nil
+}

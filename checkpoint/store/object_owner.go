@@ -69,6 +69,8 @@ func (s *ObjectStore) writeManifest(ctx context.Context, m format.Manifest, etag
 // therefore taken over after up to one lease (there is no lock that dies
 // with it, as in a local directory). Safety does not rest on the lease:
 // an owner that is taken over early fails its next write of the manifest.
+// Storage that does not answer (a server restarting) is waited for as
+// long as a live owner, opts.Wait.
 func (s *ObjectStore) Acquire(ctx context.Context, opts OwnershipOptions) (Ownership, error) {
 	opts = opts.withDefaults()
 	if opts.Lease <= 0 {
@@ -78,21 +80,37 @@ func (s *ObjectStore) Acquire(ctx context.Context, opts OwnershipOptions) (Owner
 	start := opts.Now()
 	var seenTag string
 	var seenAt time.Time
-	waitLogged := false
+	waitLogged, unreachableLogged := false, false
 	for {
 		rctx, cancel := s.ctx()
 		cur, etag, err := s.readManifest(rctx)
 		cancel()
-		if err != nil {
-			return Ownership{}, err
-		}
 		now := opts.Now()
+		if err != nil {
+			// The storage may be restarting: wait for it as for a live
+			// owner, but not for a corrupt manifest.
+			if errors.Is(err, ErrCorrupt) || opts.Wait >= 0 && now.Sub(start) >= opts.Wait {
+				return Ownership{}, err
+			}
+			if !unreachableLogged {
+				unreachableLogged = true
+				s.log.Warn("checkpoint/store: the checkpoint storage does not answer; retrying", "where", where, "wait", opts.Wait, "err", err)
+			}
+			if err := pause(ctx, opts.Poll); err != nil {
+				return Ownership{}, fmt.Errorf("checkpoint/store: waiting for %s to answer: %w", where, err)
+			}
+			continue
+		}
 		if etag != seenTag || seenAt.IsZero() {
 			seenTag, seenAt = etag, now
 		}
 		lease := time.Duration(cur.LeaseNS)
 		if etag == "" || cur.Released || now.Sub(seenAt) >= lease || now.After(time.Unix(0, cur.Renewed).Add(lease)) {
 			o, err := s.tryAcquire(cur, etag, opts)
+			if err != nil && (opts.Wait < 0 || opts.Now().Sub(start) < opts.Wait) {
+				s.log.Warn("checkpoint/store: taking ownership failed; retrying", "where", where, "err", err)
+				continue
+			}
 			if err != nil {
 				return Ownership{}, err
 			}
@@ -115,11 +133,19 @@ func (s *ObjectStore) Acquire(ctx context.Context, opts OwnershipOptions) (Owner
 			s.log.Info("checkpoint/store: waiting for the owner of the checkpoint storage to stop or its lease to expire",
 				"where", where, "holder", cur.Holder, "epoch", cur.Epoch, "lease", lease)
 		}
-		select {
-		case <-ctx.Done():
-			return Ownership{}, fmt.Errorf("checkpoint/store: waiting for %s (owned by %s, epoch %d): %w", where, cur.Holder, cur.Epoch, ctx.Err())
-		case <-time.After(opts.Poll):
+		if err := pause(ctx, opts.Poll); err != nil {
+			return Ownership{}, fmt.Errorf("checkpoint/store: waiting for %s (owned by %s, epoch %d): %w", where, cur.Holder, cur.Epoch, err)
 		}
+	}
+}
+
+// pause waits for d or until ctx ends.
+func pause(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
 	}
 }
 

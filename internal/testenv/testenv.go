@@ -18,6 +18,7 @@ package testenv
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -49,10 +50,18 @@ const S3Bucket = "exactly-test"
 // others wait. Call it before [Postgres] and [Kafka].
 func Exclusive(t testing.TB) { lock(t, syscall.LOCK_EX) }
 
+// ParentHoldsLock is the environment entry a test that holds the services
+// lock ([Exclusive]) passes to the child processes it runs (crash tests):
+// they use the services under the parent's lock instead of waiting for it,
+// which would wait forever.
+const ParentHoldsLock = "EXACTLY_SERVICES_LOCK_HELD_BY_PARENT=1"
+
 func need(t testing.TB, env, service string) string {
 	t.Helper()
 	if v := os.Getenv(env); v != "" {
-		lock(t, syscall.LOCK_SH)
+		if k, v2, _ := strings.Cut(ParentHoldsLock, "="); os.Getenv(k) != v2 {
+			lock(t, syscall.LOCK_SH)
+		}
 		return v
 	}
 	msg := service + " is not running: run the tests with scripts/test.sh, which starts it and sets " + env

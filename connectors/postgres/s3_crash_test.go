@@ -1,0 +1,132 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/exactlyonce/exactly/checkpoint/store"
+	"github.com/exactlyonce/exactly/internal/crashtest"
+	"github.com/exactlyonce/exactly/internal/crashtest/crashtesting"
+	"github.com/exactlyonce/exactly/internal/testenv"
+	"github.com/exactlyonce/exactly/stream"
+)
+
+// envMachinesDir passes the directory under which each child process of
+// TestCrashOnObjectStorage makes its own "machine".
+const envMachinesDir = "EXACTLY_PG_CRASH_MACHINES"
+
+const (
+	s3RestartEvery = 2 * time.Second
+	minS3Restarts  = 3
+)
+
+// TestCrashOnObjectStorage: the job keeps its checkpoints on S3 only. Each
+// process runs on a new "machine": it starts in a fresh, empty working
+// directory, and the previous process's directory is deleted (a lost
+// disk). The processes are SIGKILLed at least 12 times, and the S3
+// server is SIGKILLed and restarted every s3RestartEvery meanwhile; the
+// tables must equal a failure-free run's, restored from S3 alone.
+func TestCrashOnObjectStorage(t *testing.T) {
+	const name = "pgcrash_s3"
+	if crashtest.IsChild() {
+		machines := os.Getenv(envMachinesDir)
+		previous, _ := filepath.Glob(filepath.Join(machines, "machine-*"))
+		for _, dir := range previous {
+			if err := os.RemoveAll(dir); err != nil { // the old machine's disk is gone
+				t.Fatal(err)
+			}
+		}
+		here, err := os.MkdirTemp(machines, "machine-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chdir(here); err != nil {
+			t.Fatal(err)
+		}
+		opts := stream.Options{
+			CheckpointDir:      os.Getenv(envCrashDir),
+			CheckpointInterval: 50 * time.Millisecond,
+			CommitRetries:      6,
+			// A killed owner is taken over once its lease passes: keep it short.
+			OwnershipLease: time.Second,
+			Restart:        stream.RestartStrategy{MaxAttempts: 100, InitialBackoff: 20 * time.Millisecond, MaxBackoff: 500 * time.Millisecond},
+			Probe:          crashtest.Probe(),
+		}
+		if err := crashJob(t, name, Fenced).Run(context.Background(), opts); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	testenv.Exclusive(t) // the S3 server restarts under it
+	endpoint := testenv.S3(t)
+	conn := db(t)
+	dropTables(t, conn, name+"_events", name+"_totals")
+	forgetSinks(t, conn, "public", name+"_events", name, "events")
+	forgetSinks(t, conn, "public", name+"_totals", name, "latest")
+	raw := make([]byte, 6)
+	_, _ = rand.Read(raw)
+	location := "s3://" + testenv.S3Bucket + "/pgcrash-" + hex.EncodeToString(raw) + "?endpoint=" + endpoint
+	t.Cleanup(func() { removePrefix(t, location) })
+
+	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", "s3.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var restarts int
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(s3RestartEvery):
+			}
+			for _, cmd := range []string{"kill", "start"} {
+				if out, err := exec.Command(script, cmd).CombinedOutput(); err != nil {
+					t.Errorf("%s %s: %v\n%s", script, cmd, err, out)
+					return
+				}
+			}
+			restarts++
+		}
+	})
+	rep := crashtesting.Run(t, crashtest.Options{Kills: 12, MaxDelay: 1500 * time.Millisecond,
+		Env: []string{envCrashDir + "=" + location, envMachinesDir + "=" + t.TempDir(), testenv.ParentHoldsLock}})
+	close(done)
+	wg.Wait()
+	t.Log(rep)
+	t.Logf("S3 server SIGKILLs and restarts during the run: %d", restarts)
+	if restarts < minS3Restarts {
+		t.Errorf("only %d S3 server restarts happened during the run, want at least %d", restarts, minS3Restarts)
+	}
+	st, err := store.OpenStorage(location, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest, err := st.Latest()
+	if err != nil || latest == nil {
+		t.Fatalf("latest checkpoint on S3 after the run: %+v, %v; want the final one", latest, err)
+	}
+	t.Logf("latest checkpoint on S3: %d", latest.ID)
+	checkCrashTables(t, conn, name, Fenced)
+}
+
+// removePrefix deletes the objects a test wrote under location's prefix.
+func removePrefix(t *testing.T, location string) {
+	st, err := store.OpenObject(location, store.Options{})
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	if err := st.RemoveAll(); err != nil {
+		t.Error(err)
+	}
+}
