@@ -50,6 +50,15 @@ type ObjectStore struct {
 	own *objectOwner
 	// skipped counts the completed checkpoints Latest skipped as corrupt.
 	skipped atomic.Int64
+
+	// The sweep runs in the background, one at a time, so that a
+	// checkpoint's completion does not wait for deletions: sweepMu guards
+	// sweepUpTo (the newest completion a sweep was asked for) and
+	// sweeping; sweeps counts the running sweeper.
+	sweepMu   sync.Mutex
+	sweepUpTo uint64
+	sweeping  bool
+	sweeps    sync.WaitGroup
 }
 
 // OpenObject returns an ObjectStore for location, an s3:// URL
@@ -206,7 +215,7 @@ func (s *ObjectStore) Complete(m checkpoint.Metadata) (string, error) {
 		return "", err
 	}
 	if m.Kind == checkpoint.KindCheckpoint {
-		s.sweep(m.ID)
+		s.requestSweep(m.ID)
 	}
 	return s.b.url(dir), nil
 }
@@ -236,6 +245,34 @@ func insertSorted(ids []uint64, id uint64) []uint64 {
 		return ids
 	}
 	return slices.Insert(ids, i, id)
+}
+
+// requestSweep has the background sweeper sweep below completed, starting
+// it if it is not running; requests made while it sweeps are merged into
+// one more sweep.
+func (s *ObjectStore) requestSweep(completed uint64) {
+	s.sweepMu.Lock()
+	defer s.sweepMu.Unlock()
+	s.sweepUpTo = max(s.sweepUpTo, completed)
+	if s.sweeping {
+		return
+	}
+	s.sweeping = true
+	s.sweeps.Go(func() {
+		var done uint64
+		for {
+			s.sweepMu.Lock()
+			upTo := s.sweepUpTo
+			if upTo == done {
+				s.sweeping = false
+				s.sweepMu.Unlock()
+				return
+			}
+			s.sweepMu.Unlock()
+			s.sweep(upTo)
+			done = upTo
+		}
+	})
 }
 
 // sweep deletes the objects of checkpoints below completed that the

@@ -125,7 +125,7 @@ func (s *ObjectStore) Acquire(ctx context.Context, opts OwnershipOptions) (Owner
 			continue // another process wrote the manifest meanwhile: look again
 		}
 		if opts.Wait >= 0 && now.Sub(start) >= opts.Wait {
-			return Ownership{}, fmt.Errorf("checkpoint/store: %s is owned by %s (epoch %d), whose lease is renewed (lease %v): another instance of the job is running on this storage; stop it, or give this instance other checkpoint storage (waited %v)",
+			return Ownership{}, fmt.Errorf("checkpoint/store: %s is owned by %s (epoch %d), whose lease is renewed (lease %v): another instance of the job is running on this checkpoint storage; stop it, or give this instance other checkpoint storage (waited %v)",
 				where, cur.Holder, cur.Epoch, lease, opts.Wait)
 		}
 		if !waitLogged {

@@ -182,6 +182,7 @@ func TestObjectStoreZombieCompletesNothing(t *testing.T) {
 			t.Fatalf("Latest = %+v, %v; want checkpoint %d, the zombie's last completed one", latest, err, before.ID)
 		}
 		after := writeCheckpoint(t, next, checkpoint.KindCheckpoint)
+		next.sweeps.Wait()
 		if after.ID <= id {
 			t.Fatalf("next owner's id %d: not above the zombie's reserved %d", after.ID, id)
 		}
@@ -233,6 +234,7 @@ func TestObjectStoreRetention(t *testing.T) {
 		for range 5 {
 			ids = append(ids, writeCheckpoint(t, s, checkpoint.KindCheckpoint).ID)
 		}
+		s.sweeps.Wait()
 		dirs := map[string]bool{}
 		for _, k := range f.keys(t) {
 			dir, _, _ := strings.Cut(k, "/")

@@ -116,7 +116,7 @@ func (s *Store) Acquire(ctx context.Context, opts OwnershipOptions) (Ownership, 
 		}
 		now := opts.Now()
 		if opts.Wait >= 0 && now.Sub(start) >= opts.Wait {
-			return Ownership{}, fmt.Errorf("checkpoint/store: %s is owned by %s (epoch %d), whose lease is renewed (last %v ago, lease %v): another instance of the job is running on this directory; stop it, or give this instance another checkpoint directory (waited %v)",
+			return Ownership{}, fmt.Errorf("checkpoint/store: %s is owned by %s (epoch %d), whose lease is renewed (last %v ago, lease %v): another instance of the job is running on this checkpoint storage; stop it, or give this instance another checkpoint directory (waited %v)",
 				s.dir, held.Holder, held.Epoch, now.Sub(time.Unix(0, held.Renewed)).Round(time.Millisecond), time.Duration(held.LeaseNS), opts.Wait)
 		}
 		if !waitLogged {

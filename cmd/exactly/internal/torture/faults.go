@@ -48,8 +48,9 @@ type injector struct {
 	scripts  string   // directory of kafka.sh and postgres.sh
 	kafkaEnv []string // environment of kafka.sh
 	tp       *toxiproxy
-	ckpt     string // checkpoint directory
-	ckfs     string // mount point of the tmpfs holding ckpt; "" when not mounted
+	ckpt     string         // checkpoint directory (on object storage: the S3 server's directory of the objects)
+	s3       *objectStorage // the checkpoints' object storage; nil: a local directory
+	ckfs     string         // mount point of the tmpfs holding ckpt; "" when not mounted
 	groups   []string
 	logf     func(format string, args ...any)
 	enough   func() bool // the fault budget or the time limit is reached
@@ -158,6 +159,8 @@ func (in *injector) kinds() [][]string {
 			ks = append(ks, []string{FaultPostgresRestart})
 		case groupNetwork:
 			ks = append(ks, []string{FaultLatency, FaultReset, FaultTimeout, FaultPartition})
+		case groupObjectStore:
+			ks = append(ks, in.objectStoreKinds())
 		case groupDisk:
 			k := []string{FaultUnwritable}
 			if in.ckfs != "" {
@@ -196,8 +199,11 @@ func (in *injector) inject(ctx context.Context, rng *rand.Rand) (string, error) 
 		return kind, in.fill(func() { hold(time.Second, 5*time.Second) })
 	case FaultUnwritable:
 		return kind, in.immutable(func() { hold(time.Second, 5*time.Second) })
+	case FaultS3Restart, FaultSlowUpload:
+		return kind, in.injectObjectStore(ctx, kind, rng)
 	}
-	target := []string{"kafka", "postgres"}[rng.IntN(2)]
+	targets := in.proxies()
+	target := targets[rng.IntN(len(targets))]
 	bg := context.Background() // toxics are removed even when ctx ended
 	var toxics []string
 	add := func(name, typ, stream string, attrs map[string]any) error {
@@ -237,6 +243,14 @@ func (in *injector) inject(ctx context.Context, rng *rand.Rand) (string, error) 
 		err = errors.Join(err, in.tp.enable(bg, target, false), in.tp.enable(bg, target, true))
 	}
 	return kind + ":" + target, err
+}
+
+// proxies returns the names of the toxiproxy proxies the job goes through.
+func (in *injector) proxies() []string {
+	if in.s3 != nil {
+		return []string{"kafka", "postgres", "s3"}
+	}
+	return []string{"kafka", "postgres"}
 }
 
 // script runs scripts/name with args and env added to ours.
@@ -288,9 +302,9 @@ func (in *injector) fill(hold func()) error {
 func (in *injector) heal() error {
 	var errs []error
 	if in.tp != nil {
-		for _, p := range []string{"kafka", "postgres"} {
+		for _, p := range in.proxies() {
 			errs = append(errs, in.tp.enable(context.Background(), p, true))
-			for _, tx := range []string{"lat-up", "lat-down", "reset", "timeout", "part-up", "part-down"} {
+			for _, tx := range []string{"lat-up", "lat-down", "reset", "timeout", "part-up", "part-down", "slow"} {
 				errs = append(errs, in.tp.untoxic(context.Background(), p, tx))
 			}
 		}

@@ -68,7 +68,7 @@ const (
 // Texts that the errors of the engine carry (checkpoint/store, sink,
 // stream), which the injector looks for in the processes' output.
 const (
-	textAnotherInstance = "another instance of the job is running on this directory"
+	textAnotherInstance = "another instance of the job is running on this checkpoint storage"
 	textNotOwner        = "no longer owns the checkpoint directory"         // store.ErrNotOwner
 	textFenced          = "fenced: a newer owner of the job has taken over" // sink.ErrFenced
 	textCommitPending   = "will be committed when the job starts again"     // stream.ErrCommitPending
@@ -419,7 +419,7 @@ func (in *injector) zombie(ctx context.Context, child *crashtest.Child, pause, r
 func (in *injector) corrupt(child *crashtest.Child, rng *rand.Rand) (bool, error) {
 	_ = child.Process.Signal(syscall.SIGKILL)
 	<-child.Exited()
-	dir, err := newestCompleted(in.ckpt)
+	dir, err := in.newestCompleted()
 	if err != nil || dir == "" {
 		in.outcome(FaultCorrupt + ": no completed checkpoint yet: not made")
 		return false, err
@@ -471,9 +471,18 @@ func (in *injector) corrupt(child *crashtest.Child, rng *rand.Rand) (bool, error
 	return true, nil
 }
 
-// newestCompleted returns the directory of the newest checkpoint in ckpt
-// that has its metadata (completed); "" when there is none.
-func newestCompleted(ckpt string) (string, error) {
+// newestCompleted returns the directory of the newest completed
+// checkpoint; "" when there is none.
+func (in *injector) newestCompleted() (string, error) {
+	if in.s3 != nil {
+		return in.newestCompletedObject()
+	}
+	return newestCompletedDir(in.ckpt)
+}
+
+// newestCompletedDir returns the directory of the newest checkpoint in
+// ckpt that has its metadata (completed); "" when there is none.
+func newestCompletedDir(ckpt string) (string, error) {
 	entries, err := os.ReadDir(ckpt)
 	if err != nil {
 		return "", err

@@ -64,6 +64,12 @@ type Config struct {
 	Interval time.Duration
 	// NoDisk disables the checkpoint directory faults (they need root).
 	NoDisk bool
+	// S3 is the endpoint of the S3 server (scripts/s3.sh, such as
+	// http://127.0.0.1:27070): when set, the job keeps its checkpoints
+	// there, through toxiproxy, and the object-storage faults replace the
+	// checkpoint directory faults. Its credentials come from the standard
+	// AWS environment variables.
+	S3 string
 	// Logf receives progress; nil discards it.
 	Logf func(format string, args ...any)
 }
@@ -202,7 +208,7 @@ func Run(ctx context.Context, c Config, command func(context.Context) *exec.Cmd)
 	// The run deletes what it creates, whatever the outcome (after the
 	// check: the report holds what a failure needs).
 	defer func() {
-		if err := dropRun(c, jc); err != nil {
+		if err := errors.Join(dropRun(c, jc), in.removeObjectStorage()); err != nil {
 			logf("torture: deleting the run's topics and tables: %v", err)
 		}
 	}()
@@ -358,6 +364,14 @@ func setupFaults(ctx context.Context, c Config, jc *jobConfig, logf func(string,
 		in.groups = append(in.groups, groupNetwork)
 	}
 
+	if c.S3 != "" {
+		u, err := in.setupObjectStorage(ctx, c.S3, jc.TxnPrefix, jc)
+		if err != nil {
+			return in, cleanup, err
+		}
+		undo = append(undo, u)
+		return in, cleanup, nil
+	}
 	ckfs := filepath.Join(c.Dir, "ckfs")
 	if err := os.MkdirAll(ckfs, 0o755); err != nil {
 		return in, cleanup, err

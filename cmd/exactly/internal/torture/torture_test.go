@@ -17,6 +17,31 @@ import (
 // exclusively), then the strict check of every sink. EXACTLY_TORTURE_SEED
 // replays a run.
 func TestTorture(t *testing.T) {
+	tortureTest(t, 32, func(c *Config) []string {
+		c.NoDisk = os.Geteuid() != 0
+		if !c.NoDisk {
+			return []string{FaultUnwritable}
+		}
+		return nil
+	})
+}
+
+// TestTortureObjectStorage is TestTorture with the job's checkpoints on
+// the S3 server, through toxiproxy, and the object-storage faults (server
+// SIGKILL and restart, uploads slower than the checkpoint timeout, and the
+// network faults on the S3 connections) instead of the checkpoint
+// directory's.
+func TestTortureObjectStorage(t *testing.T) {
+	tortureTest(t, 24, func(c *Config) []string {
+		c.S3, c.NoDisk = testenv.S3(t), true
+		return []string{FaultS3Restart, FaultSlowUpload}
+	})
+}
+
+// tortureTest runs a torture run of at least faults faults, configured by
+// configure, which returns the fault kinds it adds to those every run
+// must make.
+func tortureTest(t *testing.T, faults int, configure func(*Config) []string) {
 	if IsChild() {
 		if err := RunChild(context.Background()); err != nil {
 			t.Fatal(err)
@@ -29,10 +54,11 @@ func TestTorture(t *testing.T) {
 	testenv.Exclusive(t)
 	c := Config{
 		Workload: Workload{Events: 30_000, Keys: 200, Seed: uint64(time.Now().UnixNano())},
-		Faults:   32, Kafka: testenv.Kafka(t), Postgres: testenv.Postgres(t), Toxiproxy: testenv.Toxiproxy(t),
+		Faults:   faults, Kafka: testenv.Kafka(t), Postgres: testenv.Postgres(t), Toxiproxy: testenv.Toxiproxy(t),
 		Rate: 400, Dir: t.TempDir(), Logf: t.Logf,
-		NoDisk: os.Geteuid() != 0,
 	}
+	want := append([]string{"kill:", FaultKafkaRestart, FaultPostgresRestart, FaultLatency, FaultReset, FaultTimeout, FaultPartition,
+		FaultCleanStop, FaultSecondInstance, FaultZombie, FaultCorrupt, FaultStuckWrite, FaultCommitRejected, FaultRerun}, configure(&c)...)
 	if s := os.Getenv("EXACTLY_TORTURE_SEED"); s != "" {
 		var err error
 		if c.Seed, err = strconv.ParseUint(s, 10, 64); err != nil {
@@ -40,7 +66,7 @@ func TestTorture(t *testing.T) {
 		}
 	}
 	command := func(ctx context.Context) *exec.Cmd {
-		return exec.CommandContext(ctx, os.Args[0], "-test.run=^TestTorture$", "-test.v=false")
+		return exec.CommandContext(ctx, os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v=false")
 	}
 	rep, err := Run(context.Background(), c, command)
 	if rep != nil {
@@ -56,11 +82,6 @@ func TestTorture(t *testing.T) {
 	}
 	if n := rep.TotalFaults(); n < c.Faults {
 		t.Errorf("%d faults injected, want at least %d", n, c.Faults)
-	}
-	want := []string{"kill:", FaultKafkaRestart, FaultPostgresRestart, FaultLatency, FaultReset, FaultTimeout, FaultPartition,
-		FaultCleanStop, FaultSecondInstance, FaultZombie, FaultCorrupt, FaultStuckWrite, FaultCommitRejected, FaultRerun}
-	if !c.NoDisk {
-		want = append(want, FaultUnwritable)
 	}
 	for _, kind := range want {
 		found := false
