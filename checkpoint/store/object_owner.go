@@ -171,7 +171,7 @@ func (s *ObjectStore) tryAcquire(cur format.Manifest, etag string, opts Ownershi
 	next.Writes++
 	ctx, cancel := s.ctx()
 	defer cancel()
-	tag, err := s.writeManifest(ctx, next, etag)
+	_, err = s.writeManifest(ctx, next, etag)
 	if errors.Is(err, errPrecondition) {
 		return nil, nil
 	}
@@ -182,10 +182,12 @@ func (s *ObjectStore) tryAcquire(cur format.Manifest, etag string, opts Ownershi
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint/store: taking ownership: %w", err)
 	}
-	if back.Token != token || backTag != tag {
+	if back.Token != token {
 		return nil, nil
 	}
-	return &objectOwner{Ownership: Ownership{Incarnation: next.Incarnation, Epoch: next.Epoch}, opts: opts, token: token, etag: tag, manifest: next}, nil
+	// The read's tag is the one later writes must match (a server may
+	// spell the tags of a write's answer and of a read differently).
+	return &objectOwner{Ownership: Ownership{Incarnation: next.Incarnation, Epoch: next.Epoch}, opts: opts, token: token, etag: backTag, manifest: next}, nil
 }
 
 // update applies f to the manifest and writes it on condition that it is
