@@ -127,8 +127,8 @@ func (b *KeyedBackend[K]) KeyGroupOf(k K) int {
 // KeyGroupRange returns the key groups this backend owns.
 func (b *KeyedBackend[K]) KeyGroupRange() KeyGroupRange { return b.owned }
 
-// register adds a named state.
-func (b *KeyedBackend[K]) register(name string, t table[K]) error {
+// checkName checks that name can be registered as a new state.
+func (b *KeyedBackend[K]) checkName(name string) error {
 	if name == timersName {
 		return fmt.Errorf("state: state name is empty: give every state of an operator a unique, non-empty name")
 	}
@@ -138,8 +138,20 @@ func (b *KeyedBackend[K]) register(name string, t table[K]) error {
 	if _, ok := b.tables[name]; ok {
 		return fmt.Errorf("state: state %q is already registered: give every state of an operator a unique name", name)
 	}
-	b.tables[name] = t
+	return nil
+}
+
+// declare registers a new state called name, stored as onHeap makes it for
+// the heap backend.
+func declare[K comparable, S table[K]](scope Scope[K], name string, onHeap func(*KeyedBackend[K]) S) (S, error) {
+	b := scope.b
+	if err := b.checkName(name); err != nil {
+		var none S
+		return none, err
+	}
+	s := onHeap(b)
+	b.tables[name] = s
 	i, _ := slices.BinarySearch(b.names, name)
 	b.names = slices.Insert(b.names, i, name)
-	return nil
+	return s, nil
 }

@@ -141,8 +141,8 @@ func TestValueState(t *testing.T) {
 	if _, ok := f.count.Value(); ok {
 		t.Fatal("cleared key has a value")
 	}
-	if len(f.count.m) != 1 {
-		t.Fatalf("Clear left the key behind: %v", f.count.m)
+	if n := storedKeys(f.count.store); n != 1 {
+		t.Fatalf("Clear left the key behind: %d keys stored, want 1", n)
 	}
 }
 
@@ -173,13 +173,13 @@ func TestMapState(t *testing.T) {
 		t.Fatal("Remove failed")
 	}
 	f.seen.Remove("y")
-	if _, ok := f.seen.m["a"]; ok {
-		t.Fatal("removing the last entry left the key behind")
+	if n := storedKeys(f.seen.store); n != 1 {
+		t.Fatalf("removing the last entry left the key behind: %d keys stored, want 1", n)
 	}
 	f.b.SetCurrentKey("b")
 	f.seen.Clear()
-	if len(f.seen.m) != 0 {
-		t.Fatalf("Clear left %v", f.seen.m)
+	if n := storedKeys(f.seen.store); n != 0 {
+		t.Fatalf("Clear left %d keys", n)
 	}
 
 	// Compute: absent, then present; the other key is untouched.
@@ -232,13 +232,13 @@ func TestListState(t *testing.T) {
 		t.Fatalf("after Update: %v", got)
 	}
 	f.events.Update(nil)
-	if _, ok := f.events.m["a"]; ok {
-		t.Fatal("Update(nil) left the key behind")
+	if n := storedKeys(f.events.store); n != 1 {
+		t.Fatalf("Update(nil) left the key behind: %d keys stored, want 1", n)
 	}
 	f.b.SetCurrentKey("b")
 	f.events.Clear()
-	if len(f.events.m) != 0 {
-		t.Fatalf("Clear left %v", f.events.m)
+	if n := storedKeys(f.events.store); n != 0 {
+		t.Fatalf("Clear left %d keys", n)
 	}
 }
 
@@ -662,7 +662,7 @@ func TestRestoreTruncatedBlobs(t *testing.T) {
 		if !errors.Is(err, ErrCorrupt) || !errors.Is(err, checkpoint.ErrCorrupt) {
 			t.Fatalf("truncated at %d: %v does not wrap ErrCorrupt, the engine's corruption mark", n, err)
 		}
-		if len(f.count.m)+len(f.seen.m)+len(f.events.m)+len(f.b.timers.pending()) != 0 {
+		if storedKeys(f.count.store)+storedKeys(f.seen.store)+storedKeys(f.events.store)+len(f.b.timers.pending()) != 0 {
 			t.Fatalf("failed restore at %d changed the backend", n)
 		}
 	}
