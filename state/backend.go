@@ -61,6 +61,8 @@ type table[K comparable] interface {
 	capture() capturedTable[K]
 	// stage decodes count entries of one blob section; the returned function applies
 	// them. stage does not modify the table, so a failed Restore changes nothing.
+	// Tables of the Pebble backend write the entries into r.disk, which Restore
+	// commits, and return a function that does nothing.
 	stage(r *sectionReader[K], count int) (func(), error)
 }
 
@@ -86,6 +88,7 @@ type KeyedBackend[K comparable] struct {
 	names          []string      // keys of tables, sorted
 	timers         timerQueue[K] // processing time
 	eventTimers    timerQueue[K]
+	disk           *diskStore[K] // the Pebble backend's database; nil for the heap backend
 }
 
 // NewKeyedBackend returns an empty backend for the subtask that owns the key groups
@@ -93,12 +96,25 @@ type KeyedBackend[K comparable] struct {
 // [1, MaxParallelismLimit] or owned is not a range within [0, maxParallelism): validate
 // user configuration with ValidateParallelism and derive owned with RangeForSubtask.
 func NewKeyedBackend[K comparable](keyCodec Codec[K], maxParallelism int, owned KeyGroupRange) *KeyedBackend[K] {
-	if err := ValidateParallelism(1, maxParallelism); err != nil {
+	if err := checkOwned(maxParallelism, owned); err != nil {
 		panic(err)
 	}
-	if owned.Start < 0 || owned.Start > owned.End || owned.End > maxParallelism {
-		panic(fmt.Sprintf("state: key group range %v is not within [0, %d)", owned, maxParallelism))
+	return newHeapBackend(keyCodec, maxParallelism, owned)
+}
+
+// checkOwned checks the arguments of NewKeyedBackend.
+func checkOwned(maxParallelism int, owned KeyGroupRange) error {
+	if err := ValidateParallelism(1, maxParallelism); err != nil {
+		return err
 	}
+	if owned.Start < 0 || owned.Start > owned.End || owned.End > maxParallelism {
+		return fmt.Errorf("state: key group range %v is not within [0, %d): derive it with RangeForSubtask", owned, maxParallelism)
+	}
+	return nil
+}
+
+// newHeapBackend returns an empty heap backend for checked arguments.
+func newHeapBackend[K comparable](keyCodec Codec[K], maxParallelism int, owned KeyGroupRange) *KeyedBackend[K] {
 	b := &KeyedBackend[K]{
 		keyCodec:       keyCodec,
 		maxParallelism: maxParallelism,
@@ -113,7 +129,12 @@ func NewKeyedBackend[K comparable](keyCodec Codec[K], maxParallelism int, owned 
 
 // SetCurrentKey sets the key that subsequent state accesses and timer registrations
 // apply to.
-func (b *KeyedBackend[K]) SetCurrentKey(k K) { b.current = k }
+func (b *KeyedBackend[K]) SetCurrentKey(k K) {
+	b.current = k
+	if b.disk != nil {
+		b.disk.keyChanged()
+	}
+}
 
 // CurrentKey returns the key set by SetCurrentKey.
 func (b *KeyedBackend[K]) CurrentKey() K { return b.current }
@@ -142,16 +163,33 @@ func (b *KeyedBackend[K]) checkName(name string) error {
 }
 
 // declare registers a new state called name, stored as onHeap makes it for
-// the heap backend.
-func declare[K comparable, S table[K]](scope Scope[K], name string, onHeap func(*KeyedBackend[K]) S) (S, error) {
+// the heap backend and as onDisk makes it for the Pebble backend.
+func declare[K comparable, S table[K]](scope Scope[K], name string,
+	onHeap func(*KeyedBackend[K]) S, onDisk func(diskTable[K]) S) (S, error) {
 	b := scope.b
 	if err := b.checkName(name); err != nil {
 		var none S
 		return none, err
 	}
-	s := onHeap(b)
+	var s S
+	if b.disk == nil {
+		s = onHeap(b)
+	} else {
+		s = onDisk(b.disk.newTable())
+	}
 	b.tables[name] = s
 	i, _ := slices.BinarySearch(b.names, name)
 	b.names = slices.Insert(b.names, i, name)
 	return s, nil
+}
+
+// Close releases the backend's resources: for the Pebble backend it waits
+// for snapshot encodings in progress (later ones fail), closes the database
+// and removes its directory. A closed backend must not be used. Close of a
+// heap backend does nothing.
+func (b *KeyedBackend[K]) Close() error {
+	if b.disk == nil {
+		return nil
+	}
+	return b.disk.db.Close()
 }

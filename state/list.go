@@ -22,7 +22,8 @@ type listStore[K comparable, V any] interface {
 // or already registered.
 func NewListState[K comparable, V any](scope Scope[K], name string, codec Codec[V]) (*ListState[K, V], error) {
 	store, err := declare(scope, name,
-		func(b *KeyedBackend[K]) listStore[K, V] { return newHeapLists(b, codec) })
+		func(b *KeyedBackend[K]) listStore[K, V] { return newHeapLists(b, codec) },
+		func(t diskTable[K]) listStore[K, V] { return newDiskLists(t, codec) })
 	if err != nil {
 		return nil, err
 	}

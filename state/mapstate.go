@@ -26,7 +26,8 @@ type mapStore[K comparable, UK comparable, UV any] interface {
 // or already registered.
 func NewMapState[K comparable, UK comparable, UV any](scope Scope[K], name string, keyCodec Codec[UK], valueCodec Codec[UV]) (*MapState[K, UK, UV], error) {
 	store, err := declare(scope, name,
-		func(b *KeyedBackend[K]) mapStore[K, UK, UV] { return newHeapMaps(b, keyCodec, valueCodec) })
+		func(b *KeyedBackend[K]) mapStore[K, UK, UV] { return newHeapMaps(b, keyCodec, valueCodec) },
+		func(t diskTable[K]) mapStore[K, UK, UV] { return newDiskMaps(t, keyCodec, valueCodec) })
 	if err != nil {
 		return nil, err
 	}

@@ -19,7 +19,8 @@ type valueStore[K comparable, V any] interface {
 // empty or already registered.
 func NewValueState[K comparable, V any](scope Scope[K], name string, codec Codec[V]) (*ValueState[K, V], error) {
 	store, err := declare(scope, name,
-		func(b *KeyedBackend[K]) valueStore[K, V] { return newHeapValues(b, codec) })
+		func(b *KeyedBackend[K]) valueStore[K, V] { return newHeapValues(b, codec) },
+		func(t diskTable[K]) valueStore[K, V] { return newDiskValues(t, codec) })
 	if err != nil {
 		return nil, err
 	}

@@ -80,14 +80,9 @@ func (d *DB) NewIter(lower, upper []byte) (*pebble.Iterator, error) {
 	return d.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 }
 
-// NewBatch returns an empty batch of writes, applied atomically by Commit.
+// NewBatch returns an empty batch of writes, which its Commit applies
+// atomically.
 func (d *DB) NewBatch() *pebble.Batch { return d.db.NewBatch() }
-
-// Commit applies b and closes it.
-func (d *DB) Commit(b *pebble.Batch) error {
-	defer b.Close()
-	return b.Commit(pebble.NoSync)
-}
 
 // Close waits for the views being read, releases the others, closes the
 // database and removes its directory.
