@@ -1,6 +1,7 @@
 package state
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -62,4 +63,44 @@ func (t diskTable[K]) scanKeyGroup(r pebble.Reader, kg int, visit func(kg int, k
 		}
 	}
 	return nil
+}
+
+// checkOnlyOwned returns an error if the view r holds state of a key group
+// outside owned, as the heap backend's snapshot does for such keys (which
+// a record routed to the wrong subtask leaves).
+func checkOnlyOwned[K comparable](r pebble.Reader, owned KeyGroupRange, keyCodec Codec[K]) error {
+	ownedStart := kv.AppendStatePrefix(nil, uint16(owned.Start), 0)
+	ownedEnd := kv.AppendStatePrefix(nil, uint16(owned.End), 0)
+	for _, bounds := range [][2][]byte{{nil, ownedStart}, {ownedEnd, nil}} {
+		if err := checkEmpty(r, bounds[0], bounds[1], owned, keyCodec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkEmpty returns an error naming the first key in [lower, upper) of r,
+// if there is one.
+func checkEmpty[K comparable](r pebble.Reader, lower, upper []byte, owned KeyGroupRange, keyCodec Codec[K]) (err error) {
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := it.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	if !it.First() {
+		return nil
+	}
+	raw, _, err := kv.SplitKey(it.Key())
+	if err != nil {
+		return err
+	}
+	kg := int(binary.BigEndian.Uint16(it.Key()))
+	if k, err := keyCodec.Decode(raw); err == nil {
+		return errForeignKey(k, kg, owned)
+	}
+	return errForeignKey(fmt.Sprintf("encoded as %x", raw), kg, owned)
 }

@@ -66,6 +66,9 @@ func (b *KeyedBackend[K]) Snapshot() func() (map[int][]byte, error) {
 	}
 	return func() (out map[int][]byte, err error) {
 		err = view.Read(func(r pebble.Reader) error {
+			if err := checkOnlyOwned(r, owned, keyCodec); err != nil {
+				return err
+			}
 			out, err = encode(r)
 			return err
 		})
@@ -97,9 +100,14 @@ func (w *sectionWriter[K]) key(k K) (int, error) {
 	}
 	kg := KeyGroupOf(HashKey(w.scratch), w.maxParallelism)
 	if !w.owned.Contains(kg) {
-		return 0, fmt.Errorf("key %v is in key group %d, outside the owned range %v: records must be routed to the subtask that owns their key group", k, kg, w.owned)
+		return 0, errForeignKey(k, kg, w.owned)
 	}
 	return w.encodedKey(kg, w.scratch), nil
+}
+
+// errForeignKey reports state of key in key group kg, outside the owned range.
+func errForeignKey(key any, kg int, owned KeyGroupRange) error {
+	return fmt.Errorf("key %v is in key group %d, outside the owned range %v: records must be routed to the subtask that owns their key group", key, kg, owned)
 }
 
 // encodedKey starts an entry for the key encoded as raw, of the owned key

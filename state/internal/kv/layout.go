@@ -11,7 +11,8 @@ import (
 //
 //	key    = keyGroup:uint16 stateID:uint32 keyLen:uvarint key suffix
 //
-// both integers big-endian; key is the state key's codec encoding and
+// both integers big-endian (key groups fit: state.MaxParallelismLimit is
+// 1<<15); key is the state key's codec encoding and
 // suffix the map state's encoded user key (empty for value and list state).
 const statePrefixLen = 2 + 4
 
