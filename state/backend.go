@@ -57,7 +57,9 @@ func displayName(name string) string {
 // table is one piece of keyed state of a backend: a registered state or the timers.
 type table[K comparable] interface {
 	kind() stateKind
-	// capture returns a copy of the state that later mutations do not affect.
+	// capture returns the state as of now, which later mutations do not affect: a
+	// copy, or for tables of the Pebble backend an encoder of the Pebble snapshot
+	// that Snapshot takes (sectionWriter.disk).
 	capture() capturedTable[K]
 	// stage decodes count entries of one blob section; the returned function applies
 	// them. stage does not modify the table, so a failed Restore changes nothing.
@@ -91,7 +93,8 @@ type KeyedBackend[K comparable] struct {
 	disk           *diskStore[K] // the Pebble backend's database; nil for the heap backend
 }
 
-// NewKeyedBackend returns an empty backend for the subtask that owns the key groups
+// NewKeyedBackend returns an empty heap backend (see OpenKeyedBackend for the others)
+// for the subtask that owns the key groups
 // owned of a job with maxParallelism key groups. It panics if maxParallelism is not in
 // [1, MaxParallelismLimit] or owned is not a range within [0, maxParallelism): validate
 // user configuration with ValidateParallelism and derive owned with RangeForSubtask.
