@@ -57,10 +57,14 @@ func displayName(name string) string {
 // table is one piece of keyed state of a backend: a registered state or the timers.
 type table[K comparable] interface {
 	kind() stateKind
-	// capture returns a copy of the state that later mutations do not affect.
+	// capture returns the state as of now, which later mutations do not affect: a
+	// copy, or for tables of the Pebble backend an encoder of the Pebble snapshot
+	// that Snapshot takes (sectionWriter.disk).
 	capture() capturedTable[K]
 	// stage decodes count entries of one blob section; the returned function applies
 	// them. stage does not modify the table, so a failed Restore changes nothing.
+	// Tables of the Pebble backend write the entries into r.disk, which Restore
+	// commits, and return a function that does nothing.
 	stage(r *sectionReader[K], count int) (func(), error)
 }
 
@@ -86,19 +90,34 @@ type KeyedBackend[K comparable] struct {
 	names          []string      // keys of tables, sorted
 	timers         timerQueue[K] // processing time
 	eventTimers    timerQueue[K]
+	disk           *diskStore[K] // the Pebble backend's database; nil for the heap backend
 }
 
-// NewKeyedBackend returns an empty backend for the subtask that owns the key groups
+// NewKeyedBackend returns an empty heap backend (see OpenKeyedBackend for the others)
+// for the subtask that owns the key groups
 // owned of a job with maxParallelism key groups. It panics if maxParallelism is not in
 // [1, MaxParallelismLimit] or owned is not a range within [0, maxParallelism): validate
 // user configuration with ValidateParallelism and derive owned with RangeForSubtask.
 func NewKeyedBackend[K comparable](keyCodec Codec[K], maxParallelism int, owned KeyGroupRange) *KeyedBackend[K] {
-	if err := ValidateParallelism(1, maxParallelism); err != nil {
+	if err := checkOwned(maxParallelism, owned); err != nil {
 		panic(err)
 	}
-	if owned.Start < 0 || owned.Start > owned.End || owned.End > maxParallelism {
-		panic(fmt.Sprintf("state: key group range %v is not within [0, %d)", owned, maxParallelism))
+	return newHeapBackend(keyCodec, maxParallelism, owned)
+}
+
+// checkOwned checks the arguments of NewKeyedBackend.
+func checkOwned(maxParallelism int, owned KeyGroupRange) error {
+	if err := ValidateParallelism(1, maxParallelism); err != nil {
+		return err
 	}
+	if owned.Start < 0 || owned.Start > owned.End || owned.End > maxParallelism {
+		return fmt.Errorf("state: key group range %v is not within [0, %d): derive it with RangeForSubtask", owned, maxParallelism)
+	}
+	return nil
+}
+
+// newHeapBackend returns an empty heap backend for checked arguments.
+func newHeapBackend[K comparable](keyCodec Codec[K], maxParallelism int, owned KeyGroupRange) *KeyedBackend[K] {
 	b := &KeyedBackend[K]{
 		keyCodec:       keyCodec,
 		maxParallelism: maxParallelism,
@@ -113,7 +132,12 @@ func NewKeyedBackend[K comparable](keyCodec Codec[K], maxParallelism int, owned 
 
 // SetCurrentKey sets the key that subsequent state accesses and timer registrations
 // apply to.
-func (b *KeyedBackend[K]) SetCurrentKey(k K) { b.current = k }
+func (b *KeyedBackend[K]) SetCurrentKey(k K) {
+	b.current = k
+	if b.disk != nil {
+		b.disk.keyChanged()
+	}
+}
 
 // CurrentKey returns the key set by SetCurrentKey.
 func (b *KeyedBackend[K]) CurrentKey() K { return b.current }
@@ -127,8 +151,8 @@ func (b *KeyedBackend[K]) KeyGroupOf(k K) int {
 // KeyGroupRange returns the key groups this backend owns.
 func (b *KeyedBackend[K]) KeyGroupRange() KeyGroupRange { return b.owned }
 
-// register adds a named state.
-func (b *KeyedBackend[K]) register(name string, t table[K]) error {
+// checkName checks that name can be registered as a new state.
+func (b *KeyedBackend[K]) checkName(name string) error {
 	if name == timersName {
 		return fmt.Errorf("state: state name is empty: give every state of an operator a unique, non-empty name")
 	}
@@ -138,8 +162,37 @@ func (b *KeyedBackend[K]) register(name string, t table[K]) error {
 	if _, ok := b.tables[name]; ok {
 		return fmt.Errorf("state: state %q is already registered: give every state of an operator a unique name", name)
 	}
-	b.tables[name] = t
+	return nil
+}
+
+// declare registers a new state called name, stored as onHeap makes it for
+// the heap backend and as onDisk makes it for the Pebble backend.
+func declare[K comparable, S table[K]](scope Scope[K], name string,
+	onHeap func(*KeyedBackend[K]) S, onDisk func(diskTable[K]) S) (S, error) {
+	b := scope.b
+	if err := b.checkName(name); err != nil {
+		var none S
+		return none, err
+	}
+	var s S
+	if b.disk == nil {
+		s = onHeap(b)
+	} else {
+		s = onDisk(b.disk.newTable())
+	}
+	b.tables[name] = s
 	i, _ := slices.BinarySearch(b.names, name)
 	b.names = slices.Insert(b.names, i, name)
-	return nil
+	return s, nil
+}
+
+// Close releases the backend's resources: for the Pebble backend it waits
+// for snapshot encodings in progress (later ones fail), closes the database
+// and removes its directory. A closed backend must not be used. Close of a
+// heap backend does nothing.
+func (b *KeyedBackend[K]) Close() error {
+	if b.disk == nil {
+		return nil
+	}
+	return b.disk.db.Close()
 }

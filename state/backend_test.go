@@ -23,9 +23,9 @@ type fixture struct {
 	events *ListState[string, string]
 }
 
-func newFixture(t testing.TB, maxP int, owned KeyGroupRange) *fixture {
+func newFixture(t testing.TB, kind BackendKind, maxP int, owned KeyGroupRange) *fixture {
 	t.Helper()
-	b := NewKeyedBackend[string](StringCodec{}, maxP, owned)
+	b := newBackend(t, kind, StringCodec{}, maxP, owned)
 	count, err := NewValueState[string, int64](b.Scope(), "count", Int64Codec{})
 	if err != nil {
 		t.Fatal(err)
@@ -42,8 +42,8 @@ func newFixture(t testing.TB, maxP int, owned KeyGroupRange) *fixture {
 }
 
 // subtaskFixture returns the fixture of subtask i of p.
-func subtaskFixture(t testing.TB, i, p, maxP int) *fixture {
-	return newFixture(t, maxP, RangeForSubtask(i, p, maxP))
+func subtaskFixture(t testing.TB, kind BackendKind, i, p, maxP int) *fixture {
+	return newFixture(t, kind, maxP, RangeForSubtask(i, p, maxP))
 }
 
 // must panics on registration errors in table-driven setups.
@@ -118,8 +118,10 @@ func snapshotNow(t testing.TB, b *KeyedBackend[string]) map[int][]byte {
 	return blobs
 }
 
-func TestValueState(t *testing.T) {
-	f := newFixture(t, 8, KeyGroupRange{0, 8})
+func TestValueState(t *testing.T) { forBackends(t, testValueState) }
+
+func testValueState(t *testing.T, kind BackendKind) {
+	f := newFixture(t, kind, 8, KeyGroupRange{0, 8})
 	f.b.SetCurrentKey("a")
 	if _, ok := f.count.Value(); ok {
 		t.Fatal("new key has a value")
@@ -141,13 +143,15 @@ func TestValueState(t *testing.T) {
 	if _, ok := f.count.Value(); ok {
 		t.Fatal("cleared key has a value")
 	}
-	if len(f.count.m) != 1 {
-		t.Fatalf("Clear left the key behind: %v", f.count.m)
+	if n := storedKeys(f.count.store); n != 1 {
+		t.Fatalf("Clear left the key behind: %d keys stored, want 1", n)
 	}
 }
 
-func TestMapState(t *testing.T) {
-	f := newFixture(t, 8, KeyGroupRange{0, 8})
+func TestMapState(t *testing.T) { forBackends(t, testMapState) }
+
+func testMapState(t *testing.T, kind BackendKind) {
+	f := newFixture(t, kind, 8, KeyGroupRange{0, 8})
 	f.b.SetCurrentKey("a")
 	f.seen.Put("x", 1)
 	f.seen.Put("y", 2)
@@ -173,13 +177,13 @@ func TestMapState(t *testing.T) {
 		t.Fatal("Remove failed")
 	}
 	f.seen.Remove("y")
-	if _, ok := f.seen.m["a"]; ok {
-		t.Fatal("removing the last entry left the key behind")
+	if n := storedKeys(f.seen.store); n != 1 {
+		t.Fatalf("removing the last entry left the key behind: %d keys stored, want 1", n)
 	}
 	f.b.SetCurrentKey("b")
 	f.seen.Clear()
-	if len(f.seen.m) != 0 {
-		t.Fatalf("Clear left %v", f.seen.m)
+	if n := storedKeys(f.seen.store); n != 0 {
+		t.Fatalf("Clear left %d keys", n)
 	}
 
 	// Compute: absent, then present; the other key is untouched.
@@ -206,8 +210,10 @@ func TestMapState(t *testing.T) {
 	}
 }
 
-func TestListState(t *testing.T) {
-	f := newFixture(t, 8, KeyGroupRange{0, 8})
+func TestListState(t *testing.T) { forBackends(t, testListState) }
+
+func testListState(t *testing.T, kind BackendKind) {
+	f := newFixture(t, kind, 8, KeyGroupRange{0, 8})
 	f.b.SetCurrentKey("a")
 	if f.events.Get() != nil || f.events.Len() != 0 {
 		t.Fatal("new key has a list")
@@ -232,18 +238,20 @@ func TestListState(t *testing.T) {
 		t.Fatalf("after Update: %v", got)
 	}
 	f.events.Update(nil)
-	if _, ok := f.events.m["a"]; ok {
-		t.Fatal("Update(nil) left the key behind")
+	if n := storedKeys(f.events.store); n != 1 {
+		t.Fatalf("Update(nil) left the key behind: %d keys stored, want 1", n)
 	}
 	f.b.SetCurrentKey("b")
 	f.events.Clear()
-	if len(f.events.m) != 0 {
-		t.Fatalf("Clear left %v", f.events.m)
+	if n := storedKeys(f.events.store); n != 0 {
+		t.Fatalf("Clear left %d keys", n)
 	}
 }
 
-func TestRegisterErrors(t *testing.T) {
-	f := newFixture(t, 8, KeyGroupRange{0, 8})
+func TestRegisterErrors(t *testing.T) { forBackends(t, testRegisterErrors) }
+
+func testRegisterErrors(t *testing.T, kind BackendKind) {
+	f := newFixture(t, kind, 8, KeyGroupRange{0, 8})
 	if _, err := NewValueState[string, int](f.b.Scope(), "count", IntCodec{}); err == nil || !strings.Contains(err.Error(), `"count" is already registered`) {
 		t.Errorf("duplicate name: %v", err)
 	}
@@ -417,8 +425,10 @@ func checkTimerQueue(t *testing.T, keys, times, popOneIn int) {
 	}
 }
 
-func TestSnapshotIsolation(t *testing.T) {
-	f := newFixture(t, 16, KeyGroupRange{0, 16})
+func TestSnapshotIsolation(t *testing.T) { forBackends(t, testSnapshotIsolation) }
+
+func testSnapshotIsolation(t *testing.T, kind BackendKind) {
+	f := newFixture(t, kind, 16, KeyGroupRange{0, 16})
 	const n = 200
 	for i := range n {
 		f.fill(i)
@@ -463,25 +473,27 @@ func TestSnapshotIsolation(t *testing.T) {
 	f.b.PopDueTimers(epoch.Add(500*time.Second), nil)
 	blobs := <-done
 
-	r := newFixture(t, 16, KeyGroupRange{0, 16})
-	for kg, blob := range blobs {
-		if err := r.b.Restore(kg, blob); err != nil {
-			t.Fatal(err)
+	for _, to := range backendKinds {
+		r := newFixture(t, to, 16, KeyGroupRange{0, 16})
+		for kg, blob := range blobs {
+			if err := r.b.Restore(kg, blob); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	for k, w := range want {
-		if got := r.dump(k); !got.equal(w) {
-			t.Errorf("%s: restored %v, want state at Snapshot %v", k, got, w)
+		for k, w := range want {
+			if got := r.dump(k); !got.equal(w) {
+				t.Errorf("%s restored into %v: %v, want state at Snapshot %v", k, to, got, w)
+			}
 		}
 	}
 }
 
-// restoreInto restores every blob into the subtask of p that owns it.
-func restoreInto(t *testing.T, blobs map[int][]byte, p, maxP int) []*fixture {
+// restoreInto restores every blob into the subtask of p, of backends of kind, that owns it.
+func restoreInto(t *testing.T, kind BackendKind, blobs map[int][]byte, p, maxP int) []*fixture {
 	t.Helper()
 	fs := make([]*fixture, p)
 	for i := range fs {
-		fs[i] = subtaskFixture(t, i, p, maxP)
+		fs[i] = subtaskFixture(t, kind, i, p, maxP)
 	}
 	for kg, blob := range blobs {
 		if err := fs[SubtaskForKeyGroup(kg, p, maxP)].b.Restore(kg, blob); err != nil {
@@ -491,9 +503,11 @@ func restoreInto(t *testing.T, blobs map[int][]byte, p, maxP int) []*fixture {
 	return fs
 }
 
-func TestRescaleRoundTrip(t *testing.T) {
+func TestRescaleRoundTrip(t *testing.T) { forBackends(t, testRescaleRoundTrip) }
+
+func testRescaleRoundTrip(t *testing.T, kind BackendKind) {
 	const maxP, n = 32, 1000
-	src := subtaskFixture(t, 0, 1, maxP)
+	src := subtaskFixture(t, kind, 0, 1, maxP)
 	for i := range n {
 		src.fill(i)
 	}
@@ -524,12 +538,15 @@ func TestRescaleRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	for _, p := range []int{2, 3} {
-		check(restoreInto(t, blobs, p, maxP), p)
+	for _, to := range backendKinds {
+		for _, p := range []int{2, 3} {
+			check(restoreInto(t, to, blobs, p, maxP), p)
+		}
 	}
 
-	// Scale 3 -> 1: snapshot every subtask of 3 and restore all into one.
-	three := restoreInto(t, blobs, 3, maxP)
+	// Scale 3 -> 1: snapshot every subtask of 3 and restore all into one,
+	// of the other kind.
+	three := restoreInto(t, kind, blobs, 3, maxP)
 	merged := map[int][]byte{}
 	for i, f := range three {
 		for kg, blob := range snapshotNow(t, f.b) {
@@ -539,20 +556,22 @@ func TestRescaleRoundTrip(t *testing.T) {
 			merged[kg] = blob
 		}
 	}
-	check(restoreInto(t, merged, 1, maxP), 1)
+	check(restoreInto(t, otherKind(kind), merged, 1, maxP), 1)
 	if len(merged) != len(blobs) {
 		t.Errorf("3 -> 1 has %d key groups, 1 had %d", len(merged), len(blobs))
 	}
 }
 
-func TestTimersRescale(t *testing.T) {
+func TestTimersRescale(t *testing.T) { forBackends(t, testTimersRescale) }
+
+func testTimersRescale(t *testing.T, kind BackendKind) {
 	const maxP = 16
-	src := subtaskFixture(t, 0, 1, maxP)
+	src := subtaskFixture(t, kind, 0, 1, maxP)
 	for i := range 100 {
 		src.b.SetCurrentKey(fmt.Sprint("k", i))
 		src.b.RegisterTimer(epoch.Add(time.Duration(i%10) * time.Second))
 	}
-	fs := restoreInto(t, snapshotNow(t, src.b), 3, maxP)
+	fs := restoreInto(t, kind, snapshotNow(t, src.b), 3, maxP)
 	var all []Timer[string]
 	for i, f := range fs {
 		ts := f.b.PopDueTimers(epoch.Add(time.Minute), nil)
@@ -573,9 +592,11 @@ func TestTimersRescale(t *testing.T) {
 
 // TestEventTimersRescale checks that event-time timers are kept apart from
 // processing-time timers through a snapshot restored with another parallelism.
-func TestEventTimersRescale(t *testing.T) {
+func TestEventTimersRescale(t *testing.T) { forBackends(t, testEventTimersRescale) }
+
+func testEventTimersRescale(t *testing.T, kind BackendKind) {
 	const maxP = 16
-	src := subtaskFixture(t, 0, 1, maxP)
+	src := subtaskFixture(t, kind, 0, 1, maxP)
 	for i := range 50 {
 		src.b.SetCurrentKey(fmt.Sprint("k", i))
 		src.b.RegisterEventTimer(epoch.Add(time.Duration(i%5) * time.Second))
@@ -583,7 +604,7 @@ func TestEventTimersRescale(t *testing.T) {
 	}
 	src.b.SetCurrentKey("k0")
 	src.b.DeleteEventTimer(epoch)
-	fs := restoreInto(t, snapshotNow(t, src.b), 2, maxP)
+	fs := restoreInto(t, kind, snapshotNow(t, src.b), 2, maxP)
 	events, processing := 0, 0
 	for _, f := range fs {
 		early := f.b.PopEventTimers(epoch.Add(2*time.Second).UnixNano(), nil)
@@ -600,8 +621,10 @@ func TestEventTimersRescale(t *testing.T) {
 	}
 }
 
-func TestSnapshotOmitsEmptyKeyGroups(t *testing.T) {
-	f := newFixture(t, 128, KeyGroupRange{0, 128})
+func TestSnapshotOmitsEmptyKeyGroups(t *testing.T) { forBackends(t, testSnapshotOmitsEmptyKeyGroups) }
+
+func testSnapshotOmitsEmptyKeyGroups(t *testing.T, kind BackendKind) {
+	f := newFixture(t, kind, 128, KeyGroupRange{0, 128})
 	if blobs := snapshotNow(t, f.b); len(blobs) != 0 {
 		t.Fatalf("empty backend produced %d blobs", len(blobs))
 	}
@@ -613,8 +636,10 @@ func TestSnapshotOmitsEmptyKeyGroups(t *testing.T) {
 	}
 }
 
-func TestSnapshotKeyOutsideRange(t *testing.T) {
-	f := newFixture(t, 128, KeyGroupRange{0, 1})
+func TestSnapshotKeyOutsideRange(t *testing.T) { forBackends(t, testSnapshotKeyOutsideRange) }
+
+func testSnapshotKeyOutsideRange(t *testing.T, kind BackendKind) {
+	f := newFixture(t, kind, 128, KeyGroupRange{0, 1})
 	k := "x"
 	for f.b.KeyGroupOf(k) == 0 {
 		k += "x"
@@ -626,13 +651,25 @@ func TestSnapshotKeyOutsideRange(t *testing.T) {
 	}
 }
 
-func TestSnapshotEncodeError(t *testing.T) {
-	b := NewKeyedBackend[string](StringCodec{}, 8, KeyGroupRange{0, 8})
+// TestSnapshotEncodeError: a value its codec cannot encode fails the heap
+// backend's snapshot, which encodes values, and the Pebble backend's
+// Update, which does.
+func TestSnapshotEncodeError(t *testing.T) { forBackends(t, testSnapshotEncodeError) }
+
+func testSnapshotEncodeError(t *testing.T, kind BackendKind) {
+	b := newBackend(t, kind, StringCodec{}, 8, KeyGroupRange{0, 8})
 	s, err := NewValueState[string, float64](b.Scope(), "json", JSONCodec[float64]{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	b.SetCurrentKey("k")
+	if kind == PebbleBackend {
+		defer func() {
+			if err, _ := recover().(error); err == nil || !strings.Contains(err.Error(), "encoding a value") {
+				t.Fatalf("Update of NaN with JSONCodec on Pebble: recovered %v", err)
+			}
+		}()
+	}
 	s.Update(math.NaN())
 	if _, err := b.Snapshot()(); err == nil || !strings.Contains(err.Error(), `state "json"`) {
 		t.Fatalf("Snapshot of NaN with JSONCodec: %v", err)
@@ -641,7 +678,7 @@ func TestSnapshotEncodeError(t *testing.T) {
 
 // validBlob returns a blob holding every kind of section, and its key group.
 func validBlob(t testing.TB) (int, []byte) {
-	f := newFixture(t, 4, KeyGroupRange{0, 4})
+	f := newFixture(t, HeapBackend, 4, KeyGroupRange{0, 4})
 	for i := range 40 {
 		f.fill(i)
 	}
@@ -650,25 +687,30 @@ func validBlob(t testing.TB) (int, []byte) {
 	return kg, blobs[kg]
 }
 
-func TestRestoreTruncatedBlobs(t *testing.T) {
+func TestRestoreTruncatedBlobs(t *testing.T) { forBackends(t, testRestoreTruncatedBlobs) }
+
+func testRestoreTruncatedBlobs(t *testing.T, kind BackendKind) {
 	kg, blob := validBlob(t)
+	f := newFixture(t, kind, 4, KeyGroupRange{0, 4})
 	for n := range len(blob) {
-		f := newFixture(t, 4, KeyGroupRange{0, 4})
 		err := f.b.Restore(kg, blob[:n])
 		if err == nil {
 			// A cut between sections is a valid, shorter blob; anything else must fail.
+			f = newFixture(t, kind, 4, KeyGroupRange{0, 4})
 			continue
 		}
 		if !errors.Is(err, ErrCorrupt) || !errors.Is(err, checkpoint.ErrCorrupt) {
 			t.Fatalf("truncated at %d: %v does not wrap ErrCorrupt, the engine's corruption mark", n, err)
 		}
-		if len(f.count.m)+len(f.seen.m)+len(f.events.m)+len(f.b.timers.pending()) != 0 {
+		if storedKeys(f.count.store)+storedKeys(f.seen.store)+storedKeys(f.events.store)+len(f.b.timers.pending()) != 0 {
 			t.Fatalf("failed restore at %d changed the backend", n)
 		}
 	}
 }
 
-func TestRestoreErrors(t *testing.T) {
+func TestRestoreErrors(t *testing.T) { forBackends(t, testRestoreErrors) }
+
+func testRestoreErrors(t *testing.T, kind BackendKind) {
 	kg, blob := validBlob(t)
 	otherKG := (kg + 1) % 4
 	tests := []struct {
@@ -679,34 +721,34 @@ func TestRestoreErrors(t *testing.T) {
 		want  string
 	}{
 		{"not owned", func(t *testing.T) *KeyedBackend[string] {
-			return newFixture(t, 4, KeyGroupRange{kg, kg}).b
+			return newFixture(t, kind, 4, KeyGroupRange{kg, kg}).b
 		}, kg, blob, "outside the owned range"},
-		{"unregistered", func(*testing.T) *KeyedBackend[string] {
-			b := NewKeyedBackend[string](StringCodec{}, 4, KeyGroupRange{0, 4})
+		{"unregistered", func(t *testing.T) *KeyedBackend[string] {
+			b := newBackend(t, kind, StringCodec{}, 4, KeyGroupRange{0, 4})
 			must(NewMapState[string, string, int](b.Scope(), "seen", StringCodec{}, IntCodec{}))
 			return b
 		}, kg, blob, `"count" (value), which is not registered: the operator's state declarations must match the checkpoint's`},
-		{"kind mismatch", func(*testing.T) *KeyedBackend[string] {
-			b := NewKeyedBackend[string](StringCodec{}, 4, KeyGroupRange{0, 4})
+		{"kind mismatch", func(t *testing.T) *KeyedBackend[string] {
+			b := newBackend(t, kind, StringCodec{}, 4, KeyGroupRange{0, 4})
 			must(NewListState[string, int64](b.Scope(), "count", Int64Codec{}))
 			must(NewMapState[string, string, int](b.Scope(), "seen", StringCodec{}, IntCodec{}))
 			must(NewListState[string, string](b.Scope(), "events", StringCodec{}))
 			return b
 		}, kg, blob, `state "count" is a value state in the checkpoint but registered as a list state`},
 		{"wrong key group", func(t *testing.T) *KeyedBackend[string] {
-			return newFixture(t, 4, KeyGroupRange{0, 4}).b
+			return newFixture(t, kind, 4, KeyGroupRange{0, 4}).b
 		}, otherKG, blob, "in the blob of key group"},
 		{"version", func(t *testing.T) *KeyedBackend[string] {
-			return newFixture(t, 4, KeyGroupRange{0, 4}).b
+			return newFixture(t, kind, 4, KeyGroupRange{0, 4}).b
 		}, kg, append([]byte{9}, blob[1:]...), "format version 9"},
 		{"empty", func(t *testing.T) *KeyedBackend[string] {
-			return newFixture(t, 4, KeyGroupRange{0, 4}).b
+			return newFixture(t, kind, 4, KeyGroupRange{0, 4}).b
 		}, kg, nil, "empty blob"},
 		{"trailing garbage", func(t *testing.T) *KeyedBackend[string] {
-			return newFixture(t, 4, KeyGroupRange{0, 4}).b
+			return newFixture(t, kind, 4, KeyGroupRange{0, 4}).b
 		}, kg, append(slices.Clone(blob), 0xff), "corrupt"},
 		{"duplicate section", func(t *testing.T) *KeyedBackend[string] {
-			return newFixture(t, 4, KeyGroupRange{0, 4}).b
+			return newFixture(t, kind, 4, KeyGroupRange{0, 4}).b
 		}, kg, append(slices.Clone(blob), blob[1:]...), "appears twice"},
 	}
 	for _, tt := range tests {
@@ -725,23 +767,35 @@ func FuzzRestore(f *testing.F) {
 	f.Add(kg, blob[:len(blob)/2])
 	f.Add(0, []byte{format.StateBlobVersion, 0, byte(kindTimers), 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, kg int, blob []byte) {
-		fx := newFixture(t, 4, KeyGroupRange{0, 4})
-		if fx.b.Restore(kg, blob) != nil {
+		// Both backends accept and reject the same blobs.
+		heap := newFixture(t, HeapBackend, 4, KeyGroupRange{0, 4})
+		disk := newFixture(t, PebbleBackend, 4, KeyGroupRange{0, 4})
+		heapErr, diskErr := heap.b.Restore(kg, blob), disk.b.Restore(kg, blob)
+		if (heapErr == nil) != (diskErr == nil) {
+			t.Fatalf("heap restore: %v; Pebble restore: %v", heapErr, diskErr)
+		}
+		if heapErr != nil {
 			return
 		}
-		// Whatever restores must snapshot and restore again.
-		again := newFixture(t, 4, KeyGroupRange{0, 4})
-		for kg, b := range snapshotNow(t, fx.b) {
-			if err := again.b.Restore(kg, b); err != nil {
-				t.Fatalf("re-restore: %v", err)
+		// Whatever restores must snapshot and restore again, into either backend.
+		for _, fx := range []*fixture{heap, disk} {
+			for _, kind := range backendKinds {
+				again := newFixture(t, kind, 4, KeyGroupRange{0, 4})
+				for kg, b := range snapshotNow(t, fx.b) {
+					if err := again.b.Restore(kg, b); err != nil {
+						t.Fatalf("re-restore into %v: %v", kind, err)
+					}
+				}
 			}
 		}
 	})
 }
 
-func BenchmarkValueStateUpdate(b *testing.B) {
+func BenchmarkValueStateUpdate(b *testing.B) { benchBackends(b, benchValueStateUpdate) }
+
+func benchValueStateUpdate(b *testing.B, kind BackendKind) {
 	const keys = 10_000
-	backend := NewKeyedBackend[int64](Int64Codec{}, DefaultMaxParallelism, KeyGroupRange{0, DefaultMaxParallelism})
+	backend := newBackend(b, kind, Int64Codec{}, DefaultMaxParallelism, KeyGroupRange{0, DefaultMaxParallelism})
 	s, err := NewValueState[int64, int64](backend.Scope(), "count", Int64Codec{})
 	if err != nil {
 		b.Fatal(err)
@@ -758,9 +812,11 @@ func BenchmarkValueStateUpdate(b *testing.B) {
 	}
 }
 
-func BenchmarkSnapshot(b *testing.B) {
+func BenchmarkSnapshot(b *testing.B) { benchBackends(b, benchSnapshot) }
+
+func benchSnapshot(b *testing.B, kind BackendKind) {
 	const keys = 100_000
-	backend := NewKeyedBackend[int64](Int64Codec{}, DefaultMaxParallelism, KeyGroupRange{0, DefaultMaxParallelism})
+	backend := newBackend(b, kind, Int64Codec{}, DefaultMaxParallelism, KeyGroupRange{0, DefaultMaxParallelism})
 	s, err := NewValueState[int64, int64](backend.Scope(), "count", Int64Codec{})
 	if err != nil {
 		b.Fatal(err)
@@ -769,12 +825,14 @@ func BenchmarkSnapshot(b *testing.B) {
 		backend.SetCurrentKey(i)
 		s.Update(i)
 	}
-	b.Run("capture", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			backend.Snapshot()
-		}
-	})
+	if kind == HeapBackend { // a Pebble capture must be encoded to be released
+		b.Run("capture", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				backend.Snapshot()
+			}
+		})
+	}
 	b.Run("capture+encode", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

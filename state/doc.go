@@ -1,7 +1,15 @@
 // Package state holds the keyed state of stream operators: key groups, codecs, and the
-// heap (in-memory) keyed-state backend with Value, Map and List state and per-key
-// processing-time and event-time timers, snapshotted per key group and restorable with another
-// parallelism.
+// keyed-state backend with Value, Map and List state and per-key processing-time and
+// event-time timers, snapshotted per key group and restorable with another parallelism.
+//
+// # Backends
+//
+// The heap backend (NewKeyedBackend, the default) keeps state in Go maps. The Pebble
+// backend (OpenKeyedBackend with BackendConfig{Kind: PebbleBackend}) keeps Value, Map
+// and List state on disk in a Pebble database per subtask, encoded with the states'
+// codecs; its timers stay in memory. Both have the same API and semantics and write the
+// same blobs, so a checkpoint of one restores into the other. docs/state.md compares
+// them and describes the Pebble key layout.
 //
 // # Key groups
 //
@@ -25,15 +33,16 @@
 //
 // # The asynchronous snapshot contract
 //
-// Snapshot runs synchronously at the checkpoint barrier and only captures: it copies the
-// maps that hold the state (cost proportional to the number of keys, no encoding) and
-// returns an encode function. The runtime may call that function later on another
+// Snapshot runs synchronously at the checkpoint barrier and only captures: the heap
+// backend copies the maps that hold the state (cost proportional to the number of keys,
+// no encoding), the Pebble backend takes a Pebble snapshot; it returns an encode
+// function (single-use on Pebble, where it releases the Pebble snapshot). The runtime may call that function later on another
 // goroutine while the backend keeps processing records; it reads only the captured copy
 // and returns the state as of the Snapshot call. Two rules make this safe:
 //
-//   - values are captured shallowly, so a value (or map entry, or list element) that is
-//     or holds a pointer, slice or map must not be mutated after it was stored: store a
-//     new value instead;
+//   - values are captured shallowly by the heap backend, so a value (or map entry, or
+//     list element) that is or holds a pointer, slice or map must not be mutated after
+//     it was stored: store a new value instead;
 //   - codecs must be safe for concurrent use (the provided ones are stateless).
 //
 // # Blob format

@@ -3,8 +3,10 @@ package state
 import (
 	"fmt"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/internal/format"
+	"github.com/exactlyonce/exactly/state/internal/kv"
 )
 
 // ErrCorrupt is wrapped by Restore's errors for blobs that are not valid
@@ -14,9 +16,11 @@ var ErrCorrupt = checkpoint.ErrCorrupt
 
 // Snapshot captures all keyed state and timers synchronously and returns a function
 // that encodes the capture into one blob per key group (key groups without state are
-// omitted). Capturing copies the maps shallowly (MapState copies each key's map), so it
-// is cheap; the returned function may be called later on another goroutine while
-// the backend keeps processing, and sees the state as of the Snapshot call.
+// omitted). Capturing is cheap: the heap backend copies its maps shallowly (MapState
+// copies each key's map), the Pebble backend takes a Pebble snapshot of its database.
+// The returned function may be called later on another goroutine while the backend
+// keeps processing, and sees the state as of the Snapshot call. The Pebble backend's
+// function releases the Pebble snapshot: call it once, before Close.
 func (b *KeyedBackend[K]) Snapshot() func() (map[int][]byte, error) {
 	type section struct {
 		name string
@@ -28,12 +32,17 @@ func (b *KeyedBackend[K]) Snapshot() func() (map[int][]byte, error) {
 		t := b.tables[name]
 		sections[i] = section{name: name, kind: t.kind(), data: t.capture()}
 	}
+	var view *kv.View
+	if b.disk != nil {
+		view = b.disk.db.View()
+	}
 	keyCodec, maxParallelism, owned := b.keyCodec, b.maxParallelism, b.owned
-	return func() (map[int][]byte, error) {
+	encode := func(disk pebble.Reader) (map[int][]byte, error) {
 		w := &sectionWriter[K]{
 			keyEnc:         appendFunc(keyCodec),
 			maxParallelism: maxParallelism,
 			owned:          owned,
+			disk:           disk,
 			entries:        make([][]byte, owned.Len()),
 			counts:         make([]int, owned.Len()),
 			blobs:          make([][]byte, owned.Len()),
@@ -52,6 +61,22 @@ func (b *KeyedBackend[K]) Snapshot() func() (map[int][]byte, error) {
 		}
 		return out, nil
 	}
+	if view == nil {
+		return func() (map[int][]byte, error) { return encode(nil) }
+	}
+	return func() (out map[int][]byte, err error) {
+		err = view.Read(func(r pebble.Reader) error {
+			if err := checkOnlyOwned(r, owned, keyCodec); err != nil {
+				return err
+			}
+			out, err = encode(r)
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("state: snapshot: %w", err)
+		}
+		return out, nil
+	}
 }
 
 // sectionWriter encodes one state at a time into per-key-group sections.
@@ -59,6 +84,7 @@ type sectionWriter[K comparable] struct {
 	keyEnc         func([]byte, K) ([]byte, error)
 	maxParallelism int
 	owned          KeyGroupRange
+	disk           pebble.Reader // the Pebble backend's view to encode; nil for the heap backend
 	scratch        []byte
 	entries        [][]byte // per owned key group: entries of the current section
 	counts         []int    // per owned key group: entry count of the current section
@@ -74,12 +100,35 @@ func (w *sectionWriter[K]) key(k K) (int, error) {
 	}
 	kg := KeyGroupOf(HashKey(w.scratch), w.maxParallelism)
 	if !w.owned.Contains(kg) {
-		return 0, fmt.Errorf("key %v is in key group %d, outside the owned range %v: records must be routed to the subtask that owns their key group", k, kg, w.owned)
+		return 0, errForeignKey(k, kg, w.owned)
 	}
+	return w.encodedKey(kg, w.scratch), nil
+}
+
+// errForeignKey reports state of key in key group kg, outside the owned range.
+func errForeignKey(key any, kg int, owned KeyGroupRange) error {
+	return fmt.Errorf("key %v is in key group %d, outside the owned range %v: records must be routed to the subtask that owns their key group", key, kg, owned)
+}
+
+// encodedKey starts an entry for the key encoded as raw, of the owned key
+// group kg, and returns kg's index in w.entries.
+func (w *sectionWriter[K]) encodedKey(kg int, raw []byte) int {
 	i := kg - w.owned.Start
-	w.entries[i] = format.AppendBytes(w.entries[i], w.scratch)
+	w.entries[i] = format.AppendBytes(w.entries[i], raw)
 	w.counts[i]++
-	return i, nil
+	return i
+}
+
+// putEncoded appends the length-prefixed raw to the entry in key group
+// index i.
+func (w *sectionWriter[K]) putEncoded(i int, raw []byte) {
+	w.entries[i] = format.AppendBytes(w.entries[i], raw)
+}
+
+// putFramed appends framed, a sequence of length-prefixed values, to the
+// entry in key group index i.
+func (w *sectionWriter[K]) putFramed(i int, framed []byte) {
+	w.entries[i] = append(w.entries[i], framed...)
 }
 
 // putCount appends a uvarint count to the entry in key group index i.
@@ -132,6 +181,10 @@ func (b *KeyedBackend[K]) restore(kg int, blob []byte) error {
 		return err
 	}
 	r := &sectionReader[K]{BlobReader: br, kg: kg, maxParallelism: b.maxParallelism, keyCodec: b.keyCodec}
+	if b.disk != nil {
+		r.disk = b.disk.db.NewBatch()
+		defer r.disk.Close()
+	}
 	var applies []func()
 	seen := make(map[string]bool)
 	for r.More() {
@@ -157,6 +210,11 @@ func (b *KeyedBackend[K]) restore(kg int, blob []byte) error {
 		}
 		applies = append(applies, apply)
 	}
+	if r.disk != nil {
+		if err := r.disk.Commit(pebble.NoSync); err != nil {
+			return fmt.Errorf("writing the state into the Pebble database in %s: %w", b.disk.db.Dir(), err)
+		}
+	}
 	for _, apply := range applies {
 		apply()
 	}
@@ -169,35 +227,53 @@ type sectionReader[K comparable] struct {
 	kg             int
 	maxParallelism int
 	keyCodec       Codec[K]
+	// disk collects the writes of the Pebble backend's tables, which
+	// Restore commits once the whole blob is valid; nil for the heap
+	// backend.
+	disk *pebble.Batch
 }
 
 // key reads a length-prefixed key and checks that it belongs to the key group.
 func (r *sectionReader[K]) key() (K, error) {
+	k, _, err := r.encodedKey()
+	return k, err
+}
+
+// encodedKey reads a length-prefixed key, checks that it belongs to the key
+// group and decodes, and returns it decoded and encoded (aliasing the blob).
+func (r *sectionReader[K]) encodedKey() (K, []byte, error) {
 	var zero K
 	raw, err := r.Bytes()
 	if err != nil {
-		return zero, err
+		return zero, nil, err
 	}
 	if kg := KeyGroupOf(HashKey(raw), r.maxParallelism); kg != r.kg {
-		return zero, format.CorruptBlob("a key of key group %d in the blob of key group %d (was the checkpoint taken with another max parallelism?)", kg, r.kg)
+		return zero, nil, format.CorruptBlob("a key of key group %d in the blob of key group %d (was the checkpoint taken with another max parallelism?)", kg, r.kg)
 	}
 	k, err := r.keyCodec.Decode(raw)
 	if err != nil {
-		return zero, format.CorruptBlob("key: %w", err)
+		return zero, nil, format.CorruptBlob("key: %w", err)
 	}
-	return k, nil
+	return k, raw, nil
 }
 
 // readValue reads a length-prefixed value and decodes it with c.
 func readValue[K comparable, V any](r *sectionReader[K], c Codec[V]) (V, error) {
+	v, _, err := readEncoded(r, c)
+	return v, err
+}
+
+// readEncoded reads a length-prefixed value, checks that c decodes it, and
+// returns it decoded and encoded (aliasing the blob).
+func readEncoded[K comparable, V any](r *sectionReader[K], c Codec[V]) (V, []byte, error) {
 	raw, err := r.Bytes()
 	if err != nil {
 		var zero V
-		return zero, err
+		return zero, nil, err
 	}
 	v, err := c.Decode(raw)
 	if err != nil {
-		return v, format.CorruptBlob("value: %w", err)
+		return v, nil, format.CorruptBlob("value: %w", err)
 	}
-	return v, nil
+	return v, raw, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/exactlyonce/exactly/internal/runtime"
+	"github.com/exactlyonce/exactly/state"
 )
 
 // The engine (package internal/runtime) is not importable; these are the
@@ -46,9 +47,10 @@ const (
 // this package, then call [Job.Run] or [Job.Start]. A Job is not safe for
 // concurrent use while it is being built.
 type Job struct {
-	name  string
-	nodes []*node
-	errs  []error
+	name         string
+	nodes        []*node
+	errs         []error
+	stateBackend state.BackendConfig
 }
 
 // node is one operator as the builder knows it; its parallelism is
@@ -61,6 +63,13 @@ type node struct {
 
 // New returns an empty job. The name is recorded in checkpoints.
 func New(name string) *Job { return &Job{name: name} }
+
+// SetStateBackend chooses where the keyed state of the job's keyed
+// operators ([Process], [WindowAggregate]) lives: by default on the heap;
+// state.BackendConfig{Kind: state.PebbleBackend, Dir: dir} keeps it on disk
+// under dir, which is then required. Checkpoints are the same either way,
+// so a job can change backends between runs. See docs/state.md.
+func (j *Job) SetStateBackend(c state.BackendConfig) { j.stateBackend = c }
 
 // Options are typed by the kind of operator they configure, so that an
 // option given to an operator it does not apply to does not compile (a
@@ -136,6 +145,9 @@ func (j *Job) fail(format string, args ...any) {
 
 // graph resolves parallelism and partitioning and returns the runtime graph.
 func (j *Job) graph(opts Options) (runtime.Graph, error) {
+	if err := j.stateBackend.Validate(); err != nil {
+		j.errs = append(j.errs, fmt.Errorf("stream: job %q: Job.SetStateBackend: %w", j.name, err))
+	}
 	if len(j.errs) > 0 {
 		return runtime.Graph{}, errors.Join(j.errs...)
 	}

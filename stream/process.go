@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -87,7 +88,7 @@ func Process[K comparable, IN, OUT any](ks KeyedStream[K, IN], name string,
 		Keyed:  true,
 		Inputs: []runtime.Input{ks.input()},
 		New: func(ctx context.Context, oc runtime.OperatorContext, out runtime.Emitter) (runtime.Operator, error) {
-			return newProcessOp(oc, ks, setup, out)
+			return newProcessOp(oc, ks, setup, out, j.stateBackend)
 		},
 	}}
 	return Stream[OUT]{job: j, op: j.add(nd, options(opts, KeyedOption.applyKeyed))}
@@ -103,9 +104,18 @@ type processOp[K comparable, IN, OUT any] struct {
 }
 
 func newProcessOp[K comparable, IN, OUT any](oc runtime.OperatorContext, ks KeyedStream[K, IN],
-	setup func(*Context[K]) (ProcessFunc[K, IN, OUT], error), out runtime.Emitter) (*processOp[K, IN, OUT], error) {
+	setup func(*Context[K]) (ProcessFunc[K, IN, OUT], error), out runtime.Emitter, sb state.BackendConfig) (_ *processOp[K, IN, OUT], err error) {
+	backend, err := state.OpenKeyedBackend(sb, oc.Operator, oc.Subtask, ks.codec, oc.MaxParallelism, oc.KeyGroups)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, backend.Close())
+		}
+	}()
 	p := &processOp[K, IN, OUT]{key: ks.key, out: out}
-	p.ctx = Context[K]{backend: state.NewKeyedBackend(ks.codec, oc.MaxParallelism, oc.KeyGroups), oc: oc, watermark: runtime.MinWatermark}
+	p.ctx = Context[K]{backend: backend, oc: oc, watermark: runtime.MinWatermark}
 	fn, err := setup(&p.ctx)
 	if err != nil {
 		return nil, fmt.Errorf("setup: %w", err)
@@ -144,6 +154,11 @@ func (p *processOp[K, IN, OUT]) Process(_ context.Context, batch any) error {
 	}
 	p.ctx.oc.Records.Add(int64(len(in)))
 	return p.emit()
+}
+
+// Close releases the keyed state backend.
+func (p *processOp[K, IN, OUT]) Close(context.Context, uint64, bool) error {
+	return p.ctx.backend.Close()
 }
 
 func (p *processOp[K, IN, OUT]) emit() error {

@@ -1,0 +1,141 @@
+package state
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/exactlyonce/exactly/state/internal/kv"
+)
+
+// diskStore is the Pebble backend's database with the encoding of the
+// backend's current key. Its methods run on the backend's goroutine; a
+// failing read or write of the database, or a stored value its codec no
+// longer decodes, panics (see fail).
+type diskStore[K comparable] struct {
+	db     *kv.DB
+	b      *KeyedBackend[K]
+	keyEnc func([]byte, K) ([]byte, error)
+	nextID uint32 // id of the next registered state
+	// stale is set when the current key changed since key and kg were
+	// computed.
+	stale  bool
+	key    []byte // encoding of the current key
+	kg     uint16 // key group of the current key
+	buf    []byte // scratch for database keys
+	val    []byte // scratch for encoded values
+	writes uint64 // writes so far, which tell iterators to refresh
+}
+
+func newDiskStore[K comparable](db *kv.DB, b *KeyedBackend[K]) *diskStore[K] {
+	return &diskStore[K]{db: db, b: b, keyEnc: appendFunc(b.keyCodec), nextID: 1, stale: true}
+}
+
+func (d *diskStore[K]) keyChanged() { d.stale = true }
+
+// newTable assigns the next state id to a newly registered state. Ids are
+// stable for the life of the database, which is created empty when the
+// backend opens.
+func (d *diskStore[K]) newTable() diskTable[K] {
+	t := diskTable[K]{d: d, id: d.nextID}
+	d.nextID++
+	return t
+}
+
+// fail panics with err: the state API has no errors to report a failing
+// disk with, and a panic ends the attempt, which restarts from the last
+// checkpoint.
+func (d *diskStore[K]) fail(what string, err error) {
+	panic(fmt.Errorf("state: Pebble backend in %s: %s: %w", d.db.Dir(), what, err))
+}
+
+// dbKey returns, in d.buf, the database key of state id for the current
+// key, followed by suffix.
+func (d *diskStore[K]) dbKey(id uint32, suffix []byte) []byte {
+	if d.stale {
+		var err error
+		if d.key, err = d.keyEnc(d.key[:0], d.b.current); err != nil {
+			d.fail(fmt.Sprintf("encoding key %v", d.b.current), err)
+		}
+		d.kg = uint16(KeyGroupOf(HashKey(d.key), d.b.maxParallelism))
+		d.stale = false
+	}
+	d.buf = kv.AppendKey(d.buf[:0], d.kg, id, d.key)
+	d.buf = append(d.buf, suffix...)
+	return d.buf
+}
+
+// get calls use with the value stored under key and reports whether there
+// is one.
+func (d *diskStore[K]) get(key []byte, use func(value []byte) error) bool {
+	found, err := d.db.Get(key, use)
+	if err != nil {
+		d.fail("reading state", err)
+	}
+	return found
+}
+
+// write applies one write and counts it.
+func (d *diskStore[K]) write(err error) {
+	if err != nil {
+		d.fail("writing state", err)
+	}
+	d.writes++
+}
+
+func (d *diskStore[K]) set(key, value []byte) { d.write(d.db.Set(key, value)) }
+
+func (d *diskStore[K]) append(key, value []byte) { d.write(d.db.Append(key, value)) }
+
+func (d *diskStore[K]) delete(key []byte) { d.write(d.db.Delete(key)) }
+
+// deletePrefix deletes every key that starts with prefix.
+func (d *diskStore[K]) deletePrefix(prefix []byte) {
+	d.write(d.db.DeleteRange(prefix, kv.PrefixEnd(prefix)))
+}
+
+// scan calls visit with the keys, and their values, that start with
+// prefix, in order, until visit returns false. Writes made by visit are
+// seen as writes to a Go map being ranged over are: an entry removed before
+// it is reached is not visited, an entry added may or may not be.
+func (d *diskStore[K]) scan(prefix []byte, visit func(key, value []byte) bool) {
+	lower := bytes.Clone(prefix)
+	upper := kv.PrefixEnd(lower)
+	it := d.newIter(lower, upper)
+	defer func() { d.closeIter(it) }()
+	for ok := it.First(); ok; {
+		value, err := it.ValueAndErr()
+		if err != nil {
+			d.fail("reading state", err)
+		}
+		writes := d.writes
+		if !visit(it.Key(), value) {
+			return
+		}
+		if d.writes == writes {
+			ok = it.Next()
+			continue
+		}
+		// visit wrote: go on after the visited key in a new iterator, which
+		// sees the writes.
+		resume := append(bytes.Clone(it.Key()), 0)
+		d.closeIter(it)
+		it = d.newIter(lower, upper)
+		ok = it.SeekGE(resume)
+	}
+}
+
+func (d *diskStore[K]) newIter(lower, upper []byte) *pebble.Iterator {
+	it, err := d.db.NewIter(lower, upper)
+	if err != nil {
+		d.fail("reading state", err)
+	}
+	return it
+}
+
+// closeIter closes it, failing on the error that ended its iteration.
+func (d *diskStore[K]) closeIter(it *pebble.Iterator) {
+	if err := it.Close(); err != nil {
+		d.fail("reading state", err)
+	}
+}

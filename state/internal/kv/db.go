@@ -1,0 +1,125 @@
+package kv
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// DB is a Pebble database that holds one subtask's keyed state. It is used
+// from the subtask's goroutine; only views (see DB.View) are read from
+// others.
+//
+// The database has no write-ahead log: its contents matter only while the
+// subtask runs, since the state is restored from a checkpoint after every
+// restart.
+type DB struct {
+	dir string
+	db  *pebble.DB
+	// closing is held for reading while a view is read, and for writing
+	// by Close, which so waits for the views being read.
+	closing sync.RWMutex
+	closed  bool
+	// views are the views not yet released, which Close releases.
+	viewsMu sync.Mutex
+	views   map[*View]struct{}
+}
+
+// Open creates a fresh database in dir, removing whatever dir held.
+func Open(dir string) (*DB, error) {
+	if dir == "" {
+		return nil, errors.New("kv: the database directory is empty")
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, fmt.Errorf("kv: wiping %s: %w", dir, err)
+	}
+	db, err := pebble.Open(dir, &pebble.Options{DisableWAL: true, Logger: quietLogger{}})
+	if err != nil {
+		return nil, fmt.Errorf("kv: opening a Pebble database in %s: %w", dir, err)
+	}
+	return &DB{dir: dir, db: db, views: make(map[*View]struct{})}, nil
+}
+
+// Dir returns the database's directory.
+func (d *DB) Dir() string { return d.dir }
+
+// Get calls use with the value of key and reports whether key is present.
+// The value is valid only during the call.
+func (d *DB) Get(key []byte, use func(value []byte) error) (bool, error) {
+	v, closer, err := d.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer closer.Close()
+	return true, use(v)
+}
+
+// Set sets key to value.
+func (d *DB) Set(key, value []byte) error { return d.db.Set(key, value, pebble.NoSync) }
+
+// Append appends value to key's value (to nothing if key is absent).
+func (d *DB) Append(key, value []byte) error { return d.db.Merge(key, value, pebble.NoSync) }
+
+// Delete deletes key.
+func (d *DB) Delete(key []byte) error { return d.db.Delete(key, pebble.NoSync) }
+
+// DeleteRange deletes the keys in [start, end).
+func (d *DB) DeleteRange(start, end []byte) error {
+	return d.db.DeleteRange(start, end, pebble.NoSync)
+}
+
+// NewIter returns an iterator over the keys in [lower, upper); a nil upper
+// bound is none. The bounds must not change until the iterator is closed.
+func (d *DB) NewIter(lower, upper []byte) (*pebble.Iterator, error) {
+	return d.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+}
+
+// NewBatch returns an empty batch of writes, which its Commit applies
+// atomically.
+func (d *DB) NewBatch() *pebble.Batch { return d.db.NewBatch() }
+
+// Close waits for the views being read, releases the others, closes the
+// database and removes its directory.
+func (d *DB) Close() error {
+	d.closing.Lock()
+	defer d.closing.Unlock()
+	if d.closed {
+		return nil
+	}
+	d.closed = true
+	d.viewsMu.Lock()
+	var err error
+	for v := range d.views {
+		err = errors.Join(err, v.snap.Close())
+	}
+	clear(d.views)
+	d.viewsMu.Unlock()
+	if cerr := d.db.Close(); cerr != nil {
+		return errors.Join(err, fmt.Errorf("kv: closing the database in %s: %w", d.dir, cerr))
+	}
+	if rerr := os.RemoveAll(d.dir); rerr != nil {
+		return errors.Join(err, fmt.Errorf("kv: removing %s: %w", d.dir, rerr))
+	}
+	return err
+}
+
+// quietLogger drops Pebble's informational messages and keeps its errors
+// on standard error. Fatalf is Pebble's own reaction to invariant
+// violations.
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any) {}
+
+func (quietLogger) Errorf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "pebble: "+format+"\n", args...)
+}
+
+func (quietLogger) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf("pebble: "+format, args...))
+}

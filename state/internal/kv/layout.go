@@ -1,0 +1,64 @@
+package kv
+
+import (
+	"encoding/binary"
+	"errors"
+)
+
+// Every database key starts with the key group and the state id, so that
+// the state of a key group, and within it of one state, is a contiguous
+// key range:
+//
+//	key    = keyGroup:uint16 stateID:uint32 keyLen:uvarint key suffix
+//
+// both integers big-endian (key groups fit: state.MaxParallelismLimit is
+// 1<<15); key is the state key's codec encoding and
+// suffix the map state's encoded user key (empty for value and list state).
+const statePrefixLen = 2 + 4
+
+// AppendStatePrefix appends the prefix of every database key of state id
+// in key group kg.
+func AppendStatePrefix(dst []byte, kg uint16, id uint32) []byte {
+	dst = binary.BigEndian.AppendUint16(dst, kg)
+	return binary.BigEndian.AppendUint32(dst, id)
+}
+
+// AppendKey appends the database key of the state key encoded as key, of
+// state id in key group kg, without a suffix: the whole key of a value or
+// list state, the prefix of a map state's entries.
+func AppendKey(dst []byte, kg uint16, id uint32, key []byte) []byte {
+	dst = AppendStatePrefix(dst, kg, id)
+	dst = binary.AppendUvarint(dst, uint64(len(key)))
+	return append(dst, key...)
+}
+
+// PrefixEnd returns the least key greater than every key with the given
+// prefix, for an iterator's upper bound; nil if there is none (a prefix of
+// only 0xff bytes).
+func PrefixEnd(prefix []byte) []byte {
+	end := append([]byte(nil), prefix...)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i]++; end[i] != 0 {
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
+// errBadKey reports a database key that this package did not write.
+var errBadKey = errors.New("kv: database key does not follow the layout")
+
+// SplitKey returns the state key and the suffix of a database key that
+// starts with a state prefix.
+func SplitKey(dbKey []byte) (key, suffix []byte, err error) {
+	if len(dbKey) < statePrefixLen {
+		return nil, nil, errBadKey
+	}
+	rest := dbKey[statePrefixLen:]
+	n, w := binary.Uvarint(rest)
+	if w <= 0 || uint64(len(rest)-w) < n {
+		return nil, nil, errBadKey
+	}
+	rest = rest[w:]
+	return rest[:n], rest[n:], nil
+}

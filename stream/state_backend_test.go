@@ -1,0 +1,103 @@
+package stream_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/exactlyonce/exactly/state"
+	"github.com/exactlyonce/exactly/stream"
+	"go.uber.org/goleak"
+)
+
+func pebbleBackend(t *testing.T) state.BackendConfig {
+	return state.BackendConfig{Kind: state.PebbleBackend, Dir: t.TempDir()}
+}
+
+// TestPebbleWindowsFailoverExactlyOnce is TestWindowsFailoverExactlyOnce
+// with the window state on disk.
+func TestPebbleWindowsFailoverExactlyOnce(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	out := newMemSink[windowOut]()
+	var failed atomic.Bool
+	src := counting{n: 6000, splits: 3, delay: time.Millisecond}
+	j := windowSums(src, stream.Sliding(100*time.Millisecond, 50*time.Millisecond), out, func(v int) error {
+		if v == 4000 && failed.CompareAndSwap(false, true) {
+			return errors.New("injected failure")
+		}
+		return nil
+	})
+	j.SetStateBackend(pebbleBackend(t))
+	r, err := j.Start(context.Background(), stream.Options{
+		CheckpointDir:      t.TempDir(),
+		CheckpointInterval: 10 * time.Millisecond,
+		WatermarkInterval:  time.Millisecond,
+		Restart:            stream.RestartStrategy{InitialBackoff: time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if !failed.Load() || r.Metrics().Restarts.Load() != 1 {
+		t.Fatalf("failed=%v restarts=%d: the injected failure did not happen once", failed.Load(), r.Metrics().Restarts.Load())
+	}
+	checkWindows(t, out.Visible(), 6000, 100, 50)
+}
+
+// TestSwitchStateBackendAcrossRuns stops a job in the middle of its input
+// and resumes it from its checkpoints with the other backend (and another
+// parallelism), twice.
+func TestSwitchStateBackendAcrossRuns(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	out := newMemSink[total]()
+	dir := t.TempDir()
+	src := counting{n: 6000, splits: 4, delay: time.Millisecond}
+	for i, run := range []struct {
+		backend state.BackendConfig
+		par     int
+	}{{pebbleBackend(t), 2}, {state.BackendConfig{}, 3}, {pebbleBackend(t), 1}} {
+		ctx, cancel := context.WithCancel(context.Background())
+		j := runningSums(src, out, run.par)
+		j.SetStateBackend(run.backend)
+		r, err := j.Start(ctx, stream.Options{CheckpointDir: dir, CheckpointInterval: 10 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i < 2 {
+			for r.Metrics().Completed.Load() < 3 {
+				time.Sleep(time.Millisecond)
+			}
+			if run.backend.Kind == state.PebbleBackend {
+				if _, err := os.Stat(filepath.Join(run.backend.Dir, "sums-0")); err != nil {
+					t.Fatalf("run %d: the Pebble database of sums[0]: %v", i, err)
+				}
+			}
+			cancel()
+			if err := r.Wait(); !errors.Is(err, context.Canceled) {
+				t.Fatalf("run %d: %v", i, err)
+			}
+			continue
+		}
+		if err := r.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+	}
+	checkSums(t, out.Visible(), 6000)
+}
+
+func TestPebbleBackendNeedsDir(t *testing.T) {
+	j := runningSums(counting{n: 10, splits: 1}, newMemSink[total](), 1)
+	j.SetStateBackend(state.BackendConfig{Kind: state.PebbleBackend})
+	err := j.Run(context.Background(), stream.Options{CheckpointDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "Job.SetStateBackend") || !strings.Contains(err.Error(), "BackendConfig.Dir is empty") {
+		t.Fatalf("Run without a Pebble directory: %v", err)
+	}
+}
