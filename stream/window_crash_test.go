@@ -15,6 +15,7 @@ import (
 	"github.com/exactlyonce/exactly/connectors/generator"
 	"github.com/exactlyonce/exactly/internal/crashtest"
 	"github.com/exactlyonce/exactly/internal/crashtest/crashtesting"
+	"github.com/exactlyonce/exactly/state"
 	"github.com/exactlyonce/exactly/stream"
 )
 
@@ -22,7 +23,14 @@ import (
 // and SIGKILLs it repeatedly, at every point of the checkpoint protocol and
 // at random; the windows committed to the exactly-once file sink must equal
 // those of a failure-free run, value by value.
-func TestWindowsCrashExactlyOnce(t *testing.T) {
+func TestWindowsCrashExactlyOnce(t *testing.T) { windowsCrashTest(t, state.HeapBackend) }
+
+// TestWindowsCrashExactlyOncePebble is TestWindowsCrashExactlyOnce with the
+// window state in the Pebble backend: each process finds the previous
+// one's database directory and must restore from the checkpoint.
+func TestWindowsCrashExactlyOncePebble(t *testing.T) { windowsCrashTest(t, state.PebbleBackend) }
+
+func windowsCrashTest(t *testing.T, backend state.BackendKind) {
 	if testing.Short() {
 		t.Skip("crash test: skipped with -short")
 	}
@@ -35,7 +43,7 @@ func TestWindowsCrashExactlyOnce(t *testing.T) {
 	const n, size, slide = 30_000, 100, 50
 	out := filepath.Join(dir, "out")
 	if crashtest.IsChild() {
-		if err := runWindowCrashJob(dir, out, n, size, slide); err != nil {
+		if err := runWindowCrashJob(dir, out, n, size, slide, backend); err != nil {
 			t.Fatal(err)
 		}
 		return
@@ -53,8 +61,9 @@ func TestWindowsCrashExactlyOnce(t *testing.T) {
 }
 
 // runWindowCrashJob runs generator -> keyBy(v % 10) -> sliding windows of
-// count and sum -> file sink, resuming from the checkpoints in dir.
-func runWindowCrashJob(dir, out string, n, size, slide int) error {
+// count and sum -> file sink, with the window state in backend, resuming
+// from the checkpoints in dir.
+func runWindowCrashJob(dir, out string, n, size, slide int, backend state.BackendKind) error {
 	src, err := generator.New(generator.Options{Count: uint64(n), Splits: 4, Rate: 6000}, func(i uint64) int { return int(i) })
 	if err != nil {
 		return err
@@ -66,6 +75,9 @@ func runWindowCrashJob(dir, out string, n, size, slide int) error {
 		return err
 	}
 	j := windowSums(src, stream.Sliding(time.Duration(size)*time.Millisecond, time.Duration(slide)*time.Millisecond), snk, nil)
+	if backend == state.PebbleBackend {
+		j.SetStateBackend(state.BackendConfig{Kind: backend, Dir: filepath.Join(dir, "pebble")})
+	}
 	return j.Run(context.Background(), stream.Options{
 		CheckpointDir:      filepath.Join(dir, "checkpoints"),
 		CheckpointInterval: 50 * time.Millisecond,
