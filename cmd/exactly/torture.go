@@ -70,6 +70,7 @@ func runTorture(ctx context.Context, args []string, out io.Writer) error {
 	fs.DurationVar(&c.Interval, "interval", 300*time.Millisecond, "checkpoint interval")
 	fs.StringVar(&c.Dir, "dir", "exactly-torture", "working directory: checkpoints and file output (cleared first)")
 	fs.BoolVar(&c.NoDisk, "no-disk-faults", false, "no checkpoint directory faults (they need root)")
+	fs.BoolVar(&c.Pebble, "pebble", false, "keep the job's keyed state in the Pebble backend (on disk) instead of on the heap")
 	fs.StringVar(&c.S3, "s3", "", "endpoint of the S3 server (scripts/s3.sh prints it as EXACTLY_S3): keep the checkpoints there and make object-storage faults instead of checkpoint directory faults")
 	if err := fs.Parse(args); err != nil {
 		return err

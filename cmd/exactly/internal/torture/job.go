@@ -16,6 +16,7 @@ import (
 	"github.com/exactlyonce/exactly/connectors/kafka"
 	"github.com/exactlyonce/exactly/connectors/postgres"
 	"github.com/exactlyonce/exactly/internal/crashtest"
+	"github.com/exactlyonce/exactly/state"
 	"github.com/exactlyonce/exactly/stream"
 )
 
@@ -49,7 +50,8 @@ type jobConfig struct {
 	Fenced      string // table of the fenced-mode sink
 	Prepared    string // table of the prepared-mode sink
 	Files       string // directory of the file sink
-	Checkpoints string // checkpoint directory
+	Checkpoints string // checkpoint directory or s3:// URL
+	StateDir    string // the Pebble backend's directory; "": keyed state on the heap
 	Progress    string // file the job appends "c" to per completed checkpoint and "r" per restart
 	Rate        float64
 	Interval    time.Duration
@@ -136,6 +138,9 @@ func buildJob(c jobConfig) (*stream.Job, error) {
 		return nil, err
 	}
 	j := stream.New(jobName)
+	if c.StateDir != "" {
+		j.SetStateBackend(state.BackendConfig{Kind: state.PebbleBackend, Dir: c.StateDir})
+	}
 	lim := newLimiter(c.Rate)
 	// The loader stamps each record with its event's time, in id order per
 	// partition: no record trails its partition's newest, none is late.

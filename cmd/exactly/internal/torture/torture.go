@@ -70,6 +70,9 @@ type Config struct {
 	// checkpoint directory faults. Its credentials come from the standard
 	// AWS environment variables.
 	S3 string
+	// Pebble keeps the job's keyed state in the Pebble backend, under Dir,
+	// instead of on the heap.
+	Pebble bool
 	// Logf receives progress; nil discards it.
 	Logf func(format string, args ...any)
 }
@@ -192,6 +195,9 @@ func Run(ctx context.Context, c Config, command func(context.Context) *exec.Cmd)
 		Fenced: name + "_fenced", Prepared: name + "_prepared",
 		Files: filepath.Join(c.Dir, "files"), Progress: filepath.Join(c.Dir, "progress"),
 		Rate: c.Rate, Interval: c.Interval,
+	}
+	if c.Pebble {
+		jc.StateDir = filepath.Join(c.Dir, "pebble")
 	}
 	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
 		return nil, err

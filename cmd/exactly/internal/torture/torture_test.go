@@ -30,10 +30,10 @@ func TestTorture(t *testing.T) {
 // the S3 server, through toxiproxy, and the object-storage faults (server
 // SIGKILL and restart, uploads slower than the checkpoint timeout, and the
 // network faults on the S3 connections) instead of the checkpoint
-// directory's.
+// directory's; the keyed state is in the Pebble backend.
 func TestTortureObjectStorage(t *testing.T) {
 	tortureTest(t, 24, func(c *Config) []string {
-		c.S3, c.NoDisk = testenv.S3(t), true
+		c.S3, c.NoDisk, c.Pebble = testenv.S3(t), true, true
 		return []string{FaultS3Restart, FaultSlowUpload}
 	})
 }
