@@ -281,6 +281,10 @@ func TestFailoverIsExactlyOnce(t *testing.T) {
 	})
 }
 
+// rescales are the parallelisms of the runs of the rescale tests: each
+// resumes from the previous one's checkpoints.
+var rescales = []int{1, 2, 3, 1}
+
 // TestRescaleAcrossRuns stops a job by cancellation in the middle of its
 // input, then resumes it from its checkpoints with other parallelisms.
 func TestRescaleAcrossRuns(t *testing.T) {
@@ -289,13 +293,13 @@ func TestRescaleAcrossRuns(t *testing.T) {
 		out := newMemSink[total]()
 		dir := t.TempDir()
 		src := counting{n: 6000, splits: 4, delay: 2 * time.Millisecond}
-		for i, par := range []int{2, 3, 1} {
+		for i, par := range rescales {
 			ctx, cancel := context.WithCancel(context.Background())
 			r, err := runningSums(src, out, par).Start(ctx, stream.Options{CheckpointDir: dir, CheckpointInterval: 10 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if i < 2 {
+			if i < len(rescales)-1 {
 				for r.Metrics().Completed.Load() < 3 {
 					time.Sleep(time.Millisecond)
 				}

@@ -101,3 +101,36 @@ func TestPebbleBackendNeedsDir(t *testing.T) {
 		t.Fatalf("Run without a Pebble directory: %v", err)
 	}
 }
+
+// TestRescaleAcrossRunsPebble is TestRescaleAcrossRuns (parallelism 1, 2,
+// 3, then 1) with the state in the Pebble backend.
+func TestRescaleAcrossRunsPebble(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	out := newMemSink[total]()
+	dir := t.TempDir()
+	src := counting{n: 6000, splits: 4, delay: time.Millisecond}
+	for i, par := range rescales {
+		ctx, cancel := context.WithCancel(context.Background())
+		j := runningSums(src, out, par)
+		j.SetStateBackend(pebbleBackend(t))
+		r, err := j.Start(ctx, stream.Options{CheckpointDir: dir, CheckpointInterval: 10 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i < len(rescales)-1 {
+			for r.Metrics().Completed.Load() < 3 {
+				time.Sleep(time.Millisecond)
+			}
+			cancel()
+			if err := r.Wait(); !errors.Is(err, context.Canceled) {
+				t.Fatalf("run %d (parallelism %d): %v", i, par, err)
+			}
+			continue
+		}
+		if err := r.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+	}
+	checkSums(t, out.Visible(), 6000)
+}
