@@ -34,6 +34,7 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&c.Parallelism, "parallelism", 2, "parallel subtasks of each operator")
 	fs.DurationVar(&c.CheckpointInterval, "interval", time.Second, "checkpoint interval")
 	fs.IntVar(&runs, "runs", 3, "runs per configuration")
+	fs.StringVar(&c.State, "state", "heap", "keyed-state backend: heap or pebble")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -44,8 +45,8 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	fmt.Fprintf(out, "exactly bench: %d orders, %d keys, parallelism %d, checkpoints every %v, %d runs each\n",
-		c.Events, c.Customers, c.Parallelism, c.CheckpointInterval, runs)
+	fmt.Fprintf(out, "exactly bench: %d orders, %d keys, parallelism %d, checkpoints every %v, %s state, %d runs each\n",
+		c.Events, c.Customers, c.Parallelism, c.CheckpointInterval, c.State, runs)
 	for _, discard := range []bool{true, false} {
 		name := "sqlite+files sinks (exactly-once)"
 		if discard {

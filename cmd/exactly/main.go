@@ -109,6 +109,7 @@ func parseDemoFlags(args []string, out io.Writer) (demoFlags, error) {
 	fs.Uint64Var(&f.cfg.Seed, "seed", 1, "seed of the generated orders")
 	fs.Float64Var(&f.cfg.Rate, "rate", 0, "orders per second (0: as fast as possible; with --chaos the default is 50000)")
 	fs.IntVar(&f.cfg.Parallelism, "parallelism", 2, "parallel subtasks of each operator")
+	fs.StringVar(&f.cfg.State, "state", "heap", "keyed-state backend: heap (in memory) or pebble (on disk, under --dir)")
 	fs.DurationVar(&f.cfg.CheckpointInterval, "interval", 500*time.Millisecond, "checkpoint interval: output becomes visible at this pace")
 	fs.IntVar(&f.chaos, "chaos", 0, "kill the job with SIGKILL this many times at random moments and restart it")
 	fs.Uint64Var(&f.seed, "chaos-seed", 0, "seed of the --chaos schedule (0: random; printed so a run can be replayed)")

@@ -43,6 +43,9 @@ type Config struct {
 	// Discard replaces the SQLite and file sinks by one that commits
 	// nothing, to measure the engine alone.
 	Discard bool
+	// State is the keyed-state backend: "heap" (the default when empty)
+	// or "pebble" (on disk, under Dir/state).
+	State string
 	// OnStart, when set, is called with the job's metrics once it started.
 	OnStart func(*stream.Metrics)
 }
@@ -56,6 +59,8 @@ func (c Config) Validate() error {
 		return errors.New("demo: --events is 0: generate at least one order")
 	case c.Customers <= 0:
 		return fmt.Errorf("demo: --customers is %d: use at least 1", c.Customers)
+	case c.State != "" && c.State != "heap" && c.State != "pebble":
+		return fmt.Errorf("demo: --state is %q: use heap or pebble", c.State)
 	case c.Parallelism <= 0 || c.Parallelism > state.DefaultMaxParallelism:
 		return fmt.Errorf("demo: --parallelism is %d: use a value in [1, %d]", c.Parallelism, state.DefaultMaxParallelism)
 	case c.CheckpointInterval <= 0:
@@ -111,6 +116,9 @@ func Build(c Config) (*stream.Job, stream.Options, error) {
 		return nil, stream.Options{}, err
 	}
 	j := stream.New("demo")
+	if c.State == "pebble" {
+		j.SetStateBackend(state.BackendConfig{Kind: state.PebbleBackend, Dir: filepath.Join(c.Dir, "state")})
+	}
 	orders := stream.Source(j, "orders", src, stream.Parallelism(c.Parallelism))
 	byCustomer := stream.KeyBy(orders, func(o Order) string { return o.Customer }, state.StringCodec{})
 	totals := stream.Process(byCustomer, "running-totals", runningTotals, stream.Parallelism(c.Parallelism))
