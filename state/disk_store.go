@@ -65,6 +65,16 @@ func (d *diskStore[K]) dbKey(id uint32, suffix []byte) []byte {
 	return d.buf
 }
 
+// dbKeyOf appends to dst the database key of state id for key k, which
+// need not be the current key.
+func (d *diskStore[K]) dbKeyOf(dst []byte, id uint32, k K) []byte {
+	raw, err := d.keyEnc(nil, k)
+	if err != nil {
+		d.fail(fmt.Sprintf("encoding key %v", k), err)
+	}
+	return kv.AppendKey(dst, uint16(KeyGroupOf(HashKey(raw), d.b.maxParallelism)), id, raw)
+}
+
 // get calls use with the value stored under key and reports whether there
 // is one.
 func (d *diskStore[K]) get(key []byte, use func(value []byte) error) bool {

@@ -28,6 +28,11 @@ func (t diskTable[K]) storedKeys() int {
 	return len(keys)
 }
 
-func (s *diskValues[K, V]) storedKeys() int    { return s.t.storedKeys() }
+// storedKeys of a value state counts what the database holds once the
+// write-back cache's changes are in it.
+func (s *diskValues[K, V]) storedKeys() int {
+	s.writeBack()
+	return s.t.storedKeys()
+}
 func (s *diskMaps[K, UK, UV]) storedKeys() int { return s.t.storedKeys() }
 func (s *diskLists[K, V]) storedKeys() int     { return s.t.storedKeys() }

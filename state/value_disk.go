@@ -1,41 +1,131 @@
 package state
 
+import "github.com/cockroachdb/pebble/v2"
+
+// valueCacheEntries bounds the values a value state of the Pebble backend
+// keeps in its write-back cache, per subtask. When the cache is full its
+// changes are written to the database and it starts empty again.
+const valueCacheEntries = 1 << 16
+
 // diskValues keeps a value state's values in the Pebble backend's database,
-// one database entry per key holding the value's encoding.
+// one database entry per key holding the value's encoding, behind a
+// write-back cache of decoded values: reading a key read or written since
+// the last write-back, or writing it, touches no database (two map
+// operations instead of a Pebble read and write per record). The changes
+// are written back in one batch at every snapshot (capture, before the
+// backend takes its view of the database) and when the cache fills.
 type diskValues[K comparable, V any] struct {
 	t     diskTable[K]
 	codec Codec[V]
 	enc   func([]byte, V) ([]byte, error)
+	cache    map[K]*cachedValue[V]
+	capacity int // valueCacheEntries; tests lower it
+	dirty    int // entries of cache changed since the last write-back
+}
+
+// cachedValue is a key's value as the state holds it: v and its encoding
+// raw (when ok), or no value (a cleared or absent key).
+type cachedValue[V any] struct {
+	v     V
+	raw   []byte
+	ok    bool
+	dirty bool // changed since the last write-back
 }
 
 func newDiskValues[K comparable, V any](t diskTable[K], codec Codec[V]) *diskValues[K, V] {
-	return &diskValues[K, V]{t: t, codec: codec, enc: appendFunc(codec)}
+	return &diskValues[K, V]{t: t, codec: codec, enc: appendFunc(codec), cache: map[K]*cachedValue[V]{}, capacity: valueCacheEntries}
+}
+
+// entry returns the current key's cache entry, reading the database on a
+// miss.
+func (s *diskValues[K, V]) entry() *cachedValue[V] {
+	k := s.t.d.b.current
+	if e, ok := s.cache[k]; ok {
+		return e
+	}
+	if len(s.cache) >= s.capacity {
+		s.writeBack()
+		clear(s.cache)
+	}
+	e := &cachedValue[V]{}
+	e.ok = s.t.d.get(s.t.key(nil), func(raw []byte) (err error) {
+		e.v, err = s.codec.Decode(raw)
+		return err
+	})
+	s.cache[k] = e
+	return e
 }
 
 func (s *diskValues[K, V]) get() (V, bool) {
-	var v V
-	found := s.t.d.get(s.t.key(nil), func(raw []byte) (err error) {
-		v, err = s.codec.Decode(raw)
-		return err
-	})
-	return v, found
+	e := s.entry()
+	return e.v, e.ok
 }
 
+// set encodes v at once, so that a value the codec cannot encode fails the
+// Update, as on the database without a cache.
 func (s *diskValues[K, V]) set(v V) {
-	d := s.t.d
-	var err error
-	if d.val, err = s.enc(d.val[:0], v); err != nil {
-		d.fail("encoding a value", err)
+	e := s.entry()
+	raw, err := s.enc(e.raw[:0], v)
+	if err != nil {
+		s.t.d.fail("encoding a value", err)
 	}
-	d.set(s.t.key(nil), d.val)
+	e.v, e.raw, e.ok = v, raw, true
+	s.markDirty(e)
 }
 
-func (s *diskValues[K, V]) clear() { s.t.d.delete(s.t.key(nil)) }
+func (s *diskValues[K, V]) clear() {
+	e := s.entry()
+	var zero V
+	e.v, e.ok = zero, false
+	s.markDirty(e)
+}
+
+func (s *diskValues[K, V]) markDirty(e *cachedValue[V]) {
+	if !e.dirty {
+		e.dirty = true
+		s.dirty++
+	}
+}
+
+// writeBack writes the cache's changes to the database in one batch.
+func (s *diskValues[K, V]) writeBack() {
+	if s.dirty == 0 {
+		return
+	}
+	d := s.t.d
+	b := d.db.NewBatch()
+	var key []byte
+	for k, e := range s.cache {
+		if !e.dirty {
+			continue
+		}
+		key = d.dbKeyOf(key[:0], s.t.id, k)
+		var err error
+		if e.ok {
+			err = b.Set(key, e.raw, nil)
+		} else {
+			err = b.Delete(key, nil)
+		}
+		if err != nil {
+			d.fail("writing state", err)
+		}
+		e.dirty = false
+	}
+	d.write(b.Commit(pebble.NoSync))
+	if err := b.Close(); err != nil {
+		d.fail("writing state", err)
+	}
+	s.dirty = 0
+}
 
 func (s *diskValues[K, V]) kind() stateKind { return kindValue }
 
-// capture captures nothing: Snapshot's view of the database holds the state.
-func (s *diskValues[K, V]) capture() capturedTable[K] { return diskValueCapture[K]{s.t} }
+// capture writes the cache's changes back: Snapshot's view of the database,
+// taken after every capture, then holds the whole state.
+func (s *diskValues[K, V]) capture() capturedTable[K] {
+	s.writeBack()
+	return diskValueCapture[K]{s.t}
+}
 
 type diskValueCapture[K comparable] struct{ t diskTable[K] }
 
@@ -47,6 +137,8 @@ func (c diskValueCapture[K]) encode(w *sectionWriter[K]) error {
 	})
 }
 
+// stage writes the restored entries into the database; the cache, which a
+// restore into a fresh backend finds empty, is dropped all the same.
 func (s *diskValues[K, V]) stage(r *sectionReader[K], count int) (func(), error) {
 	var dbKey []byte
 	for range count {
@@ -63,5 +155,5 @@ func (s *diskValues[K, V]) stage(r *sectionReader[K], count int) (func(), error)
 			return nil, err
 		}
 	}
-	return func() {}, nil
+	return func() { clear(s.cache); s.dirty = 0 }, nil
 }
