@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -35,8 +37,16 @@ type Record[V any] struct {
 	Key []byte
 	// Headers are the record's headers.
 	Headers []Header
-	// Value is the deserialized value.
+	// Value is the deserialized value; the zero value when DecodeError is
+	// set.
 	Value V
+	// DecodeError is set, under SourceOptions.DecodeErrors =
+	// DeadLetterDecodeErrors only, when the Deserializer rejected the
+	// value; Undecoded then holds the value as fetched. [SplitDeadLetters]
+	// separates such records from the others.
+	DecodeError error
+	// Undecoded is the value as fetched when DecodeError is set, else nil.
+	Undecoded []byte
 }
 
 // Deserializer turns a record value into a V. It must be safe for
@@ -155,6 +165,11 @@ type SourceOptions struct {
 	// so that restoring a bounded backfill's checkpoint into a streaming job
 	// is a deliberate choice. Default false.
 	ReadPastBoundedEnd bool
+	// DecodeErrors says what to do with a record whose value the
+	// Deserializer rejects: fail the read (FailOnDecodeError, the default),
+	// skip it (SkipDecodeErrors) or emit it as a dead letter
+	// (DeadLetterDecodeErrors). See docs/kafka.md, "Poison pills".
+	DecodeErrors DecodeErrors
 	// DiscoveryInterval is how often the running job looks for new
 	// partitions (and, with TopicRegex, new topics); they are read from
 	// their earliest offset. Default 10s; negative disables discovery.
@@ -191,6 +206,9 @@ func (o *SourceOptions) validate() (*regexp.Regexp, error) {
 	if o.Start.kind == startCommitted && o.Group == "" {
 		return nil, errors.New("kafka: SourceOptions.Start is Committed but Group is empty: name the consumer group")
 	}
+	if o.DecodeErrors > DeadLetterDecodeErrors {
+		return nil, fmt.Errorf("kafka: SourceOptions.DecodeErrors = %v: use FailOnDecodeError, SkipDecodeErrors or DeadLetterDecodeErrors", o.DecodeErrors)
+	}
 	if o.PollTimeout < 0 {
 		return nil, fmt.Errorf("kafka: SourceOptions.PollTimeout = %v is negative: use 0 (default 1ms) or a positive duration", o.PollTimeout)
 	}
@@ -215,10 +233,16 @@ func (o *SourceOptions) validate() (*regexp.Regexp, error) {
 // SourceOptions.DiscoveryInterval and read from their earliest offset, as
 // are partitions that appeared since the checkpoint a job restores.
 type Source[V any] struct {
-	opts   SourceOptions
-	re     *regexp.Regexp
-	decode Deserializer[V]
+	opts    SourceOptions
+	re      *regexp.Regexp
+	decode  Deserializer[V]
+	skipped atomic.Int64
 }
+
+// Skipped returns how many records this process skipped under
+// SkipDecodeErrors. A record read again after a restart from a checkpoint
+// is skipped, and counted, again.
+func (s *Source[V]) Skipped() int64 { return s.skipped.Load() }
 
 var (
 	_ source.Source[Record[int]]     = (*Source[int])(nil)
@@ -447,11 +471,25 @@ type reader[V any] struct {
 	end    int64         // with Bounded, the offset where the split ends; else -1
 	queued []*kgo.Record // polled, not yet returned
 	err    error         // sticky
+	warned bool          // a skipped record was logged
+}
+
+// skip counts a record skipped under SkipDecodeErrors and logs the first
+// of the reader.
+func (r *reader[V]) skip(offset int64, err error) {
+	r.s.skipped.Add(1)
+	if !r.warned {
+		r.warned = true
+		slog.Warn("kafka: skipping records whose value does not deserialize (SourceOptions.DecodeErrors = SkipDecodeErrors); only the first of the split is logged",
+			"split", r.split, "offset", offset, "error", err)
+	}
 }
 
 // Read returns polled records, waiting at most SourceOptions.PollTimeout.
-// A record whose value fails to deserialize stops the read with an error
-// naming its topic, partition and offset; Position stays before it.
+// A record whose value fails to deserialize is handled as
+// SourceOptions.DecodeErrors says; by default it stops the read with an
+// error naming its topic, partition and offset, and Position stays before
+// it.
 func (r *reader[V]) Read(ctx context.Context, buf []Record[V]) (int, error) {
 	if r.err != nil {
 		return 0, r.err
@@ -496,12 +534,24 @@ func (r *reader[V]) Read(ctx context.Context, buf []Record[V]) (int, error) {
 			break
 		}
 		v, err := r.s.decode(kr.Value)
-		if err != nil {
-			r.err = fmt.Errorf("kafka: record %s offset %d: value does not deserialize: %w", r.split, kr.Offset, err)
-			return n, r.err
-		}
 		rec := &buf[n]
-		*rec = Record[V]{Topic: kr.Topic, Partition: kr.Partition, Offset: kr.Offset, Timestamp: kr.Timestamp, Key: kr.Key, Value: v}
+		if err != nil {
+			switch r.s.opts.DecodeErrors {
+			case SkipDecodeErrors:
+				r.skip(kr.Offset, err)
+				r.next = kr.Offset + 1
+				r.queued = r.queued[1:]
+				continue
+			case DeadLetterDecodeErrors:
+				*rec = Record[V]{Topic: kr.Topic, Partition: kr.Partition, Offset: kr.Offset, Timestamp: kr.Timestamp, Key: kr.Key,
+					DecodeError: err, Undecoded: kr.Value}
+			default:
+				r.err = fmt.Errorf("kafka: record %s offset %d: value does not deserialize: %w (set SourceOptions.DecodeErrors to skip such records or send them to a dead-letter stream)", r.split, kr.Offset, err)
+				return n, r.err
+			}
+		} else {
+			*rec = Record[V]{Topic: kr.Topic, Partition: kr.Partition, Offset: kr.Offset, Timestamp: kr.Timestamp, Key: kr.Key, Value: v}
+		}
 		if nh := len(kr.Headers); nh > 0 {
 			if cap(headers)-len(headers) < nh {
 				// Room for as many headers on every record still to go.
