@@ -27,15 +27,13 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 	var c demo.Config
 	var runs int
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.Usage = func() { fmt.Fprint(out, benchUsage); fs.PrintDefaults() }
 	fs.Uint64Var(&c.Events, "events", 2_000_000, "orders per run")
 	fs.IntVar(&c.Customers, "customers", 10_000, "distinct customers (keys)")
 	fs.IntVar(&c.Parallelism, "parallelism", 2, "parallel subtasks of each operator")
 	fs.DurationVar(&c.CheckpointInterval, "interval", time.Second, "checkpoint interval")
 	fs.IntVar(&runs, "runs", 3, "runs per configuration")
 	fs.StringVar(&c.State, "state", "heap", "keyed-state backend: heap or pebble")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, benchUsage, args, out); err != nil {
 		return err
 	}
 	c.Seed = 1

@@ -34,6 +34,7 @@ Usage:
   exactly demo [flags]    run the demo job on embedded sources and sinks
   exactly bench [flags]   measure the engine's throughput (see docs/benchmarks.md)
   exactly torture [flags] prove exactly-once under injected faults (see docs/reliability.md)
+  exactly version         print the version the binary was built from
 
 Run 'exactly <command> --help' for the flags of a command.
 `
@@ -53,6 +54,9 @@ func main() {
 		err = runBench(ctx, os.Args[2:], os.Stdout)
 	case "torture":
 		err = runTorture(ctx, os.Args[2:], os.Stdout)
+	case "version", "--version":
+		fmt.Println(version())
+		return
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return
@@ -101,8 +105,6 @@ type demoFlags struct {
 func parseDemoFlags(args []string, out io.Writer) (demoFlags, error) {
 	var f demoFlags
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.Usage = func() { fmt.Fprint(out, demoUsage); fs.PrintDefaults() }
 	fs.StringVar(&f.cfg.Dir, "dir", "exactly-demo", "directory for checkpoints, the SQLite database and the output files")
 	fs.Uint64Var(&f.cfg.Events, "events", 200_000, "number of orders to generate")
 	fs.IntVar(&f.cfg.Customers, "customers", 1_000, "number of distinct customers")
@@ -116,11 +118,8 @@ func parseDemoFlags(args []string, out io.Writer) (demoFlags, error) {
 	fs.BoolVar(&f.keep, "resume", false, "keep the directory's earlier state and resume from its last checkpoint instead of starting afresh")
 	fs.BoolVar(&f.child, "child", false, "internal: run as the child of a --chaos run")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve the job's Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464; empty: off)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, demoUsage, args, out); err != nil {
 		return f, err
-	}
-	if fs.NArg() > 0 {
-		return f, fmt.Errorf("demo: unexpected argument %q (flags start with --)", fs.Arg(0))
 	}
 	if f.chaos < 0 {
 		return f, fmt.Errorf("demo: --chaos is %d: use 0 or a positive number of kills", f.chaos)

@@ -53,8 +53,6 @@ func runTorture(ctx context.Context, args []string, out io.Writer) error {
 	var c torture.Config
 	var reportFile string
 	fs := flag.NewFlagSet("torture", flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.Usage = func() { fmt.Fprint(out, tortureUsage); fs.PrintDefaults() }
 	fs.IntVar(&c.Events, "events", 100_000, "number of input events")
 	fs.IntVar(&c.Keys, "keys", 500, "number of distinct keys")
 	fs.IntVar(&c.Faults, "faults", 50, "least number of faults to inject (SIGKILLs included)")
@@ -72,11 +70,8 @@ func runTorture(ctx context.Context, args []string, out io.Writer) error {
 	fs.BoolVar(&c.NoDisk, "no-disk-faults", false, "no checkpoint directory faults (they need root)")
 	fs.BoolVar(&c.Pebble, "pebble", false, "keep the job's keyed state in the Pebble backend (on disk) instead of on the heap")
 	fs.StringVar(&c.S3, "s3", "", "endpoint of the S3 server (scripts/s3.sh prints it as EXACTLY_S3): keep the checkpoints there and make object-storage faults instead of checkpoint directory faults")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, tortureUsage, args, out); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("torture: unexpected argument %q (flags start with --)", fs.Arg(0))
 	}
 	if c.Seed == 0 {
 		c.Seed = rand.Uint64()
