@@ -13,9 +13,11 @@ import (
 // a restart reads the same bytes again. Test with errors.Is.
 var ErrCorrupt = errors.New("corrupt checkpoint data")
 
-// FormatVersion is the version of the checkpoint format the engine writes
-// (the metadata's format_version; see docs/checkpoint-format.md).
-const FormatVersion = 1
+// FormatVersion is the newest version of the checkpoint format the engine
+// writes and reads (the metadata's format_version; see
+// docs/checkpoint-format.md). Version 2 added shared files (incremental
+// checkpoints); a checkpoint that uses none is still written as version 1.
+const FormatVersion = 2
 
 // Kind tells a checkpoint from a savepoint.
 type Kind string
@@ -93,6 +95,24 @@ type StateHandle struct {
 	Size int64 `json:"size"`
 	// CRC32C is the Castagnoli checksum of the whole file.
 	CRC32C uint32 `json:"crc32c"`
+	// Shared lists the shared files the state file refers to (those of an
+	// incremental snapshot of the Pebble backend), sorted by name; empty
+	// for full snapshots. The storage derives from these lists which
+	// shared files the retained checkpoints still need.
+	Shared []SharedFile `json:"shared,omitempty"`
+}
+
+// SharedFile is a file kept once in the checkpoint storage's shared
+// directory and referred to by every checkpoint that needs it.
+type SharedFile struct {
+	// Name is the file's name in the shared directory: the id of the
+	// checkpoint that uploaded it, 20 digits, then '-' and a name unique
+	// within that checkpoint.
+	Name string `json:"name"`
+	// Size is the file's length in bytes.
+	Size int64 `json:"size"`
+	// CRC32C is the Castagnoli checksum of the file.
+	CRC32C uint32 `json:"crc32c"`
 }
 
 // SubtaskSnapshot is what one subtask of one operator contributes to a checkpoint.
@@ -103,7 +123,66 @@ type SubtaskSnapshot struct {
 	// committables). On restore every subtask receives the entries of all
 	// former subtasks and keeps what it owns.
 	Entries [][]byte
+	// DBs holds keyed state kept as the files of a database (an
+	// incremental snapshot of the Pebble backend): a snapshot holds at
+	// most one; what a subtask restores holds those of every former
+	// subtask whose key groups overlap its own.
+	DBs []DBFiles
 }
 
 // IsEmpty reports whether the snapshot holds no state at all.
-func (s SubtaskSnapshot) IsEmpty() bool { return len(s.KeyGroups) == 0 && len(s.Entries) == 0 }
+func (s SubtaskSnapshot) IsEmpty() bool {
+	return len(s.KeyGroups) == 0 && len(s.Entries) == 0 && len(s.DBs) == 0
+}
+
+// DBFiles is the keyed state of one subtask as the files of its Pebble
+// database at a checkpoint: large immutable files are shared files of the
+// checkpoint storage, small ones are kept in the state file.
+type DBFiles struct {
+	// KeyGroupStart and KeyGroupEnd bound the key groups the database
+	// holds, [KeyGroupStart, KeyGroupEnd).
+	KeyGroupStart int
+	KeyGroupEnd   int
+	// States names the database's states: which id and kind each
+	// registered state had.
+	States []DBState
+	// Files are the database's files, sorted by name.
+	Files []DBFile
+}
+
+// DBState is one registered state of a database.
+type DBState struct {
+	// Name is the state's name.
+	Name string
+	// Kind is the state's kind as in keyed-state blobs (1 value, 2 map,
+	// 3 list).
+	Kind byte
+	// ID is the state's id in the database's keys.
+	ID uint32
+}
+
+// DBFile is one file of a database: either in the shared directory
+// (Shared.Name set) or kept inline (Data).
+type DBFile struct {
+	// Name is the file's name in the database directory.
+	Name string
+	// Shared is the shared file holding it; its Name is empty for an
+	// inline file.
+	Shared SharedFile
+	// Data is the contents of an inline file.
+	Data []byte
+}
+
+// SharedFiles is the shared directory of a job's checkpoint storage, as
+// the keyed-state backends see it: they upload the files of incremental
+// snapshots and read back those of the checkpoint they restore.
+type SharedFiles interface {
+	// WriteShared stores data as a shared file for checkpoint id, named
+	// after id and key (unique within the checkpoint), and returns it.
+	// It is not durable before the checkpoint completes.
+	WriteShared(id uint64, key string, data []byte) (SharedFile, error)
+	// ReadShared returns the contents of a shared file of the checkpoint
+	// being restored, checked against f's size and checksum: a missing or
+	// different file is an error wrapping ErrCorrupt that names it.
+	ReadShared(f SharedFile) ([]byte, error)
+}

@@ -178,7 +178,9 @@ func declare[K comparable, S table[K]](scope Scope[K], name string,
 	if b.disk == nil {
 		s = onHeap(b)
 	} else {
-		s = onDisk(b.disk.newTable())
+		t := b.disk.newTable()
+		s = onDisk(t)
+		b.disk.register(name, s.kind(), t.id)
 	}
 	b.tables[name] = s
 	i, _ := slices.BinarySearch(b.names, name)

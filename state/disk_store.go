@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/state/internal/kv"
 )
 
@@ -17,6 +18,12 @@ type diskStore[K comparable] struct {
 	b      *KeyedBackend[K]
 	keyEnc func([]byte, K) ([]byte, error)
 	nextID uint32 // id of the next registered state
+	// states are the registered states' ids and kinds, which incremental
+	// snapshots record.
+	states []checkpoint.DBState
+	// uploads are what the incremental snapshots uploaded, read and
+	// written by their goroutines too.
+	uploads uploads
 	// stale is set when the current key changed since key and kg were
 	// computed.
 	stale  bool
@@ -40,6 +47,12 @@ func (d *diskStore[K]) newTable() diskTable[K] {
 	t := diskTable[K]{d: d, id: d.nextID}
 	d.nextID++
 	return t
+}
+
+// register records that the state called name, of the given kind, has
+// database id id.
+func (d *diskStore[K]) register(name string, kind stateKind, id uint32) {
+	d.states = append(d.states, checkpoint.DBState{Name: name, Kind: byte(kind), ID: id})
 }
 
 // fail panics with err: the state API has no errors to report a failing

@@ -6,7 +6,6 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/internal/format"
-	"github.com/exactlyonce/exactly/state/internal/kv"
 )
 
 // ErrCorrupt is wrapped by Restore's errors for blobs that are not valid
@@ -22,54 +21,20 @@ var ErrCorrupt = checkpoint.ErrCorrupt
 // keeps processing, and sees the state as of the Snapshot call. The Pebble backend's
 // function releases the Pebble snapshot: call it once, before Close.
 func (b *KeyedBackend[K]) Snapshot() func() (map[int][]byte, error) {
-	type section struct {
-		name string
-		kind stateKind
-		data capturedTable[K]
-	}
-	sections := make([]section, len(b.names))
-	for i, name := range b.names {
-		t := b.tables[name]
-		sections[i] = section{name: name, kind: t.kind(), data: t.capture()}
-	}
-	var view *kv.View
-	if b.disk != nil {
-		view = b.disk.db.View()
-	}
+	sections := b.captureSections(func(table[K]) bool { return true })
 	keyCodec, maxParallelism, owned := b.keyCodec, b.maxParallelism, b.owned
-	encode := func(disk pebble.Reader) (map[int][]byte, error) {
-		w := &sectionWriter[K]{
-			keyEnc:         appendFunc(keyCodec),
-			maxParallelism: maxParallelism,
-			owned:          owned,
-			disk:           disk,
-			entries:        make([][]byte, owned.Len()),
-			counts:         make([]int, owned.Len()),
-			blobs:          make([][]byte, owned.Len()),
+	if b.disk == nil {
+		return func() (map[int][]byte, error) {
+			return encodeSections(sections, nil, keyCodec, maxParallelism, owned)
 		}
-		for _, s := range sections {
-			if err := s.data.encode(w); err != nil {
-				return nil, fmt.Errorf("state: snapshot %s: %w", displayName(s.name), err)
-			}
-			w.endSection(s.name, s.kind)
-		}
-		out := make(map[int][]byte)
-		for i, blob := range w.blobs {
-			if blob != nil {
-				out[owned.Start+i] = blob
-			}
-		}
-		return out, nil
 	}
-	if view == nil {
-		return func() (map[int][]byte, error) { return encode(nil) }
-	}
+	view := b.disk.db.View()
 	return func() (out map[int][]byte, err error) {
 		err = view.Read(func(r pebble.Reader) error {
 			if err := checkOnlyOwned(r, owned, keyCodec); err != nil {
 				return err
 			}
-			out, err = encode(r)
+			out, err = encodeSections(sections, r, keyCodec, maxParallelism, owned)
 			return err
 		})
 		if err != nil {
@@ -77,6 +42,52 @@ func (b *KeyedBackend[K]) Snapshot() func() (map[int][]byte, error) {
 		}
 		return out, nil
 	}
+}
+
+// capturedSection is one table captured for a snapshot, under its name.
+type capturedSection[K comparable] struct {
+	name string
+	kind stateKind
+	data capturedTable[K]
+}
+
+// captureSections captures the tables that include selects, in name order.
+func (b *KeyedBackend[K]) captureSections(include func(table[K]) bool) []capturedSection[K] {
+	var sections []capturedSection[K]
+	for _, name := range b.names {
+		if t := b.tables[name]; include(t) {
+			sections = append(sections, capturedSection[K]{name: name, kind: t.kind(), data: t.capture()})
+		}
+	}
+	return sections
+}
+
+// encodeSections encodes the captured sections, in order, into one blob
+// per key group of owned that has state; disk is the database view the
+// Pebble backend's tables read (nil for the heap backend's).
+func encodeSections[K comparable](sections []capturedSection[K], disk pebble.Reader, keyCodec Codec[K], maxParallelism int, owned KeyGroupRange) (map[int][]byte, error) {
+	w := &sectionWriter[K]{
+		keyEnc:         appendFunc(keyCodec),
+		maxParallelism: maxParallelism,
+		owned:          owned,
+		disk:           disk,
+		entries:        make([][]byte, owned.Len()),
+		counts:         make([]int, owned.Len()),
+		blobs:          make([][]byte, owned.Len()),
+	}
+	for _, s := range sections {
+		if err := s.data.encode(w); err != nil {
+			return nil, fmt.Errorf("state: snapshot %s: %w", displayName(s.name), err)
+		}
+		w.endSection(s.name, s.kind)
+	}
+	out := make(map[int][]byte)
+	for i, blob := range w.blobs {
+		if blob != nil {
+			out[owned.Start+i] = blob
+		}
+	}
+	return out, nil
 }
 
 // sectionWriter encodes one state at a time into per-key-group sections.

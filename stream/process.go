@@ -125,6 +125,9 @@ func newProcessOp[K comparable, IN, OUT any](oc runtime.OperatorContext, ks Keye
 	}
 	p.fn = fn
 	if oc.Restored != nil {
+		if err := p.ctx.backend.RestoreDBs(oc.Restored.DBs, oc.SharedFiles); err != nil {
+			return nil, fmt.Errorf("restoring: %w", err)
+		}
 		for kg, blob := range oc.Restored.KeyGroups {
 			if err := p.ctx.backend.Restore(kg, blob); err != nil {
 				return nil, fmt.Errorf("restoring key group %d: %w", kg, err)
@@ -168,20 +171,34 @@ func (p *processOp[K, IN, OUT]) emit() error {
 	return p.out.Emit(p.output.buf)
 }
 
-// Snapshot captures the keyed state and, once event time began, the
-// watermark: restored, it keeps windows that closed before the checkpoint
-// from opening again for records replayed behind it.
-func (p *processOp[K, IN, OUT]) Snapshot(context.Context, uint64) (func() (checkpoint.SubtaskSnapshot, error), error) {
-	encode := p.ctx.backend.Snapshot()
+// Snapshot captures the keyed state of a checkpoint.
+func (p *processOp[K, IN, OUT]) Snapshot(ctx context.Context, id uint64) (func() (checkpoint.SubtaskSnapshot, error), error) {
+	return p.SnapshotKind(ctx, id, checkpoint.KindCheckpoint)
+}
+
+// SnapshotKind captures the keyed state (incrementally for a checkpoint
+// on the Pebble backend: see state.KeyedBackend.SnapshotFor) and, once
+// event time began, the watermark: restored, it keeps windows that closed
+// before the checkpoint from opening again for records replayed behind it.
+func (p *processOp[K, IN, OUT]) SnapshotKind(_ context.Context, id uint64, kind checkpoint.Kind) (func() (checkpoint.SubtaskSnapshot, error), error) {
+	encode, err := p.ctx.backend.SnapshotFor(id, kind, p.ctx.oc.SharedFiles)
+	if err != nil {
+		return nil, err
+	}
 	var entries [][]byte
 	if p.ctx.watermark != runtime.MinWatermark {
 		entries = [][]byte{format.EncodeWatermark(p.ctx.watermark)}
 	}
 	return func() (checkpoint.SubtaskSnapshot, error) {
-		groups, err := encode()
-		return checkpoint.SubtaskSnapshot{KeyGroups: groups, Entries: entries}, err
+		snap, err := encode()
+		snap.Entries = entries
+		return snap, err
 	}, nil
 }
+
+// SnapshotComplete lets the backend refer again to the files that
+// checkpoint id uploaded.
+func (p *processOp[K, IN, OUT]) SnapshotComplete(id uint64) { p.ctx.backend.CheckpointComplete(id) }
 
 // restoredWatermark returns the least watermark of the former subtasks
 // whose key groups a subtask restores, or MinWatermark if none had one.

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/internal/format"
@@ -30,18 +31,32 @@ func encodeStateFile(kind checkpoint.Kind, operator string, subtask int, snap ch
 	return stateFileName(operator, subtask), data, nil
 }
 
-// encodeMetadataFile checks m (setting FormatVersion 0 to FormatVersion)
-// and returns the contents of its _metadata file.
+// stateHandle returns the handle of the state file called name holding
+// data, the encoding of snap: with Subtask, File, Size, CRC32C and the
+// shared files snap's databases refer to.
+func stateHandle(subtask int, name string, data []byte, snap checkpoint.SubtaskSnapshot) checkpoint.StateHandle {
+	return checkpoint.StateHandle{Subtask: subtask, File: name, Size: int64(len(data)), CRC32C: format.Checksum(data),
+		Shared: format.SharedFilesOf(snap.DBs)}
+}
+
+// encodeMetadataFile checks m, sets its FormatVersion 0 or FormatVersion to
+// the lowest version that describes it (so that builds that read only
+// version 1 still read checkpoints without shared files), and returns the
+// contents of its _metadata file.
 func encodeMetadataFile(m *checkpoint.Metadata) ([]byte, error) {
 	if err := checkKind(m.Kind); err != nil {
 		return nil, err
 	}
-	if m.FormatVersion == 0 {
-		m.FormatVersion = FormatVersion
+	needed := format.MetadataVersion(*m)
+	switch {
+	case m.FormatVersion == 0 || m.FormatVersion == FormatVersion:
+		m.FormatVersion = needed
+	case m.FormatVersion < needed || m.FormatVersion > FormatVersion:
+		return nil, fmt.Errorf("checkpoint/store: Complete: Metadata.FormatVersion = %d: this checkpoint needs version %d to %d (or pass 0)",
+			m.FormatVersion, needed, FormatVersion)
 	}
-	if m.FormatVersion != FormatVersion {
-		return nil, fmt.Errorf("checkpoint/store: Complete: Metadata.FormatVersion = %d: this build writes version %d (or pass 0)",
-			m.FormatVersion, FormatVersion)
+	if err := checkShared(m); err != nil {
+		return nil, err
 	}
 	data, err := format.EncodeMetadata(*m)
 	if err != nil {
@@ -64,6 +79,9 @@ func validateLoaded(path string, b []byte, id uint64, kind checkpoint.Kind, read
 	case m.Kind != kind:
 		return nil, format.Corruptf(path, "records kind %q but the directory is for a %s", m.Kind, kind)
 	}
+	if err := checkShared(&m); err != nil {
+		return nil, format.Corruptf(path, "%v", err)
+	}
 	files := map[string]bool{}
 	for _, op := range m.Operators {
 		for _, h := range op.Subtasks {
@@ -77,6 +95,30 @@ func validateLoaded(path string, b []byte, id uint64, kind checkpoint.Kind, read
 		}
 	}
 	return &m, nil
+}
+
+// checkShared checks the shared files of m's state handles: valid names,
+// sorted, each listed once per handle with one size and checksum across
+// the checkpoint, and none in a savepoint, which must be self-contained.
+func checkShared(m *checkpoint.Metadata) error {
+	seen := map[string]checkpoint.SharedFile{}
+	for _, op := range m.Operators {
+		for _, h := range op.Subtasks {
+			if len(h.Shared) > 0 && m.Kind == checkpoint.KindSavepoint {
+				return fmt.Errorf("checkpoint/store: savepoint %d: operator %q subtask %d lists shared files: a savepoint holds full snapshots only", m.ID, op.Name, h.Subtask)
+			}
+			for i, f := range h.Shared {
+				if !format.ValidSharedName(f.Name) || f.Size < 0 || i > 0 && h.Shared[i-1].Name >= f.Name {
+					return fmt.Errorf("checkpoint/store: operator %q subtask %d: shared file %q (size %d) is not a valid name in increasing order", op.Name, h.Subtask, f.Name, f.Size)
+				}
+				if prev, ok := seen[f.Name]; ok && prev != f {
+					return fmt.Errorf("checkpoint/store: shared file %q is listed with two sizes or checksums", f.Name)
+				}
+				seen[f.Name] = f
+			}
+		}
+	}
+	return nil
 }
 
 // checkHandle checks a state handle read from the metadata at metaPath
@@ -100,7 +142,14 @@ func decodeStateFile(path string, b []byte, h checkpoint.StateHandle) (checkpoin
 	if got := format.Checksum(b); got != h.CRC32C {
 		return checkpoint.SubtaskSnapshot{}, format.Corruptf(path, "checksum mismatch: the metadata records %08x, the file hashes to %08x", h.CRC32C, got)
 	}
-	return format.DecodeState(path, b)
+	snap, err := format.DecodeState(path, b)
+	if err != nil {
+		return checkpoint.SubtaskSnapshot{}, err
+	}
+	if !slices.Equal(format.SharedFilesOf(snap.DBs), h.Shared) {
+		return checkpoint.SubtaskSnapshot{}, format.Corruptf(path, "the shared files it refers to differ from those the metadata lists for it")
+	}
+	return snap, nil
 }
 
 // parseCheckpointDir returns the id and kind of a checkpoint directory

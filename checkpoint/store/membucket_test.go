@@ -17,6 +17,9 @@ type memBucket struct {
 	objects     map[string]memObject
 	tags        int
 	lostAnswers map[string]int
+	// onPut, if set, is called with the key of every put; when it returns
+	// true the answer to that put is lost.
+	onPut func(key string) bool
 }
 
 type memObject struct {
@@ -50,6 +53,9 @@ func (b *memBucket) put(_ context.Context, key string, data []byte, cond putCond
 	b.objects[key] = memObject{data: slices.Clone(data), etag: tag}
 	if b.lostAnswers[key] > 0 {
 		b.lostAnswers[key]--
+		return "", fmt.Errorf("%s: the answer was lost", key)
+	}
+	if b.onPut != nil && b.onPut(key) {
 		return "", fmt.Errorf("%s: the answer was lost", key)
 	}
 	return tag, nil

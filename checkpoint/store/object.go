@@ -159,7 +159,7 @@ func (s *ObjectStore) WriteState(id uint64, kind checkpoint.Kind, operator strin
 	if _, err := s.b.put(ctx, path.Join(s.dirKey(id, kind), name), data, putCondition{}); err != nil {
 		return checkpoint.StateHandle{}, fmt.Errorf("checkpoint/store: %w", err)
 	}
-	return checkpoint.StateHandle{Subtask: subtask, File: name, Size: int64(len(data)), CRC32C: format.Checksum(data)}, nil
+	return stateHandle(subtask, name, data, snap), nil
 }
 
 // Complete makes a checkpoint or savepoint complete: it checks that the
@@ -194,6 +194,9 @@ func (s *ObjectStore) Complete(m checkpoint.Metadata) (string, error) {
 				return "", fmt.Errorf("checkpoint/store: Complete: state object %s is %d bytes but its handle says %d", s.b.url(path.Join(dir, h.File)), size, h.Size)
 			}
 		}
+	}
+	if err := s.checkSharedPresent(ctx, dir, &m, m.ID); err != nil {
+		return "", fmt.Errorf("checkpoint/store: Complete: %w", err)
 	}
 	if err := s.putMetadata(ctx, path.Join(dir, metadataFile), data); err != nil {
 		return "", err
@@ -298,6 +301,7 @@ func (s *ObjectStore) sweep(completed uint64) {
 	slices.SortStableFunc(keys, func(a, b string) int {
 		return boolRank(path.Base(b) == metadataFile) - boolRank(path.Base(a) == metadataFile)
 	})
+	s.sweepShared(ctx, keep, completed)
 	for _, k := range keys {
 		rel := strings.TrimPrefix(k, s.key()+"/")
 		if s.prefix == "" {
@@ -418,10 +422,17 @@ func (s *ObjectStore) load(dir string, id uint64, kind checkpoint.Kind) (*checkp
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint/store: %w", err)
 	}
-	return validateLoaded(s.b.url(key), b, id, kind, func(h checkpoint.StateHandle) error {
+	m, err := validateLoaded(s.b.url(key), b, id, kind, func(h checkpoint.StateHandle) error {
 		_, err := s.readState(ctx, dir, h)
 		return err
 	})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkSharedPresent(ctx, dir, m, 0); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // readState reads and verifies the state object h under dir.

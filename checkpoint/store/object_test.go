@@ -162,7 +162,7 @@ func TestObjectStoreZombieCompletesNothing(t *testing.T) {
 		}
 		// The zombie resumes and tries to complete the checkpoint it had
 		// begun.
-		m := checkpoint.Metadata{FormatVersion: FormatVersion, ID: id, Kind: checkpoint.KindCheckpoint, Job: "wordcount", MaxParallelism: 4}
+		m := checkpoint.Metadata{ID: id, Kind: checkpoint.KindCheckpoint, Job: "wordcount", MaxParallelism: 4}
 		h, err := zombie.WriteState(id, checkpoint.KindCheckpoint, "Sink", 0, snapshotFor(id, "Sink", 0))
 		if err != nil {
 			t.Fatal(err)

@@ -121,8 +121,15 @@ func (s *Store) load(dir string, id uint64, kind checkpoint.Kind) (*checkpoint.M
 	if err != nil {
 		return nil, err
 	}
-	return validateLoaded(path, b, id, kind, func(h checkpoint.StateHandle) error {
+	m, err := validateLoaded(path, b, id, kind, func(h checkpoint.StateHandle) error {
 		_, err := s.readState(dir, h)
 		return err
 	})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkSharedPresent(dir, m); err != nil {
+		return nil, err
+	}
+	return m, nil
 }

@@ -45,6 +45,16 @@ type Storage interface {
 	ReadStateAt(dir string, h checkpoint.StateHandle) (checkpoint.SubtaskSnapshot, error)
 	// Dir returns where checkpoint or savepoint id is.
 	Dir(id uint64, kind checkpoint.Kind) string
+	// WriteShared stores a shared file of an incremental snapshot for
+	// checkpoint id, named after id and key (unique within the
+	// checkpoint), in the storage's shared directory. A completed
+	// checkpoint's metadata lists the shared files it needs; after each
+	// completion those that no retained checkpoint needs and that were
+	// uploaded for a lower id are deleted.
+	WriteShared(id uint64, key string, data []byte) (checkpoint.SharedFile, error)
+	// ReadSharedAt reads a shared file of the checkpoint at dir, verified
+	// against f (a missing or different file wraps ErrCorrupt).
+	ReadSharedAt(dir string, f checkpoint.SharedFile) ([]byte, error)
 }
 
 var (

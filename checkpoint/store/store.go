@@ -243,7 +243,7 @@ func (s *Store) WriteState(id uint64, kind checkpoint.Kind, operator string, sub
 	if err := s.writeFile(filepath.Join(dir, name), data); err != nil {
 		return checkpoint.StateHandle{}, err
 	}
-	return checkpoint.StateHandle{Subtask: subtask, File: name, Size: int64(len(data)), CRC32C: format.Checksum(data)}, nil
+	return stateHandle(subtask, name, data, snap), nil
 }
 
 // Complete makes a checkpoint or savepoint complete by durably writing its
@@ -291,6 +291,16 @@ func (s *Store) Complete(m checkpoint.Metadata) (path string, err error) {
 	err = s.whileOwner(func() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		// Under s.mu, so that no sweep deletes a shared file between this
+		// check and the metadata that makes it needed.
+		if err := s.checkSharedPresent(dir, &m); err != nil {
+			return fmt.Errorf("checkpoint/store: Complete: %w", err)
+		}
+		if len(sharedOf(&m)) > 0 {
+			if err := s.syncDir(filepath.Join(s.dir, sharedDir)); err != nil {
+				return err
+			}
+		}
 		if err := s.fs.MkdirAll(dir, 0o755); err != nil {
 			return ioErr("creating directory", dir, err)
 		}
@@ -306,6 +316,7 @@ func (s *Store) Complete(m checkpoint.Metadata) (path string, err error) {
 		s.recordCompleted(m.ID)
 		if m.Kind == checkpoint.KindCheckpoint {
 			s.retain(m.ID)
+			s.sweepShared(m.ID)
 		}
 		return nil
 	})

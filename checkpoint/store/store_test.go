@@ -76,7 +76,7 @@ func tryCheckpoint(s Storage, kind checkpoint.Kind) (checkpoint.Metadata, error)
 		return checkpoint.Metadata{}, err
 	}
 	m := checkpoint.Metadata{
-		FormatVersion:  FormatVersion,
+		FormatVersion:  format.BaseVersion,
 		ID:             id,
 		Kind:           kind,
 		Job:            "wordcount",

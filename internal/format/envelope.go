@@ -10,14 +10,22 @@ import (
 	"github.com/exactlyonce/exactly/checkpoint"
 )
 
-// Version is the version of the store's files this build writes: the
-// version field of every file envelope and the format_version of the
-// metadata. It is the highest version it reads; version 0 is corrupt.
+// Version is the highest version of the store's files this build reads
+// and writes: of the version field of every file envelope and of the
+// format_version of the metadata; version 0 is corrupt. Files are written
+// in the lowest version that holds their contents ([BaseVersion] unless
+// they use what a later version added), so that a build that does not
+// know a feature still reads the checkpoints that do not use it.
 //
 // It is [checkpoint.FormatVersion], which the coordinator writes into the
 // metadata it builds: package checkpoint cannot import this package, which
 // imports it for the types it encodes.
 const Version = checkpoint.FormatVersion
+
+// BaseVersion is the version of every file that uses nothing a later
+// version added. Version 2 added the databases of incremental snapshots to
+// state files and shared files to the metadata.
+const BaseVersion = 1
 
 // ErrNewerVersion marks an intact file written in a format version this build
 // does not know, by a newer version of exactly. It is not corruption: the
@@ -105,10 +113,13 @@ func NewEnvelope(payloadSize int) []byte {
 }
 
 // Seal fills in the header of buf (from [NewEnvelope], payload appended)
-// with magic m and [Version], and appends the checksum.
-func Seal(m Magic, buf []byte) []byte {
+// with magic m and [BaseVersion], and appends the checksum.
+func Seal(m Magic, buf []byte) []byte { return SealVersion(m, BaseVersion, buf) }
+
+// SealVersion is [Seal] with payload version v.
+func SealVersion(m Magic, v uint32, buf []byte) []byte {
 	copy(buf, m[:])
-	binary.BigEndian.PutUint32(buf[8:], Version)
+	binary.BigEndian.PutUint32(buf[8:], v)
 	binary.BigEndian.PutUint64(buf[12:], uint64(len(buf)-headerSize))
 	return binary.BigEndian.AppendUint32(buf, Checksum(buf))
 }
@@ -118,24 +129,31 @@ func Seal(m Magic, buf []byte) []byte {
 // memory. A version above [Version] is [ErrNewerVersion]; every other
 // problem is a [CorruptFileError].
 func Unseal(path string, m Magic, b []byte) ([]byte, error) {
+	p, _, err := UnsealVersion(path, m, b)
+	return p, err
+}
+
+// UnsealVersion is [Unseal] that also returns the payload's version.
+func UnsealVersion(path string, m Magic, b []byte) ([]byte, uint32, error) {
 	if len(b) < EnvelopeSize {
-		return nil, Corruptf(path, "file is %d bytes, shorter than the %d-byte envelope (truncated?)", len(b), EnvelopeSize)
+		return nil, 0, Corruptf(path, "file is %d bytes, shorter than the %d-byte envelope (truncated?)", len(b), EnvelopeSize)
 	}
 	if !bytes.Equal(b[:8], m[:]) {
-		return nil, Corruptf(path, "bad magic %q, want %q", b[:8], m[:])
+		return nil, 0, Corruptf(path, "bad magic %q, want %q", b[:8], m[:])
 	}
 	if n, have := binary.BigEndian.Uint64(b[12:]), uint64(len(b)-EnvelopeSize); n != have {
-		return nil, Corruptf(path, "header says the payload is %d bytes but the file holds %d (truncated or extended)", n, have)
+		return nil, 0, Corruptf(path, "header says the payload is %d bytes but the file holds %d (truncated or extended)", n, have)
 	}
 	body := b[:len(b)-trailerSize]
 	if want, got := binary.BigEndian.Uint32(b[len(body):]), Checksum(body); want != got {
-		return nil, Corruptf(path, "checksum mismatch: file says %08x, contents hash to %08x", want, got)
+		return nil, 0, Corruptf(path, "checksum mismatch: file says %08x, contents hash to %08x", want, got)
 	}
-	switch v := binary.BigEndian.Uint32(b[8:]); {
+	v := binary.BigEndian.Uint32(b[8:])
+	switch {
 	case v == 0:
-		return nil, Corruptf(path, "format version 0")
+		return nil, 0, Corruptf(path, "format version 0")
 	case v > Version:
-		return nil, newerVersion(path, uint64(v))
+		return nil, 0, newerVersion(path, uint64(v))
 	}
-	return body[headerSize:], nil
+	return body[headerSize:], v, nil
 }

@@ -29,8 +29,23 @@ func DecodeMetadata(path string, b []byte) (checkpoint.Metadata, error) {
 		return checkpoint.Metadata{}, newerVersion(path, uint64(m.FormatVersion))
 	case m.FormatVersion < 1:
 		return checkpoint.Metadata{}, Corruptf(path, "format_version %d", m.FormatVersion)
+	case m.FormatVersion < MetadataVersion(m) && MetadataVersion(m) > BaseVersion:
+		return checkpoint.Metadata{}, Corruptf(path, "format_version %d lists shared files, which need version %d", m.FormatVersion, MetadataVersion(m))
 	}
 	return m, nil
+}
+
+// MetadataVersion returns the lowest format_version that describes m:
+// [BaseVersion], or 2 if a state handle lists shared files.
+func MetadataVersion(m checkpoint.Metadata) int {
+	for _, op := range m.Operators {
+		for _, h := range op.Subtasks {
+			if len(h.Shared) > 0 {
+				return stateDBsVersion
+			}
+		}
+	}
+	return BaseVersion
 }
 
 // OwnerRecord is the payload of the _owner file: the current owner of a
@@ -151,16 +166,24 @@ func EncodeState(s checkpoint.SubtaskSnapshot) ([]byte, error) {
 	for _, e := range s.Entries {
 		buf = AppendBytes(buf, e)
 	}
-	return Seal(StateMagic, buf), nil
+	if len(s.DBs) == 0 {
+		return Seal(StateMagic, buf), nil
+	}
+	buf, err := appendDBs(buf, s.DBs)
+	if err != nil {
+		return nil, err
+	}
+	return SealVersion(StateMagic, stateDBsVersion, buf), nil
 }
 
 // DecodeState decodes the contents b of the state file at path. The
 // returned blobs share b's memory. Empty key groups and entries decode as
 // nil. Only the encoding EncodeState writes is accepted (uvarints in their
-// shortest form, key groups increasing, nothing after the last entry), so
-// that what decodes encodes back to the same bytes.
+// shortest form, key groups increasing, nothing after the last entry or,
+// in version 2, the last database), so that what decodes encodes back to
+// the same bytes.
 func DecodeState(path string, b []byte) (checkpoint.SubtaskSnapshot, error) {
-	p, err := Unseal(path, StateMagic, b)
+	p, version, err := UnsealVersion(path, StateMagic, b)
 	if err != nil {
 		return checkpoint.SubtaskSnapshot{}, err
 	}
@@ -193,6 +216,9 @@ func DecodeState(path string, b []byte) (checkpoint.SubtaskSnapshot, error) {
 			}
 			s.Entries = append(s.Entries, b)
 		}
+	}
+	if version >= stateDBsVersion {
+		s.DBs = d.dbs()
 	}
 	if d.err == nil && len(d.b) > 0 {
 		d.fail("%d unexpected bytes after the last entry", len(d.b))

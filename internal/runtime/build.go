@@ -145,12 +145,14 @@ func (j *Job) buildMember(ctx context.Context, t *task, i, s int, rp *restorePoi
 		LateRecords:        counter(&j.metrics.late, spec.Name),
 		Logger:             j.opts.Logger.With("operator", spec.Name, "subtask", s),
 	}
+	oc.SharedFiles = sharedFiles{store: j.store}
 	if rp != nil {
 		snap, err := rp.snapshotFor(spec, m.keys)
 		if err != nil {
 			return nil, err
 		}
 		oc.Restored = snap
+		oc.SharedFiles = sharedFiles{store: j.store, dir: rp.dir}
 	}
 	if err := newOperator(ctx, m, oc, out); err != nil {
 		return nil, fmt.Errorf("%s[%d]: %w", spec.Name, s, err)

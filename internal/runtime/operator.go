@@ -36,6 +36,20 @@ type Snapshotter interface {
 	Snapshot(ctx context.Context, id uint64) (func() (checkpoint.SubtaskSnapshot, error), error)
 }
 
+// KindSnapshotter is a Snapshotter that snapshots savepoints differently
+// from checkpoints (a keyed operator's incremental checkpoints refer to
+// shared files; its savepoints must be self-contained). The runtime calls
+// SnapshotKind instead of Snapshot, and tells it of completions, which it
+// needs to know which uploaded files it may refer to again. Unlike a
+// CheckpointListener it commits nothing.
+type KindSnapshotter interface {
+	// SnapshotKind is Snapshot for a checkpoint or savepoint of kind.
+	SnapshotKind(ctx context.Context, id uint64, kind checkpoint.Kind) (func() (checkpoint.SubtaskSnapshot, error), error)
+	// SnapshotComplete reports that checkpoint id and every lower one are
+	// complete.
+	SnapshotComplete(id uint64)
+}
+
 // CheckpointListener is an operator told when checkpoints complete.
 type CheckpointListener interface {
 	// CheckpointComplete reports that checkpoint id and every lower one are
@@ -87,9 +101,14 @@ type OperatorContext struct {
 	// KeyGroups is the range of key groups this subtask owns (keyed operators).
 	KeyGroups state.KeyGroupRange
 	// Restored is the state restored for this subtask, nil on a fresh start.
-	// Keyed state holds only the owned key groups; operator entries hold the
-	// entries of every former subtask.
+	// Keyed state holds only the owned key groups, and the databases of
+	// incremental snapshots whose key groups overlap them; operator entries
+	// hold the entries of every former subtask.
 	Restored *checkpoint.SubtaskSnapshot
+	// SharedFiles is the shared directory of the job's checkpoint storage:
+	// keyed operators upload the files of incremental snapshots there and
+	// read those of Restored.DBs.
+	SharedFiles checkpoint.SharedFiles
 	// BatchSize is the preferred number of records per batch.
 	BatchSize int
 	// CheckpointInterval is the job's checkpoint interval.

@@ -104,6 +104,11 @@ func (rp *restorePoint) snapshotFor(spec *OperatorSpec, keys state.KeyGroupRange
 				out.KeyGroups[kg] = blob
 			}
 		}
+		for _, db := range snap.DBs {
+			if db.KeyGroupStart < keys.End && keys.Start < db.KeyGroupEnd {
+				out.DBs = append(out.DBs, db)
+			}
+		}
 		if spec.Restore == nil {
 			out.Entries = append(out.Entries, snap.Entries...)
 		}

@@ -29,7 +29,13 @@ func (t *task) checkpoint(ctx context.Context, b barrier) error {
 		if s == nil {
 			continue
 		}
-		encode, err := s.Snapshot(ctx, id)
+		var encode func() (checkpoint.SubtaskSnapshot, error)
+		var err error
+		if ks, ok := s.(KindSnapshotter); ok {
+			encode, err = ks.SnapshotKind(ctx, id, kind)
+		} else {
+			encode, err = s.Snapshot(ctx, id)
+		}
 		if err != nil {
 			return fmt.Errorf("%s[%d]: snapshot for checkpoint %d: %w", m.spec.Name, t.subtask, id, err)
 		}

@@ -106,6 +106,9 @@ func (t *task) notifyComplete(ctx context.Context, id uint64) error {
 	}
 	t.notified = id
 	for _, m := range t.members {
+		if ks, ok := m.op.(KindSnapshotter); ok {
+			ks.SnapshotComplete(id)
+		}
 		var l CheckpointListener
 		if m.source != nil {
 			l, _ = m.source.(CheckpointListener)

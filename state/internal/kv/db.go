@@ -17,8 +17,9 @@ import (
 // subtask runs, since the state is restored from a checkpoint after every
 // restart.
 type DB struct {
-	dir string
-	db  *pebble.DB
+	dir      string
+	instance string // random id of this database instance
+	db       *pebble.DB
 	// closing is held for reading while a view is read, and for writing
 	// by Close, which so waits for the views being read.
 	closing sync.RWMutex
@@ -36,12 +37,25 @@ func Open(dir string) (*DB, error) {
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, fmt.Errorf("kv: wiping %s: %w", dir, err)
 	}
-	db, err := pebble.Open(dir, &pebble.Options{DisableWAL: true, Logger: quietLogger{}})
+	if err := removeScratch(dir); err != nil {
+		return nil, err
+	}
+	instance, err := newInstanceID()
+	if err != nil {
+		return nil, err
+	}
+	db, err := pebble.Open(dir, &pebble.Options{DisableWAL: true, Logger: quietLogger{},
+		MaxManifestFileSize: maxManifestFileSize})
 	if err != nil {
 		return nil, fmt.Errorf("kv: opening a Pebble database in %s: %w", dir, err)
 	}
-	return &DB{dir: dir, db: db, views: make(map[*View]struct{})}, nil
+	return &DB{dir: dir, instance: instance, db: db, views: make(map[*View]struct{})}, nil
 }
+
+// maxManifestFileSize bounds the MANIFEST, which every incremental
+// checkpoint uploads whole (Pebble's default, 128 MiB, would let it grow
+// with the database's history).
+const maxManifestFileSize = 1 << 20
 
 // Dir returns the database's directory.
 func (d *DB) Dir() string { return d.dir }
@@ -106,7 +120,7 @@ func (d *DB) Close() error {
 	if rerr := os.RemoveAll(d.dir); rerr != nil {
 		return errors.Join(err, fmt.Errorf("kv: removing %s: %w", d.dir, rerr))
 	}
-	return err
+	return errors.Join(err, removeScratch(d.dir))
 }
 
 // quietLogger drops Pebble's informational messages and keeps its errors

@@ -1,0 +1,132 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"strings"
+
+	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/internal/format"
+)
+
+// WriteShared uploads data as the shared object <prefix>/shared/<id>-<key>.
+// Uploading the same name again replaces it with the same contents.
+func (s *ObjectStore) WriteShared(id uint64, key string, data []byte) (checkpoint.SharedFile, error) {
+	name, err := sharedName(id, key)
+	if err != nil {
+		return checkpoint.SharedFile{}, err
+	}
+	ctx, cancel := s.ctx()
+	defer cancel()
+	if _, err := s.b.put(ctx, s.key(sharedDir, name), data, putCondition{}); err != nil {
+		return checkpoint.SharedFile{}, fmt.Errorf("checkpoint/store: %w", err)
+	}
+	return checkpoint.SharedFile{Name: name, Size: int64(len(data)), CRC32C: format.Checksum(data)}, nil
+}
+
+// ReadSharedAt returns the contents of the shared object f of the
+// checkpoint at dir, a URL returned by Dir or accepted by Load, verified
+// against f.
+func (s *ObjectStore) ReadSharedAt(dir string, f checkpoint.SharedFile) ([]byte, error) {
+	k, err := s.keyOfURL(dir)
+	if err != nil {
+		return nil, err
+	}
+	key, err := s.sharedKey(k, f)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.ctx()
+	defer cancel()
+	b, _, err := s.b.get(ctx, key)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, &format.CorruptFileError{Path: s.b.url(key), Problem: "shared object is missing", Cause: err}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint/store: %w", err)
+	}
+	if err := verifyShared(s.b.url(key), b, f); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// sharedKey returns the key of the shared object f of the checkpoint
+// under the key prefix dir.
+func (s *ObjectStore) sharedKey(dir string, f checkpoint.SharedFile) (string, error) {
+	if !format.ValidSharedName(f.Name) {
+		return "", format.Corruptf(s.b.url(path.Join(dir, metadataFile)), "shared file name %q is not valid", f.Name)
+	}
+	return path.Join(path.Dir(dir), sharedDir, f.Name), nil
+}
+
+// checkSharedPresent checks that the shared objects m lists exist with
+// their recorded sizes: all of them if uploadedBy is 0, else those
+// uploaded for that checkpoint (at completion, the others were checked
+// when the checkpoint that uploaded them completed, and the newest
+// completed checkpoint still needs them). A missing or resized one is
+// corrupt.
+func (s *ObjectStore) checkSharedPresent(ctx context.Context, dir string, m *checkpoint.Metadata, uploadedBy uint64) error {
+	for _, f := range sharedOf(m) {
+		if id, _ := format.SharedID(f.Name); uploadedBy != 0 && id != uploadedBy {
+			continue
+		}
+		key, err := s.sharedKey(dir, f)
+		if err != nil {
+			return err
+		}
+		size, err := s.b.size(ctx, key)
+		if errors.Is(err, fs.ErrNotExist) {
+			return &format.CorruptFileError{Path: s.b.url(key), Problem: fmt.Sprintf("shared object is missing, but checkpoint %d refers to it", m.ID), Cause: err}
+		}
+		if err != nil {
+			return fmt.Errorf("checkpoint/store: %w", err)
+		}
+		if size != f.Size {
+			return format.Corruptf(s.b.url(key), "shared object is %d bytes, checkpoint %d records %d", size, m.ID, f.Size)
+		}
+	}
+	return nil
+}
+
+// sweepShared deletes the shared objects that none of the retained
+// checkpoints keep needs and that were uploaded for ids below completed.
+// If the metadata of one of them cannot be read it deletes nothing.
+func (s *ObjectStore) sweepShared(ctx context.Context, keep []uint64, completed uint64) {
+	prefix := s.key(sharedDir) + "/"
+	keys, err := s.b.list(ctx, prefix)
+	if err != nil || len(keys) == 0 {
+		if err != nil {
+			s.log.Warn("checkpoint/store: cannot sweep shared objects", "where", s.b.url(prefix), "err", err)
+		}
+		return
+	}
+	needed := map[string]bool{}
+	for _, id := range keep {
+		key := path.Join(s.dirKey(id, checkpoint.KindCheckpoint), metadataFile)
+		b, _, err := s.b.get(ctx, key)
+		if err == nil {
+			var m checkpoint.Metadata
+			if m, err = format.DecodeMetadata(s.b.url(key), b); err == nil {
+				for name := range sharedOf(&m) {
+					needed[name] = true
+				}
+				continue
+			}
+		}
+		s.log.Warn("checkpoint/store: cannot sweep shared objects", "metadata", s.b.url(key), "err", err)
+		return
+	}
+	for _, k := range keys {
+		name := strings.TrimPrefix(k, prefix)
+		if strings.Contains(name, "/") || !unneededShared(name, needed, completed) {
+			continue
+		}
+		if err := s.b.remove(ctx, k); err != nil {
+			s.log.Warn("checkpoint/store: cannot remove an unneeded shared object", "object", s.b.url(k), "err", err)
+		}
+	}
+}

@@ -1,0 +1,139 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+
+	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/internal/format"
+)
+
+// WriteShared writes data as the shared file <dir>/shared/<id>-<key> and
+// syncs it; its name becomes durable when Complete syncs the shared
+// directory. Writing the same name again replaces the file atomically.
+func (s *Store) WriteShared(id uint64, key string, data []byte) (checkpoint.SharedFile, error) {
+	name, err := sharedName(id, key)
+	if err != nil {
+		return checkpoint.SharedFile{}, err
+	}
+	dir := filepath.Join(s.dir, sharedDir)
+	if err := s.mkdirAllDurable(dir); err != nil {
+		return checkpoint.SharedFile{}, err
+	}
+	tmp, path := filepath.Join(dir, name+tmpSuffix), filepath.Join(dir, name)
+	if err := s.writeFile(tmp, data); err != nil {
+		return checkpoint.SharedFile{}, err
+	}
+	if err := s.fs.Rename(tmp, path); err != nil {
+		return checkpoint.SharedFile{}, ioErr("renaming to "+path, tmp, err)
+	}
+	return checkpoint.SharedFile{Name: name, Size: int64(len(data)), CRC32C: format.Checksum(data)}, nil
+}
+
+// ReadSharedAt returns the contents of the shared file f of the checkpoint
+// in directory dir (in <dir>/../shared), verified against f.
+func (s *Store) ReadSharedAt(dir string, f checkpoint.SharedFile) ([]byte, error) {
+	path, err := s.sharedPath(dir, f)
+	if err != nil {
+		return nil, err
+	}
+	b, err := s.readFile(path, f.Size)
+	if err != nil {
+		return nil, err
+	}
+	if err := verifyShared(path, b, f); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// sharedPath returns the path of the shared file f of the checkpoint in
+// directory dir.
+func (s *Store) sharedPath(dir string, f checkpoint.SharedFile) (string, error) {
+	if !format.ValidSharedName(f.Name) {
+		return "", format.Corruptf(filepath.Join(dir, metadataFile), "shared file name %q is not valid", f.Name)
+	}
+	return filepath.Join(filepath.Dir(filepath.Clean(dir)), sharedDir, f.Name), nil
+}
+
+// checkSharedPresent checks that every shared file m lists exists in the
+// shared directory of the checkpoint in dir with its recorded size; a
+// missing or resized one is corrupt.
+func (s *Store) checkSharedPresent(dir string, m *checkpoint.Metadata) error {
+	for _, f := range sharedOf(m) {
+		path, err := s.sharedPath(dir, f)
+		if err != nil {
+			return err
+		}
+		fi, err := s.fs.Stat(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return &format.CorruptFileError{Path: path, Problem: fmt.Sprintf("shared file is missing, but checkpoint %d refers to it", m.ID), Cause: err}
+		}
+		if err != nil {
+			return ioErr("checking shared file", path, err)
+		}
+		if fi.Size() != f.Size {
+			return format.Corruptf(path, "shared file is %d bytes, checkpoint %d records %d", fi.Size(), m.ID, f.Size)
+		}
+	}
+	return nil
+}
+
+// sweepShared deletes the shared files that no retained checkpoint needs
+// and that were uploaded for ids below completed. It reads the metadata of
+// every retained checkpoint; if one cannot be read it deletes nothing
+// (the next completion tries again). s.mu must be held.
+func (s *Store) sweepShared(completed uint64) {
+	dir := filepath.Join(s.dir, sharedDir)
+	names, err := s.fs.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) || err == nil && len(names) == 0 {
+		return
+	}
+	if err != nil {
+		s.log.Warn("checkpoint/store: cannot sweep shared files", "dir", dir, "err", err)
+		return
+	}
+	needed, err := s.neededShared()
+	if err != nil {
+		s.log.Warn("checkpoint/store: cannot sweep shared files", "dir", dir, "err", err)
+		return
+	}
+	for _, name := range names {
+		if !unneededShared(name, needed, completed) {
+			continue
+		}
+		if err := s.fs.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			s.log.Warn("checkpoint/store: cannot remove an unneeded shared file", "file", filepath.Join(dir, name), "err", err)
+		}
+	}
+}
+
+// neededShared returns the names of the shared files the checkpoints with
+// metadata need (savepoints need none).
+func (s *Store) neededShared() (map[string]bool, error) {
+	ids, err := s.list(checkpoint.KindCheckpoint)
+	if err != nil {
+		return nil, err
+	}
+	needed := map[string]bool{}
+	for _, id := range ids {
+		path := filepath.Join(s.Dir(id, checkpoint.KindCheckpoint), metadataFile)
+		b, err := s.readFile(path, -1)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // never completed
+		}
+		if err != nil {
+			return nil, err
+		}
+		m, err := format.DecodeMetadata(path, b)
+		if err != nil {
+			return nil, err
+		}
+		for name := range sharedOf(&m) {
+			needed[name] = true
+		}
+	}
+	return needed, nil
+}

@@ -1,0 +1,27 @@
+package runtime
+
+import (
+	"fmt"
+
+	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/checkpoint/store"
+)
+
+// sharedFiles is the shared directory of the job's checkpoint storage for
+// one attempt: uploads go to the job's storage, reads to the storage of
+// the checkpoint the attempt restores (dir; "" on a fresh start).
+type sharedFiles struct {
+	store store.Storage
+	dir   string
+}
+
+func (s sharedFiles) WriteShared(id uint64, key string, data []byte) (checkpoint.SharedFile, error) {
+	return s.store.WriteShared(id, key, data)
+}
+
+func (s sharedFiles) ReadShared(f checkpoint.SharedFile) ([]byte, error) {
+	if s.dir == "" {
+		return nil, fmt.Errorf("reading shared file %s: the attempt restores no checkpoint", f.Name)
+	}
+	return s.store.ReadSharedAt(s.dir, f)
+}

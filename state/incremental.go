@@ -1,0 +1,123 @@
+package state
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/exactlyonce/exactly/checkpoint"
+)
+
+// SnapshotFor captures the state for checkpoint or savepoint id of the
+// given kind and returns a function that encodes it, as Snapshot does,
+// into a subtask snapshot (KeyGroups, and DBs for an incremental one).
+//
+// On the Pebble backend a checkpoint (not a savepoint) is incremental when
+// files is not nil: SnapshotFor flushes the database and takes a Pebble
+// checkpoint of it into a directory next to the database's (hard links);
+// the returned function uploads to files the database files no completed
+// checkpoint refers to yet, keeps the small ones (MANIFEST, OPTIONS...) in
+// the snapshot, and removes the directory. The timers, in memory, are
+// encoded as blobs. Savepoints, the heap backend, and a nil files take a
+// full snapshot: a savepoint must not depend on files that retention may
+// delete. Call the returned function once, before Close.
+func (b *KeyedBackend[K]) SnapshotFor(id uint64, kind checkpoint.Kind, files checkpoint.SharedFiles) (func() (checkpoint.SubtaskSnapshot, error), error) {
+	if b.disk == nil || files == nil || kind != checkpoint.KindCheckpoint {
+		encode := b.Snapshot()
+		return func() (checkpoint.SubtaskSnapshot, error) {
+			groups, err := encode()
+			return checkpoint.SubtaskSnapshot{KeyGroups: groups}, err
+		}, nil
+	}
+	if err := checkOnlyOwned(b.disk.db.Reader(), b.owned, b.keyCodec); err != nil {
+		return nil, fmt.Errorf("state: snapshot: %w", err)
+	}
+	timers := b.captureSections(func(t table[K]) bool { return t.kind() == kindTimers || t.kind() == kindEventTimers })
+	dir, err := b.disk.db.Checkpoint(id)
+	if err != nil {
+		return nil, fmt.Errorf("state: snapshot for checkpoint %d: %w", id, err)
+	}
+	keyCodec, maxParallelism, owned := b.keyCodec, b.maxParallelism, b.owned
+	db := checkpoint.DBFiles{KeyGroupStart: owned.Start, KeyGroupEnd: owned.End, States: slices.Clone(b.disk.states)}
+	up := &upload{id: id, dir: dir, instance: b.disk.db.Instance(), files: files, uploads: &b.disk.uploads}
+	return func() (checkpoint.SubtaskSnapshot, error) {
+		defer os.RemoveAll(dir)
+		groups, err := encodeSections(timers, nil, keyCodec, maxParallelism, owned)
+		if err != nil {
+			return checkpoint.SubtaskSnapshot{}, err
+		}
+		if db.Files, err = up.run(); err != nil {
+			return checkpoint.SubtaskSnapshot{}, fmt.Errorf("state: snapshot for checkpoint %d: %w", id, err)
+		}
+		return checkpoint.SubtaskSnapshot{KeyGroups: groups, DBs: []checkpoint.DBFiles{db}}, nil
+	}, nil
+}
+
+// CheckpointComplete tells the backend that checkpoint id and every lower
+// one completed: the files their incremental snapshots uploaded are reused
+// from now on instead of being uploaded again.
+func (b *KeyedBackend[K]) CheckpointComplete(id uint64) {
+	if b.disk != nil {
+		b.disk.uploads.completed(id)
+	}
+}
+
+// upload uploads the files of one Pebble checkpoint.
+type upload struct {
+	id       uint64
+	dir      string // the Pebble checkpoint
+	instance string // the database instance's id, which shared names start with
+	files    checkpoint.SharedFiles
+	uploads  *uploads
+}
+
+// run returns the checkpoint's files, sorted by name: the immutable ones
+// (tables and blob files) as shared files, uploaded unless a completed
+// checkpoint refers to them already, the others inline.
+func (u *upload) run() ([]checkpoint.DBFile, error) {
+	entries, err := os.ReadDir(u.dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []checkpoint.DBFile
+	shared := map[string]checkpoint.SharedFile{}
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			return nil, fmt.Errorf("%s in the Pebble checkpoint %s is not a regular file", e.Name(), u.dir)
+		}
+		f := checkpoint.DBFile{Name: e.Name()}
+		if immutableFile(f.Name) {
+			if f.Shared, err = u.share(f.Name); err != nil {
+				return nil, err
+			}
+			shared[f.Name] = f.Shared
+		} else if f.Data, err = os.ReadFile(filepath.Join(u.dir, f.Name)); err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	u.uploads.record(u.id, shared)
+	return out, nil
+}
+
+// share returns the shared file holding the database file name, uploading
+// it if no completed checkpoint refers to it.
+func (u *upload) share(name string) (checkpoint.SharedFile, error) {
+	if f, ok := u.uploads.reusable(name); ok {
+		return f, nil
+	}
+	data, err := os.ReadFile(filepath.Join(u.dir, name))
+	if err != nil {
+		return checkpoint.SharedFile{}, err
+	}
+	return u.files.WriteShared(u.id, u.instance+"-"+name, data)
+}
+
+// immutableFile reports whether a Pebble file never changes once written,
+// under the same name, for the life of the database: its tables and blob
+// files, which checkpoints share.
+func immutableFile(name string) bool {
+	return strings.HasSuffix(name, ".sst") || strings.HasSuffix(name, ".blob")
+}

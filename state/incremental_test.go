@@ -1,0 +1,239 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/internal/format"
+)
+
+// memShared is an in-memory checkpoint.SharedFiles that counts the bytes
+// written to it.
+type memShared struct {
+	mu      sync.Mutex
+	files   map[string][]byte
+	written int64
+}
+
+func newMemShared() *memShared { return &memShared{files: map[string][]byte{}} }
+
+func (m *memShared) WriteShared(id uint64, key string, data []byte) (checkpoint.SharedFile, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	name := format.SharedName(id, key)
+	m.files[name] = append([]byte(nil), data...)
+	m.written += int64(len(data))
+	return checkpoint.SharedFile{Name: name, Size: int64(len(data)), CRC32C: format.Checksum(data)}, nil
+}
+
+func (m *memShared) ReadShared(f checkpoint.SharedFile) ([]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b, ok := m.files[f.Name]
+	switch {
+	case !ok:
+		return nil, format.Corruptf(f.Name, "missing")
+	case int64(len(b)) != f.Size || format.Checksum(b) != f.CRC32C:
+		return nil, format.Corruptf(f.Name, "size or checksum mismatch")
+	}
+	return b, nil
+}
+
+func (m *memShared) bytesWritten() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.written
+}
+
+// incrementalNow takes an incremental snapshot of f for checkpoint id.
+func incrementalNow(t testing.TB, f *fixture, id uint64, files checkpoint.SharedFiles) checkpoint.SubtaskSnapshot {
+	t.Helper()
+	encode, err := f.b.SnapshotFor(id, checkpoint.KindCheckpoint, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}
+
+// stateFileSize is the size of the state file that would hold snap.
+func stateFileSize(t testing.TB, snap checkpoint.SubtaskSnapshot) int64 {
+	t.Helper()
+	b, err := format.EncodeState(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int64(len(b))
+}
+
+func TestIncrementalUploadsWhatChanged(t *testing.T) {
+	const n, changed = 50_000, 200
+	f := subtaskFixture(t, PebbleBackend, 0, 1, 128)
+	// No timers: they are in memory, and every checkpoint holds them all.
+	for i := range n {
+		f.b.SetCurrentKey(fmt.Sprint("key-", i))
+		f.count.Update(int64(i))
+		f.seen.Put("u", i)
+		f.events.Add(fmt.Sprint("e", i))
+	}
+	files := newMemShared()
+	first := incrementalNow(t, f, 1, files)
+	firstShared, firstFile := files.bytesWritten(), stateFileSize(t, first)
+	f.b.CheckpointComplete(1)
+	for i := range changed {
+		f.b.SetCurrentKey(fmt.Sprint("key-", i*(n/changed)))
+		f.count.Update(-1)
+	}
+	second := incrementalNow(t, f, 2, files)
+	secondShared, secondFile := files.bytesWritten()-firstShared, stateFileSize(t, second)
+	full := int64(0)
+	for _, blob := range snapshotNow(t, f.b) {
+		full += int64(len(blob))
+	}
+	t.Logf("%d keys, then %d changed: checkpoint 1 uploaded %d shared bytes + a %d-byte state file; checkpoint 2 %d shared bytes + a %d-byte state file; a full snapshot is %d bytes of blobs",
+		n, changed, firstShared, firstFile, secondShared, secondFile, full)
+	if got, limit := secondShared+secondFile, (firstShared+firstFile)/2; got >= limit {
+		t.Errorf("checkpoint 2 uploaded %d bytes, want < %d (half of checkpoint 1's)", got, limit)
+	}
+	if len(second.DBs) != 1 || len(second.DBs[0].Files) == 0 {
+		t.Fatalf("second snapshot has databases %+v, want one with files", second.DBs)
+	}
+}
+
+func TestIncrementalSavepointIsFull(t *testing.T) {
+	f := subtaskFixture(t, PebbleBackend, 0, 1, 16)
+	for i := range 100 {
+		f.fill(i)
+	}
+	files := newMemShared()
+	encode, err := f.b.SnapshotFor(7, checkpoint.KindSavepoint, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.DBs) != 0 || files.bytesWritten() != 0 || len(snap.KeyGroups) == 0 {
+		t.Fatalf("savepoint: %d databases, %d shared bytes, %d key groups; want a full snapshot", len(snap.DBs), files.bytesWritten(), len(snap.KeyGroups))
+	}
+}
+
+// restoreSnapshots restores the snapshots of former subtasks into the p
+// subtasks of backends of kind, each taking what it owns.
+func restoreSnapshots(t *testing.T, kind BackendKind, snaps []checkpoint.SubtaskSnapshot, files checkpoint.SharedFiles, p, maxP int) []*fixture {
+	t.Helper()
+	fs := make([]*fixture, p)
+	for i := range fs {
+		fs[i] = subtaskFixture(t, kind, i, p, maxP)
+		for _, snap := range snaps {
+			if err := fs[i].b.RestoreDBs(snap.DBs, files); err != nil {
+				t.Fatal(err)
+			}
+			for kg, blob := range snap.KeyGroups {
+				if fs[i].b.KeyGroupRange().Contains(kg) {
+					if err := fs[i].b.Restore(kg, blob); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+	}
+	return fs
+}
+
+// TestIncrementalRescale restores incremental snapshots 1 -> 2 -> 3 -> 1,
+// into Pebble and heap backends, and compares every key with the source.
+func TestIncrementalRescale(t *testing.T) {
+	const maxP, n = 32, 2000
+	src := subtaskFixture(t, PebbleBackend, 0, 1, maxP)
+	for i := range n {
+		src.fill(i)
+	}
+	want := map[string]keyState{}
+	for i := range n {
+		k := fmt.Sprint("key-", i)
+		want[k] = src.dump(k)
+	}
+	check := func(fs []*fixture, what string) {
+		t.Helper()
+		p := len(fs)
+		for k, w := range want {
+			owner := SubtaskForKeyGroup(src.b.KeyGroupOf(k), p, maxP)
+			for i, f := range fs {
+				got := f.dump(k)
+				switch {
+				case i == owner && !got.equal(w):
+					t.Fatalf("%s: owner %d has %s = %v, want %v", what, i, k, got, w)
+				case i != owner && !got.empty():
+					t.Fatalf("%s: subtask %d is not the owner of %s but has %v", what, i, k, got)
+				}
+			}
+		}
+	}
+	files := newMemShared()
+	id := uint64(0)
+	snapshotAll := func(fs []*fixture) []checkpoint.SubtaskSnapshot {
+		id++
+		var snaps []checkpoint.SubtaskSnapshot
+		for _, f := range fs {
+			snaps = append(snaps, incrementalNow(t, f, id, files))
+		}
+		return snaps
+	}
+	snaps := snapshotAll([]*fixture{src})
+	for _, kind := range backendKinds {
+		check(restoreSnapshots(t, kind, snaps, files, 1, maxP), "1 -> 1 "+kind.String())
+	}
+	two := restoreSnapshots(t, PebbleBackend, snaps, files, 2, maxP)
+	check(two, "1 -> 2")
+	three := restoreSnapshots(t, PebbleBackend, snapshotAll(two), files, 3, maxP)
+	check(three, "2 -> 3")
+	threeSnaps := snapshotAll(three)
+	check(restoreSnapshots(t, PebbleBackend, threeSnaps, files, 1, maxP), "3 -> 1 pebble")
+	check(restoreSnapshots(t, HeapBackend, threeSnaps, files, 2, maxP), "3 -> 2 heap")
+}
+
+func TestIncrementalCorruptSharedFile(t *testing.T) {
+	f := subtaskFixture(t, PebbleBackend, 0, 1, 16)
+	for i := range 500 {
+		f.fill(i)
+	}
+	files := newMemShared()
+	snap := incrementalNow(t, f, 1, files)
+	var victim string
+	for _, file := range snap.DBs[0].Files {
+		if file.Shared.Name != "" {
+			victim = file.Shared.Name
+		}
+	}
+	if victim == "" {
+		t.Fatal("no shared file")
+	}
+	for name, damage := range map[string]func(){
+		"missing":   func() { delete(files.files, victim) },
+		"truncated": func() { files.files[victim] = files.files[victim][:10] },
+		"flipped":   func() { files.files[victim][len(files.files[victim])/2] ^= 1 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			good := append([]byte(nil), files.files[victim]...)
+			defer func() { files.files[victim] = good }()
+			damage()
+			to := subtaskFixture(t, HeapBackend, 0, 1, 16)
+			err := to.b.RestoreDBs(snap.DBs, files)
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), victim) {
+				t.Fatalf("RestoreDBs = %v, want ErrCorrupt naming %s", err, victim)
+			}
+			if got := to.dump("key-1"); !got.empty() {
+				t.Fatalf("after a failed restore key-1 = %v, want nothing", got)
+			}
+		})
+	}
+}
