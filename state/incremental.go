@@ -31,6 +31,7 @@ func (b *KeyedBackend[K]) SnapshotFor(id uint64, kind checkpoint.Kind, files che
 			return checkpoint.SubtaskSnapshot{KeyGroups: groups}, err
 		}, nil
 	}
+	b.writeBackCaches()
 	if err := checkOnlyOwned(b.disk.db.Reader(), b.owned, b.keyCodec); err != nil {
 		return nil, fmt.Errorf("state: snapshot: %w", err)
 	}

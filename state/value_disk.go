@@ -87,6 +87,19 @@ func (s *diskValues[K, V]) markDirty(e *cachedValue[V]) {
 	}
 }
 
+// writeBacker is a table of the Pebble backend with a write-back cache.
+type writeBacker interface{ writeBack() }
+
+// writeBackCaches writes the changes of every table's write-back cache to
+// the database, before a snapshot reads it.
+func (b *KeyedBackend[K]) writeBackCaches() {
+	for _, name := range b.names {
+		if w, ok := b.tables[name].(writeBacker); ok {
+			w.writeBack()
+		}
+	}
+}
+
 // writeBack writes the cache's changes to the database in one batch.
 func (s *diskValues[K, V]) writeBack() {
 	if s.dirty == 0 {

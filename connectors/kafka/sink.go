@@ -820,8 +820,11 @@ func (c *committer[T]) Commit(ctx context.Context, cm sink.Committable) error {
 	}
 	answer := kerr.ErrorForCode(code)
 	out, err := c.admin.outcome(ctx, d)
-	if err != nil {
+	if errors.Is(err, errOutcomeGone) {
 		return sink.Permanent(fmt.Errorf("%s: the coordinator answered %v and the outcome cannot be read back: %w; inspect the transaction with kafka-transactions.sh describe --transactional-id %s (docs/kafka.md, manual recovery)", where, answer, err, d.TxnID))
+	}
+	if err != nil {
+		return fmt.Errorf("%s: the coordinator answered %v, and reading the transaction's outcome from the log failed; retrying: %w", where, answer, err)
 	}
 	switch out {
 	case outcomeCommitted:

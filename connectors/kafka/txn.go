@@ -256,11 +256,17 @@ func (a *txnAdmin) outcome(ctx context.Context, c committable) (txnOutcome, erro
 	}
 	td, ok := md.Topics[c.Topic]
 	if !ok || td.Err != nil {
-		return 0, fmt.Errorf("topic %q of the transaction's records is unavailable (deleted?): %v", c.Topic, td.Err)
+		if !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
+			return 0, fmt.Errorf("topic %q of the transaction's records does not exist (deleted?): %w", c.Topic, errOutcomeGone)
+		}
+		return 0, fmt.Errorf("topic %q of the transaction's records is unavailable: %w", c.Topic, td.Err)
 	}
 	pd, ok := td.Partitions[c.Partition]
 	if !ok || pd.Err != nil {
-		return 0, fmt.Errorf("partition %d of topic %q is unavailable: %v", c.Partition, c.Topic, pd.Err)
+		if !ok {
+			return 0, fmt.Errorf("topic %q has no partition %d (recreated?): %w", c.Topic, c.Partition, errOutcomeGone)
+		}
+		return 0, fmt.Errorf("partition %d of topic %q is unavailable: %w", c.Partition, c.Topic, pd.Err)
 	}
 	broker := a.cl.Broker(int(pd.Leader))
 	first := true
@@ -271,12 +277,12 @@ func (a *txnAdmin) outcome(ctx context.Context, c committable) (txnOutcome, erro
 		}
 		if first {
 			if len(batches) == 0 {
-				return 0, fmt.Errorf("no record at %s/%d offset %d (high watermark %d): the topic was recreated or its log truncated", c.Topic, c.Partition, c.Offset, hwm)
+				return 0, fmt.Errorf("no record at %s/%d offset %d (high watermark %d): the topic was recreated or its log truncated: %w", c.Topic, c.Partition, c.Offset, hwm, errOutcomeGone)
 			}
 			b := batches[0]
 			last := b.FirstOffset + int64(b.LastOffsetDelta)
 			if b.ProducerID != c.ProducerID || c.Offset < b.FirstOffset || c.Offset > last {
-				return 0, fmt.Errorf("the record at %s/%d offset %d is not from producer %d (found producer %d, offsets %d-%d): the topic was recreated or its log truncated", c.Topic, c.Partition, c.Offset, c.ProducerID, b.ProducerID, b.FirstOffset, last)
+				return 0, fmt.Errorf("the record at %s/%d offset %d is not from producer %d (found producer %d, offsets %d-%d): the topic was recreated or its log truncated: %w", c.Topic, c.Partition, c.Offset, c.ProducerID, b.ProducerID, b.FirstOffset, last, errOutcomeGone)
 			}
 			first = false
 		}
@@ -309,6 +315,11 @@ func (a *txnAdmin) outcome(ctx context.Context, c committable) (txnOutcome, erro
 	}
 	return 0, fmt.Errorf("no marker of transaction %s within %d fetches (1 MiB each) after %s/%d offset %d", c.TxnID, maxOutcomeFetches, c.Topic, c.Partition, c.Offset)
 }
+
+// errOutcomeGone marks the outcome reads that no retry can fix: the
+// transaction's records are no longer in the log. Any other failure to
+// read the outcome (a broker restarting, a connection cut) is retried.
+var errOutcomeGone = errors.New("the transaction's records are gone from the log")
 
 // maxOutcomeFetches bounds the log outcome reads before it gives up.
 const maxOutcomeFetches = 256
@@ -346,7 +357,7 @@ func fetchUncommitted(ctx context.Context, broker *kgo.Broker, topic string, top
 	rp := resp.Topics[0].Partitions[0]
 	if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
 		if errors.Is(err, kerr.OffsetOutOfRange) {
-			return nil, 0, fmt.Errorf("offset %d of %s/%d is no longer in the log (retention or deleted records, log start offset %d): the outcome cannot be read back: %w", offset, topic, partition, rp.LogStartOffset, err)
+			return nil, 0, fmt.Errorf("offset %d of %s/%d is no longer in the log (retention or deleted records, log start offset %d): %w: %w", offset, topic, partition, rp.LogStartOffset, errOutcomeGone, err)
 		}
 		return nil, 0, err
 	}
