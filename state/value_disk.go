@@ -15,9 +15,9 @@ const valueCacheEntries = 1 << 16
 // are written back in one batch at every snapshot (capture, before the
 // backend takes its view of the database) and when the cache fills.
 type diskValues[K comparable, V any] struct {
-	t     diskTable[K]
-	codec Codec[V]
-	enc   func([]byte, V) ([]byte, error)
+	t        diskTable[K]
+	codec    Codec[V]
+	enc      func([]byte, V) ([]byte, error)
 	cache    map[K]*cachedValue[V]
 	capacity int // valueCacheEntries; tests lower it
 	dirty    int // entries of cache changed since the last write-back
