@@ -64,3 +64,32 @@ func checkRestoredValues(t *testing.T, f *fixture, model map[string]int64) {
 		}
 	}
 }
+
+// TestRestoreKeepsCachedValues: restoring a key group keeps the values of
+// keys the blob does not hold, on the Pebble backend's cache as on the
+// heap.
+func TestRestoreKeepsCachedValues(t *testing.T) {
+	forBackends(t, func(t *testing.T, kind BackendKind) {
+		src := newFixture(t, kind, 8, KeyGroupRange{0, 8})
+		src.b.SetCurrentKey("b")
+		src.count.Update(7)
+		blobs, err := src.b.Snapshot()()
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := newFixture(t, kind, 8, KeyGroupRange{0, 8})
+		f.b.SetCurrentKey("a")
+		f.count.Update(42)
+		for kg, blob := range blobs {
+			if err := f.b.Restore(kg, blob); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for k, want := range map[string]int64{"a": 42, "b": 7} {
+			f.b.SetCurrentKey(k)
+			if v, ok := f.count.Value(); !ok || v != want {
+				t.Fatalf("key %s after the restore = %d, %v; want %d", k, v, ok, want)
+			}
+		}
+	})
+}

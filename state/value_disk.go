@@ -150,9 +150,12 @@ func (c diskValueCapture[K]) encode(w *sectionWriter[K]) error {
 	})
 }
 
-// stage writes the restored entries into the database; the cache, which a
-// restore into a fresh backend finds empty, is dropped all the same.
+// stage writes the restored entries into the database. The cache's
+// changes are written back first, so that keys the blob does not hold keep
+// their values, as on the heap; the cache is dropped once the restore is
+// applied, since the blob's entries replace what it holds.
 func (s *diskValues[K, V]) stage(r *sectionReader[K], count int) (func(), error) {
+	s.writeBack()
 	var dbKey []byte
 	for range count {
 		_, key, err := r.encodedKey()

@@ -235,7 +235,10 @@ func (s *ObjectStore) putMetadata(ctx context.Context, key string, data []byte) 
 		return nil
 	}
 	got, _, gerr := s.b.get(ctx, key)
-	if gerr == nil && string(got) == string(data) {
+	if gerr != nil {
+		return fmt.Errorf("checkpoint/store: Complete: %s exists; reading it back to tell a retry from a reuse of the id failed: %w", s.b.url(key), gerr)
+	}
+	if string(got) == string(data) {
 		return nil
 	}
 	return fmt.Errorf("checkpoint/store: Complete: %s exists already with other contents: a checkpoint id was used twice, which only a process that lost ownership or a copy of this storage can do: %w", s.b.url(key), ErrNotOwner)
@@ -282,15 +285,28 @@ func (s *ObjectStore) requestSweep(completed uint64) {
 // manifest does not list: those retention dropped, and those that never
 // completed (crashes, aborted checkpoints, a zombie's metadata). Failures
 // are logged; the next sweep tries again.
+//
+// What to keep is read from the manifest on the server, and nothing is
+// deleted unless it still holds this store's token: a sweep that runs
+// after a release, or after another process took over, deletes nothing
+// the new owner may need.
 func (s *ObjectStore) sweep(completed uint64) {
 	s.mu.Lock()
-	var keep []uint64
+	var token string
 	if s.own != nil {
-		keep = slices.Clone(s.own.manifest.Checkpoints)
+		token = s.own.token
 	}
 	s.mu.Unlock()
 	ctx, cancel := s.ctx()
 	defer cancel()
+	cur, _, err := s.readManifest(ctx)
+	if err != nil || token == "" || cur.Token != token {
+		if err != nil {
+			s.log.Warn("checkpoint/store: cannot apply checkpoint retention", "where", s.b.url(s.prefix), "err", err)
+		}
+		return
+	}
+	keep := cur.Checkpoints
 	keys, err := s.b.list(ctx, s.key(chkPrefix))
 	if err != nil {
 		s.log.Warn("checkpoint/store: cannot apply checkpoint retention", "where", s.b.url(s.prefix), "err", err)
@@ -331,14 +347,17 @@ func (s *ObjectStore) Discard(id uint64, kind checkpoint.Kind) error {
 	if err := checkKind(kind); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	listed := s.own != nil && (slices.Contains(s.own.manifest.Checkpoints, id) || slices.Contains(s.own.manifest.Savepoints, id))
-	s.mu.Unlock()
-	if listed {
-		return fmt.Errorf("checkpoint/store: Discard: %s %d is complete (listed in the manifest): refusing to remove it", kind, id)
-	}
 	ctx, cancel := s.ctx()
 	defer cancel()
+	// The manifest on the server decides, not this store's copy: a write
+	// of it whose answer was lost may have completed the checkpoint.
+	cur, _, err := s.readManifest(ctx)
+	if err != nil {
+		return fmt.Errorf("checkpoint/store: Discard: %w", err)
+	}
+	if slices.Contains(cur.Checkpoints, id) || slices.Contains(cur.Savepoints, id) {
+		return fmt.Errorf("checkpoint/store: Discard: %s %d is complete (listed in the manifest): refusing to remove it", kind, id)
+	}
 	keys, err := s.b.list(ctx, s.dirKey(id, kind)+"/")
 	if err != nil {
 		return fmt.Errorf("checkpoint/store: Discard: %w", err)

@@ -20,6 +20,10 @@ type objectOwner struct {
 	token    string
 	etag     string
 	manifest format.Manifest
+	// sent is the highest Writes this owner ever sent, landed or not, so
+	// that every write it sends has a Writes of its own: an earlier write
+	// that landed without its answer is never taken for a later one.
+	sent uint64
 }
 
 // randomHex returns n random bytes in hex.
@@ -107,8 +111,11 @@ func (s *ObjectStore) Acquire(ctx context.Context, opts OwnershipOptions) (Owner
 		lease := time.Duration(cur.LeaseNS)
 		if etag == "" || cur.Released || now.Sub(seenAt) >= lease || now.After(time.Unix(0, cur.Renewed).Add(lease)) {
 			o, err := s.tryAcquire(cur, etag, opts)
-			if err != nil && (opts.Wait < 0 || opts.Now().Sub(start) < opts.Wait) {
+			if err != nil && !errors.Is(err, ErrCorrupt) && (opts.Wait < 0 || opts.Now().Sub(start) < opts.Wait) {
 				s.log.Warn("checkpoint/store: taking ownership failed; retrying", "where", where, "err", err)
+				if err := pause(ctx, opts.Poll); err != nil {
+					return Ownership{}, fmt.Errorf("checkpoint/store: taking ownership of %s: %w", where, err)
+				}
 				continue
 			}
 			if err != nil {
@@ -187,8 +194,12 @@ func (s *ObjectStore) tryAcquire(cur format.Manifest, etag string, opts Ownershi
 	}
 	// The read's tag is the one later writes must match (a server may
 	// spell the tags of a write's answer and of a read differently).
-	return &objectOwner{Ownership: Ownership{Incarnation: next.Incarnation, Epoch: next.Epoch}, opts: opts, token: token, etag: backTag, manifest: next}, nil
+	return &objectOwner{Ownership: Ownership{Incarnation: next.Incarnation, Epoch: next.Epoch}, opts: opts, token: token, etag: backTag, manifest: next, sent: next.Writes}, nil
 }
+
+// maxOwnRetries bounds how often update applies f again to a manifest
+// that changed under this owner's own earlier writes.
+const maxOwnRetries = 3
 
 // update applies f to the manifest and writes it on condition that it is
 // still the one this owner last wrote. When it is not, and the manifest
@@ -211,7 +222,8 @@ func (s *ObjectStore) update(f func(*format.Manifest) error) error {
 		if err := f(&next); err != nil {
 			return err
 		}
-		next.Writes++
+		next.Writes = max(o.manifest.Writes, o.sent) + 1
+		o.sent = next.Writes
 		next.Renewed = o.opts.Now().UnixNano()
 		tag, err := s.writeManifest(ctx, next, o.etag)
 		if err == nil {
@@ -225,11 +237,20 @@ func (s *ObjectStore) update(f func(*format.Manifest) error) error {
 		if rerr != nil {
 			return rerr
 		}
-		if cur.Token != o.token || attempt > 0 {
+		if cur.Token != o.token {
 			return fmt.Errorf("%w: %s took %s over with epoch %d; this process (%s) had epoch %d",
 				ErrNotOwner, cur.Holder, s.b.url(s.key(manifestKey)), cur.Epoch, o.opts.Holder, o.Epoch)
 		}
+		// The manifest holds this owner's token: one of its own writes
+		// landed without its answer (the client retries a request whose
+		// answer was lost, and the retry then fails its condition).
 		o.etag, o.manifest = curTag, cur
+		if cur.Writes == next.Writes {
+			return nil // this very write
+		}
+		if attempt >= maxOwnRetries {
+			return fmt.Errorf("checkpoint/store: writing %s: its entity tag changed %d times under writes of this owner: retrying later", s.b.url(s.key(manifestKey)), attempt+1)
+		}
 	}
 }
 
@@ -257,6 +278,7 @@ func (s *ObjectStore) Release() error {
 		m.Released = true
 		return nil
 	})
+	s.sweeps.Wait()
 	s.mu.Lock()
 	s.own = nil
 	s.mu.Unlock()

@@ -31,13 +31,14 @@ type s3Location struct {
 func parseS3URL(raw string) (s3Location, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return s3Location{}, fmt.Errorf("checkpoint storage %q: %w: write s3://bucket/prefix?endpoint=host:port&region=region", raw, err)
+		// Not shown: a URL that does not parse may still hold a secret.
+		return s3Location{}, errors.New("checkpoint storage: the s3:// URL does not parse (not shown, it may hold a secret): write s3://bucket/prefix?endpoint=host:port&region=region")
 	}
 	if u.Scheme != "s3" {
-		return s3Location{}, fmt.Errorf("checkpoint storage %q: scheme %q: want s3://bucket/prefix", raw, u.Scheme)
+		return s3Location{}, fmt.Errorf("checkpoint storage %s: scheme %q: want s3://bucket/prefix", redactURL(u), u.Scheme)
 	}
 	if u.Host == "" {
-		return s3Location{}, fmt.Errorf("checkpoint storage %q: no bucket: write s3://bucket/prefix", raw)
+		return s3Location{}, fmt.Errorf("checkpoint storage %s: no bucket: write s3://bucket/prefix", redactURL(u))
 	}
 	if u.User != nil {
 		return s3Location{}, fmt.Errorf("checkpoint storage %s: credentials in the URL are not accepted (they would end up in logs): use AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or ~/.aws/credentials", redactURL(u))
@@ -46,7 +47,7 @@ func parseS3URL(raw string) (s3Location, error) {
 	q := u.Query()
 	for k := range q {
 		if k != "endpoint" && k != "region" {
-			return s3Location{}, fmt.Errorf("checkpoint storage %q: unknown parameter %q: the parameters are endpoint and region", raw, k)
+			return s3Location{}, fmt.Errorf("checkpoint storage %s: unknown parameter %q (its value not shown): the parameters are endpoint and region", redactURL(u), k)
 		}
 	}
 	loc.region = q.Get("region")
@@ -64,15 +65,24 @@ func parseS3URL(raw string) (s3Location, error) {
 		loc.endpoint = strings.TrimPrefix(ep, "https://")
 	}
 	if loc.endpoint == "" || strings.Contains(loc.endpoint, "/") {
-		return s3Location{}, fmt.Errorf("checkpoint storage %q: endpoint %q: want host:port, optionally after http:// or https://", raw, q.Get("endpoint"))
+		return s3Location{}, fmt.Errorf("checkpoint storage %s: endpoint %q: want host:port, optionally after http:// or https://", redactURL(u), q.Get("endpoint"))
 	}
 	return loc, nil
 }
 
-// redactURL returns u without its user information.
+// redactURL returns u without its user information and with only the
+// names of its query parameters.
 func redactURL(u *url.URL) string {
 	c := *u
 	c.User = nil
+	q := url.Values{}
+	for k := range u.Query() {
+		q.Set(k, "…")
+	}
+	if k := u.Query().Get("endpoint"); k != "" {
+		q.Set("endpoint", k)
+	}
+	c.RawQuery = q.Encode()
 	return c.String()
 }
 

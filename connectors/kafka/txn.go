@@ -276,6 +276,11 @@ func (a *txnAdmin) outcome(ctx context.Context, c committable) (txnOutcome, erro
 			return 0, err
 		}
 		if first {
+			if len(batches) == 0 && hwm <= c.Offset {
+				// A new leader's high watermark can lag an acknowledged
+				// offset for a moment: retried.
+				return 0, fmt.Errorf("no record at %s/%d offset %d yet: the high watermark is %d", c.Topic, c.Partition, c.Offset, hwm)
+			}
 			if len(batches) == 0 {
 				return 0, fmt.Errorf("no record at %s/%d offset %d (high watermark %d): the topic was recreated or its log truncated: %w", c.Topic, c.Partition, c.Offset, hwm, errOutcomeGone)
 			}

@@ -1,0 +1,179 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/exactlyonce/exactly/checkpoint"
+)
+
+// hookBucket is a memBucket with the faults of a real client and server:
+// a slow listing, a write that lands but is answered 412 (minio-go retries
+// a request whose answer was lost, and the retry fails its condition), and
+// failing reads.
+type hookBucket struct {
+	*memBucket
+	mu sync.Mutex
+	// blockList, when non-nil, is waited on by the next list of a key
+	// under "shared/" (the sweep), then cleared; started is closed when it
+	// is reached.
+	blockList chan struct{}
+	started   chan struct{}
+	// writtenButPrecondition: the next n puts of key succeed but answer
+	// errPrecondition (minio-go's internal retry after a lost answer).
+	writtenButPrecondition map[string]int
+	// failGet: the next n gets of key fail with a network error.
+	failGet map[string]int
+}
+
+func (b *hookBucket) list(ctx context.Context, prefix string) ([]string, error) {
+	b.mu.Lock()
+	ch, st := b.blockList, b.started
+	if ch != nil && strings.HasSuffix(prefix, "chk-") {
+		b.blockList = nil
+	} else {
+		ch = nil
+	}
+	b.mu.Unlock()
+	if ch != nil {
+		close(st)
+		<-ch
+	}
+	return b.memBucket.list(ctx, prefix)
+}
+
+func (b *hookBucket) put(ctx context.Context, key string, data []byte, cond putCondition) (string, error) {
+	tag, err := b.memBucket.put(ctx, key, data, cond)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err == nil && b.writtenButPrecondition[key] > 0 {
+		b.writtenButPrecondition[key]--
+		return "", fmt.Errorf("%s (retry after lost answer): %w", key, errPrecondition)
+	}
+	return tag, err
+}
+
+func (b *hookBucket) get(ctx context.Context, key string) ([]byte, string, error) {
+	b.mu.Lock()
+	if b.failGet[key] > 0 {
+		b.failGet[key]--
+		b.mu.Unlock()
+		return nil, "", errors.New("connection reset by peer")
+	}
+	b.mu.Unlock()
+	return b.memBucket.get(ctx, key)
+}
+
+func newHookBucket() *hookBucket {
+	return &hookBucket{memBucket: newMemBucket(), writtenButPrecondition: map[string]int{}, failGet: map[string]int{}}
+}
+
+// TestObjectStoreSweepAfterRelease: a sweep that runs after the store
+// released its ownership (one still queued when the job ended) deletes
+// nothing: it read what to keep from its own copy of the manifest, empty
+// once released, and deleted the shared files of the newest checkpoint.
+func TestObjectStoreSweepAfterRelease(t *testing.T) {
+	f := objectFixture{b: newMemBucket(), prefix: "p"}
+	s := f.open(t, Options{Retained: 2})
+	acquireObject(t, s, realOwnership("a", time.Minute))
+	db := newFakeDB("0123456789abcdef")
+	var last checkpoint.Metadata
+	for range 4 {
+		last = writeIncremental(t, s, db)
+		s.sweeps.Wait()
+	}
+	if err := s.Release(); err != nil {
+		t.Fatal(err)
+	}
+	s.sweep(last.ID + 1) // a sweep queued before the release
+	next := f.open(t, Options{Retained: 2})
+	acquireObject(t, next, realOwnership("b", time.Minute))
+	if got, err := next.Latest(); err != nil || got.ID != last.ID {
+		t.Fatalf("after a sweep that ran past the release: Latest = %v, %v; want checkpoint %d", got, err, last.ID)
+	}
+}
+
+// pendingCheckpoint reserves an id and writes one state file for it.
+func pendingCheckpoint(t *testing.T, s *ObjectStore) checkpoint.Metadata {
+	t.Helper()
+	id, err := s.ReserveAbove(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := checkpoint.Metadata{ID: id, Kind: checkpoint.KindCheckpoint, Job: "wordcount", MaxParallelism: 4}
+	h, err := s.WriteState(id, checkpoint.KindCheckpoint, "Sink", 0, snapshotFor(id, "Sink", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Operators = []checkpoint.OperatorState{{Name: "Sink", Parallelism: 1, Subtasks: []checkpoint.StateHandle{h}}}
+	return m
+}
+
+// TestObjectStoreOwnWritesAnswered412: manifest writes of this owner that
+// landed but were answered 412 (after a lost answer of an earlier write,
+// or of this one) are recognised as its own: the completion succeeds and
+// the checkpoint restores; nothing is taken for a takeover.
+func TestObjectStoreOwnWritesAnswered412(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		lostRenew bool // a Renew before lands without its answer
+		answered  int  // manifest writes of Complete that land but are answered 412
+	}{{"twice", false, 2}, {"after a lost renewal", true, 1}, {"once", false, 1}} {
+		t.Run(c.name, func(t *testing.T) {
+			b := newHookBucket()
+			f := objectFixture{b: b, prefix: "p"}
+			s := f.open(t, Options{})
+			acquireObject(t, s, realOwnership("a", time.Minute))
+			writeCheckpoint(t, s, checkpoint.KindCheckpoint)
+			m := pendingCheckpoint(t, s)
+			if c.lostRenew {
+				b.lostAnswers["p/"+manifestKey] = 1
+				if err := s.Renew(); err == nil {
+					t.Fatal("Renew with a lost answer succeeded")
+				}
+			}
+			b.mu.Lock()
+			b.writtenButPrecondition["p/"+manifestKey] = c.answered
+			b.mu.Unlock()
+			if _, err := s.Complete(m); err != nil {
+				t.Fatalf("Complete = %v; want success (its write landed)", err)
+			}
+			if err := s.Discard(m.ID, m.Kind); err == nil {
+				t.Fatal("Discard of the completed checkpoint succeeded")
+			}
+			if got, err := f.open(t, Options{}).Latest(); err != nil || got.ID != m.ID {
+				t.Fatalf("Latest = %v, %v; want checkpoint %d", got, err, m.ID)
+			}
+			if err := s.Renew(); err != nil {
+				t.Fatalf("Renew after = %v", err)
+			}
+		})
+	}
+}
+
+// TestObjectStoreMetadataReadBackFails: a _metadata write answered 412
+// whose read-back fails is undecided, not the "id used twice" of a
+// process that lost ownership.
+func TestObjectStoreMetadataReadBackFails(t *testing.T) {
+	b := newHookBucket()
+	f := objectFixture{b: b, prefix: "p"}
+	s := f.open(t, Options{})
+	acquireObject(t, s, realOwnership("a", time.Minute))
+	m := pendingCheckpoint(t, s)
+	key := "p/" + dirName(m.ID, checkpoint.KindCheckpoint) + "/" + metadataFile
+	b.mu.Lock()
+	b.writtenButPrecondition[key] = 1
+	b.failGet[key] = 1
+	b.mu.Unlock()
+	if _, err := s.Complete(m); err == nil || errors.Is(err, ErrNotOwner) {
+		t.Fatalf("Complete with a failed read-back = %v; want an error that is not ErrNotOwner", err)
+	}
+	if _, err := s.Complete(m); err != nil {
+		t.Fatalf("Complete again = %v; want success", err)
+	}
+}
