@@ -322,12 +322,12 @@ func TestOpenStorage(t *testing.T) {
 		t.Fatalf("OpenStorage(s3://…) = %T, %v; want an *ObjectStore", s, err)
 	}
 	for loc, want := range map[string]string{
-		"gs://bucket/x":                           "not supported",
-		"s3:///prefix":                            "no bucket",
-		"s3://key:secret@bucket/x":                "credentials in the URL",
-		"s3://bucket/x?endpont=http://h:1":        `unknown parameter "endpont"`,
-		"s3://bucket/x?endpoint=http://h:1/p":     "endpoint",
-		"file://host/x":                           "file:///absolute/path",
+		"gs://bucket/x":                              "not supported",
+		"s3:///prefix":                               "no bucket",
+		"s3://key:secret@bucket/x":                   "credentials in the URL",
+		"s3://bucket/x?endpont=http://h:1":           `unknown parameter "endpont"`,
+		"s3://bucket/x?endpoint=http://h:1/p":        "endpoint",
+		"file://host/x":                              "file:///absolute/path",
 		"s3://AKIAX:hunter2pw@bucket/p%zz":           "does not parse",
 		"s3://AKIAX:hunter2pw@bucket:badport/p":      "does not parse",
 		"s3://bucket/p?endpoint=h:1&token=hunter2pw": `unknown parameter "token"`,
