@@ -392,6 +392,11 @@ func (in *injector) zombie(ctx context.Context, child *crashtest.Child, pause, r
 		in.outcome(FaultZombie + ": the zombie stopped with ErrNotOwner")
 	case strings.Contains(out, textFenced):
 		in.outcome(FaultZombie + ": the zombie stopped with ErrFenced")
+	case strings.Contains(out, textAnotherInstance):
+		// Paused before it had taken ownership (on object storage a start
+		// after a SIGKILL waits up to a lease): it never owned, and on
+		// resume it found the new owner and refused.
+		in.outcome(FaultZombie + ": paused before taking ownership: refused on resume with the \"another instance\" error")
 	default:
 		in.fail(fmt.Errorf("%s: the resumed zombie exited with %v, without a fencing error\n%s", FaultZombie, exit, tail(out)))
 	}
