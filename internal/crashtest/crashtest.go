@@ -71,6 +71,11 @@ type Options struct {
 	Points []runtime.ProbePoint
 	// Env is added to the child's environment.
 	Env []string
+	// FinalEnv is added after Env to the environment of the final run, the
+	// one no kill is planned for; a later value of a variable overrides an
+	// earlier one. The torture suite lifts its throttle there, so the input
+	// left after the last fault is read at full speed.
+	FinalEnv []string
 	// Timeout bounds one child run. Default 2m.
 	Timeout time.Duration
 	// More, when set, keeps the kills going after Kills kills for as long
@@ -212,6 +217,9 @@ func Supervise(o Options, command func(ctx context.Context) *exec.Cmd, logf func
 		kill := rep.Kills < o.Kills || o.More != nil && o.More(rep.Kills, rep.done)
 		env := append(os.Environ(), envChild+"=1")
 		env = append(env, o.Env...)
+		if !kill {
+			env = append(env, o.FinalEnv...)
+		}
 		base := slices.Clone(env)
 		kind := "none"
 		var delay time.Duration

@@ -230,6 +230,15 @@ func Run(ctx context.Context, c Config, command func(context.Context) *exec.Cmd)
 	if err != nil {
 		return nil, err
 	}
+	// The final run, once every fault is made, reads the input left
+	// unthrottled: at the throttle's rate a long run's rest could take
+	// longer than its faults did.
+	unthrottled := jc
+	unthrottled.Rate = 0
+	finalJSON, err := json.Marshal(unthrottled)
+	if err != nil {
+		return nil, err
+	}
 
 	var kills atomic.Int64
 	// Enough once the budget is spent and every fault kind was made once
@@ -247,7 +256,8 @@ func Run(ctx context.Context, c Config, command func(context.Context) *exec.Cmd)
 		c.Seed, c.Events, c.Keys, c.Faults, jc.Input, jc.Output, jc.Windows, jc.Fenced, jc.Prepared, jc.Files)
 	crep, err := crashtest.Supervise(crashtest.Options{
 		Kills: 1, Seed: c.Seed, MaxDelay: 6 * time.Second, Timeout: 30 * time.Minute,
-		Env: []string{envJob + "=" + string(cfgJSON)},
+		Env:      []string{envJob + "=" + string(cfgJSON)},
+		FinalEnv: []string{envJob + "=" + string(finalJSON)},
 		More: func(k int, finished bool) bool {
 			kills.Store(int64(k))
 			more := !enough()

@@ -1,0 +1,50 @@
+package crashtest
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/exactlyonce/exactly/internal/runtime"
+)
+
+// envFinal marks the final run in TestSuperviseFinalEnv.
+const envFinal = "EXACTLY_CRASHTEST_FINAL"
+
+// TestMain runs the child of TestSuperviseFinalEnv when re-executed: a
+// child that kills itself at any planned protocol point, waits for the
+// timed kill otherwise, and exits 0 only in a run that got FinalEnv.
+func TestMain(m *testing.M) {
+	if IsChild() {
+		if os.Getenv(envFinal) == "yes" {
+			os.Exit(0)
+		}
+		if os.Getenv(envCrashAt) != "" {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}
+		time.Sleep(time.Minute) // the timed kill, or the run's timeout
+		os.Exit(3)
+	}
+	os.Exit(m.Run())
+}
+
+// TestSuperviseFinalEnv checks that only the final run, the one no kill is
+// planned for, gets Options.FinalEnv, and that it overrides Env.
+func TestSuperviseFinalEnv(t *testing.T) {
+	command := func(ctx context.Context) *exec.Cmd { return exec.CommandContext(ctx, os.Args[0]) }
+	rep, err := Supervise(Options{
+		Kills: 4, Seed: 7, MaxDelay: 50 * time.Millisecond, Timeout: 20 * time.Second,
+		Points:   []runtime.ProbePoint{runtime.ProbeCommitted},
+		Env:      []string{envFinal + "=no"},
+		FinalEnv: []string{envFinal + "=yes"},
+	}, command, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Kills != 4 || rep.Runs != 5 {
+		t.Fatalf("%d kills in %d runs, want 4 kills and a fifth, final run that exits 0: %s", rep.Kills, rep.Runs, rep)
+	}
+}
