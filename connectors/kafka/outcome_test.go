@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/exactlyonce/exactly/connectors/kafka"
 	"github.com/exactlyonce/exactly/internal/testenv"
 	"github.com/exactlyonce/exactly/sink"
 )
@@ -81,4 +82,74 @@ func TestAbortedCommitBehindAnotherOpenTransaction(t *testing.T) {
 	if !strings.Contains(err.Error(), "aborted") {
 		t.Fatalf("Commit = %v, want it to say the transaction was aborted", err)
 	}
+}
+
+// TestOutcomeFarBehindTheRecords: a transaction's marker that others'
+// records put many fetches behind the transaction's own is still found,
+// both an abort marker (a new producer fenced the id after another
+// producer wrote) and a commit marker (the re-commit of a committed
+// transaction, as after a SIGKILL right after the commit). The scan was
+// bounded by 256 fetches of 1 MiB: on a partition written at more than
+// about 25 MB/s the outcome could not be read, and the commit was retried
+// forever. Here fetches are 4 KiB and the others' records 2 MiB.
+func TestOutcomeFarBehindTheRecords(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	defer kafka.SetOutcomeFetchBytes(4 << 10)()
+	adm := admin(t, brokers)
+	ctx := context.Background()
+	other, err := kgo.NewClient(kgo.SeedBrokers(brokers))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	writeOthers := func(topic string) {
+		t.Helper()
+		var rs []*kgo.Record
+		for range 2048 {
+			rs = append(rs, &kgo.Record{Topic: topic, Value: make([]byte, 1<<10)})
+		}
+		if err := other.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("aborted", func(t *testing.T) {
+		topic, prefix := uniqueName("far-abort"), uniqueName("far-abort-txn")
+		createTopic(t, adm, topic, 1)
+		s := bytesSink(t, brokers, topic, prefix)
+		cm := prepare(t, s, 0, 1, "ours-1", "ours-2")
+		writeOthers(topic)
+		for _, id := range knownTransactionalIDs(t, adm, prefix) {
+			fencer, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.TransactionalID(id))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := fencer.ProducerID(ctx); err != nil {
+				t.Fatal(err)
+			}
+			fencer.Close()
+		}
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		err := committer(t, s).Commit(cctx, cm)
+		if err == nil || !strings.Contains(err.Error(), "aborted") || !sink.IsPermanent(err) && !errors.Is(err, sink.ErrFenced) {
+			t.Fatalf("Commit = %v, want a permanent or fenced error saying the transaction was aborted", err)
+		}
+	})
+
+	t.Run("committed", func(t *testing.T) {
+		topic, prefix := uniqueName("far-commit"), uniqueName("far-commit-txn")
+		createTopic(t, adm, topic, 1)
+		s := bytesSink(t, brokers, topic, prefix)
+		cm := prepare(t, s, 0, 1, "ours-1", "ours-2")
+		writeOthers(topic)
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := committer(t, s).Commit(cctx, cm); err != nil {
+			t.Fatal(err)
+		}
+		if err := committer(t, s).Commit(cctx, cm); err != nil {
+			t.Fatalf("re-commit of the committed transaction, its marker 2 MiB behind its records: %v", err)
+		}
+	})
 }

@@ -438,6 +438,9 @@ type writer[T any] struct {
 	// haveEvidence is set with evidence: later acknowledgements then skip
 	// the mutex.
 	haveEvidence atomic.Bool
+	// last is the offset of the last acknowledged record in evidence's
+	// partition (committable.Last).
+	last atomic.Int64
 }
 
 // producer is a transactional client under one id of the pool, with a
@@ -595,6 +598,9 @@ func (w *writer[T]) Write(ctx context.Context, batch []T) error {
 // acked is the produce promise.
 func (w *writer[T]) acked(r *kgo.Record, err error) {
 	if err == nil && w.haveEvidence.Load() {
+		// evidence was set before haveEvidence, and stays until Prepare,
+		// which runs once every acknowledgement is made.
+		w.raiseLast(w.evidence, r)
 		return
 	}
 	w.mu.Lock()
@@ -604,7 +610,20 @@ func (w *writer[T]) acked(r *kgo.Record, err error) {
 		w.err = w.explain(r, err)
 	case err == nil && w.evidence == nil:
 		w.evidence = r
+		w.last.Store(r.Offset)
 		w.haveEvidence.Store(true)
+	case err == nil:
+		w.raiseLast(w.evidence, r)
+	}
+}
+
+// raiseLast records r's offset as the last acknowledged in ev's partition
+// when r is in it and after every other acknowledged there.
+func (w *writer[T]) raiseLast(ev, r *kgo.Record) {
+	if r.Partition != ev.Partition || r.Topic != ev.Topic {
+		return
+	}
+	for last := w.last.Load(); r.Offset > last && !w.last.CompareAndSwap(last, r.Offset); last = w.last.Load() {
 	}
 }
 
@@ -660,7 +679,7 @@ func (w *writer[T]) Prepare(ctx context.Context, checkpointID uint64) ([]byte, e
 	}
 	ev := w.evidence
 	c := committable{TxnID: w.txnID, ProducerID: pid, Epoch: epoch, Version: 2,
-		Topic: ev.Topic, Partition: ev.Partition, Offset: ev.Offset, Began: w.began.UnixMilli()}
+		Topic: ev.Topic, Partition: ev.Partition, Offset: ev.Offset, Last: w.last.Load(), Began: w.began.UnixMilli()}
 	if w.hook.addPartitions.Load() {
 		c.Version = 1
 	}

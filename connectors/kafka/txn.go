@@ -32,10 +32,14 @@ type committable struct {
 	// (KIP-890: produce adds partitions implicitly, EndTxn v5 bumps the
 	// epoch) or 1. EndTxn must be sent in the matching version.
 	Version int `json:"tv"`
-	// Topic, Partition and Offset locate one record of the transaction.
+	// Topic, Partition and Offset locate one record of the transaction,
+	// its first acknowledged; Last is the offset of its last acknowledged
+	// record in that partition (0 in committables written before
+	// 2026-12): the transaction's marker there follows it.
 	Topic     string `json:"topic"`
 	Partition int32  `json:"part"`
 	Offset    int64  `json:"off"`
+	Last      int64  `json:"last,omitempty"`
 	// Began is when the transaction began (Unix milliseconds), before its
 	// first record; 0 in committables written before 2026-12. It tells a
 	// transaction another producer fenced from one the broker timed out.
@@ -242,13 +246,17 @@ func isRetriableErr(err error) bool {
 }
 
 // outcome decides from the log whether c's transaction was committed or
-// aborted: it reads the partition from c's first record on, without
-// isolation, and looks for the transaction's marker (the control batch of
-// c's producer that follows its records). Neither the partition's last
+// aborted: it reads the partition without isolation from c's first record
+// (checking that it is c's) and from c's last record on, and looks for the
+// transaction's marker (the control batch of c's producer that follows its
+// records). The scan has no bound but ctx and the partition's high
+// watermark: a partition that others write to fast can put any amount of
+// data between c's records and its marker. Neither the partition's last
 // stable offset nor its aborted-transactions index is used: any other
 // transaction open in the partition holds both back, and a transaction
 // aborted behind it would look undecided until that one ended. No marker
-// up to the high watermark means the transaction is open.
+// up to the high watermark (as of the first read) means the transaction
+// is open.
 func (a *txnAdmin) outcome(ctx context.Context, c committable) (txnOutcome, error) {
 	md, err := kadm.NewClient(a.cl).Metadata(ctx, c.Topic)
 	if err != nil {
@@ -269,56 +277,76 @@ func (a *txnAdmin) outcome(ctx context.Context, c committable) (txnOutcome, erro
 		return 0, fmt.Errorf("partition %d of topic %q is unavailable: %w", c.Partition, c.Topic, pd.Err)
 	}
 	broker := a.cl.Broker(int(pd.Leader))
-	first := true
-	for offset, fetches := c.Offset, 0; fetches < maxOutcomeFetches; fetches++ {
+	// The scan ends at the high watermark of its first fetch: a partition
+	// that others keep writing to would otherwise keep it going. A marker
+	// written after that is a later answer than "open" at the start.
+	var end int64
+	for offset, first := c.Offset, true; ; first = false {
 		batches, hwm, err := fetchUncommitted(ctx, broker, c.Topic, td.ID, c.Partition, offset)
 		if err != nil {
 			return 0, err
 		}
 		if first {
-			if len(batches) == 0 && hwm <= c.Offset {
-				// A new leader's high watermark can lag an acknowledged
-				// offset for a moment: retried.
-				return 0, fmt.Errorf("no record at %s/%d offset %d yet: the high watermark is %d", c.Topic, c.Partition, c.Offset, hwm)
+			if err := c.checkFirst(batches, hwm); err != nil {
+				return 0, err
 			}
-			if len(batches) == 0 {
-				return 0, fmt.Errorf("no record at %s/%d offset %d (high watermark %d): the topic was recreated or its log truncated: %w", c.Topic, c.Partition, c.Offset, hwm, errOutcomeGone)
-			}
-			b := batches[0]
-			last := b.FirstOffset + int64(b.LastOffsetDelta)
-			if b.ProducerID != c.ProducerID || c.Offset < b.FirstOffset || c.Offset > last {
-				return 0, fmt.Errorf("the record at %s/%d offset %d is not from producer %d (found producer %d, offsets %d-%d): the topic was recreated or its log truncated: %w", c.Topic, c.Partition, c.Offset, c.ProducerID, b.ProducerID, b.FirstOffset, last, errOutcomeGone)
-			}
-			first = false
+			end = hwm
 		}
 		for _, b := range batches {
-			if b.FirstOffset <= c.Offset || b.ProducerID != c.ProducerID || b.Attributes&controlBatch == 0 {
+			if b.FirstOffset <= max(c.Offset, c.Last) || b.ProducerID != c.ProducerID || b.Attributes&controlBatch == 0 {
 				continue
 			}
-			var r kmsg.Record
-			var key kmsg.ControlRecordKey
-			if err := r.ReadFrom(b.Records); err != nil {
-				return 0, fmt.Errorf("reading the control record at %s/%d offset %d: %w", c.Topic, c.Partition, b.FirstOffset, err)
-			}
-			if err := key.ReadFrom(r.Key); err != nil {
-				return 0, fmt.Errorf("reading the control record key at %s/%d offset %d: %w", c.Topic, c.Partition, b.FirstOffset, err)
-			}
-			switch key.Type {
-			case kmsg.ControlRecordKeyTypeCommit:
-				return outcomeCommitted, nil
-			case kmsg.ControlRecordKeyTypeAbort:
-				return outcomeAborted, nil
-			}
+			return markerOutcome(c, b)
 		}
 		if len(batches) == 0 {
 			return outcomeOpen, nil
 		}
 		b := batches[len(batches)-1]
-		if offset = b.FirstOffset + int64(b.LastOffsetDelta) + 1; offset >= hwm {
+		// The marker follows the transaction's last record: the records
+		// between its first and its last (others' among them) hold none.
+		if offset = max(b.FirstOffset+int64(b.LastOffsetDelta)+1, c.Last+1); offset >= end {
 			return outcomeOpen, nil
 		}
 	}
-	return 0, fmt.Errorf("no marker of transaction %s within %d fetches (1 MiB each) after %s/%d offset %d", c.TxnID, maxOutcomeFetches, c.Topic, c.Partition, c.Offset)
+}
+
+// checkFirst checks that the first fetch from c.Offset starts with c's
+// record: a topic recreated or a log truncated since holds another
+// producer's record there, or none.
+func (c committable) checkFirst(batches []kmsg.RecordBatch, hwm int64) error {
+	if len(batches) == 0 && hwm <= c.Offset {
+		// A new leader's high watermark can lag an acknowledged offset
+		// for a moment: retried.
+		return fmt.Errorf("no record at %s/%d offset %d yet: the high watermark is %d", c.Topic, c.Partition, c.Offset, hwm)
+	}
+	if len(batches) == 0 {
+		return fmt.Errorf("no record at %s/%d offset %d (high watermark %d): the topic was recreated or its log truncated: %w", c.Topic, c.Partition, c.Offset, hwm, errOutcomeGone)
+	}
+	b := batches[0]
+	last := b.FirstOffset + int64(b.LastOffsetDelta)
+	if b.ProducerID != c.ProducerID || c.Offset < b.FirstOffset || c.Offset > last {
+		return fmt.Errorf("the record at %s/%d offset %d is not from producer %d (found producer %d, offsets %d-%d): the topic was recreated or its log truncated: %w", c.Topic, c.Partition, c.Offset, c.ProducerID, b.ProducerID, b.FirstOffset, last, errOutcomeGone)
+	}
+	return nil
+}
+
+// markerOutcome reads the outcome from the control batch b, c's marker.
+func markerOutcome(c committable, b kmsg.RecordBatch) (txnOutcome, error) {
+	var r kmsg.Record
+	var key kmsg.ControlRecordKey
+	if err := r.ReadFrom(b.Records); err != nil {
+		return 0, fmt.Errorf("reading the control record at %s/%d offset %d: %w", c.Topic, c.Partition, b.FirstOffset, err)
+	}
+	if err := key.ReadFrom(r.Key); err != nil {
+		return 0, fmt.Errorf("reading the control record key at %s/%d offset %d: %w", c.Topic, c.Partition, b.FirstOffset, err)
+	}
+	switch key.Type {
+	case kmsg.ControlRecordKeyTypeCommit:
+		return outcomeCommitted, nil
+	case kmsg.ControlRecordKeyTypeAbort:
+		return outcomeAborted, nil
+	}
+	return 0, fmt.Errorf("the control record at %s/%d offset %d has unknown type %d", c.Topic, c.Partition, b.FirstOffset, key.Type)
 }
 
 // errOutcomeGone marks the outcome reads that no retry can fix: the
@@ -326,25 +354,25 @@ func (a *txnAdmin) outcome(ctx context.Context, c committable) (txnOutcome, erro
 // read the outcome (a broker restarting, a connection cut) is retried.
 var errOutcomeGone = errors.New("the transaction's records are gone from the log")
 
-// maxOutcomeFetches bounds the log outcome reads before it gives up.
-const maxOutcomeFetches = 256
-
 // controlBatch is the attribute bit of a record batch that holds a
 // transaction marker.
 const controlBatch = 0x20
 
-// fetchUncommitted reads up to 1 MiB of record batches of a partition from
+// outcomeFetchBytes is the most a fetch of fetchUncommitted asks for.
+var outcomeFetchBytes int32 = 1 << 20
+
+// fetchUncommitted reads up to outcomeFetchBytes of record batches of a partition from
 // offset, without isolation, and returns them with the high watermark.
 func fetchUncommitted(ctx context.Context, broker *kgo.Broker, topic string, topicID [16]byte, partition int32, offset int64) ([]kmsg.RecordBatch, int64, error) {
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = -1
 	req.MinBytes = 1
-	req.MaxBytes = 1 << 20
+	req.MaxBytes = outcomeFetchBytes
 	req.SessionEpoch = -1
 	t := kmsg.NewFetchRequestTopic()
 	t.Topic, t.TopicID = topic, topicID
 	p := kmsg.NewFetchRequestTopicPartition()
-	p.Partition, p.FetchOffset, p.PartitionMaxBytes = partition, offset, 1<<20
+	p.Partition, p.FetchOffset, p.PartitionMaxBytes = partition, offset, outcomeFetchBytes
 	p.CurrentLeaderEpoch, p.LogStartOffset = -1, -1
 	t.Partitions = append(t.Partitions, p)
 	req.Topics = append(req.Topics, t)
