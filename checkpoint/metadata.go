@@ -185,4 +185,8 @@ type SharedFiles interface {
 	// being restored, checked against f's size and checksum: a missing or
 	// different file is an error wrapping ErrCorrupt that names it.
 	ReadShared(f SharedFile) ([]byte, error)
+	// Reusable reports whether the shared files of the checkpoint being
+	// restored are in the storage WriteShared writes to, so that the next
+	// checkpoints may refer to them instead of uploading them again.
+	Reusable() bool
 }

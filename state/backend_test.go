@@ -25,7 +25,12 @@ type fixture struct {
 
 func newFixture(t testing.TB, kind BackendKind, maxP int, owned KeyGroupRange) *fixture {
 	t.Helper()
-	b := newBackend(t, kind, StringCodec{}, maxP, owned)
+	return fixtureOf(t, newBackend(t, kind, StringCodec{}, maxP, owned))
+}
+
+// fixtureOf registers the fixture's states in b.
+func fixtureOf(t testing.TB, b *KeyedBackend[string]) *fixture {
+	t.Helper()
 	count, err := NewValueState[string, int64](b.Scope(), "count", Int64Codec{})
 	if err != nil {
 		t.Fatal(err)

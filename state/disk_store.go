@@ -24,6 +24,9 @@ type diskStore[K comparable] struct {
 	// uploads are what the incremental snapshots uploaded, read and
 	// written by their goroutines too.
 	uploads uploads
+	// local keeps copies of the uploaded files, for restores on this
+	// machine.
+	local kv.LocalFiles
 	// stale is set when the current key changed since key and kg were
 	// computed.
 	stale  bool
@@ -35,7 +38,8 @@ type diskStore[K comparable] struct {
 }
 
 func newDiskStore[K comparable](db *kv.DB, b *KeyedBackend[K]) *diskStore[K] {
-	return &diskStore[K]{db: db, b: b, keyEnc: appendFunc(b.keyCodec), nextID: 1, stale: true}
+	return &diskStore[K]{db: db, b: b, keyEnc: appendFunc(b.keyCodec), nextID: 1, stale: true,
+		local: kv.NewLocalFiles(db.Dir())}
 }
 
 func (d *diskStore[K]) keyChanged() { d.stale = true }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/state/internal/kv"
 )
 
 // SnapshotFor captures the state for checkpoint or savepoint id of the
@@ -42,7 +43,7 @@ func (b *KeyedBackend[K]) SnapshotFor(id uint64, kind checkpoint.Kind, files che
 	}
 	keyCodec, maxParallelism, owned := b.keyCodec, b.maxParallelism, b.owned
 	db := checkpoint.DBFiles{KeyGroupStart: owned.Start, KeyGroupEnd: owned.End, States: slices.Clone(b.disk.states)}
-	up := &upload{id: id, dir: dir, instance: b.disk.db.Instance(), files: files, uploads: &b.disk.uploads}
+	up := &upload{id: id, dir: dir, instance: b.disk.db.Instance(), files: files, uploads: &b.disk.uploads, local: b.disk.local}
 	return func() (checkpoint.SubtaskSnapshot, error) {
 		defer os.RemoveAll(dir)
 		groups, err := encodeSections(timers, nil, keyCodec, maxParallelism, owned)
@@ -58,11 +59,17 @@ func (b *KeyedBackend[K]) SnapshotFor(id uint64, kind checkpoint.Kind, files che
 
 // CheckpointComplete tells the backend that checkpoint id and every lower
 // one completed: the files their incremental snapshots uploaded are reused
-// from now on instead of being uploaded again.
-func (b *KeyedBackend[K]) CheckpointComplete(id uint64) {
-	if b.disk != nil {
-		b.disk.uploads.completed(id)
+// from now on instead of being uploaded again, and the local copies no
+// later checkpoint will refer to are removed.
+func (b *KeyedBackend[K]) CheckpointComplete(id uint64) error {
+	if b.disk == nil {
+		return nil
 	}
+	b.disk.uploads.completed(id)
+	if err := b.disk.uploads.retainLocal(b.disk.local, id); err != nil {
+		return fmt.Errorf("state: removing local copies of checkpoint files: %w", err)
+	}
+	return nil
 }
 
 // upload uploads the files of one Pebble checkpoint.
@@ -72,6 +79,7 @@ type upload struct {
 	instance string // the database instance's id, which shared names start with
 	files    checkpoint.SharedFiles
 	uploads  *uploads
+	local    kv.LocalFiles
 }
 
 // run returns the checkpoint's files, sorted by name: the immutable ones
@@ -109,11 +117,19 @@ func (u *upload) share(name string) (checkpoint.SharedFile, error) {
 	if f, ok := u.uploads.reusable(name); ok {
 		return f, nil
 	}
-	data, err := os.ReadFile(filepath.Join(u.dir, name))
+	path := filepath.Join(u.dir, name)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return checkpoint.SharedFile{}, err
 	}
-	return u.files.WriteShared(u.id, u.instance+"-"+name, data)
+	f, err := u.files.WriteShared(u.id, u.instance+"-"+name, data)
+	if err != nil {
+		return f, err
+	}
+	// The local copy only spares a restore on this machine a download: a
+	// file that cannot be kept is downloaded then.
+	_ = u.local.Keep(f.Name, path)
+	return f, nil
 }
 
 // immutableFile reports whether a Pebble file never changes once written,

@@ -21,13 +21,25 @@ import (
 // backend), opened read-only, and the owned key groups are restored from
 // it one at a time as Restore restores a blob, with the same checks; the
 // rest of its key groups is left out. So an incremental checkpoint
-// restores with any parallelism, and into either backend. Register every
-// state before. On error the backend may hold part of the state: discard
-// it.
+// restores with any parallelism, and into either backend.
+//
+// The Pebble backend instead adopts one database when it can: the one
+// sharing the most key groups with it, whose files become its own,
+// clipped to its key groups, without a copy (a job whose states changed
+// since copies); the next checkpoint then uploads only what changed since. Shared files kept on
+// this machine by an earlier checkpoint are taken from there, not
+// downloaded, when their checksums match the checkpoint's.
+//
+// Register every state before. On error the backend may hold part of the
+// state: discard it.
 func (b *KeyedBackend[K]) RestoreDBs(dbs []checkpoint.DBFiles, files checkpoint.SharedFiles) error {
-	for _, db := range dbs {
-		keys := KeyGroupRange{Start: max(db.KeyGroupStart, b.owned.Start), End: min(db.KeyGroupEnd, b.owned.End)}
-		if keys.Start >= keys.End {
+	adopted, err := b.adoptDB(dbs, files)
+	if err != nil {
+		return err
+	}
+	for i, db := range dbs {
+		keys := b.owned.intersect(db.KeyGroupStart, db.KeyGroupEnd)
+		if i == adopted || keys.Start >= keys.End {
 			continue
 		}
 		if err := b.restoreDB(db, keys, files); err != nil {
@@ -35,6 +47,94 @@ func (b *KeyedBackend[K]) RestoreDBs(dbs []checkpoint.DBFiles, files checkpoint.
 		}
 	}
 	return nil
+}
+
+// adoptDB makes the database of one of dbs the Pebble backend's own and
+// returns its index, or -1 when it adopts none: on the heap backend, when
+// the backend holds state already, or when no database's states are the
+// registered ones under the same ids (a job that added, renamed or
+// reordered states copies instead). It takes the database sharing the most
+// key groups with the backend, deletes the key groups the backend does not
+// own, and, when the checkpoint is in the storage the backend's next
+// checkpoints go to, lets them refer to its shared files.
+func (b *KeyedBackend[K]) adoptDB(dbs []checkpoint.DBFiles, files checkpoint.SharedFiles) (int, error) {
+	if b.disk == nil || files == nil {
+		return -1, nil
+	}
+	i := b.adoptable(dbs)
+	if i < 0 {
+		return -1, nil
+	}
+	if empty, err := b.disk.db.Empty(); err != nil || !empty {
+		return -1, err
+	}
+	db := dbs[i]
+	fail := func(err error) (int, error) {
+		return -1, fmt.Errorf("state: adopt the database of key groups [%d, %d): %w", db.KeyGroupStart, db.KeyGroupEnd, err)
+	}
+	dir, err := kv.DownloadDir(b.disk.db.Dir())
+	if err != nil {
+		return fail(err)
+	}
+	if err := b.download(dir, db.Files, files); err != nil {
+		os.RemoveAll(dir)
+		return fail(err)
+	}
+	if err := b.disk.db.Adopt(dir); err != nil {
+		os.RemoveAll(dir)
+		return fail(err)
+	}
+	end := kv.AppendStatePrefix(nil, uint16(b.maxParallelism), 0)
+	for _, r := range [][2][]byte{
+		{kv.AppendStatePrefix(nil, 0, 0), kv.AppendStatePrefix(nil, uint16(b.owned.Start), 0)},
+		{kv.AppendStatePrefix(nil, uint16(b.owned.End), 0), end},
+	} {
+		if err := b.disk.db.DeleteRange(r[0], r[1]); err != nil {
+			return fail(err)
+		}
+	}
+	if files.Reusable() {
+		shared := map[string]checkpoint.SharedFile{}
+		for _, f := range db.Files {
+			if f.Shared.Name != "" {
+				shared[f.Name] = f.Shared
+			}
+		}
+		b.disk.uploads.adopt(shared)
+	}
+	return i, nil
+}
+
+// adoptable returns the index of the database of dbs that adoptDB may
+// adopt, -1 if none: of those whose states are the registered ones, the
+// one sharing the most key groups with the backend.
+func (b *KeyedBackend[K]) adoptable(dbs []checkpoint.DBFiles) int {
+	best, most := -1, 0
+	for i, db := range dbs {
+		keys := b.owned.intersect(db.KeyGroupStart, db.KeyGroupEnd)
+		if n := keys.End - keys.Start; n > most && sameStates(db.States, b.disk.states) {
+			best, most = i, n
+		}
+	}
+	return best
+}
+
+// sameStates reports whether a database with the states recorded has
+// exactly the registered ones, each under the same id and kind.
+func sameStates(recorded, registered []checkpoint.DBState) bool {
+	if len(recorded) != len(registered) {
+		return false
+	}
+	byName := make(map[string]checkpoint.DBState, len(registered))
+	for _, st := range registered {
+		byName[st.Name] = st
+	}
+	for _, st := range recorded {
+		if byName[st.Name] != st {
+			return false
+		}
+	}
+	return true
 }
 
 // restoreDB restores the key groups keys from db.
@@ -54,7 +154,7 @@ func (b *KeyedBackend[K]) restoreDB(db checkpoint.DBFiles, keys KeyGroupRange, f
 	if err != nil {
 		return err
 	}
-	if err := download(dir, db.Files, files); err != nil {
+	if err := b.download(dir, db.Files, files); err != nil {
 		os.RemoveAll(dir)
 		return err
 	}
@@ -85,9 +185,21 @@ func (b *KeyedBackend[K]) restoreFrom(src *kv.Files, sections []capturedSection[
 }
 
 // download writes the database files into dir: the inline ones from the
-// snapshot, the shared ones read (and verified) from files.
-func download(dir string, dbFiles []checkpoint.DBFile, files checkpoint.SharedFiles) error {
+// snapshot, the shared ones from the Pebble backend's local copies when
+// they match, else read (and verified) from files and kept as local
+// copies.
+func (b *KeyedBackend[K]) download(dir string, dbFiles []checkpoint.DBFile, files checkpoint.SharedFiles) error {
 	for _, f := range dbFiles {
+		path := filepath.Join(dir, f.Name)
+		if f.Shared.Name != "" && b.disk != nil {
+			found, err := b.disk.local.Fetch(f.Shared.Name, f.Shared.Size, f.Shared.CRC32C, path)
+			if err != nil {
+				return err
+			}
+			if found {
+				continue
+			}
+		}
 		data := f.Data
 		if f.Shared.Name != "" {
 			var err error
@@ -95,8 +207,12 @@ func download(dir string, dbFiles []checkpoint.DBFile, files checkpoint.SharedFi
 				return err
 			}
 		}
-		if err := os.WriteFile(filepath.Join(dir, f.Name), data, 0o644); err != nil {
+		if err := os.WriteFile(path, data, 0o644); err != nil {
 			return err
+		}
+		if f.Shared.Name != "" && b.disk != nil {
+			// As in upload.share: a copy not kept is downloaded next time.
+			_ = b.disk.local.Keep(f.Shared.Name, path)
 		}
 	}
 	return nil

@@ -12,14 +12,25 @@ import (
 )
 
 // memShared is an in-memory checkpoint.SharedFiles that counts the bytes
-// written to it.
+// written to it and the files read from it.
 type memShared struct {
 	mu      sync.Mutex
 	files   map[string][]byte
 	written int64
+	reads   int
+	// foreign makes Reusable false: a restore from another storage.
+	foreign bool
 }
 
 func newMemShared() *memShared { return &memShared{files: map[string][]byte{}} }
+
+func (m *memShared) Reusable() bool { return !m.foreign }
+
+func (m *memShared) readCount() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.reads
+}
 
 func (m *memShared) WriteShared(id uint64, key string, data []byte) (checkpoint.SharedFile, error) {
 	m.mu.Lock()
@@ -33,6 +44,7 @@ func (m *memShared) WriteShared(id uint64, key string, data []byte) (checkpoint.
 func (m *memShared) ReadShared(f checkpoint.SharedFile) ([]byte, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.reads++
 	b, ok := m.files[f.Name]
 	switch {
 	case !ok:

@@ -4,6 +4,8 @@ import (
 	"sync"
 
 	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/internal/format"
+	"github.com/exactlyonce/exactly/state/internal/kv"
 )
 
 // uploads remembers which files of a Pebble database incremental snapshots
@@ -60,4 +62,29 @@ func (u *uploads) completed(id uint64) {
 			delete(u.pending, pid)
 		}
 	}
+}
+
+// adopt notes that the database's files named in files are those of the
+// restored checkpoint, whose shared files are in the storage the next
+// checkpoints write to: they reuse them as a completed checkpoint's.
+func (u *uploads) adopt(files map[string]checkpoint.SharedFile) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.confirmed = files
+}
+
+// retainLocal removes the local copies that no checkpoint after id will
+// refer to: those the newest completed checkpoint does not refer to and
+// that were uploaded for id or a lower one.
+func (u *uploads) retainLocal(local kv.LocalFiles, id uint64) error {
+	u.mu.Lock()
+	names := make(map[string]bool, len(u.confirmed))
+	for _, f := range u.confirmed {
+		names[f.Name] = true
+	}
+	u.mu.Unlock()
+	return local.Retain(func(name string) bool {
+		up, ok := format.SharedID(name)
+		return names[name] || ok && up > id
+	})
 }

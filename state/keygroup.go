@@ -88,3 +88,9 @@ func ValidateParallelism(parallelism, maxParallelism int) error {
 
 // ceilDiv returns ceil(a/b) for a >= 0, b > 0.
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// intersect returns the key groups of r in [start, end), empty (Start >=
+// End) if none.
+func (r KeyGroupRange) intersect(start, end int) KeyGroupRange {
+	return KeyGroupRange{Start: max(r.Start, start), End: min(r.End, end)}
+}

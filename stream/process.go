@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/exactlyonce/exactly/checkpoint"
@@ -197,8 +198,13 @@ func (p *processOp[K, IN, OUT]) SnapshotKind(_ context.Context, id uint64, kind 
 }
 
 // SnapshotComplete lets the backend refer again to the files that
-// checkpoint id uploaded.
-func (p *processOp[K, IN, OUT]) SnapshotComplete(id uint64) { p.ctx.backend.CheckpointComplete(id) }
+// checkpoint id uploaded. Local copies it fails to remove cost only disk
+// space: a warning.
+func (p *processOp[K, IN, OUT]) SnapshotComplete(id uint64) {
+	if err := p.ctx.backend.CheckpointComplete(id); err != nil {
+		p.ctx.oc.Logger.Warn("state: after checkpoint "+strconv.FormatUint(id, 10), "err", err)
+	}
+}
 
 // restoredWatermark returns the least watermark of the former subtasks
 // whose key groups a subtask restores, or MinWatermark if none had one.

@@ -152,7 +152,7 @@ func (j *Job) buildMember(ctx context.Context, t *task, i, s int, rp *restorePoi
 			return nil, err
 		}
 		oc.Restored = snap
-		oc.SharedFiles = sharedFiles{store: j.store, dir: rp.dir}
+		oc.SharedFiles = sharedFiles{store: j.store, dir: rp.dir, own: rp.inStorage()}
 	}
 	if err := newOperator(ctx, m, oc, out); err != nil {
 		return nil, fmt.Errorf("%s[%d]: %w", spec.Name, s, err)

@@ -21,6 +21,12 @@ func newRestorePoint(st store.Storage, md *checkpoint.Metadata, dir string) *res
 	return &restorePoint{md: md, dir: dir, store: st, cache: map[string]checkpoint.SubtaskSnapshot{}}
 }
 
+// inStorage reports whether the checkpoint is in the storage it was read
+// from under its own id, rather than at a path of RestoreFrom elsewhere.
+func (rp *restorePoint) inStorage() bool {
+	return rp.dir == rp.store.Dir(rp.md.ID, rp.md.Kind)
+}
+
 // validate checks that the checkpoint fits the job.
 func (rp *restorePoint) validate(g *Graph, maxParallelism int) error {
 	if rp.md.MaxParallelism != maxParallelism {

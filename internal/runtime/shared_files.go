@@ -13,7 +13,12 @@ import (
 type sharedFiles struct {
 	store store.Storage
 	dir   string
+	// own is set when dir is in the job's storage (not a RestoreFrom
+	// checkpoint elsewhere).
+	own bool
 }
+
+func (s sharedFiles) Reusable() bool { return s.own }
 
 func (s sharedFiles) WriteShared(id uint64, key string, data []byte) (checkpoint.SharedFile, error) {
 	return s.store.WriteShared(id, key, data)

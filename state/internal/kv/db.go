@@ -44,12 +44,58 @@ func Open(dir string) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := pebble.Open(dir, &pebble.Options{DisableWAL: true, Logger: quietLogger{},
-		MaxManifestFileSize: maxManifestFileSize})
+	db, err := pebble.Open(dir, options())
 	if err != nil {
 		return nil, fmt.Errorf("kv: opening a Pebble database in %s: %w", dir, err)
 	}
 	return &DB{dir: dir, instance: instance, db: db, views: make(map[*View]struct{})}, nil
+}
+
+// options are the options of every writable database.
+func options() *pebble.Options {
+	return &pebble.Options{DisableWAL: true, Logger: quietLogger{}, MaxManifestFileSize: maxManifestFileSize}
+}
+
+// Empty reports whether the database holds no key.
+func (d *DB) Empty() (bool, error) {
+	it, err := d.db.NewIter(nil)
+	if err != nil {
+		return false, err
+	}
+	found := it.First()
+	return !found, it.Close()
+}
+
+// Adopt makes the database whose files are in dir (a downloaded
+// checkpoint's) this one: dir becomes the database's directory, and what
+// the database held is gone. The instance id stays, so the files the
+// database writes from now on are named apart from the adopted ones. On
+// error the database is empty, or closed if even that failed.
+func (d *DB) Adopt(dir string) error {
+	if err := d.db.Close(); err != nil {
+		return fmt.Errorf("kv: closing the database in %s: %w", d.dir, err)
+	}
+	err := os.RemoveAll(d.dir)
+	if err == nil {
+		err = os.Rename(dir, d.dir)
+	}
+	if err == nil {
+		if d.db, err = pebble.Open(d.dir, options()); err == nil {
+			return nil
+		}
+	}
+	err = fmt.Errorf("kv: adopting the database in %s: %w", dir, err)
+	// Back to an empty database, which Close can close.
+	d.db = nil
+	if rerr := os.RemoveAll(d.dir); rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	db, oerr := pebble.Open(d.dir, options())
+	if oerr != nil {
+		return errors.Join(err, oerr)
+	}
+	d.db = db
+	return err
 }
 
 // maxManifestFileSize bounds the MANIFEST, which every incremental
@@ -114,6 +160,9 @@ func (d *DB) Close() error {
 	}
 	clear(d.views)
 	d.viewsMu.Unlock()
+	if d.db == nil { // a failed Adopt
+		return errors.Join(err, os.RemoveAll(d.dir), removeScratch(d.dir))
+	}
 	if cerr := d.db.Close(); cerr != nil {
 		return errors.Join(err, fmt.Errorf("kv: closing the database in %s: %w", d.dir, cerr))
 	}
