@@ -27,7 +27,10 @@ func TestWindowsCrashExactlyOnce(t *testing.T) { windowsCrashTest(t, state.HeapB
 
 // TestWindowsCrashExactlyOncePebble is TestWindowsCrashExactlyOnce with the
 // window state in the Pebble backend: each process finds the previous
-// one's database directory and must restore from the checkpoint.
+// one's database directory, which moved past the checkpoint (the case of
+// Kafka Streams' double count after a SIGKILL, KAFKA-20685), and the local
+// copies of the checkpoint's files; it must restore exactly the
+// checkpoint's state, from the local copies that match it.
 func TestWindowsCrashExactlyOncePebble(t *testing.T) { windowsCrashTest(t, state.PebbleBackend) }
 
 func windowsCrashTest(t *testing.T, backend state.BackendKind) {
@@ -58,6 +61,13 @@ func windowsCrashTest(t *testing.T, backend state.BackendKind) {
 		t.Fatal(err)
 	}
 	checkWindows(t, got, n, size, slide)
+	if backend == state.PebbleBackend {
+		local, _ := filepath.Glob(filepath.Join(dir, "pebble", "*.files", "*"))
+		t.Logf("%d local copies of checkpoint files at the end", len(local))
+		if len(local) == 0 {
+			t.Error("no local copies of checkpoint files kept: the restores downloaded everything")
+		}
+	}
 }
 
 // runWindowCrashJob runs generator -> keyBy(v % 10) -> sliding windows of
