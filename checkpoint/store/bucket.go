@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // bucket is the object storage an [ObjectStore] keeps its checkpoints in:
@@ -17,6 +18,9 @@ type bucket interface {
 	put(ctx context.Context, key string, data []byte, cond putCondition) (etag string, err error)
 	// size returns an object's size.
 	size(ctx context.Context, key string) (int64, error)
+	// age returns how long ago an object was written, by the storage
+	// server's clock, with its entity tag.
+	age(ctx context.Context, key string) (objectAge, error)
 	// list returns the keys under prefix, in increasing order.
 	list(ctx context.Context, prefix string) ([]string, error)
 	// remove deletes an object; a missing one is no error.
@@ -35,3 +39,17 @@ type putCondition struct {
 // errPrecondition is wrapped by put's error when its condition failed: the
 // object exists (ifAbsent) or has another entity tag (ifMatch).
 var errPrecondition = errors.New("precondition failed")
+
+// objectAge is how long ago an object was written, measured by the storage
+// server's clock alone (its Date and the object's Last-Modified): no two
+// machines' clocks are compared.
+type objectAge struct {
+	etag string
+	age  time.Duration
+	// known is false when the server gave no dates.
+	known bool
+}
+
+// serverClockResolution is the resolution of an objectAge: HTTP dates
+// count whole seconds.
+const serverClockResolution = time.Second

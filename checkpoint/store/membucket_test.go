@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 )
 
 // memBucket is an in-memory bucket with atomic conditional writes, for
@@ -20,11 +21,21 @@ type memBucket struct {
 	// onPut, if set, is called with the key of every put; when it returns
 	// true the answer to that put is lost.
 	onPut func(key string) bool
+	// now is the server's clock, time.Now if nil.
+	now func() time.Time
+}
+
+func (b *memBucket) clock() time.Time {
+	if b.now != nil {
+		return b.now()
+	}
+	return time.Now()
 }
 
 type memObject struct {
-	data []byte
-	etag string
+	data     []byte
+	etag     string
+	modified time.Time // by the bucket's clock
 }
 
 func newMemBucket() *memBucket {
@@ -50,7 +61,7 @@ func (b *memBucket) put(_ context.Context, key string, data []byte, cond putCond
 	}
 	b.tags++
 	tag := fmt.Sprintf("tag-%d", b.tags)
-	b.objects[key] = memObject{data: slices.Clone(data), etag: tag}
+	b.objects[key] = memObject{data: slices.Clone(data), etag: tag, modified: b.clock()}
 	if b.lostAnswers[key] > 0 {
 		b.lostAnswers[key]--
 		return "", fmt.Errorf("%s: the answer was lost", key)
@@ -64,6 +75,17 @@ func (b *memBucket) put(_ context.Context, key string, data []byte, cond putCond
 func (b *memBucket) size(ctx context.Context, key string) (int64, error) {
 	data, _, err := b.get(ctx, key)
 	return int64(len(data)), err
+}
+
+func (b *memBucket) age(_ context.Context, key string) (objectAge, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	o, ok := b.objects[key]
+	if !ok {
+		return objectAge{}, fmt.Errorf("%s: %w", key, fs.ErrNotExist)
+	}
+	// HTTP dates count whole seconds.
+	return objectAge{etag: o.etag, age: b.clock().Truncate(time.Second).Sub(o.modified.Truncate(time.Second)), known: true}, nil
 }
 
 func (b *memBucket) list(_ context.Context, prefix string) ([]string, error) {

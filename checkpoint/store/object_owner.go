@@ -68,11 +68,14 @@ func (s *ObjectStore) writeManifest(ctx context.Context, m format.Manifest, etag
 // than every earlier owner's, through conditional writes of the manifest
 // alone. A previous owner that released is taken over at once; a live one
 // is waited for until its lease expired: until the manifest stayed
-// unchanged for a whole lease by this process's clock, or the recorded
-// renewal is older than a lease. A process that dies without releasing is
-// therefore taken over after up to one lease (there is no lock that dies
-// with it, as in a local directory). Safety does not rest on the lease:
-// an owner that is taken over early fails its next write of the manifest.
+// unchanged for a whole lease by this process's clock, or it was written
+// more than a lease ago by the storage server's clock (see stale). No two
+// machines' clocks are compared: the owner's recorded renewal time is for
+// people only. A process that dies without releasing is therefore taken
+// over after up to one lease (there is no lock that dies with it, as in a
+// local directory), at once when it died more than a lease ago. Safety
+// does not rest on the lease: an owner that is taken over early fails its
+// next write of the manifest.
 // Storage that does not answer (a server restarting) is waited for as
 // long as a live owner, opts.Wait.
 func (s *ObjectStore) Acquire(ctx context.Context, opts OwnershipOptions) (Ownership, error) {
@@ -109,7 +112,7 @@ func (s *ObjectStore) Acquire(ctx context.Context, opts OwnershipOptions) (Owner
 			seenTag, seenAt = etag, now
 		}
 		lease := time.Duration(cur.LeaseNS)
-		if etag == "" || cur.Released || now.Sub(seenAt) >= lease || now.After(time.Unix(0, cur.Renewed).Add(lease)) {
+		if etag == "" || cur.Released || now.Sub(seenAt) >= lease || s.stale(etag, lease) {
 			o, err := s.tryAcquire(cur, etag, opts)
 			if err != nil && !errors.Is(err, ErrCorrupt) && (opts.Wait < 0 || opts.Now().Sub(start) < opts.Wait) {
 				s.log.Warn("checkpoint/store: taking ownership failed; retrying", "where", where, "err", err)
@@ -144,6 +147,17 @@ func (s *ObjectStore) Acquire(ctx context.Context, opts OwnershipOptions) (Owner
 			return Ownership{}, fmt.Errorf("checkpoint/store: waiting for %s (owned by %s, epoch %d): %w", where, cur.Holder, cur.Epoch, err)
 		}
 	}
+}
+
+// stale reports whether the manifest, as of entity tag etag, was written
+// more than lease ago by the storage server's clock (its Date against the
+// manifest's Last-Modified, give or take their resolution). A failed check
+// says no: the caller looks again.
+func (s *ObjectStore) stale(etag string, lease time.Duration) bool {
+	rctx, cancel := s.ctx()
+	defer cancel()
+	a, err := s.b.age(rctx, s.key(manifestKey))
+	return err == nil && a.known && a.etag == etag && a.age >= lease+serverClockResolution
 }
 
 // pause waits for d or until ctx ends.

@@ -12,6 +12,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -103,11 +104,33 @@ func newS3Bucket(loc s3Location) (*s3Bucket, error) {
 		&credentials.FileAWSCredentials{},
 		&credentials.IAM{Client: &http.Client{Transport: http.DefaultTransport}},
 	})
-	cl, err := minio.New(loc.endpoint, &minio.Options{Creds: creds, Secure: loc.secure, Region: loc.region})
+	transport, err := minio.DefaultTransport(loc.secure)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint storage s3://%s: %w", loc.bucket, err)
+	}
+	cl, err := minio.New(loc.endpoint, &minio.Options{Creds: creds, Secure: loc.secure, Region: loc.region,
+		Transport: serverDates{transport}})
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint storage s3://%s: %w", loc.bucket, err)
 	}
 	return &s3Bucket{cl: cl, loc: loc}, nil
+}
+
+// serverDates is a transport that records the Date of each response in the
+// *time.Time its request's context holds under serverDateKey, if any.
+type serverDates struct{ http.RoundTripper }
+
+// serverDateKey is the context key of serverDates.
+type serverDateKey struct{}
+
+func (t serverDates) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.RoundTripper.RoundTrip(r)
+	if at, ok := r.Context().Value(serverDateKey{}).(*time.Time); ok && err == nil {
+		if d, perr := http.ParseTime(resp.Header.Get("Date")); perr == nil {
+			*at = d
+		}
+	}
+	return resp, err
 }
 
 // s3Err turns minio's error for key into one that wraps fs.ErrNotExist or
@@ -166,6 +189,18 @@ func (b *s3Bucket) size(ctx context.Context, key string) (int64, error) {
 		return 0, b.s3Err("checking", key, err)
 	}
 	return st.Size, nil
+}
+
+func (b *s3Bucket) age(ctx context.Context, key string) (objectAge, error) {
+	var now time.Time
+	st, err := b.cl.StatObject(context.WithValue(ctx, serverDateKey{}, &now), b.loc.bucket, key, minio.StatObjectOptions{})
+	if err != nil {
+		return objectAge{}, b.s3Err("checking", key, err)
+	}
+	if now.IsZero() || st.LastModified.IsZero() {
+		return objectAge{etag: st.ETag}, nil
+	}
+	return objectAge{etag: st.ETag, age: now.Sub(st.LastModified), known: true}, nil
 }
 
 func (b *s3Bucket) list(ctx context.Context, prefix string) ([]string, error) {

@@ -17,7 +17,8 @@ type Manifest struct {
 	// Holder describes the owning process.
 	Holder string `json:"holder"`
 	// Renewed is when the lease was last renewed, in Unix nanoseconds of
-	// the owner's clock (informative: takeover does not trust it alone).
+	// the owner's clock, for people: takeover compares no two machines'
+	// clocks, and so never reads it.
 	Renewed int64 `json:"renewed_unix_nano"`
 	// LeaseNS is how long the lease lasts after a renewal, in nanoseconds.
 	LeaseNS int64 `json:"lease_ns"`
