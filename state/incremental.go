@@ -23,7 +23,7 @@ import (
 // encoded as blobs. Savepoints, the heap backend, and a nil files take a
 // full snapshot: a savepoint must not depend on files that retention may
 // delete. Call the returned function once, before Close.
-func (b *KeyedBackend[K]) SnapshotFor(id uint64, kind checkpoint.Kind, files checkpoint.SharedFiles) (func() (checkpoint.SubtaskSnapshot, error), error) {
+func (b *KeyedBackend[K]) SnapshotFor(id checkpoint.ID, kind checkpoint.Kind, files checkpoint.SharedFiles) (func() (checkpoint.SubtaskSnapshot, error), error) {
 	if b.disk == nil || files == nil || kind != checkpoint.KindCheckpoint {
 		encode := b.Snapshot()
 		return func() (checkpoint.SubtaskSnapshot, error) {
@@ -36,7 +36,7 @@ func (b *KeyedBackend[K]) SnapshotFor(id uint64, kind checkpoint.Kind, files che
 		return nil, fmt.Errorf("state: snapshot: %w", err)
 	}
 	timers := b.captureSections(func(t table[K]) bool { return t.kind() == kindTimers || t.kind() == kindEventTimers })
-	dir, err := b.disk.db.Checkpoint(id)
+	dir, err := b.disk.db.Checkpoint(uint64(id))
 	if err != nil {
 		return nil, fmt.Errorf("state: snapshot for checkpoint %d: %w", id, err)
 	}
@@ -59,7 +59,7 @@ func (b *KeyedBackend[K]) SnapshotFor(id uint64, kind checkpoint.Kind, files che
 // CheckpointComplete tells the backend that checkpoint id and every lower
 // one completed: the files their incremental snapshots uploaded are reused
 // from now on instead of being uploaded again.
-func (b *KeyedBackend[K]) CheckpointComplete(id uint64) {
+func (b *KeyedBackend[K]) CheckpointComplete(id checkpoint.ID) {
 	if b.disk != nil {
 		b.disk.uploads.completed(id)
 	}
@@ -67,7 +67,7 @@ func (b *KeyedBackend[K]) CheckpointComplete(id uint64) {
 
 // upload uploads the files of one Pebble checkpoint.
 type upload struct {
-	id       uint64
+	id       checkpoint.ID
 	dir      string // the Pebble checkpoint
 	instance string // the database instance's id, which shared names start with
 	files    checkpoint.SharedFiles

@@ -14,6 +14,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/internal/runtime"
 	"github.com/exactlyonce/exactly/sink"
 	"github.com/exactlyonce/exactly/source"
@@ -120,7 +121,7 @@ func (w *memWriter[T]) Write(_ context.Context, b []T) error {
 	w.open = append(w.open, b...)
 	return nil
 }
-func (w *memWriter[T]) Prepare(_ context.Context, id uint64) ([]byte, error) {
+func (w *memWriter[T]) Prepare(_ context.Context, id checkpoint.ID) ([]byte, error) {
 	if len(w.open) == 0 {
 		return nil, nil
 	}
@@ -157,8 +158,8 @@ func (c memCommitter[T]) Abort(_ context.Context, p sink.Committable) error {
 	delete(c.m.prepared, string(p.Data))
 	return nil
 }
-func (c memCommitter[T]) Fence(context.Context, uint64) error { return nil }
-func (c memCommitter[T]) AbortLingering(context.Context, uint64) error {
+func (c memCommitter[T]) Fence(context.Context, checkpoint.ID) error { return nil }
+func (c memCommitter[T]) AbortLingering(context.Context, checkpoint.ID) error {
 	c.m.mu.Lock()
 	defer c.m.mu.Unlock()
 	clear(c.m.prepared)

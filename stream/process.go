@@ -160,7 +160,7 @@ func (p *processOp[K, IN, OUT]) Process(_ context.Context, batch any) error {
 }
 
 // Close releases the keyed state backend.
-func (p *processOp[K, IN, OUT]) Close(context.Context, uint64, bool) error {
+func (p *processOp[K, IN, OUT]) Close(context.Context, checkpoint.ID, bool) error {
 	return p.ctx.backend.Close()
 }
 
@@ -172,7 +172,7 @@ func (p *processOp[K, IN, OUT]) emit() error {
 }
 
 // Snapshot captures the keyed state of a checkpoint.
-func (p *processOp[K, IN, OUT]) Snapshot(ctx context.Context, id uint64) (func() (checkpoint.SubtaskSnapshot, error), error) {
+func (p *processOp[K, IN, OUT]) Snapshot(ctx context.Context, id checkpoint.ID) (func() (checkpoint.SubtaskSnapshot, error), error) {
 	return p.SnapshotKind(ctx, id, checkpoint.KindCheckpoint)
 }
 
@@ -180,7 +180,7 @@ func (p *processOp[K, IN, OUT]) Snapshot(ctx context.Context, id uint64) (func()
 // on the Pebble backend: see state.KeyedBackend.SnapshotFor) and, once
 // event time began, the watermark: restored, it keeps windows that closed
 // before the checkpoint from opening again for records replayed behind it.
-func (p *processOp[K, IN, OUT]) SnapshotKind(_ context.Context, id uint64, kind checkpoint.Kind) (func() (checkpoint.SubtaskSnapshot, error), error) {
+func (p *processOp[K, IN, OUT]) SnapshotKind(_ context.Context, id checkpoint.ID, kind checkpoint.Kind) (func() (checkpoint.SubtaskSnapshot, error), error) {
 	encode, err := p.ctx.backend.SnapshotFor(id, kind, p.ctx.oc.SharedFiles)
 	if err != nil {
 		return nil, err
@@ -198,7 +198,9 @@ func (p *processOp[K, IN, OUT]) SnapshotKind(_ context.Context, id uint64, kind 
 
 // SnapshotComplete lets the backend refer again to the files that
 // checkpoint id uploaded.
-func (p *processOp[K, IN, OUT]) SnapshotComplete(id uint64) { p.ctx.backend.CheckpointComplete(id) }
+func (p *processOp[K, IN, OUT]) SnapshotComplete(id checkpoint.ID) {
+	p.ctx.backend.CheckpointComplete(id)
+}
 
 // restoredWatermark returns the least watermark of the former subtasks
 // whose key groups a subtask restores, or MinWatermark if none had one.

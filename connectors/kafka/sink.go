@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/sink"
 )
 
@@ -640,7 +641,7 @@ func (w *writer[T]) failed() error {
 // more than that: the client is closed in the background, and the next
 // transaction's producer is opened in the background if it is not already
 // (see writer).
-func (w *writer[T]) Prepare(ctx context.Context, checkpointID uint64) ([]byte, error) {
+func (w *writer[T]) Prepare(ctx context.Context, checkpointID checkpoint.ID) ([]byte, error) {
 	if w.cl == nil || w.s.opts.Guarantee == NoGuarantee {
 		return nil, w.failed()
 	}
@@ -783,7 +784,7 @@ type committer[T any] struct {
 func (c *committer[T]) decode(cm sink.Committable) (committable, error) {
 	d, err := decodeCommittable(cm.Data)
 	if err != nil {
-		return d, sink.Permanent(fmt.Errorf("kafka: sink %q: committable of checkpoint %d subtask %d is malformed (%q): the checkpoint is corrupt or was written by another sink: %w", c.name, cm.CheckpointID, cm.Subtask, cm.Data, err))
+		return d, sink.Permanent(fmt.Errorf("kafka: sink %q: committable of checkpoint %d subtask %d is malformed (%q): the checkpoint is corrupt or was written by another sink: %w", c.name, cm.Checkpoint, cm.Subtask, cm.Data, err))
 	}
 	return d, nil
 }
@@ -804,7 +805,7 @@ func (c *committer[T]) Commit(ctx context.Context, cm sink.Committable) error {
 	if c.legacy != "" && ownID(c.legacy, d.TxnID) {
 		c.legacySeen = true
 	}
-	where := fmt.Sprintf("kafka: sink %q: commit checkpoint %d subtask %d (transactional id %q, producer id %d, epoch %d, protocol %d)", c.name, cm.CheckpointID, cm.Subtask, d.TxnID, d.ProducerID, d.Epoch, d.Version)
+	where := fmt.Sprintf("kafka: sink %q: commit checkpoint %d subtask %d (transactional id %q, producer id %d, epoch %d, protocol %d)", c.name, cm.Checkpoint, cm.Subtask, d.TxnID, d.ProducerID, d.Epoch, d.Version)
 	start := time.Now()
 	code, err := c.admin.endTxn(ctx, d, true)
 	switch {
@@ -812,7 +813,7 @@ func (c *committer[T]) Commit(ctx context.Context, cm sink.Committable) error {
 		return fmt.Errorf("%s: %w", where, c.s.opts.Conn.explain(err))
 	case code == 0:
 		c.s.setBusy(d.TxnID, false)
-		c.logger.Debug("kafka: transaction committed", "sink", c.name, "checkpoint", cm.CheckpointID, "subtask", cm.Subtask,
+		c.logger.Debug("kafka: transaction committed", "sink", c.name, "checkpoint", cm.Checkpoint, "subtask", cm.Subtask,
 			"txn", d.TxnID, "took", time.Since(start))
 		return nil
 	case !fencedOrInvalid(code):
@@ -828,7 +829,7 @@ func (c *committer[T]) Commit(ctx context.Context, cm sink.Committable) error {
 	}
 	switch out {
 	case outcomeCommitted:
-		c.logger.Info("kafka: transaction was already committed", "sink", c.name, "checkpoint", cm.CheckpointID, "subtask", cm.Subtask, "txn", d.TxnID, "answer", answer)
+		c.logger.Info("kafka: transaction was already committed", "sink", c.name, "checkpoint", cm.Checkpoint, "subtask", cm.Subtask, "txn", d.TxnID, "answer", answer)
 		c.s.setBusy(d.TxnID, false)
 		return nil
 	case outcomeAborted:
@@ -836,7 +837,7 @@ func (c *committer[T]) Commit(ctx context.Context, cm sink.Committable) error {
 		if errors.Is(cause, sink.ErrFenced) {
 			return fmt.Errorf("%s: the broker aborted the transaction before it could be committed (coordinator answer %v): %w", where, answer, cause)
 		}
-		return sink.Permanent(fmt.Errorf("%s: the broker aborted the transaction before it could be committed (coordinator answer %v): its records are lost from the output. %w, then rerun the job from a savepoint or checkpoint taken before checkpoint %d to reproduce the lost records", where, answer, cause, cm.CheckpointID))
+		return sink.Permanent(fmt.Errorf("%s: the broker aborted the transaction before it could be committed (coordinator answer %v): its records are lost from the output. %w, then rerun the job from a savepoint or checkpoint taken before checkpoint %d to reproduce the lost records", where, answer, cause, cm.Checkpoint))
 	}
 	return fmt.Errorf("%s: the coordinator answered %v while the transaction is not decided in the log yet; retrying", where, answer)
 }
@@ -857,7 +858,7 @@ func (c *committer[T]) Abort(ctx context.Context, cm sink.Committable) error {
 	if err != nil {
 		return err
 	}
-	where := fmt.Sprintf("kafka: sink %q: abort checkpoint %d subtask %d (transactional id %q, producer id %d, epoch %d)", c.name, cm.CheckpointID, cm.Subtask, d.TxnID, d.ProducerID, d.Epoch)
+	where := fmt.Sprintf("kafka: sink %q: abort checkpoint %d subtask %d (transactional id %q, producer id %d, epoch %d)", c.name, cm.Checkpoint, cm.Subtask, d.TxnID, d.ProducerID, d.Epoch)
 	code, err := c.admin.abortIfCurrent(ctx, d)
 	switch {
 	case err != nil:
@@ -868,7 +869,7 @@ func (c *committer[T]) Abort(ctx context.Context, cm sink.Committable) error {
 		if cause := endedBy(d.TxnID, c.prefix, c.owner, d.began(), c.s.opts.TransactionTimeout); errors.Is(cause, sink.ErrFenced) {
 			return fmt.Errorf("%s: the coordinator answered %v: %w", where, kerr.ErrorForCode(code), cause)
 		}
-		c.logger.Info("kafka: transaction to abort had already ended", "sink", c.name, "checkpoint", cm.CheckpointID, "txn", d.TxnID, "answer", kerr.ErrorForCode(code))
+		c.logger.Info("kafka: transaction to abort had already ended", "sink", c.name, "checkpoint", cm.Checkpoint, "txn", d.TxnID, "answer", kerr.ErrorForCode(code))
 	}
 	c.s.setBusy(d.TxnID, false)
 	return nil
@@ -890,7 +891,7 @@ func (c *committer[T]) Abort(ctx context.Context, cm sink.Committable) error {
 // incarnation ([sink.ErrForeignProgress]): a rerun from scratch with empty
 // checkpoint storage uses the same ids and fences the earlier run's
 // transactions, as it should.
-func (c *committer[T]) Fence(ctx context.Context, restoredCheckpointID uint64) error {
+func (c *committer[T]) Fence(ctx context.Context, restoredCheckpointID checkpoint.ID) error {
 	if c.admin == nil {
 		return nil
 	}
@@ -903,7 +904,7 @@ func (c *committer[T]) Fence(ctx context.Context, restoredCheckpointID uint64) e
 // fenceIDs bumps the producer epoch of the transactional ids under
 // prefixes that the brokers know; with open false only of those that hold
 // no open transaction.
-func (c *committer[T]) fenceIDs(ctx context.Context, prefixes []string, open bool, restoredCheckpointID uint64) error {
+func (c *committer[T]) fenceIDs(ctx context.Context, prefixes []string, open bool, restoredCheckpointID checkpoint.ID) error {
 	ids, err := c.admin.sinkIDs(ctx, prefixes...)
 	if err != nil {
 		return err
@@ -931,7 +932,7 @@ func (c *committer[T]) fenceIDs(ctx context.Context, prefixes []string, open boo
 // EndTxn presents an old epoch and fails with [sink.ErrFenced]. When the
 // restored checkpoint held transactions under the default prefix of
 // versions before 2026-12, the ids under that prefix are fenced too.
-func (c *committer[T]) AbortLingering(ctx context.Context, restoredCheckpointID uint64) error {
+func (c *committer[T]) AbortLingering(ctx context.Context, restoredCheckpointID checkpoint.ID) error {
 	if c.admin == nil {
 		return nil
 	}

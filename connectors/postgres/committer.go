@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/sink"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -58,7 +59,7 @@ func (m *committer) run(ctx context.Context, op string, cm sink.Committable, f f
 	c, ok := decodeCommittable(cm.Data)
 	if !ok {
 		return sink.Permanent(fmt.Errorf("postgres: %s: %s checkpoint %d subtask %d: committable %x is malformed: the checkpoint is corrupt or was written by another sink",
-			m.who, op, cm.CheckpointID, cm.Subtask, cm.Data))
+			m.who, op, cm.Checkpoint, cm.Subtask, cm.Data))
 	}
 	conn, err := m.connection(ctx)
 	if err == nil {
@@ -136,7 +137,7 @@ func (m *committer) commitStaged(ctx context.Context, conn *pgx.Conn, c committa
 		return err
 	}
 	switch {
-	case found && markInc == incarnation && uint64(mark) >= c.cp:
+	case found && markInc == incarnation && checkpoint.ID(mark) >= c.cp:
 		return nil // committed before
 	case found && markInc != incarnation:
 		return sink.Permanent(fmt.Errorf("staging table %s of transaction %d does not exist, and the high-water mark of subtask %d is checkpoint %d of incarnation %s, not of incarnation %s, which prepared this transaction: "+
@@ -230,7 +231,7 @@ func rollbackPrepared(ctx context.Context, conn *pgx.Conn, g string) error {
 // AbortLingering rolls back every prepared transaction of the sink in the
 // current database and drops every staging table of the sink (of any
 // subtask), whichever mode is configured, as owner.
-func (m *committer) AbortLingering(ctx context.Context, restoredCheckpointID uint64) error {
+func (m *committer) AbortLingering(ctx context.Context, restoredCheckpointID checkpoint.ID) error {
 	conn, err := m.connection(ctx)
 	if err == nil {
 		err = m.asOwner(ctx, conn, func() error { return m.abortLingering(ctx, conn) })

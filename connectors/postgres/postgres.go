@@ -111,6 +111,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/sink"
 	"github.com/jackc/pgx/v5"
 )
@@ -249,7 +250,7 @@ func (c *core) sinkKey(job, name string) string {
 
 // gid returns the global id of a prepared transaction; tag is the owner
 // tag of the writer that prepared it, "" in committables of version 1.
-func gid(key string, subtask int, cp uint64, tag string) string {
+func gid(key string, subtask int, cp checkpoint.ID, tag string) string {
 	g := fmt.Sprintf("%s%s:%d:%d", gidPrefix, key, subtask, cp)
 	if tag != "" {
 		g += ":" + tag
@@ -514,7 +515,7 @@ func containsString(list []string, s string) bool {
 type committable struct {
 	mode    CommitMode
 	subtask int
-	cp      uint64
+	cp      checkpoint.ID
 	id      uint64 // fenced: the staging transaction id; prepared: the server's transaction id
 	tag     string // prepared: the owner tag in the global id ("" in version 1)
 }
@@ -524,7 +525,7 @@ type committable struct {
 func (c committable) encode() []byte {
 	b := append(make([]byte, 0, 2+4*binary.MaxVarintLen64+len(c.tag)), committableVersion, byte(c.mode))
 	b = binary.AppendUvarint(b, uint64(c.subtask))
-	b = binary.AppendUvarint(b, c.cp)
+	b = binary.AppendUvarint(b, uint64(c.cp))
 	b = binary.AppendUvarint(b, c.id)
 	b = binary.AppendUvarint(b, uint64(len(c.tag)))
 	return append(b, c.tag...)
@@ -562,6 +563,6 @@ func decodeCommittable(data []byte) (committable, bool) {
 	if len(rest) != 0 {
 		return committable{}, false
 	}
-	c.subtask, c.cp, c.id = int(vals[0]), vals[1], vals[2]
+	c.subtask, c.cp, c.id = int(vals[0]), checkpoint.ID(vals[1]), vals[2]
 	return c, true
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/sink"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -54,9 +55,9 @@ type writer[T any] struct {
 	table       pgx.Identifier // the COPY's table: the target (prepared) or the open transaction's staging table (fenced)
 	cols        []string       // columns of the COPY
 	src         copySource
-	open        bool   // a server transaction is open
-	txn         int64  // fenced: the open transaction's id, which names its staging table
-	last        uint64 // the last checkpoint prepared, for messages
+	open        bool          // a server transaction is open
+	txn         int64         // fenced: the open transaction's id, which names its staging table
+	last        checkpoint.ID // the last checkpoint prepared, for messages
 }
 
 // Write buffers batch, sending the buffer once it holds FlushRows rows.
@@ -128,7 +129,7 @@ func (w *writer[T]) flush(ctx context.Context) error {
 
 // Prepare sends the buffered rows and makes the open transaction durable:
 // COMMIT into staging (fenced) or PREPARE TRANSACTION (prepared).
-func (w *writer[T]) Prepare(ctx context.Context, checkpointID uint64) ([]byte, error) {
+func (w *writer[T]) Prepare(ctx context.Context, checkpointID checkpoint.ID) ([]byte, error) {
 	if len(w.src.rows) == 0 && !w.open {
 		return nil, nil
 	}
@@ -144,7 +145,7 @@ func (w *writer[T]) Prepare(ctx context.Context, checkpointID uint64) ([]byte, e
 	return c.encode(), nil
 }
 
-func (w *writer[T]) prepare(ctx context.Context, cp uint64) (committable, error) {
+func (w *writer[T]) prepare(ctx context.Context, cp checkpoint.ID) (committable, error) {
 	if err := w.flush(ctx); err != nil {
 		return committable{}, err
 	}

@@ -68,6 +68,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/sink"
 )
 
@@ -436,7 +437,7 @@ func (w *writer[T]) stage(ctx context.Context, tx *sql.Tx, cp int64) error {
 
 // Prepare stages the buffered rows and tags the subtask's open rows with
 // checkpointID, in one transaction.
-func (w *writer[T]) Prepare(ctx context.Context, checkpointID uint64) ([]byte, error) {
+func (w *writer[T]) Prepare(ctx context.Context, checkpointID checkpoint.ID) ([]byte, error) {
 	if len(w.rows) == 0 && !w.open {
 		return nil, nil
 	}
@@ -479,9 +480,9 @@ func (w *writer[T]) Close() error {
 
 // encodeCommittable returns the committable of (subtask, cp): a version
 // byte and two uvarints.
-func encodeCommittable(subtask int, cp uint64) []byte {
+func encodeCommittable(subtask int, cp checkpoint.ID) []byte {
 	b := append(make([]byte, 0, 1+2*binary.MaxVarintLen64), committableVersion)
-	return binary.AppendUvarint(binary.AppendUvarint(b, uint64(subtask)), cp)
+	return binary.AppendUvarint(binary.AppendUvarint(b, uint64(subtask)), uint64(cp))
 }
 
 // decodeCommittable parses what encodeCommittable returned.
@@ -512,7 +513,7 @@ type committer struct {
 func (c *committer) run(ctx context.Context, op string, cm sink.Committable, f func(tx *sql.Tx, subtask int, cp int64) error) error {
 	subtask, cp, ok := decodeCommittable(cm.Data)
 	if !ok {
-		return sink.Permanent(fmt.Errorf("sqlite: sink %q: %s checkpoint %d subtask %d: committable %x is malformed: the checkpoint is corrupt or was written by another sink", c.info.Sink, op, cm.CheckpointID, cm.Subtask, cm.Data))
+		return sink.Permanent(fmt.Errorf("sqlite: sink %q: %s checkpoint %d subtask %d: committable %x is malformed: the checkpoint is corrupt or was written by another sink", c.info.Sink, op, cm.Checkpoint, cm.Subtask, cm.Data))
 	}
 	err := inTx(ctx, c.db.db, func(tx *sql.Tx) error {
 		if err := c.sql.checkOwner(ctx, tx, c.info.Sink, c.info.Owner); err != nil {
@@ -578,7 +579,7 @@ func (c *committer) Abort(ctx context.Context, cm sink.Committable) error {
 
 // Fence records the committer's owner in _exactly_owner; see the package
 // documentation and [sink.Committer].
-func (c *committer) Fence(ctx context.Context, restoredCheckpointID uint64) error {
+func (c *committer) Fence(ctx context.Context, restoredCheckpointID checkpoint.ID) error {
 	me := c.info.Owner
 	err := inTx(ctx, c.db.db, func(tx *sql.Tx) error {
 		rec, found, err := c.sql.readOwner(ctx, tx, c.info.Sink)
@@ -614,7 +615,7 @@ func (c *committer) Fence(ctx context.Context, restoredCheckpointID uint64) erro
 }
 
 // AbortLingering deletes every staged row of the sink.
-func (c *committer) AbortLingering(ctx context.Context, restoredCheckpointID uint64) error {
+func (c *committer) AbortLingering(ctx context.Context, restoredCheckpointID checkpoint.ID) error {
 	err := inTx(ctx, c.db.db, func(tx *sql.Tx) error {
 		if err := c.sql.checkOwner(ctx, tx, c.info.Sink, c.info.Owner); err != nil {
 			return err

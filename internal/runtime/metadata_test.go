@@ -14,6 +14,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/internal/runtime"
 	"github.com/exactlyonce/exactly/internal/vfs"
 	"github.com/exactlyonce/exactly/sink"
@@ -94,7 +95,7 @@ type txWriter struct {
 }
 
 func (w *txWriter) Write(_ context.Context, b []int) error { w.open = append(w.open, b...); return nil }
-func (w *txWriter) Prepare(ctx context.Context, id uint64) ([]byte, error) {
+func (w *txWriter) Prepare(ctx context.Context, id checkpoint.ID) ([]byte, error) {
 	if w.stuck {
 		<-ctx.Done()
 		w.s.stuck.Store(false)
@@ -139,8 +140,8 @@ func (c txCommitter) Abort(_ context.Context, p sink.Committable) error {
 	delete(c.s.prepared, string(p.Data))
 	return nil
 }
-func (c txCommitter) Fence(context.Context, uint64) error { return nil }
-func (c txCommitter) AbortLingering(context.Context, uint64) error {
+func (c txCommitter) Fence(context.Context, checkpoint.ID) error { return nil }
+func (c txCommitter) AbortLingering(context.Context, checkpoint.ID) error {
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
 	clear(c.s.prepared)

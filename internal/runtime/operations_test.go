@@ -16,6 +16,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/checkpoint/store"
 	"github.com/exactlyonce/exactly/connectors/file"
 	"github.com/exactlyonce/exactly/internal/runtime"
@@ -47,7 +48,7 @@ func TestCleanStopCommitFailureKeepsCheckpoint(t *testing.T) {
 			CheckpointDir:      dir,
 			CheckpointInterval: 20 * time.Millisecond,
 			CommitRetries:      1,
-			Probe: func(p runtime.ProbePoint, _ uint64) {
+			Probe: func(p runtime.ProbePoint, _ checkpoint.ID) {
 				if p == runtime.ProbeMetadataWritten && once.CompareAndSwap(false, true) {
 					out.failCommits.Store(true) // the sink goes down, and the user stops the job
 					cancel()
@@ -132,7 +133,7 @@ func TestRestoreFromOnlyWithoutNewerCheckpoint(t *testing.T) {
 		runCtx, cancel := context.WithCancel(ctx)
 		var committed atomic.Bool
 		opts := stream.Options{CheckpointDir: dir, RestoreFrom: sp, CheckpointInterval: 20 * time.Millisecond,
-			Probe: func(p runtime.ProbePoint, _ uint64) {
+			Probe: func(p runtime.ProbePoint, _ checkpoint.ID) {
 				if p == runtime.ProbeCommitted && committed.CompareAndSwap(false, true) {
 					cancel()
 				}
@@ -264,7 +265,7 @@ func TestCorruptNewestCheckpointStops(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		var completions atomic.Int64
 		opts := stream.Options{CheckpointDir: dir, CheckpointInterval: 10 * time.Millisecond,
-			Probe: func(p runtime.ProbePoint, _ uint64) {
+			Probe: func(p runtime.ProbePoint, _ checkpoint.ID) {
 				if p == runtime.ProbeCommitted && completions.Add(1) == 3 {
 					cancel()
 				}

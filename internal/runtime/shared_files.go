@@ -15,7 +15,7 @@ type sharedFiles struct {
 	dir   string
 }
 
-func (s sharedFiles) WriteShared(id uint64, key string, data []byte) (checkpoint.SharedFile, error) {
+func (s sharedFiles) WriteShared(id checkpoint.ID, key string, data []byte) (checkpoint.SharedFile, error) {
 	return s.store.WriteShared(id, key, data)
 }
 
