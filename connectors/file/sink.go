@@ -264,13 +264,13 @@ type committable struct {
 // pending file and returns its committable, or nil when there are none. A
 // fenced writer's Prepare removes its in-progress file and fails: its
 // pending file could take the name of a new owner's.
-func (w *writer[T]) Prepare(_ context.Context, checkpointID checkpoint.ID) ([]byte, error) {
+func (w *writer[T]) Prepare(_ context.Context, id checkpoint.ID) ([]byte, error) {
 	if !w.dirty {
 		return nil, nil
 	}
 	c := committable{
-		Pending: w.stem + strconv.FormatUint(uint64(checkpointID), 10) + pendingExt,
-		Final:   w.finalStem + fmt.Sprintf("%020d", checkpointID) + w.s.opts.Suffix,
+		Pending: w.stem + strconv.FormatUint(uint64(id), 10) + pendingExt,
+		Final:   w.finalStem + fmt.Sprintf("%020d", id) + w.s.opts.Suffix,
 	}
 	err := w.flush()
 	if err == nil {
@@ -294,7 +294,7 @@ func (w *writer[T]) Prepare(_ context.Context, checkpointID checkpoint.ID) ([]by
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("file: sink %q subtask %d: prepare checkpoint %d: %w", w.sinkName, w.subtask, checkpointID, err)
+		return nil, fmt.Errorf("file: sink %q subtask %d: prepare checkpoint %d: %w", w.sinkName, w.subtask, id, err)
 	}
 	w.dirty = false
 	return json.Marshal(c)
@@ -393,14 +393,14 @@ func (c *committer) Abort(_ context.Context, cm sink.Committable) error {
 
 // Fence records the committer's owner in the sink's owner file; see
 // sink_owner.go and [sink.Committer].
-func (c *committer) Fence(_ context.Context, restoredCheckpointID checkpoint.ID) error {
+func (c *committer) Fence(_ context.Context, id checkpoint.ID) error {
 	me := c.info.Owner
 	err := c.ownerFile.locked(func() error {
 		rec, found, err := c.ownerFile.read()
 		if err != nil {
 			return err
 		}
-		switch sink.DecideFence(rec, found, me, restoredCheckpointID, c.info.TakeOver) {
+		switch sink.DecideFence(rec, found, me, id, c.info.TakeOver) {
 		case sink.FenceDone:
 			return nil
 		case sink.FenceRefuse:
@@ -413,7 +413,7 @@ func (c *committer) Fence(_ context.Context, restoredCheckpointID checkpoint.ID)
 		return c.ownerFile.write(me)
 	})
 	if err != nil {
-		return fmt.Errorf("file: sink %q: fence as %s after restoring checkpoint %d: %w", c.info.Sink, me, restoredCheckpointID, err)
+		return fmt.Errorf("file: sink %q: fence as %s after restoring checkpoint %d: %w", c.info.Sink, me, id, err)
 	}
 	return nil
 }
@@ -439,7 +439,7 @@ func (c *committer) checkNoForeignFinal(inc string) error {
 // AbortLingering removes every in-progress and pending file of this sink,
 // of any subtask, while the owner file names this committer's owner. Final
 // files and other sinks' files are kept.
-func (c *committer) AbortLingering(_ context.Context, restoredCheckpointID checkpoint.ID) error {
+func (c *committer) AbortLingering(_ context.Context, id checkpoint.ID) error {
 	err := c.ownerFile.whileOwner(c.info.Owner, func() error {
 		names, err := c.fs.ReadDir(c.dir)
 		if err != nil {
@@ -454,7 +454,7 @@ func (c *committer) AbortLingering(_ context.Context, restoredCheckpointID check
 		return c.removeAndSync(doomed)
 	})
 	if err != nil {
-		return fmt.Errorf("file: sink %q: abort lingering files after restoring checkpoint %d: %w", c.info.Sink, restoredCheckpointID, err)
+		return fmt.Errorf("file: sink %q: abort lingering files after restoring checkpoint %d: %w", c.info.Sink, id, err)
 	}
 	return nil
 }

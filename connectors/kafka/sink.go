@@ -641,13 +641,13 @@ func (w *writer[T]) failed() error {
 // more than that: the client is closed in the background, and the next
 // transaction's producer is opened in the background if it is not already
 // (see writer).
-func (w *writer[T]) Prepare(ctx context.Context, checkpointID checkpoint.ID) ([]byte, error) {
+func (w *writer[T]) Prepare(ctx context.Context, id checkpoint.ID) ([]byte, error) {
 	if w.cl == nil || w.s.opts.Guarantee == NoGuarantee {
 		return nil, w.failed()
 	}
 	start := time.Now()
 	if err := w.cl.Flush(ctx); err != nil {
-		return nil, errors.Join(w.failed(), fmt.Errorf("kafka: sink %q subtask %d: flush for checkpoint %d: %w", w.info.Sink, w.info.Subtask, checkpointID, err))
+		return nil, errors.Join(w.failed(), fmt.Errorf("kafka: sink %q subtask %d: flush for checkpoint %d: %w", w.info.Sink, w.info.Subtask, id, err))
 	}
 	if err := w.failed(); err != nil {
 		return nil, err
@@ -677,7 +677,7 @@ func (w *writer[T]) Prepare(ctx context.Context, checkpointID checkpoint.ID) ([]
 	if w.ahead == nil {
 		w.openAhead()
 	}
-	w.logger.Debug("kafka: transaction prepared", "sink", w.info.Sink, "subtask", w.info.Subtask, "checkpoint", checkpointID,
+	w.logger.Debug("kafka: transaction prepared", "sink", w.info.Sink, "subtask", w.info.Subtask, "checkpoint", id,
 		"txn", c.TxnID, "took", time.Since(start))
 	return data, nil
 }
@@ -891,12 +891,12 @@ func (c *committer[T]) Abort(ctx context.Context, cm sink.Committable) error {
 // incarnation ([sink.ErrForeignProgress]): a rerun from scratch with empty
 // checkpoint storage uses the same ids and fences the earlier run's
 // transactions, as it should.
-func (c *committer[T]) Fence(ctx context.Context, restoredCheckpointID checkpoint.ID) error {
+func (c *committer[T]) Fence(ctx context.Context, id checkpoint.ID) error {
 	if c.admin == nil {
 		return nil
 	}
-	if err := c.fenceIDs(ctx, []string{c.prefix}, false, restoredCheckpointID); err != nil {
-		return fmt.Errorf("kafka: sink %q: fence earlier owners (as owner %s, restoring checkpoint %d): %w", c.name, c.owner, restoredCheckpointID, err)
+	if err := c.fenceIDs(ctx, []string{c.prefix}, false, id); err != nil {
+		return fmt.Errorf("kafka: sink %q: fence earlier owners (as owner %s, restoring checkpoint %d): %w", c.name, c.owner, id, err)
 	}
 	return nil
 }
@@ -904,7 +904,7 @@ func (c *committer[T]) Fence(ctx context.Context, restoredCheckpointID checkpoin
 // fenceIDs bumps the producer epoch of the transactional ids under
 // prefixes that the brokers know; with open false only of those that hold
 // no open transaction.
-func (c *committer[T]) fenceIDs(ctx context.Context, prefixes []string, open bool, restoredCheckpointID checkpoint.ID) error {
+func (c *committer[T]) fenceIDs(ctx context.Context, prefixes []string, open bool, restored checkpoint.ID) error {
 	ids, err := c.admin.sinkIDs(ctx, prefixes...)
 	if err != nil {
 		return err
@@ -914,7 +914,7 @@ func (c *committer[T]) fenceIDs(ctx context.Context, prefixes []string, open boo
 			continue
 		}
 		if t.State == "Ongoing" || t.State == "PrepareEpochFence" {
-			c.logger.Info("kafka: aborting lingering transaction", "sink", c.name, "txn", t.TxnID, "state", t.State, "restored", restoredCheckpointID)
+			c.logger.Info("kafka: aborting lingering transaction", "sink", c.name, "txn", t.TxnID, "state", t.State, "restored", restored)
 		}
 		if err := c.admin.fence(ctx, t.TxnID); err != nil {
 			return fmt.Errorf("fencing %q: %w", t.TxnID, err)
@@ -932,7 +932,7 @@ func (c *committer[T]) fenceIDs(ctx context.Context, prefixes []string, open boo
 // EndTxn presents an old epoch and fails with [sink.ErrFenced]. When the
 // restored checkpoint held transactions under the default prefix of
 // versions before 2026-12, the ids under that prefix are fenced too.
-func (c *committer[T]) AbortLingering(ctx context.Context, restoredCheckpointID checkpoint.ID) error {
+func (c *committer[T]) AbortLingering(ctx context.Context, id checkpoint.ID) error {
 	if c.admin == nil {
 		return nil
 	}
@@ -940,13 +940,13 @@ func (c *committer[T]) AbortLingering(ctx context.Context, restoredCheckpointID 
 	if c.legacySeen {
 		prefixes = append(prefixes, c.legacy)
 	}
-	if err := c.fenceIDs(ctx, prefixes, true, restoredCheckpointID); err != nil {
-		return fmt.Errorf("kafka: sink %q: abort lingering transactions after restoring checkpoint %d: %w", c.name, restoredCheckpointID, err)
+	if err := c.fenceIDs(ctx, prefixes, true, id); err != nil {
+		return fmt.Errorf("kafka: sink %q: abort lingering transactions after restoring checkpoint %d: %w", c.name, id, err)
 	}
 	c.s.mu.Lock()
-	for id := range c.s.busy {
-		if slices.ContainsFunc(prefixes, func(p string) bool { return ownID(p, id) }) {
-			delete(c.s.busy, id)
+	for txnID := range c.s.busy {
+		if slices.ContainsFunc(prefixes, func(p string) bool { return ownID(p, txnID) }) {
+			delete(c.s.busy, txnID)
 		}
 	}
 	c.s.mu.Unlock()

@@ -218,11 +218,11 @@ func TestLegacyProgressMigrates(t *testing.T) {
 	}
 	// Restored from the legacy checkpoint 7, whose committable is committed.
 	c := committerOf(t, s, "out", testOwner, false, 7)
-	legacy := sink.Committable{Checkpoint: 7, Data: committable{mode: Fenced, cp: 7, id: 42}.encode()}
+	legacy := sink.Committable{Checkpoint: 7, Data: committable{mode: Fenced, checkpoint: 7, id: 42}.encode()}
 	if err := c.Commit(ctx, legacy); err != nil {
 		t.Fatalf("Commit of a legacy committable the legacy mark covers: %v", err)
 	}
-	legacy.Checkpoint, legacy.Data = 8, committable{mode: Fenced, cp: 8, id: 43}.encode()
+	legacy.Checkpoint, legacy.Data = 8, committable{mode: Fenced, checkpoint: 8, id: 43}.encode()
 	if err := c.Commit(ctx, legacy); !sink.IsPermanent(err) || !strings.Contains(err.Error(), "high-water mark is 7") {
 		t.Fatalf("Commit of a lost legacy committable above the mark = %v, want the permanent 'prepared rows are gone'", err)
 	}

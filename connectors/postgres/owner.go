@@ -52,17 +52,17 @@ func (m *committer) ownerLockKeys() (int32, int32) {
 // above and [sink.Committer.Fence]. In its own transaction first, it
 // creates the schema's shared tables, which a committer may need before
 // any writer of the sink ran.
-func (m *committer) Fence(ctx context.Context, restoredCheckpointID checkpoint.ID) error {
+func (m *committer) Fence(ctx context.Context, id checkpoint.ID) error {
 	conn, err := m.connection(ctx)
 	if err == nil {
 		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error { return m.c.sinkTables(ctx, tx) })
 	}
 	if err == nil {
-		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error { return m.fence(ctx, tx, restoredCheckpointID) })
+		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error { return m.fence(ctx, tx, id) })
 	}
 	if err != nil {
 		m.drop()
-		return m.c.describe(err, m.who, fmt.Sprintf("fence earlier owners as owner %s (restored checkpoint %d)", m.owner, restoredCheckpointID))
+		return m.c.describe(err, m.who, fmt.Sprintf("fence earlier owners as owner %s (restored checkpoint %d)", m.owner, id))
 	}
 	return nil
 }
