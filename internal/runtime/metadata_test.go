@@ -16,6 +16,7 @@ import (
 
 	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/internal/runtime"
+	"github.com/exactlyonce/exactly/internal/testwait"
 	"github.com/exactlyonce/exactly/internal/vfs"
 	"github.com/exactlyonce/exactly/sink"
 	"github.com/exactlyonce/exactly/source"
@@ -35,6 +36,9 @@ func (s ints) Open(_ context.Context, _ string, pos []byte) (source.Reader[int],
 type intsReader struct{ n, next int }
 
 func (r *intsReader) Read(_ context.Context, buf []int) (int, error) {
+	// The source's pace, not a wait: it keeps a job of a few thousand
+	// records running across several checkpoint intervals (fake time in
+	// the synctest bubbles; real time in the zombie test's processes).
 	time.Sleep(time.Millisecond)
 	k := 0
 	for k < len(buf) && k < 10 && r.next < r.n {
@@ -56,6 +60,9 @@ type txSink struct {
 	prepared map[string][]int
 	done     map[string]bool
 	visible  []int
+	// written counts the records the writers received, for tests to
+	// wait on.
+	written testwait.Counter
 	// failCommits makes every Commit fail (a sink outage).
 	failCommits atomic.Bool
 	// stuck makes the Prepare of the writers opened while it is set block
@@ -94,7 +101,11 @@ type txWriter struct {
 	open    []int
 }
 
-func (w *txWriter) Write(_ context.Context, b []int) error { w.open = append(w.open, b...); return nil }
+func (w *txWriter) Write(_ context.Context, b []int) error {
+	w.open = append(w.open, b...)
+	w.s.written.Add(int64(len(b)))
+	return nil
+}
 func (w *txWriter) Prepare(ctx context.Context, id checkpoint.ID) ([]byte, error) {
 	if w.stuck {
 		<-ctx.Done()
@@ -186,9 +197,7 @@ func TestMetadataWriteFailureIsNotAnAbort(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for r.Metrics().Records("numbers") == 0 {
-			time.Sleep(time.Millisecond)
-		}
+		testwait.For(t, out.written.Reached(1), time.Minute, "the first record at the sink", nil)
 		if _, err := r.Savepoint(ctx); err == nil {
 			t.Fatal("Savepoint succeeded despite the injected failure")
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/exactlyonce/exactly/checkpoint/store"
 	"github.com/exactlyonce/exactly/connectors/file"
 	"github.com/exactlyonce/exactly/internal/runtime"
+	"github.com/exactlyonce/exactly/internal/testwait"
 	"github.com/exactlyonce/exactly/internal/vfs"
 	"github.com/exactlyonce/exactly/sink"
 	"github.com/exactlyonce/exactly/state"
@@ -118,9 +119,7 @@ func TestRestoreFromOnlyWithoutNewerCheckpoint(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for r.Metrics().Records("numbers") < 300 {
-			time.Sleep(time.Millisecond)
-		}
+		testwait.For(t, out.written.Reached(300), time.Minute, "300 records at the sink", nil)
 		sp, err := r.StopWithSavepoint(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -371,7 +370,10 @@ func TestFinishedJobFiresNoTimers(t *testing.T) {
 				}
 			}
 			out.mu.Unlock()
-			// The restart comes after the pending timers are due.
+			// The restart comes after the pending timers are due. Not a wait
+			// for the job (it has ended): in the bubble this moves the fake
+			// clock past the timers' due time (300ms after registration),
+			// which is the condition under test.
 			time.Sleep(400 * time.Millisecond)
 		}
 		out.mu.Lock()
