@@ -36,7 +36,7 @@ type Metadata struct {
 	// FormatVersion is the on-disk format version of this metadata.
 	FormatVersion int `json:"format_version"`
 	// ID is the checkpoint id; ids never repeat within one checkpoint directory.
-	ID uint64 `json:"id"`
+	ID ID `json:"id"`
 	// Kind is checkpoint or savepoint.
 	Kind Kind `json:"kind"`
 	// Job is the job's name.
@@ -180,7 +180,7 @@ type SharedFiles interface {
 	// WriteShared stores data as a shared file for checkpoint id, named
 	// after id and key (unique within the checkpoint), and returns it.
 	// It is not durable before the checkpoint completes.
-	WriteShared(id uint64, key string, data []byte) (SharedFile, error)
+	WriteShared(id ID, key string, data []byte) (SharedFile, error)
 	// ReadShared returns the contents of a shared file of the checkpoint
 	// being restored, checked against f's size and checksum: a missing or
 	// different file is an error wrapping ErrCorrupt that names it.

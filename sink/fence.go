@@ -1,5 +1,7 @@
 package sink
 
+import "github.com/exactlyonce/exactly/checkpoint"
+
 // FenceStep is what a sink's [Committer.Fence] must do, decided by
 // [DecideFence] from the owner the sink records.
 type FenceStep int
@@ -21,17 +23,17 @@ const (
 
 // DecideFence is the fencing rule every sink applies, in one place: given
 // the owner the sink records (found is false when it records none), the
-// owner fencing, the restored checkpoint id (0 on a fresh start) and
+// owner fencing, the id of the restored checkpoint (0 on a fresh start) and
 // whether the user asked to take over another incarnation's output
 // ([CommitterInfo].TakeOver), it returns the step to take. The sink makes
 // the step atomic with its reading of the recorded owner.
-func DecideFence(recorded Owner, found bool, me Owner, restoredCheckpointID uint64, takeOver bool) FenceStep {
+func DecideFence(recorded Owner, found bool, me Owner, restored checkpoint.ID, takeOver bool) FenceStep {
 	switch {
 	case found && recorded == me:
 		return FenceDone
 	case found && recorded.Incarnation == me.Incarnation && recorded.Epoch > me.Epoch:
 		return FenceRefuse
-	case found && recorded.Incarnation == me.Incarnation, restoredCheckpointID > 0, takeOver:
+	case found && recorded.Incarnation == me.Incarnation, restored > 0, takeOver:
 		return FenceRecord
 	}
 	return FenceCheckForeign

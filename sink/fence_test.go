@@ -1,6 +1,10 @@
 package sink
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/exactlyonce/exactly/checkpoint"
+)
 
 func TestDecideFence(t *testing.T) {
 	me := Owner{Incarnation: "a", Epoch: 5}
@@ -8,7 +12,7 @@ func TestDecideFence(t *testing.T) {
 		name     string
 		recorded Owner
 		found    bool
-		restored uint64
+		restored checkpoint.ID
 		takeOver bool
 		want     FenceStep
 	}{

@@ -69,6 +69,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/exactlyonce/exactly/checkpoint"
 )
 
 // Writer writes one subtask's records into an open transaction.
@@ -77,10 +79,11 @@ type Writer[T any] interface {
 	// Write adds a batch to the open transaction. The batch slice is only
 	// valid during the call; copy what must be kept.
 	Write(ctx context.Context, batch []T) error
-	// Prepare makes the open transaction durable but invisible and returns
-	// its committable, or nil when nothing was written since the last Prepare.
-	// The next Write opens a new transaction.
-	Prepare(ctx context.Context, checkpointID uint64) ([]byte, error)
+	// Prepare makes the open transaction durable but invisible at the
+	// barrier of checkpoint id and returns its committable, or nil when
+	// nothing was written since the last Prepare. The next Write opens a
+	// new transaction.
+	Prepare(ctx context.Context, id checkpoint.ID) ([]byte, error)
 	// Close releases resources. It neither commits nor aborts prepared
 	// transactions; an open, unprepared transaction may be discarded.
 	Close() error
@@ -103,7 +106,7 @@ type Committer interface {
 	Abort(ctx context.Context, c Committable) error
 	// Fence makes this committer's owner ([CommitterInfo].Owner) the owner
 	// of the sink, before the engine commits anything of the restored
-	// checkpoint restoredCheckpointID (0 when the job starts without one).
+	// checkpoint id (0 when the job starts without one).
 	// After Fence returns, Commit and Abort by a committer of an older
 	// owner — a lower epoch of the same incarnation — fail with an error
 	// wrapping [ErrFenced] and change nothing. Fence itself fails with
@@ -111,25 +114,25 @@ type Committer interface {
 	//
 	// A sink that records progress by checkpoint id and finds the progress
 	// of another incarnation fails with an error wrapping
-	// [ErrForeignProgress] when restoredCheckpointID is 0 (a fresh start
+	// [ErrForeignProgress] when id is 0 (a fresh start
 	// over another run's output), unless [CommitterInfo].TakeOver is set;
 	// restored from a checkpoint or savepoint of another incarnation, it
 	// takes the sink over. Fencing is idempotent: fencing twice with the
 	// same owner succeeds.
-	Fence(ctx context.Context, restoredCheckpointID uint64) error
+	Fence(ctx context.Context, id checkpoint.ID) error
 	// AbortLingering removes every transaction of this sink left behind by
 	// earlier attempts of the job, for every subtask that ever existed,
-	// after the committables of restoredCheckpointID (0 when the job starts
-	// fresh) have been committed.
-	AbortLingering(ctx context.Context, restoredCheckpointID uint64) error
+	// after the committables of the restored checkpoint id (0 when the job
+	// starts fresh) have been committed.
+	AbortLingering(ctx context.Context, id checkpoint.ID) error
 	// Close releases resources.
 	Close() error
 }
 
 // Committable is a prepared transaction as the engine stores it.
 type Committable struct {
-	// CheckpointID is the checkpoint at whose barrier the transaction was prepared.
-	CheckpointID uint64
+	// Checkpoint is the checkpoint at whose barrier the transaction was prepared.
+	Checkpoint checkpoint.ID
 	// Subtask is the index of the writer subtask that prepared it.
 	Subtask int
 	// Incarnation is the incarnation of the job's checkpoint storage whose

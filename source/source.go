@@ -12,6 +12,8 @@ import (
 	"context"
 	"io"
 	"time"
+
+	"github.com/exactlyonce/exactly/checkpoint"
 )
 
 // Source reads records of type T from a set of splits.
@@ -75,5 +77,5 @@ type Discoverer[T any] interface {
 type CheckpointListener interface {
 	// CheckpointComplete reports that checkpoint id completed with these
 	// positions of the splits one subtask reads, by split id.
-	CheckpointComplete(ctx context.Context, id uint64, positions map[string][]byte) error
+	CheckpointComplete(ctx context.Context, id checkpoint.ID, positions map[string][]byte) error
 }

@@ -24,7 +24,7 @@ import (
 // encoded as blobs. Savepoints, the heap backend, and a nil files take a
 // full snapshot: a savepoint must not depend on files that retention may
 // delete. Call the returned function once, before Close.
-func (b *KeyedBackend[K]) SnapshotFor(id uint64, kind checkpoint.Kind, files checkpoint.SharedFiles) (func() (checkpoint.SubtaskSnapshot, error), error) {
+func (b *KeyedBackend[K]) SnapshotFor(id checkpoint.ID, kind checkpoint.Kind, files checkpoint.SharedFiles) (func() (checkpoint.SubtaskSnapshot, error), error) {
 	if b.disk == nil || files == nil || kind != checkpoint.KindCheckpoint {
 		encode := b.Snapshot()
 		return func() (checkpoint.SubtaskSnapshot, error) {
@@ -37,7 +37,7 @@ func (b *KeyedBackend[K]) SnapshotFor(id uint64, kind checkpoint.Kind, files che
 		return nil, fmt.Errorf("state: snapshot: %w", err)
 	}
 	timers := b.captureSections(func(t table[K]) bool { return t.kind() == kindTimers || t.kind() == kindEventTimers })
-	dir, err := b.disk.db.Checkpoint(id)
+	dir, err := b.disk.db.Checkpoint(uint64(id))
 	if err != nil {
 		return nil, fmt.Errorf("state: snapshot for checkpoint %d: %w", id, err)
 	}
@@ -61,7 +61,7 @@ func (b *KeyedBackend[K]) SnapshotFor(id uint64, kind checkpoint.Kind, files che
 // one completed: the files their incremental snapshots uploaded are reused
 // from now on instead of being uploaded again, and the local copies no
 // later checkpoint will refer to are removed.
-func (b *KeyedBackend[K]) CheckpointComplete(id uint64) error {
+func (b *KeyedBackend[K]) CheckpointComplete(id checkpoint.ID) error {
 	if b.disk == nil {
 		return nil
 	}
@@ -74,7 +74,7 @@ func (b *KeyedBackend[K]) CheckpointComplete(id uint64) error {
 
 // upload uploads the files of one Pebble checkpoint.
 type upload struct {
-	id       uint64
+	id       checkpoint.ID
 	dir      string // the Pebble checkpoint
 	instance string // the database instance's id, which shared names start with
 	files    checkpoint.SharedFiles

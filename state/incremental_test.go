@@ -32,7 +32,7 @@ func (m *memShared) readCount() int {
 	return m.reads
 }
 
-func (m *memShared) WriteShared(id uint64, key string, data []byte) (checkpoint.SharedFile, error) {
+func (m *memShared) WriteShared(id checkpoint.ID, key string, data []byte) (checkpoint.SharedFile, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	name := format.SharedName(id, key)
@@ -62,7 +62,7 @@ func (m *memShared) bytesWritten() int64 {
 }
 
 // incrementalNow takes an incremental snapshot of f for checkpoint id.
-func incrementalNow(t testing.TB, f *fixture, id uint64, files checkpoint.SharedFiles) checkpoint.SubtaskSnapshot {
+func incrementalNow(t testing.TB, f *fixture, id checkpoint.ID, files checkpoint.SharedFiles) checkpoint.SubtaskSnapshot {
 	t.Helper()
 	encode, err := f.b.SnapshotFor(id, checkpoint.KindCheckpoint, files)
 	if err != nil {
@@ -191,7 +191,7 @@ func TestIncrementalRescale(t *testing.T) {
 		}
 	}
 	files := newMemShared()
-	id := uint64(0)
+	id := checkpoint.ID(0)
 	snapshotAll := func(fs []*fixture) []checkpoint.SubtaskSnapshot {
 		id++
 		var snaps []checkpoint.SubtaskSnapshot

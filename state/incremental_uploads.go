@@ -19,7 +19,7 @@ type uploads struct {
 	mu sync.Mutex
 	// pending holds, per checkpoint not yet known to be complete, the
 	// shared files of its database files, by database file name.
-	pending map[uint64]map[string]checkpoint.SharedFile
+	pending map[checkpoint.ID]map[string]checkpoint.SharedFile
 	// confirmed holds the shared files of the newest completed checkpoint.
 	confirmed map[string]checkpoint.SharedFile
 }
@@ -34,20 +34,20 @@ func (u *uploads) reusable(name string) (checkpoint.SharedFile, bool) {
 }
 
 // record notes the shared files of checkpoint id's database files.
-func (u *uploads) record(id uint64, files map[string]checkpoint.SharedFile) {
+func (u *uploads) record(id checkpoint.ID, files map[string]checkpoint.SharedFile) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.pending == nil {
-		u.pending = map[uint64]map[string]checkpoint.SharedFile{}
+		u.pending = map[checkpoint.ID]map[string]checkpoint.SharedFile{}
 	}
 	u.pending[id] = files
 }
 
 // completed notes that checkpoint id and every lower one completed.
-func (u *uploads) completed(id uint64) {
+func (u *uploads) completed(id checkpoint.ID) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	newest, found := uint64(0), false
+	newest, found := checkpoint.ID(0), false
 	for pid := range u.pending {
 		if pid <= id && (!found || pid > newest) {
 			newest, found = pid, true
@@ -76,7 +76,7 @@ func (u *uploads) adopt(files map[string]checkpoint.SharedFile) {
 // retainLocal removes the local copies that no checkpoint after id will
 // refer to: those the newest completed checkpoint does not refer to and
 // that were uploaded for id or a lower one.
-func (u *uploads) retainLocal(local kv.LocalFiles, id uint64) error {
+func (u *uploads) retainLocal(local kv.LocalFiles, id checkpoint.ID) error {
 	u.mu.Lock()
 	names := make(map[string]bool, len(u.confirmed))
 	for _, f := range u.confirmed {

@@ -194,7 +194,7 @@ func TestLocalCopiesRetained(t *testing.T) {
 		return out
 	}
 	var snaps []checkpoint.SubtaskSnapshot
-	for id := uint64(1); id <= 3; id++ {
+	for id := checkpoint.ID(1); id <= 3; id++ {
 		for i := range 500 {
 			f.fill(i + int(id)*500)
 		}

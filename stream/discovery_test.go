@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/exactlyonce/exactly/internal/testwait"
 	"github.com/exactlyonce/exactly/source"
 	"github.com/exactlyonce/exactly/stream"
 	"go.uber.org/goleak"
@@ -85,10 +86,10 @@ func TestSplitsDiscoveredWhileRunning(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(20 * time.Second)
-		for len(out.Visible()) < 300 && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
-		}
+		testwait.For(t, out.rowsVisible.Reached(300), 20*time.Second, "300 rows visible (splits 1 and 2 discovered)",
+			func() string {
+				return fmt.Sprintf("%d visible, OpenNew called %d times", len(out.Visible()), src.opened.Load())
+			})
 		cancel()
 		r.Wait()
 		seen := map[int]int{}

@@ -14,7 +14,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/internal/runtime"
+	"github.com/exactlyonce/exactly/internal/testwait"
 	"github.com/exactlyonce/exactly/sink"
 	"github.com/exactlyonce/exactly/source"
 	"github.com/exactlyonce/exactly/state"
@@ -63,6 +65,8 @@ type countingReader struct {
 
 func (r *countingReader) Read(_ context.Context, buf []int) (int, error) {
 	if r.c.delay > 0 {
+		// The source's pace, not a wait: it keeps the job running across
+		// checkpoints (fake time in the synctest bubbles).
 		time.Sleep(r.c.delay)
 	}
 	n := 0
@@ -91,6 +95,9 @@ type memSink[T any] struct {
 	prepared  map[string][]T
 	committed map[string]bool
 	visible   []T
+	// written counts the records the writers received and rowsVisible
+	// those commits made visible, for tests to wait on.
+	written, rowsVisible testwait.Counter
 }
 
 func newMemSink[T any]() *memSink[T] {
@@ -118,9 +125,10 @@ type memWriter[T any] struct {
 
 func (w *memWriter[T]) Write(_ context.Context, b []T) error {
 	w.open = append(w.open, b...)
+	w.m.written.Add(int64(len(b)))
 	return nil
 }
-func (w *memWriter[T]) Prepare(_ context.Context, id uint64) ([]byte, error) {
+func (w *memWriter[T]) Prepare(_ context.Context, id checkpoint.ID) ([]byte, error) {
 	if len(w.open) == 0 {
 		return nil, nil
 	}
@@ -149,6 +157,7 @@ func (c memCommitter[T]) Commit(_ context.Context, p sink.Committable) error {
 	c.m.visible = append(c.m.visible, rows...)
 	c.m.committed[key] = true
 	delete(c.m.prepared, key)
+	c.m.rowsVisible.Add(int64(len(rows)))
 	return nil
 }
 func (c memCommitter[T]) Abort(_ context.Context, p sink.Committable) error {
@@ -157,8 +166,8 @@ func (c memCommitter[T]) Abort(_ context.Context, p sink.Committable) error {
 	delete(c.m.prepared, string(p.Data))
 	return nil
 }
-func (c memCommitter[T]) Fence(context.Context, uint64) error { return nil }
-func (c memCommitter[T]) AbortLingering(context.Context, uint64) error {
+func (c memCommitter[T]) Fence(context.Context, checkpoint.ID) error { return nil }
+func (c memCommitter[T]) AbortLingering(context.Context, checkpoint.ID) error {
 	c.m.mu.Lock()
 	defer c.m.mu.Unlock()
 	clear(c.m.prepared)
@@ -281,6 +290,28 @@ func TestFailoverIsExactlyOnce(t *testing.T) {
 	})
 }
 
+// untilCheckpoints waits until job r has completed n checkpoints, counted
+// in done by its Probe (testwait.Checkpoints). It fails t if the job ends
+// first, or after timeout (a guard against a hang, not a timing
+// assertion), when it stops the job with stop first.
+func untilCheckpoints(t *testing.T, r *runtime.Job, done *testwait.Counter, n int64, timeout time.Duration, stop func()) {
+	t.Helper()
+	ended := make(chan error, 1)
+	go func() { ended <- r.Wait() }()
+	guard := time.NewTimer(timeout)
+	defer guard.Stop()
+	select {
+	case <-done.Reached(n):
+		return
+	case err := <-ended:
+		t.Fatalf("the job ended (%v) after %d checkpoints, before checkpoint %d", err, done.Load(), n)
+	case <-guard.C:
+		stop()
+		<-ended
+		t.Fatalf("%d checkpoints completed in %v, want %d", done.Load(), timeout, n)
+	}
+}
+
 // rescales are the parallelisms of the runs of the rescale tests: each
 // resumes from the previous one's checkpoints.
 var rescales = []int{1, 2, 3, 1}
@@ -295,14 +326,13 @@ func TestRescaleAcrossRuns(t *testing.T) {
 		src := counting{n: 6000, splits: 4, delay: 2 * time.Millisecond}
 		for i, par := range rescales {
 			ctx, cancel := context.WithCancel(context.Background())
-			r, err := runningSums(src, out, par).Start(ctx, stream.Options{CheckpointDir: dir, CheckpointInterval: 10 * time.Millisecond})
+			var done testwait.Counter
+			r, err := runningSums(src, out, par).Start(ctx, stream.Options{CheckpointDir: dir, CheckpointInterval: 10 * time.Millisecond, Probe: testwait.Checkpoints(&done, nil)})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if i < len(rescales)-1 {
-				for r.Metrics().Completed.Load() < 3 {
-					time.Sleep(time.Millisecond)
-				}
+				untilCheckpoints(t, r, &done, 3, time.Minute, cancel)
 				cancel()
 				if err := r.Wait(); !errors.Is(err, context.Canceled) {
 					t.Fatalf("run %d: Wait = %v, want context.Canceled", i, err)
@@ -327,7 +357,8 @@ func TestStopWithSavepointAndRestore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(50 * time.Millisecond)
+		// Stop in the middle of the input: a quarter of it at the sink.
+		testwait.For(t, out.written.Reached(1000), time.Minute, "1000 records at the sink", nil)
 		path, err := r.StopWithSavepoint(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -509,9 +540,7 @@ func TestStopWithSavepointSurvivesCommitFailure(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for r.Metrics().Records("numbers") == 0 {
-			time.Sleep(time.Millisecond)
-		}
+		testwait.For(t, out.written.Reached(1), time.Minute, "the first record at the sink", nil)
 		failures.Store(2) // the first commit and its one retry
 		if _, err := r.StopWithSavepoint(ctx); err != nil {
 			t.Fatal(err)
@@ -543,13 +572,12 @@ func TestCancelBusyChainedJob(t *testing.T) {
 	nums := stream.Source(j, "numbers", counting{n: 1 << 30, splits: 1})
 	stream.SinkTo(stream.Map(nums, func(v int) total { return total{Value: v} }), "out", out)
 	ctx, cancel := context.WithCancel(context.Background())
-	r, err := j.Start(ctx, stream.Options{CheckpointDir: t.TempDir(), CheckpointInterval: 10 * time.Millisecond})
+	var completed testwait.Counter
+	r, err := j.Start(ctx, stream.Options{CheckpointDir: t.TempDir(), CheckpointInterval: 10 * time.Millisecond, Probe: testwait.Checkpoints(&completed, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for r.Metrics().Completed.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	untilCheckpoints(t, r, &completed, 1, time.Minute, cancel)
 	cancel()
 	done := make(chan error, 1)
 	go func() { done <- r.Wait() }()
@@ -688,15 +716,14 @@ func TestBlockingReadIsInterrupted(t *testing.T) {
 		stream.SinkTo(stream.Source(j, "stuck", blocking{}), "out", newMemSink[int]())
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		r, err := j.Start(ctx, stream.Options{CheckpointDir: t.TempDir(), CheckpointInterval: 5 * time.Millisecond})
+		var done testwait.Counter
+		r, err := j.Start(ctx, stream.Options{CheckpointDir: t.TempDir(), CheckpointInterval: 5 * time.Millisecond, Probe: testwait.Checkpoints(&done, nil)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		for deadline := time.Now().Add(20 * time.Second); r.Metrics().Completed.Load() < 5; time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d checkpoints completed in 20s: the blocked Read held the barrier back", r.Metrics().Completed.Load())
-			}
-		}
+		// 20s of fake time hold some 4,000 intervals: fewer than 5
+		// checkpoints means the blocked Read held the barrier back.
+		untilCheckpoints(t, r, &done, 5, 20*time.Second, cancel)
 		cancel()
 		if err := r.Wait(); !errors.Is(err, context.Canceled) {
 			t.Fatalf("Wait = %v, want context.Canceled", err)

@@ -161,7 +161,7 @@ func (p *processOp[K, IN, OUT]) Process(_ context.Context, batch any) error {
 }
 
 // Close releases the keyed state backend.
-func (p *processOp[K, IN, OUT]) Close(context.Context, uint64, bool) error {
+func (p *processOp[K, IN, OUT]) Close(context.Context, checkpoint.ID, bool) error {
 	return p.ctx.backend.Close()
 }
 
@@ -173,7 +173,7 @@ func (p *processOp[K, IN, OUT]) emit() error {
 }
 
 // Snapshot captures the keyed state of a checkpoint.
-func (p *processOp[K, IN, OUT]) Snapshot(ctx context.Context, id uint64) (func() (checkpoint.SubtaskSnapshot, error), error) {
+func (p *processOp[K, IN, OUT]) Snapshot(ctx context.Context, id checkpoint.ID) (func() (checkpoint.SubtaskSnapshot, error), error) {
 	return p.SnapshotKind(ctx, id, checkpoint.KindCheckpoint)
 }
 
@@ -181,7 +181,7 @@ func (p *processOp[K, IN, OUT]) Snapshot(ctx context.Context, id uint64) (func()
 // on the Pebble backend: see state.KeyedBackend.SnapshotFor) and, once
 // event time began, the watermark: restored, it keeps windows that closed
 // before the checkpoint from opening again for records replayed behind it.
-func (p *processOp[K, IN, OUT]) SnapshotKind(_ context.Context, id uint64, kind checkpoint.Kind) (func() (checkpoint.SubtaskSnapshot, error), error) {
+func (p *processOp[K, IN, OUT]) SnapshotKind(_ context.Context, id checkpoint.ID, kind checkpoint.Kind) (func() (checkpoint.SubtaskSnapshot, error), error) {
 	encode, err := p.ctx.backend.SnapshotFor(id, kind, p.ctx.oc.SharedFiles)
 	if err != nil {
 		return nil, err
@@ -200,9 +200,9 @@ func (p *processOp[K, IN, OUT]) SnapshotKind(_ context.Context, id uint64, kind 
 // SnapshotComplete lets the backend refer again to the files that
 // checkpoint id uploaded. Local copies it fails to remove cost only disk
 // space: a warning.
-func (p *processOp[K, IN, OUT]) SnapshotComplete(id uint64) {
+func (p *processOp[K, IN, OUT]) SnapshotComplete(id checkpoint.ID) {
 	if err := p.ctx.backend.CheckpointComplete(id); err != nil {
-		p.ctx.oc.Logger.Warn("state: after checkpoint "+strconv.FormatUint(id, 10), "err", err)
+		p.ctx.oc.Logger.Warn("state: after checkpoint "+strconv.FormatUint(uint64(id), 10), "err", err)
 	}
 }
 

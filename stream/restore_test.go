@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/sink"
 	"github.com/exactlyonce/exactly/stream"
 )
@@ -21,7 +22,7 @@ func (r refusing) NewCommitter(context.Context, sink.CommitterInfo) (sink.Commit
 
 type refusingCommitter struct{ memCommitter[int] }
 
-func (refusingCommitter) Fence(context.Context, uint64) error {
+func (refusingCommitter) Fence(context.Context, checkpoint.ID) error {
 	return fmt.Errorf("another incarnation committed here: %w", sink.ErrForeignProgress)
 }
 

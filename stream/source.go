@@ -32,7 +32,7 @@ type sourceOp[T any] struct {
 	out      runtime.Emitter
 	// taken holds the positions of each checkpoint not yet completed, for
 	// a source.CheckpointListener; nil for other sources.
-	taken map[uint64]map[string][]byte
+	taken map[checkpoint.ID]map[string][]byte
 	// et tracks event time; nil for sources without it.
 	et *EventTime[T]
 }
@@ -68,7 +68,7 @@ func newSourceOp[T any](ctx context.Context, oc runtime.OperatorContext, src sou
 	s := &sourceOp[T]{ctx: ctx, oc: oc, src: src, et: et, known: map[string]bool{}, lastList: time.Now(), out: out, buf: make([]T, oc.BatchSize)}
 	s.disc, _ = src.(source.Discoverer[T])
 	if _, ok := src.(source.CheckpointListener); ok {
-		s.taken = map[uint64]map[string][]byte{}
+		s.taken = map[checkpoint.ID]map[string][]byte{}
 	}
 	for i, split := range splits {
 		s.known[split] = true
@@ -229,7 +229,7 @@ func (s *sourceOp[T]) Watermark() (int64, bool) {
 	return least, false
 }
 
-func (s *sourceOp[T]) Snapshot(_ context.Context, id uint64) (func() (checkpoint.SubtaskSnapshot, error), error) {
+func (s *sourceOp[T]) Snapshot(_ context.Context, id checkpoint.ID) (func() (checkpoint.SubtaskSnapshot, error), error) {
 	var snap checkpoint.SubtaskSnapshot
 	for _, sr := range s.readers {
 		snap.Entries = append(snap.Entries, format.EncodeSplitPosition(format.SplitPosition{Split: sr.split, Pos: sr.pos, Done: sr.done, Newest: sr.newest}))
@@ -246,12 +246,12 @@ func (s *sourceOp[T]) Snapshot(_ context.Context, id uint64) (func() (checkpoint
 
 // CheckpointComplete hands the positions of the newest checkpoint at or
 // below id to a source.CheckpointListener; its errors are only logged.
-func (s *sourceOp[T]) CheckpointComplete(ctx context.Context, id uint64) error {
+func (s *sourceOp[T]) CheckpointComplete(ctx context.Context, id checkpoint.ID) error {
 	l, ok := s.src.(source.CheckpointListener)
 	if !ok {
 		return nil
 	}
-	var newest uint64
+	var newest checkpoint.ID
 	for taken := range s.taken {
 		if taken <= id {
 			newest = max(newest, taken)
@@ -272,7 +272,7 @@ func (s *sourceOp[T]) CheckpointComplete(ctx context.Context, id uint64) error {
 	return nil
 }
 
-func (s *sourceOp[T]) Close(context.Context, uint64, bool) error { return s.closeReaders() }
+func (s *sourceOp[T]) Close(context.Context, checkpoint.ID, bool) error { return s.closeReaders() }
 
 func (s *sourceOp[T]) closeReaders() error {
 	var errs []error

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/exactlyonce/exactly/internal/testwait"
 	"github.com/exactlyonce/exactly/state"
 	"github.com/exactlyonce/exactly/stream"
 	"go.uber.org/goleak"
@@ -66,14 +67,13 @@ func TestSwitchStateBackendAcrossRuns(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		j := runningSums(src, out, run.par)
 		j.SetStateBackend(run.backend)
-		r, err := j.Start(ctx, stream.Options{CheckpointDir: dir, CheckpointInterval: 10 * time.Millisecond})
+		var done testwait.Counter
+		r, err := j.Start(ctx, stream.Options{CheckpointDir: dir, CheckpointInterval: 10 * time.Millisecond, Probe: testwait.Checkpoints(&done, nil)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if i < 2 {
-			for r.Metrics().Completed.Load() < 2 {
-				time.Sleep(time.Millisecond)
-			}
+			untilCheckpoints(t, r, &done, 2, time.Minute, cancel)
 			if run.backend.Kind == state.PebbleBackend {
 				if _, err := os.Stat(filepath.Join(run.backend.Dir, "sums-0")); err != nil {
 					t.Fatalf("run %d: the Pebble database of sums[0]: %v", i, err)
@@ -113,14 +113,13 @@ func TestRescaleAcrossRunsPebble(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		j := runningSums(src, out, par)
 		j.SetStateBackend(pebbleBackend(t))
-		r, err := j.Start(ctx, stream.Options{CheckpointDir: dir, CheckpointInterval: 10 * time.Millisecond})
+		var done testwait.Counter
+		r, err := j.Start(ctx, stream.Options{CheckpointDir: dir, CheckpointInterval: 10 * time.Millisecond, Probe: testwait.Checkpoints(&done, nil)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if i < len(rescales)-1 {
-			for r.Metrics().Completed.Load() < 2 {
-				time.Sleep(time.Millisecond)
-			}
+			untilCheckpoints(t, r, &done, 2, time.Minute, cancel)
 			cancel()
 			if err := r.Wait(); !errors.Is(err, context.Canceled) {
 				t.Fatalf("run %d (parallelism %d): %v", i, par, err)

@@ -11,7 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/exactlyonce/exactly/internal/runtime"
+	"github.com/exactlyonce/exactly/internal/testwait"
 	"github.com/exactlyonce/exactly/sink"
 	"github.com/exactlyonce/exactly/source"
 	"github.com/exactlyonce/exactly/state"
@@ -160,23 +160,26 @@ func TestWindowsFailoverExactlyOnce(t *testing.T) {
 
 // listSource is a source of fixed event times (ms), one split per list,
 // one record per Read. A split ends after its list unless the source is
-// unbounded; a nil list never yields.
+// unbounded; a nil list never yields. read, when set, counts the records
+// its readers returned.
 type listSource struct {
 	lists     [][]int
 	unbounded bool
+	read      *testwait.Counter
 }
 
 func (l listSource) Splits(context.Context) ([]string, error) { return splitIDs(len(l.lists)), nil }
 
 func (l listSource) Open(_ context.Context, split string, pos []byte) (source.Reader[int], error) {
 	i, next := openedAt(split, pos)
-	return &listReader{list: l.lists[i], unbounded: l.unbounded, next: next}, nil
+	return &listReader{list: l.lists[i], unbounded: l.unbounded, next: next, read: l.read}, nil
 }
 
 type listReader struct {
 	list      []int
 	unbounded bool
 	next      int
+	read      *testwait.Counter
 }
 
 func (r *listReader) Read(_ context.Context, buf []int) (int, error) {
@@ -188,6 +191,9 @@ func (r *listReader) Read(_ context.Context, buf []int) (int, error) {
 	}
 	buf[0] = r.list[r.next]
 	r.next++
+	if r.read != nil {
+		r.read.Add(1)
+	}
 	return 1, nil
 }
 
@@ -255,11 +261,8 @@ func TestIdleSplitReleasesWatermark(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for deadline := time.Now().Add(20 * time.Second); len(out.Visible()) < 2; time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("windows visible after 20s: %v; the idle split holds the watermark back", out.Visible())
-			}
-		}
+		testwait.For(t, out.rowsVisible.Reached(2), 20*time.Second, "two windows visible (the idle split must not hold the watermark back)",
+			func() string { return fmt.Sprintf("windows visible: %v", out.Visible()) })
 		cancel()
 		if err := r.Wait(); !errors.Is(err, context.Canceled) {
 			t.Fatalf("Wait = %v, want context.Canceled", err)
@@ -279,39 +282,40 @@ func TestRestoredSourceResumesEventTime(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	synctest.Test(t, func(t *testing.T) {
 		out := newMemSink[windowOut]()
-		src := listSource{lists: [][]int{{10, 20, 150, 400}}, unbounded: true}
+		var read testwait.Counter
+		src := listSource{lists: [][]int{{10, 20, 150, 400}}, unbounded: true, read: &read}
 		j := countWindows(src, stream.EventTime[int]{Timestamp: millis}, out)
 		dir := t.TempDir()
-		run := func(wmInterval time.Duration, until func(*runtime.Job) bool) {
+		// run runs the job until until, given the run's count of completed
+		// checkpoints, returns a closed channel.
+		run := func(wmInterval time.Duration, what string, until func(done *testwait.Counter) <-chan struct{}) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			r, err := j.Start(ctx, stream.Options{CheckpointDir: dir, CheckpointInterval: 5 * time.Millisecond, WatermarkInterval: wmInterval})
+			var done testwait.Counter
+			r, err := j.Start(ctx, stream.Options{CheckpointDir: dir, CheckpointInterval: 5 * time.Millisecond, WatermarkInterval: wmInterval,
+				Probe: testwait.Checkpoints(&done, nil)})
 			if err != nil {
 				t.Fatal(err)
 			}
-			for deadline := time.Now().Add(20 * time.Second); !until(r); time.Sleep(2 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("condition not reached after 20s; windows visible: %v", out.Visible())
-				}
-			}
+			testwait.For(t, until(&done), 20*time.Second, what, func() string { return fmt.Sprintf("windows visible: %v", out.Visible()) })
 			cancel()
 			if err := r.Wait(); !errors.Is(err, context.Canceled) {
 				t.Fatalf("Wait = %v, want context.Canceled", err)
 			}
 		}
 		// First run: one watermark, at the first record; then read everything
-		// and complete a checkpoint.
-		var readAt int64
-		run(time.Hour, func(r *runtime.Job) bool {
-			if readAt == 0 && r.Metrics().Records("events") == 4 {
-				readAt = r.Metrics().Completed.Load()
-			}
-			return readAt > 0 && r.Metrics().Completed.Load() > readAt
+		// and complete a checkpoint that holds it. When the last record is
+		// read, checkpoint k may be in flight with its barrier ahead of the
+		// records; checkpoint k+1 is triggered after k completes, so its
+		// barrier follows them.
+		run(time.Hour, "a checkpoint after the four records were read", func(done *testwait.Counter) <-chan struct{} {
+			testwait.For(t, read.Reached(4), 20*time.Second, "the four records read", nil)
+			return done.Reached(done.Load() + 2)
 		})
 		if got := out.Visible(); len(got) != 0 {
 			t.Fatalf("windows visible after the first run: %v; the test needs them open", got)
 		}
-		run(time.Millisecond, func(*runtime.Job) bool { return len(out.Visible()) >= 2 })
+		run(time.Millisecond, "two windows visible", func(*testwait.Counter) <-chan struct{} { return out.rowsVisible.Reached(2) })
 		got := out.Visible()
 		if got[0].Start.UnixMilli() != 0 || got[0].Count != 2 || got[1].Start.UnixMilli() != 100 || got[1].Count != 1 {
 			t.Errorf("windows %v, want [0,100) with 2 and [100,200) with 1", got)

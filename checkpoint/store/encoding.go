@@ -68,7 +68,7 @@ func encodeMetadataFile(m *checkpoint.Metadata) ([]byte, error) {
 // validateLoaded decodes the _metadata contents b read from path, checks
 // that it is checkpoint id of kind and that no state file is referenced
 // twice, and verifies every state file with readState.
-func validateLoaded(path string, b []byte, id uint64, kind checkpoint.Kind, readState func(checkpoint.StateHandle) error) (*checkpoint.Metadata, error) {
+func validateLoaded(path string, b []byte, id checkpoint.ID, kind checkpoint.Kind, readState func(checkpoint.StateHandle) error) (*checkpoint.Metadata, error) {
 	m, err := format.DecodeMetadata(path, b)
 	if err != nil {
 		return nil, err
@@ -154,7 +154,7 @@ func decodeStateFile(path string, b []byte, h checkpoint.StateHandle) (checkpoin
 
 // parseCheckpointDir returns the id and kind of a checkpoint directory
 // named base (chk-… or sp-…); where names it in the error.
-func parseCheckpointDir(where, base string) (uint64, checkpoint.Kind, error) {
+func parseCheckpointDir(where, base string) (checkpoint.ID, checkpoint.Kind, error) {
 	if id, ok := parseDirName(base, chkPrefix); ok {
 		return id, checkpoint.KindCheckpoint, nil
 	}

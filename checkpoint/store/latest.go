@@ -15,15 +15,15 @@ import (
 
 // candidate is a checkpoint or savepoint that Latest may restore.
 type candidate struct {
-	id   uint64
+	id   checkpoint.ID
 	kind checkpoint.Kind
 }
 
 // latestRules is the recovery choice both stores share: which candidate
 // Latest returns, given how to load one.
 type latestRules struct {
-	where       string // the directory or URL, for messages
-	completed   uint64 // the highest id that ever completed, as recorded
+	where       string        // the directory or URL, for messages
+	completed   checkpoint.ID // the highest id that ever completed, as recorded
 	skipCorrupt bool
 	log         *slog.Logger
 	skipped     *atomic.Int64

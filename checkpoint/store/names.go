@@ -31,19 +31,19 @@ func dirPrefix(kind checkpoint.Kind) string {
 	return chkPrefix
 }
 
-func dirName(id uint64, kind checkpoint.Kind) string {
+func dirName(id checkpoint.ID, kind checkpoint.Kind) string {
 	return fmt.Sprintf("%s%0*d", dirPrefix(kind), idDigits, id)
 }
 
 // parseDirName returns the id in a directory name made by dirName with the
 // given prefix. Other names are not ours: ok is false.
-func parseDirName(name, prefix string) (id uint64, ok bool) {
+func parseDirName(name, prefix string) (id checkpoint.ID, ok bool) {
 	digits, found := strings.CutPrefix(name, prefix)
 	if !found || len(digits) != idDigits || strings.ContainsAny(digits, "+-") {
 		return 0, false
 	}
-	id, err := strconv.ParseUint(digits, 10, 64)
-	return id, err == nil
+	v, err := strconv.ParseUint(digits, 10, 64)
+	return checkpoint.ID(v), err == nil
 }
 
 // stateFileName returns the name of the state file of one subtask of an

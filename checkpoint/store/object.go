@@ -56,7 +56,7 @@ type ObjectStore struct {
 	// sweepUpTo (the newest completion a sweep was asked for) and
 	// sweeping; sweeps counts the running sweeper.
 	sweepMu   sync.Mutex
-	sweepUpTo uint64
+	sweepUpTo checkpoint.ID
 	sweeping  bool
 	sweeps    sync.WaitGroup
 }
@@ -109,7 +109,7 @@ func (s *ObjectStore) key(name ...string) string {
 }
 
 // dirKey returns the key prefix of checkpoint or savepoint id.
-func (s *ObjectStore) dirKey(id uint64, kind checkpoint.Kind) string {
+func (s *ObjectStore) dirKey(id checkpoint.ID, kind checkpoint.Kind) string {
 	if kind == checkpoint.KindSavepoint {
 		return s.key(savepointsDir, dirName(id, kind))
 	}
@@ -118,7 +118,7 @@ func (s *ObjectStore) dirKey(id uint64, kind checkpoint.Kind) string {
 
 // Dir returns the URL of checkpoint or savepoint id: the prefix of its
 // objects.
-func (s *ObjectStore) Dir(id uint64, kind checkpoint.Kind) string {
+func (s *ObjectStore) Dir(id checkpoint.ID, kind checkpoint.Kind) string {
 	return s.b.url(s.dirKey(id, kind))
 }
 
@@ -134,10 +134,10 @@ func (s *ObjectStore) keyOfURL(u string) (string, error) {
 
 // ReserveAbove returns a new id, higher than floor and than every id ever
 // reserved in the manifest, recorded there before it returns.
-func (s *ObjectStore) ReserveAbove(floor uint64) (id uint64, err error) {
+func (s *ObjectStore) ReserveAbove(floor checkpoint.ID) (id checkpoint.ID, err error) {
 	err = s.update(func(m *format.Manifest) error {
 		last := max(m.Reserved, m.Completed, floor)
-		if last == ^uint64(0) {
+		if last == ^checkpoint.ID(0) {
 			return fmt.Errorf("checkpoint/store: checkpoint ids exhausted in %s", s.b.url(s.key(manifestKey)))
 		}
 		id = last + 1
@@ -149,7 +149,7 @@ func (s *ObjectStore) ReserveAbove(floor uint64) (id uint64, err error) {
 
 // WriteState uploads the state object of one subtask of an operator for
 // checkpoint or savepoint id and returns its handle (see [Store.WriteState]).
-func (s *ObjectStore) WriteState(id uint64, kind checkpoint.Kind, operator string, subtask int, snap checkpoint.SubtaskSnapshot) (checkpoint.StateHandle, error) {
+func (s *ObjectStore) WriteState(id checkpoint.ID, kind checkpoint.Kind, operator string, subtask int, snap checkpoint.SubtaskSnapshot) (checkpoint.StateHandle, error) {
 	name, data, err := encodeStateFile(kind, operator, subtask, snap)
 	if err != nil {
 		return checkpoint.StateHandle{}, err
@@ -245,7 +245,7 @@ func (s *ObjectStore) putMetadata(ctx context.Context, key string, data []byte) 
 }
 
 // insertSorted adds id to the increasing ids if it is not there.
-func insertSorted(ids []uint64, id uint64) []uint64 {
+func insertSorted(ids []checkpoint.ID, id checkpoint.ID) []checkpoint.ID {
 	i, found := slices.BinarySearch(ids, id)
 	if found {
 		return ids
@@ -256,7 +256,7 @@ func insertSorted(ids []uint64, id uint64) []uint64 {
 // requestSweep has the background sweeper sweep below completed, starting
 // it if it is not running; requests made while it sweeps are merged into
 // one more sweep.
-func (s *ObjectStore) requestSweep(completed uint64) {
+func (s *ObjectStore) requestSweep(completed checkpoint.ID) {
 	s.sweepMu.Lock()
 	defer s.sweepMu.Unlock()
 	s.sweepUpTo = max(s.sweepUpTo, completed)
@@ -265,7 +265,7 @@ func (s *ObjectStore) requestSweep(completed uint64) {
 	}
 	s.sweeping = true
 	s.sweeps.Go(func() {
-		var done uint64
+		var done checkpoint.ID
 		for {
 			s.sweepMu.Lock()
 			upTo := s.sweepUpTo
@@ -290,7 +290,7 @@ func (s *ObjectStore) requestSweep(completed uint64) {
 // deleted unless it still holds this store's token: a sweep that runs
 // after a release, or after another process took over, deletes nothing
 // the new owner may need.
-func (s *ObjectStore) sweep(completed uint64) {
+func (s *ObjectStore) sweep(completed checkpoint.ID) {
 	s.mu.Lock()
 	var token string
 	if s.own != nil {
@@ -343,7 +343,7 @@ func boolRank(b bool) int {
 
 // Discard removes the objects of a checkpoint or savepoint that was
 // aborted. It refuses to remove a complete one.
-func (s *ObjectStore) Discard(id uint64, kind checkpoint.Kind) error {
+func (s *ObjectStore) Discard(id checkpoint.ID, kind checkpoint.Kind) error {
 	if err := checkKind(kind); err != nil {
 		return err
 	}
@@ -430,7 +430,7 @@ func (s *ObjectStore) ReadStateAt(dir string, h checkpoint.StateHandle) (checkpo
 }
 
 // load reads and validates the checkpoint under dir and its state objects.
-func (s *ObjectStore) load(dir string, id uint64, kind checkpoint.Kind) (*checkpoint.Metadata, error) {
+func (s *ObjectStore) load(dir string, id checkpoint.ID, kind checkpoint.Kind) (*checkpoint.Metadata, error) {
 	ctx, cancel := s.ctx()
 	defer cancel()
 	key := path.Join(dir, metadataFile)

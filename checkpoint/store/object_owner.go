@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"time"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/internal/format"
 )
 
@@ -231,8 +232,8 @@ func (s *ObjectStore) update(f func(*format.Manifest) error) error {
 	defer cancel()
 	for attempt := 0; ; attempt++ {
 		next := o.manifest
-		next.Checkpoints = append([]uint64(nil), o.manifest.Checkpoints...)
-		next.Savepoints = append([]uint64(nil), o.manifest.Savepoints...)
+		next.Checkpoints = append([]checkpoint.ID(nil), o.manifest.Checkpoints...)
+		next.Savepoints = append([]checkpoint.ID(nil), o.manifest.Savepoints...)
 		if err := f(&next); err != nil {
 			return err
 		}

@@ -14,7 +14,7 @@ import (
 
 // WriteShared uploads data as the shared object <prefix>/shared/<id>-<key>.
 // Uploading the same name again replaces it with the same contents.
-func (s *ObjectStore) WriteShared(id uint64, key string, data []byte) (checkpoint.SharedFile, error) {
+func (s *ObjectStore) WriteShared(id checkpoint.ID, key string, data []byte) (checkpoint.SharedFile, error) {
 	name, err := sharedName(id, key)
 	if err != nil {
 		return checkpoint.SharedFile{}, err
@@ -69,7 +69,7 @@ func (s *ObjectStore) sharedKey(dir string, f checkpoint.SharedFile) (string, er
 // when the checkpoint that uploaded them completed, and the newest
 // completed checkpoint still needs them). A missing or resized one is
 // corrupt.
-func (s *ObjectStore) checkSharedPresent(ctx context.Context, dir string, m *checkpoint.Metadata, uploadedBy uint64) error {
+func (s *ObjectStore) checkSharedPresent(ctx context.Context, dir string, m *checkpoint.Metadata, uploadedBy checkpoint.ID) error {
 	for _, f := range sharedOf(m) {
 		if id, _ := format.SharedID(f.Name); uploadedBy != 0 && id != uploadedBy {
 			continue
@@ -95,7 +95,7 @@ func (s *ObjectStore) checkSharedPresent(ctx context.Context, dir string, m *che
 // sweepShared deletes the shared objects that none of the retained
 // checkpoints keep needs and that were uploaded for ids below completed.
 // If the metadata of one of them cannot be read it deletes nothing.
-func (s *ObjectStore) sweepShared(ctx context.Context, keep []uint64, completed uint64) {
+func (s *ObjectStore) sweepShared(ctx context.Context, keep []checkpoint.ID, completed checkpoint.ID) {
 	prefix := s.key(sharedDir) + "/"
 	keys, err := s.b.list(ctx, prefix)
 	if err != nil || len(keys) == 0 {

@@ -230,7 +230,7 @@ func TestObjectStoreRetention(t *testing.T) {
 	objectBackends(t, func(t *testing.T, f objectFixture) {
 		s := f.open(t, Options{Retained: 2})
 		acquireObject(t, s, realOwnership("a", time.Second))
-		var ids []uint64
+		var ids []checkpoint.ID
 		for range 5 {
 			ids = append(ids, writeCheckpoint(t, s, checkpoint.KindCheckpoint).ID)
 		}

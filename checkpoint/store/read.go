@@ -14,7 +14,7 @@ import (
 // the file's size and checksum against h, then its envelope, before decoding
 // anything; every problem with the file is an error wrapping ErrCorrupt
 // that names it. The returned snapshot's blobs share one buffer.
-func (s *Store) ReadState(id uint64, kind checkpoint.Kind, h checkpoint.StateHandle) (checkpoint.SubtaskSnapshot, error) {
+func (s *Store) ReadState(id checkpoint.ID, kind checkpoint.Kind, h checkpoint.StateHandle) (checkpoint.SubtaskSnapshot, error) {
 	if err := checkKind(kind); err != nil {
 		return checkpoint.SubtaskSnapshot{}, err
 	}
@@ -112,7 +112,7 @@ func (s *Store) Load(path string) (*checkpoint.Metadata, error) {
 
 // load reads and validates the checkpoint in dir, which should have the
 // given id and kind, and all of its state files.
-func (s *Store) load(dir string, id uint64, kind checkpoint.Kind) (*checkpoint.Metadata, error) {
+func (s *Store) load(dir string, id checkpoint.ID, kind checkpoint.Kind) (*checkpoint.Metadata, error) {
 	path := filepath.Join(dir, metadataFile)
 	b, err := s.readFile(path, -1)
 	if errors.Is(err, fs.ErrNotExist) {

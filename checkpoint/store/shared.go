@@ -21,7 +21,7 @@ const sharedDir = "shared"
 
 // sharedName checks key and returns the name of the shared file uploaded
 // for checkpoint id under it.
-func sharedName(id uint64, key string) (string, error) {
+func sharedName(id checkpoint.ID, key string) (string, error) {
 	name := format.SharedName(id, key)
 	if !format.ValidSharedName(name) {
 		return "", fmt.Errorf("checkpoint/store: WriteShared: key %q: use only letters, digits, '-', '_' and '.', not first", key)
@@ -59,7 +59,7 @@ func sharedOf(m *checkpoint.Metadata) map[string]checkpoint.SharedFile {
 // leftover temporary one) that none needs and that was uploaded for a lower
 // id. Files of a checkpoint still in progress have a higher id: they stay.
 // Names of other forms are not the store's and stay too.
-func unneededShared(name string, needed map[string]bool, completed uint64) bool {
+func unneededShared(name string, needed map[string]bool, completed checkpoint.ID) bool {
 	base := strings.TrimSuffix(name, tmpSuffix)
 	id, ok := format.SharedID(base)
 	return ok && format.ValidSharedName(base) && id < completed && (base != name || !needed[name])

@@ -30,7 +30,7 @@ type fakeDB struct {
 
 func newFakeDB(instance string) *fakeDB { return &fakeDB{instance: instance} }
 
-func (d *fakeDB) snapshot(s Storage, id uint64) (checkpoint.SubtaskSnapshot, error) {
+func (d *fakeDB) snapshot(s Storage, id checkpoint.ID) (checkpoint.SubtaskSnapshot, error) {
 	d.next++
 	d.live = append(d.live, fmt.Sprintf("%06d.sst", d.next))
 	if len(d.live) > 4 {
@@ -343,13 +343,13 @@ func TestSharedFilesCrash(t *testing.T) {
 }
 
 // mustList returns the ids of the completed checkpoints of s.
-func mustList(t *testing.T, s *Store) []uint64 {
+func mustList(t *testing.T, s *Store) []checkpoint.ID {
 	t.Helper()
 	ids, err := s.list(checkpoint.KindCheckpoint)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var done []uint64
+	var done []checkpoint.ID
 	for _, id := range ids {
 		if _, err := s.fs.Stat(filepath.Join(s.Dir(id, checkpoint.KindCheckpoint), metadataFile)); err == nil {
 			done = append(done, id)

@@ -26,14 +26,14 @@ type Storage interface {
 	// Release gives up ownership.
 	Release() error
 	// ReserveAbove returns a new id, above floor and every id used.
-	ReserveAbove(floor uint64) (uint64, error)
+	ReserveAbove(floor checkpoint.ID) (checkpoint.ID, error)
 	// WriteState writes the state of one subtask of an operator.
-	WriteState(id uint64, kind checkpoint.Kind, operator string, subtask int, snap checkpoint.SubtaskSnapshot) (checkpoint.StateHandle, error)
+	WriteState(id checkpoint.ID, kind checkpoint.Kind, operator string, subtask int, snap checkpoint.SubtaskSnapshot) (checkpoint.StateHandle, error)
 	// Complete makes a checkpoint or savepoint complete and returns where
 	// it is.
 	Complete(m checkpoint.Metadata) (string, error)
 	// Discard removes an aborted checkpoint or savepoint.
-	Discard(id uint64, kind checkpoint.Kind) error
+	Discard(id checkpoint.ID, kind checkpoint.Kind) error
 	// Latest returns the newest valid completed checkpoint or savepoint.
 	Latest() (*checkpoint.Metadata, error)
 	// Skipped counts the corrupt checkpoints Latest skipped.
@@ -44,14 +44,14 @@ type Storage interface {
 	// ReadStateAt reads a state file of the checkpoint at dir.
 	ReadStateAt(dir string, h checkpoint.StateHandle) (checkpoint.SubtaskSnapshot, error)
 	// Dir returns where checkpoint or savepoint id is.
-	Dir(id uint64, kind checkpoint.Kind) string
+	Dir(id checkpoint.ID, kind checkpoint.Kind) string
 	// WriteShared stores a shared file of an incremental snapshot for
 	// checkpoint id, named after id and key (unique within the
 	// checkpoint), in the storage's shared directory. A completed
 	// checkpoint's metadata lists the shared files it needs; after each
 	// completion those that no retained checkpoint needs and that were
 	// uploaded for a lower id are deleted.
-	WriteShared(id uint64, key string, data []byte) (checkpoint.SharedFile, error)
+	WriteShared(id checkpoint.ID, key string, data []byte) (checkpoint.SharedFile, error)
 	// ReadSharedAt reads a shared file of the checkpoint at dir, verified
 	// against f (a missing or different file wraps ErrCorrupt).
 	ReadSharedAt(dir string, f checkpoint.SharedFile) ([]byte, error)

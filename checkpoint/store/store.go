@@ -108,7 +108,7 @@ func (s *Store) mkdirAllDurable(dir string) error {
 
 // Dir returns the directory of checkpoint or savepoint id. Kinds other than
 // checkpoint.KindSavepoint map to the checkpoint directory.
-func (s *Store) Dir(id uint64, kind checkpoint.Kind) string {
+func (s *Store) Dir(id checkpoint.ID, kind checkpoint.Kind) string {
 	if kind == checkpoint.KindSavepoint {
 		return filepath.Join(s.dir, savepointsDir, dirName(id, kind))
 	}
@@ -121,7 +121,7 @@ func (s *Store) Dir(id uint64, kind checkpoint.Kind) string {
 // returning, so that ids never repeat across restarts and crashes even when
 // checkpoint directories are deleted. Checkpoints and savepoints share one
 // id sequence.
-func (s *Store) ReserveID() (uint64, error) {
+func (s *Store) ReserveID() (checkpoint.ID, error) {
 	return s.reserveAbove(0)
 }
 
@@ -129,11 +129,11 @@ func (s *Store) ReserveID() (uint64, error) {
 // than floor. A job restored from a checkpoint of another directory calls it
 // with that checkpoint's id, because sinks recognise committed transactions
 // by checkpoint id and must never see an id again.
-func (s *Store) ReserveAbove(floor uint64) (uint64, error) {
+func (s *Store) ReserveAbove(floor checkpoint.ID) (checkpoint.ID, error) {
 	return s.reserveAbove(floor)
 }
 
-func (s *Store) reserveAbove(floor uint64) (id uint64, err error) {
+func (s *Store) reserveAbove(floor checkpoint.ID) (id checkpoint.ID, err error) {
 	err = s.whileOwner(func() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -143,7 +143,7 @@ func (s *Store) reserveAbove(floor uint64) (id uint64, err error) {
 	return id, err
 }
 
-func (s *Store) reserveLocked(floor uint64) (uint64, error) {
+func (s *Store) reserveLocked(floor checkpoint.ID) (checkpoint.ID, error) {
 	last, completed, err := s.readIDs()
 	last = max(last, floor)
 	if err != nil {
@@ -169,7 +169,7 @@ func (s *Store) reserveLocked(floor uint64) (uint64, error) {
 }
 
 // writeIDs replaces _ids durably.
-func (s *Store) writeIDs(reserved, completed uint64) error {
+func (s *Store) writeIDs(reserved, completed checkpoint.ID) error {
 	return s.writeAtomic(s.dir, idsFile, format.EncodeIDs(reserved, completed))
 }
 
@@ -177,7 +177,7 @@ func (s *Store) writeIDs(reserved, completed uint64) error {
 // that a completed checkpoint whose metadata is later lost is told from one
 // that never completed. The checkpoint is complete already: a failure is
 // logged, not returned. s.mu must be held.
-func (s *Store) recordCompleted(id uint64) {
+func (s *Store) recordCompleted(id checkpoint.ID) {
 	reserved, completed, err := s.readIDs()
 	if err == nil && completed < id {
 		err = s.writeIDs(max(reserved, id), id)
@@ -190,7 +190,7 @@ func (s *Store) recordCompleted(id uint64) {
 // readIDs returns the highest id reserved and the highest id that
 // completed, recorded in _ids; 0, 0 if there is none. Files written before
 // the completed id was recorded hold only the first (completed is 0).
-func (s *Store) readIDs() (reserved, completed uint64, err error) {
+func (s *Store) readIDs() (reserved, completed checkpoint.ID, err error) {
 	path := filepath.Join(s.dir, idsFile)
 	b, err := s.readFile(path, -1)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -207,7 +207,7 @@ func (s *Store) readIDs() (reserved, completed uint64, err error) {
 }
 
 // list returns the ids of the directories of the given kind, increasing.
-func (s *Store) list(kind checkpoint.Kind) ([]uint64, error) {
+func (s *Store) list(kind checkpoint.Kind) ([]checkpoint.ID, error) {
 	dir := filepath.Dir(s.Dir(0, kind))
 	names, err := s.fs.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -216,7 +216,7 @@ func (s *Store) list(kind checkpoint.Kind) ([]uint64, error) {
 	if err != nil {
 		return nil, ioErr("listing", dir, err)
 	}
-	var ids []uint64
+	var ids []checkpoint.ID
 	for _, name := range names {
 		if id, ok := parseDirName(name, dirPrefix(kind)); ok {
 			ids = append(ids, id)
@@ -231,7 +231,7 @@ func (s *Store) list(kind checkpoint.Kind) ([]uint64, error) {
 // returns a handle with Subtask, File, Size and CRC32C set; the caller fills
 // in the key group range. The file is not durable until Complete syncs its
 // directory. Writing the same subtask twice replaces the file.
-func (s *Store) WriteState(id uint64, kind checkpoint.Kind, operator string, subtask int, snap checkpoint.SubtaskSnapshot) (checkpoint.StateHandle, error) {
+func (s *Store) WriteState(id checkpoint.ID, kind checkpoint.Kind, operator string, subtask int, snap checkpoint.SubtaskSnapshot) (checkpoint.StateHandle, error) {
 	name, data, err := encodeStateFile(kind, operator, subtask, snap)
 	if err != nil {
 		return checkpoint.StateHandle{}, err
@@ -329,7 +329,7 @@ func (s *Store) Complete(m checkpoint.Metadata) (path string, err error) {
 // retain removes the completed checkpoints beyond the s.retained newest and
 // the incomplete ones older than the checkpoint that just completed. s.mu
 // must be held.
-func (s *Store) retain(completed uint64) {
+func (s *Store) retain(completed checkpoint.ID) {
 	ids, err := s.list(checkpoint.KindCheckpoint)
 	if err != nil {
 		s.log.Warn("checkpoint/store: cannot apply checkpoint retention", "dir", s.dir, "err", err)
@@ -378,7 +378,7 @@ func (s *Store) remove(dir string) error {
 
 // Discard removes the directory of a checkpoint or savepoint that was
 // aborted. It refuses to remove a complete one.
-func (s *Store) Discard(id uint64, kind checkpoint.Kind) error {
+func (s *Store) Discard(id checkpoint.ID, kind checkpoint.Kind) error {
 	if err := checkKind(kind); err != nil {
 		return err
 	}

@@ -13,7 +13,7 @@ import (
 // WriteShared writes data as the shared file <dir>/shared/<id>-<key> and
 // syncs it; its name becomes durable when Complete syncs the shared
 // directory. Writing the same name again replaces the file atomically.
-func (s *Store) WriteShared(id uint64, key string, data []byte) (checkpoint.SharedFile, error) {
+func (s *Store) WriteShared(id checkpoint.ID, key string, data []byte) (checkpoint.SharedFile, error) {
 	name, err := sharedName(id, key)
 	if err != nil {
 		return checkpoint.SharedFile{}, err
@@ -85,7 +85,7 @@ func (s *Store) checkSharedPresent(dir string, m *checkpoint.Metadata) error {
 // and that were uploaded for ids below completed. It reads the metadata of
 // every retained checkpoint; if one cannot be read it deletes nothing
 // (the next completion tries again). s.mu must be held.
-func (s *Store) sweepShared(completed uint64) {
+func (s *Store) sweepShared(completed checkpoint.ID) {
 	dir := filepath.Join(s.dir, sharedDir)
 	names, err := s.fs.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) || err == nil && len(names) == 0 {

@@ -46,7 +46,7 @@ func mustOpen(t testing.TB, dir string, opts Options) *Store {
 var testOperators = []string{"counts/by key", "Sink"}
 
 // snapshotFor returns distinct, deterministic state for one subtask.
-func snapshotFor(id uint64, op string, subtask int) checkpoint.SubtaskSnapshot {
+func snapshotFor(id checkpoint.ID, op string, subtask int) checkpoint.SubtaskSnapshot {
 	return checkpoint.SubtaskSnapshot{
 		KeyGroups: map[int][]byte{
 			subtask * 2:     fmt.Appendf(nil, "%s/%d/%d/a", op, subtask, id),
@@ -233,7 +233,7 @@ func TestStateFileNames(t *testing.T) {
 
 func TestReserveID(t *testing.T) {
 	dir := t.TempDir()
-	reserve := func(s *Store, want uint64) {
+	reserve := func(s *Store, want checkpoint.ID) {
 		t.Helper()
 		id, err := s.ReserveID()
 		if err != nil {
@@ -486,7 +486,7 @@ func TestRetention(t *testing.T) {
 	mem := vfs.NewCrashableMem()
 	s := mustOpen(t, testDir, Options{FS: mem, Retained: 2})
 	sp := writeCheckpoint(t, s, checkpoint.KindSavepoint)
-	var ids []uint64
+	var ids []checkpoint.ID
 	for range 4 {
 		ids = append(ids, writeCheckpoint(t, s, checkpoint.KindCheckpoint).ID)
 	}

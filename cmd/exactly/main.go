@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/cmd/exactly/internal/demo"
 	"github.com/exactlyonce/exactly/internal/crashtest"
 	"github.com/exactlyonce/exactly/metrics"
@@ -201,7 +202,7 @@ func serveMetrics(addr string, c *demo.Config, out io.Writer) (stop func(), err 
 }
 
 func printProgress(out io.Writer, total uint64, m *stream.Metrics, start time.Time) {
-	var last uint64
+	var last checkpoint.ID
 	if c := m.LastCheckpoint.Load(); c != nil {
 		last = c.ID
 	}

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/internal/vfs"
 	"github.com/exactlyonce/exactly/sink"
 )
@@ -263,13 +264,13 @@ type committable struct {
 // pending file and returns its committable, or nil when there are none. A
 // fenced writer's Prepare removes its in-progress file and fails: its
 // pending file could take the name of a new owner's.
-func (w *writer[T]) Prepare(_ context.Context, checkpointID uint64) ([]byte, error) {
+func (w *writer[T]) Prepare(_ context.Context, id checkpoint.ID) ([]byte, error) {
 	if !w.dirty {
 		return nil, nil
 	}
 	c := committable{
-		Pending: w.stem + strconv.FormatUint(checkpointID, 10) + pendingExt,
-		Final:   w.finalStem + fmt.Sprintf("%020d", checkpointID) + w.s.opts.Suffix,
+		Pending: w.stem + strconv.FormatUint(uint64(id), 10) + pendingExt,
+		Final:   w.finalStem + fmt.Sprintf("%020d", id) + w.s.opts.Suffix,
 	}
 	err := w.flush()
 	if err == nil {
@@ -293,7 +294,7 @@ func (w *writer[T]) Prepare(_ context.Context, checkpointID uint64) ([]byte, err
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("file: sink %q subtask %d: prepare checkpoint %d: %w", w.sinkName, w.subtask, checkpointID, err)
+		return nil, fmt.Errorf("file: sink %q subtask %d: prepare checkpoint %d: %w", w.sinkName, w.subtask, id, err)
 	}
 	w.dirty = false
 	return json.Marshal(c)
@@ -332,7 +333,7 @@ func (c *committer) decode(cm sink.Committable) (pending, final string, err erro
 		}
 	}
 	if err != nil {
-		return "", "", sink.Permanent(fmt.Errorf("file: sink %q: committable of checkpoint %d subtask %d is malformed (%q): the checkpoint is corrupt or was written by another sink: %w", c.info.Sink, cm.CheckpointID, cm.Subtask, cm.Data, err))
+		return "", "", sink.Permanent(fmt.Errorf("file: sink %q: committable of checkpoint %d subtask %d is malformed (%q): the checkpoint is corrupt or was written by another sink: %w", c.info.Sink, cm.Checkpoint, cm.Subtask, cm.Data, err))
 	}
 	return filepath.Join(c.dir, d.Pending), filepath.Join(c.dir, d.Final), nil
 }
@@ -346,7 +347,7 @@ func (c *committer) Commit(_ context.Context, cm sink.Committable) error {
 		return err
 	}
 	if err := c.ownerFile.whileOwner(c.info.Owner, func() error { return c.commitFile(pending, final) }); err != nil {
-		return fmt.Errorf("file: sink %q: commit checkpoint %d subtask %d: %w", c.info.Sink, cm.CheckpointID, cm.Subtask, err)
+		return fmt.Errorf("file: sink %q: commit checkpoint %d subtask %d: %w", c.info.Sink, cm.Checkpoint, cm.Subtask, err)
 	}
 	return nil
 }
@@ -385,21 +386,21 @@ func (c *committer) Abort(_ context.Context, cm sink.Committable) error {
 		return err
 	}
 	if err := c.ownerFile.whileOwner(c.info.Owner, func() error { return c.removeAndSync([]string{pending}) }); err != nil {
-		return fmt.Errorf("file: sink %q: abort checkpoint %d subtask %d: %w", c.info.Sink, cm.CheckpointID, cm.Subtask, err)
+		return fmt.Errorf("file: sink %q: abort checkpoint %d subtask %d: %w", c.info.Sink, cm.Checkpoint, cm.Subtask, err)
 	}
 	return nil
 }
 
 // Fence records the committer's owner in the sink's owner file; see
 // sink_owner.go and [sink.Committer].
-func (c *committer) Fence(_ context.Context, restoredCheckpointID uint64) error {
+func (c *committer) Fence(_ context.Context, id checkpoint.ID) error {
 	me := c.info.Owner
 	err := c.ownerFile.locked(func() error {
 		rec, found, err := c.ownerFile.read()
 		if err != nil {
 			return err
 		}
-		switch sink.DecideFence(rec, found, me, restoredCheckpointID, c.info.TakeOver) {
+		switch sink.DecideFence(rec, found, me, id, c.info.TakeOver) {
 		case sink.FenceDone:
 			return nil
 		case sink.FenceRefuse:
@@ -412,7 +413,7 @@ func (c *committer) Fence(_ context.Context, restoredCheckpointID uint64) error 
 		return c.ownerFile.write(me)
 	})
 	if err != nil {
-		return fmt.Errorf("file: sink %q: fence as %s after restoring checkpoint %d: %w", c.info.Sink, me, restoredCheckpointID, err)
+		return fmt.Errorf("file: sink %q: fence as %s after restoring checkpoint %d: %w", c.info.Sink, me, id, err)
 	}
 	return nil
 }
@@ -438,7 +439,7 @@ func (c *committer) checkNoForeignFinal(inc string) error {
 // AbortLingering removes every in-progress and pending file of this sink,
 // of any subtask, while the owner file names this committer's owner. Final
 // files and other sinks' files are kept.
-func (c *committer) AbortLingering(_ context.Context, restoredCheckpointID uint64) error {
+func (c *committer) AbortLingering(_ context.Context, id checkpoint.ID) error {
 	err := c.ownerFile.whileOwner(c.info.Owner, func() error {
 		names, err := c.fs.ReadDir(c.dir)
 		if err != nil {
@@ -453,7 +454,7 @@ func (c *committer) AbortLingering(_ context.Context, restoredCheckpointID uint6
 		return c.removeAndSync(doomed)
 	})
 	if err != nil {
-		return fmt.Errorf("file: sink %q: abort lingering files after restoring checkpoint %d: %w", c.info.Sink, restoredCheckpointID, err)
+		return fmt.Errorf("file: sink %q: abort lingering files after restoring checkpoint %d: %w", c.info.Sink, id, err)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/internal/vfs"
 	"github.com/exactlyonce/exactly/sink"
 )
@@ -54,7 +55,7 @@ func crashSetup(t *testing.T) (*vfs.MemFS, sink.Committable) {
 // the committables it holds and the records visible once they are
 // committed.
 type restorePoint struct {
-	id      uint64
+	id      checkpoint.ID
 	entries []sink.Committable
 	visible []string
 }
@@ -92,12 +93,12 @@ func crashAttempt(fsys vfs.FS, cm1 sink.Committable, done func(restorePoint)) er
 		return err
 	}
 	// prepare writes batch and prepares checkpoint cp.
-	prepare := func(cp uint64, batch ...int) (sink.Committable, error) {
+	prepare := func(cp checkpoint.ID, batch ...int) (sink.Committable, error) {
 		if err := w.Write(ctx, batch); err != nil {
 			return sink.Committable{}, err
 		}
 		data, err := w.Prepare(ctx, cp)
-		return sink.Committable{CheckpointID: cp, Incarnation: ownerA2.Incarnation, Data: data}, err
+		return sink.Committable{Checkpoint: cp, Incarnation: ownerA2.Incarnation, Data: data}, err
 	}
 	cm3, err := prepare(3, 10, 11)
 	if err != nil {
@@ -215,7 +216,7 @@ func checkRestore(t *testing.T, what string, fsys vfs.FS, p restorePoint) {
 	}
 	for _, cm := range p.entries {
 		if err := c.Commit(ctx, cm); err != nil {
-			t.Fatalf("%s: Commit of checkpoint %d again: %v", what, cm.CheckpointID, err)
+			t.Fatalf("%s: Commit of checkpoint %d again: %v", what, cm.Checkpoint, err)
 		}
 	}
 	if err := c.AbortLingering(ctx, p.id); err != nil {

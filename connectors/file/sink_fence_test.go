@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/sink"
 )
 
@@ -44,7 +45,7 @@ func ownedCommitter(t testing.TB, s *Sink[int], owner sink.Owner, takeOver bool)
 
 // fencedCommitter opens a committer of owner and fences with restored as
 // the restored checkpoint.
-func fencedCommitter(t testing.TB, s *Sink[int], owner sink.Owner, restored uint64) sink.Committer {
+func fencedCommitter(t testing.TB, s *Sink[int], owner sink.Owner, restored checkpoint.ID) sink.Committer {
 	t.Helper()
 	c := ownedCommitter(t, s, owner, false)
 	if err := c.Fence(context.Background(), restored); err != nil {
@@ -55,7 +56,7 @@ func fencedCommitter(t testing.TB, s *Sink[int], owner sink.Owner, restored uint
 
 // ownedPrepare writes batch and prepares cp, recording the committable as
 // the engine does: with the writer's incarnation.
-func ownedPrepare(t testing.TB, w sink.Writer[int], owner sink.Owner, subtask int, cp uint64, batch ...int) sink.Committable {
+func ownedPrepare(t testing.TB, w sink.Writer[int], owner sink.Owner, subtask int, cp checkpoint.ID, batch ...int) sink.Committable {
 	t.Helper()
 	cm := writePrepare(t, w, subtask, cp, batch...)
 	cm.Incarnation = owner.Incarnation
@@ -125,7 +126,7 @@ func TestSinkFreshStartOverForeignProgress(t *testing.T) {
 	a := fencedCommitter(t, s, ownerA1, 0)
 	for _, subtask := range []int{0, 1} {
 		w := ownedWriter(t, s, ownerA1, subtask)
-		for cp := uint64(1); cp <= uint64(6+subtask); cp++ {
+		for cp := checkpoint.ID(1); cp <= checkpoint.ID(6+subtask); cp++ {
 			if err := a.Commit(ctx, ownedPrepare(t, w, ownerA1, subtask, cp, int(cp))); err != nil {
 				t.Fatal(err)
 			}
@@ -162,7 +163,7 @@ func TestSinkRerunNeverReadsAnotherIncarnationsFile(t *testing.T) {
 	s := newIntSink(t, dir)
 	a := fencedCommitter(t, s, ownerA1, 0)
 	wa := ownedWriter(t, s, ownerA1, 0)
-	for cp := uint64(1); cp <= 3; cp++ {
+	for cp := checkpoint.ID(1); cp <= 3; cp++ {
 		if err := a.Commit(ctx, ownedPrepare(t, wa, ownerA1, 0, cp, int(cp))); err != nil {
 			t.Fatal(err)
 		}

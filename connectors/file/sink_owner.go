@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/internal/vfs"
 	"github.com/exactlyonce/exactly/sink"
 )
@@ -151,7 +152,7 @@ func (o ownerFile) write(owner sink.Owner) error {
 type foreignFinal struct {
 	name        string
 	incarnation string // escaped as in file names; "" for names without one
-	checkpoint  uint64
+	checkpoint  checkpoint.ID
 }
 
 // newestForeignFinal returns the committed file of the sink in dir on fsys
@@ -199,6 +200,6 @@ func parseFinal(name, finalStart, suffix string) (foreignFinal, bool) {
 	if !digits(parts[0]) || err != nil {
 		return foreignFinal{}, false
 	}
-	f.checkpoint = cp
+	f.checkpoint = checkpoint.ID(cp)
 	return f, true
 }

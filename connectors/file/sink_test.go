@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/internal/vfs"
 	"github.com/exactlyonce/exactly/sink"
 )
@@ -45,7 +46,7 @@ func newCommitter(t testing.TB, s *Sink[int], name string) sink.Committer {
 }
 
 // writePrepare writes batch and prepares checkpoint cp.
-func writePrepare(t testing.TB, w sink.Writer[int], subtask int, cp uint64, batch ...int) sink.Committable {
+func writePrepare(t testing.TB, w sink.Writer[int], subtask int, cp checkpoint.ID, batch ...int) sink.Committable {
 	t.Helper()
 	ctx := context.Background()
 	if err := w.Write(ctx, batch); err != nil {
@@ -55,7 +56,7 @@ func writePrepare(t testing.TB, w sink.Writer[int], subtask int, cp uint64, batc
 	if err != nil || data == nil {
 		t.Fatalf("Prepare(%d) = %q, %v", cp, data, err)
 	}
-	return sink.Committable{CheckpointID: cp, Subtask: subtask, Data: data}
+	return sink.Committable{Checkpoint: cp, Subtask: subtask, Data: data}
 }
 
 // visible returns the lines of the non-hidden files in dir, in name order.
@@ -317,7 +318,7 @@ func BenchmarkFileSink(b *testing.B) {
 	s := newIntSink(b, b.TempDir())
 	c := newCommitter(b, s, "bench")
 	w := newWriter(b, s, "bench", 0)
-	cp := uint64(0)
+	cp := checkpoint.ID(0)
 	for b.Loop() {
 		for range rows / len(batch) {
 			if err := w.Write(ctx, batch); err != nil {
@@ -329,7 +330,7 @@ func BenchmarkFileSink(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := c.Commit(ctx, sink.Committable{CheckpointID: cp, Data: data}); err != nil {
+		if err := c.Commit(ctx, sink.Committable{Checkpoint: cp, Data: data}); err != nil {
 			b.Fatal(err)
 		}
 	}

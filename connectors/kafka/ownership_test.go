@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/connectors/kafka"
 	"github.com/exactlyonce/exactly/internal/testenv"
 	"github.com/exactlyonce/exactly/sink"
@@ -54,7 +55,7 @@ func ownedWriter(t *testing.T, s *kafka.Sink[string], info sink.WriterInfo) sink
 }
 
 // writeAndPrepare writes values into w and prepares them for checkpoint cp.
-func writeAndPrepare(ctx context.Context, w sink.Writer[string], cp uint64, values ...string) ([]byte, error) {
+func writeAndPrepare(ctx context.Context, w sink.Writer[string], cp checkpoint.ID, values ...string) ([]byte, error) {
 	if err := w.Write(ctx, values); err != nil {
 		return nil, err
 	}
@@ -63,7 +64,7 @@ func writeAndPrepare(ctx context.Context, w sink.Writer[string], cp uint64, valu
 
 // start runs the engine's start sequence for a sink: Fence, commit the
 // restored committables, AbortLingering.
-func start(t *testing.T, c sink.Committer, restored uint64, committables ...sink.Committable) {
+func start(t *testing.T, c sink.Committer, restored checkpoint.ID, committables ...sink.Committable) {
 	t.Helper()
 	ctx := context.Background()
 	if err := c.Fence(ctx, restored); err != nil {
@@ -71,7 +72,7 @@ func start(t *testing.T, c sink.Committer, restored uint64, committables ...sink
 	}
 	for _, cm := range committables {
 		if err := c.Commit(ctx, cm); err != nil {
-			t.Fatalf("commit restored checkpoint %d: %v", cm.CheckpointID, err)
+			t.Fatalf("commit restored checkpoint %d: %v", cm.Checkpoint, err)
 		}
 	}
 	if err := c.AbortLingering(ctx, restored); err != nil {
@@ -108,7 +109,7 @@ func TestDefaultPrefixUnambiguous(t *testing.T) {
 			// Job b starts: its writer opens and its committer recovers.
 			ownedWriter(t, sb, b)
 			start(t, ownedCommitter(t, sb, b), 0)
-			err = ownedCommitter(t, sa, a).Commit(ctx, sink.Committable{CheckpointID: 1, Data: data})
+			err = ownedCommitter(t, sa, a).Commit(ctx, sink.Committable{Checkpoint: 1, Data: data})
 			if tc.prefix == "" {
 				if err != nil {
 					t.Fatalf("job %q: commit after job %q started: %v", a.Job, b.Job, err)
@@ -151,7 +152,7 @@ func TestLegacyPrefixUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "two open transactions", func() bool { return len(openTransactions(t, adm, legacyPrefix)) == 2 })
-	start(t, ownedCommitter(t, ownedSink(t, brokers, topic, ""), info), 1, sink.Committable{CheckpointID: 1, Data: data})
+	start(t, ownedCommitter(t, ownedSink(t, brokers, topic, ""), info), 1, sink.Committable{Checkpoint: 1, Data: data})
 	if ids := openTransactions(t, adm, legacyPrefix); len(ids) > 0 {
 		t.Errorf("open transactions under the former default prefix after the upgrade: %v", ids)
 	}
@@ -195,26 +196,26 @@ func TestZombieCannotCommitAfterFence(t *testing.T) {
 		t.Fatal(err)
 	}
 	if data, err := writeAndPrepare(ctx, zw, 4, "late"); err == nil {
-		err = zc.Commit(ctx, sink.Committable{CheckpointID: 4, Data: data})
+		err = zc.Commit(ctx, sink.Committable{Checkpoint: 4, Data: data})
 		t.Errorf("the zombie wrote, prepared and committed a transaction after the new owner's Fence (commit: %v)", err)
 	} else if !errors.Is(err, sink.ErrFenced) {
 		t.Errorf("zombie write after Fence: %v; want an error wrapping sink.ErrFenced", err)
 	} else {
 		t.Log(err)
 	}
-	if err := nc.Commit(ctx, sink.Committable{CheckpointID: 2, Data: restored}); err != nil {
+	if err := nc.Commit(ctx, sink.Committable{Checkpoint: 2, Data: restored}); err != nil {
 		t.Fatalf("the new owner commits the restored checkpoint: %v", err)
 	}
 	if err := nc.AbortLingering(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
-	err = zc.Commit(ctx, sink.Committable{CheckpointID: 3, Data: uncovered})
+	err = zc.Commit(ctx, sink.Committable{Checkpoint: 3, Data: uncovered})
 	t.Log(err)
 	if !errors.Is(err, sink.ErrFenced) || !strings.Contains(err.Error(), "took over") {
 		t.Errorf("zombie commit after the new owner's restore: %v; want an error wrapping sink.ErrFenced saying another owner took over", err)
 	}
 	// Committing the restored checkpoint again changes nothing.
-	if err := zc.Commit(ctx, sink.Committable{CheckpointID: 2, Data: restored}); err != nil {
+	if err := zc.Commit(ctx, sink.Committable{Checkpoint: 2, Data: restored}); err != nil {
 		t.Errorf("zombie recommit of the restored checkpoint: %v", err)
 	}
 	// The new owner writes under slot 0 and opens slot 1 ahead, the id of
@@ -229,7 +230,7 @@ func TestZombieCannotCommitAfterFence(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "the new owner's producer opened ahead", func() bool { return producerEpoch(t, adm, slot1) > fencedEpoch })
-	err = zc.Abort(ctx, sink.Committable{CheckpointID: 3, Data: uncovered})
+	err = zc.Abort(ctx, sink.Committable{Checkpoint: 3, Data: uncovered})
 	t.Log(err)
 	if !errors.Is(err, sink.ErrFenced) {
 		t.Errorf("zombie abort after the new owner's restore: %v; want an error wrapping sink.ErrFenced", err)
@@ -238,8 +239,8 @@ func TestZombieCannotCommitAfterFence(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the new owner's transaction under %s after the zombie's abort: %v", slot1, err)
 	}
-	for cp, data := range map[uint64][]byte{5: first, 6: second} {
-		if err := nc.Commit(ctx, sink.Committable{CheckpointID: cp, Data: data}); err != nil {
+	for cp, data := range map[checkpoint.ID][]byte{5: first, 6: second} {
+		if err := nc.Commit(ctx, sink.Committable{Checkpoint: cp, Data: data}); err != nil {
 			t.Errorf("the new owner's commit of checkpoint %d: %v", cp, err)
 		}
 	}
@@ -280,7 +281,7 @@ func TestAbortPreparedTransaction(t *testing.T) {
 	}
 	c := ownedCommitter(t, s, info)
 	for range 2 {
-		if err := c.Abort(ctx, sink.Committable{CheckpointID: 1, Data: data}); err != nil {
+		if err := c.Abort(ctx, sink.Committable{Checkpoint: 1, Data: data}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/internal/testenv"
 	"github.com/exactlyonce/exactly/sink"
 )
@@ -62,7 +63,7 @@ func TestBrokerRestartAroundPrepare(t *testing.T) {
 			t.Fatal(err)
 		}
 		restart("with the transaction open")
-		data, err := w.Prepare(ctx, uint64(round))
+		data, err := w.Prepare(ctx, checkpoint.ID(round))
 		if err != nil {
 			// The checkpoint fails; the job would restart. Not a loss.
 			t.Logf("round %d: prepare after the restart failed (the checkpoint would be declined): %v", round, err)
@@ -87,9 +88,9 @@ func TestBrokerRestartAroundPrepare(t *testing.T) {
 				round, rec.PID, rec.Epoch, d.ProducerID, d.ProducerEpoch, d.State)
 		}
 		restart("between prepare and commit")
-		committed := sink.Committable{CheckpointID: uint64(round), Data: data}
-		start(t, ownedCommitter(t, ownedSink(t, brokers, topic, prefix), info), uint64(round), committed)
-		start(t, ownedCommitter(t, ownedSink(t, brokers, topic, prefix), info), uint64(round), committed)
+		committed := sink.Committable{Checkpoint: checkpoint.ID(round), Data: data}
+		start(t, ownedCommitter(t, ownedSink(t, brokers, topic, prefix), info), checkpoint.ID(round), committed)
+		start(t, ownedCommitter(t, ownedSink(t, brokers, topic, prefix), info), checkpoint.ID(round), committed)
 		want += len(values)
 	}
 	got := readCommitted(t, brokers, topic, want, time.Minute)

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/sink"
 )
 
@@ -659,13 +660,13 @@ func (w *writer[T]) failed() error {
 // more than that: the client is closed in the background, and the next
 // transaction's producer is opened in the background if it is not already
 // (see writer).
-func (w *writer[T]) Prepare(ctx context.Context, checkpointID uint64) ([]byte, error) {
+func (w *writer[T]) Prepare(ctx context.Context, id checkpoint.ID) ([]byte, error) {
 	if w.cl == nil || w.s.opts.Guarantee == NoGuarantee {
 		return nil, w.failed()
 	}
 	start := time.Now()
 	if err := w.cl.Flush(ctx); err != nil {
-		return nil, errors.Join(w.failed(), fmt.Errorf("kafka: sink %q subtask %d: flush for checkpoint %d: %w", w.info.Sink, w.info.Subtask, checkpointID, err))
+		return nil, errors.Join(w.failed(), fmt.Errorf("kafka: sink %q subtask %d: flush for checkpoint %d: %w", w.info.Sink, w.info.Subtask, id, err))
 	}
 	if err := w.failed(); err != nil {
 		return nil, err
@@ -695,7 +696,7 @@ func (w *writer[T]) Prepare(ctx context.Context, checkpointID uint64) ([]byte, e
 	if w.ahead == nil {
 		w.openAhead()
 	}
-	w.logger.Debug("kafka: transaction prepared", "sink", w.info.Sink, "subtask", w.info.Subtask, "checkpoint", checkpointID,
+	w.logger.Debug("kafka: transaction prepared", "sink", w.info.Sink, "subtask", w.info.Subtask, "checkpoint", id,
 		"txn", c.TxnID, "took", time.Since(start))
 	return data, nil
 }
@@ -802,7 +803,7 @@ type committer[T any] struct {
 func (c *committer[T]) decode(cm sink.Committable) (committable, error) {
 	d, err := decodeCommittable(cm.Data)
 	if err != nil {
-		return d, sink.Permanent(fmt.Errorf("kafka: sink %q: committable of checkpoint %d subtask %d is malformed (%q): the checkpoint is corrupt or was written by another sink: %w", c.name, cm.CheckpointID, cm.Subtask, cm.Data, err))
+		return d, sink.Permanent(fmt.Errorf("kafka: sink %q: committable of checkpoint %d subtask %d is malformed (%q): the checkpoint is corrupt or was written by another sink: %w", c.name, cm.Checkpoint, cm.Subtask, cm.Data, err))
 	}
 	return d, nil
 }
@@ -823,7 +824,7 @@ func (c *committer[T]) Commit(ctx context.Context, cm sink.Committable) error {
 	if c.legacy != "" && ownID(c.legacy, d.TxnID) {
 		c.legacySeen = true
 	}
-	where := fmt.Sprintf("kafka: sink %q: commit checkpoint %d subtask %d (transactional id %q, producer id %d, epoch %d, protocol %d)", c.name, cm.CheckpointID, cm.Subtask, d.TxnID, d.ProducerID, d.Epoch, d.Version)
+	where := fmt.Sprintf("kafka: sink %q: commit checkpoint %d subtask %d (transactional id %q, producer id %d, epoch %d, protocol %d)", c.name, cm.Checkpoint, cm.Subtask, d.TxnID, d.ProducerID, d.Epoch, d.Version)
 	start := time.Now()
 	code, err := c.admin.endTxn(ctx, d, true)
 	switch {
@@ -831,7 +832,7 @@ func (c *committer[T]) Commit(ctx context.Context, cm sink.Committable) error {
 		return fmt.Errorf("%s: %w", where, c.s.opts.Conn.explain(err))
 	case code == 0:
 		c.s.setBusy(d.TxnID, false)
-		c.logger.Debug("kafka: transaction committed", "sink", c.name, "checkpoint", cm.CheckpointID, "subtask", cm.Subtask,
+		c.logger.Debug("kafka: transaction committed", "sink", c.name, "checkpoint", cm.Checkpoint, "subtask", cm.Subtask,
 			"txn", d.TxnID, "took", time.Since(start))
 		return nil
 	case !fencedOrInvalid(code):
@@ -847,7 +848,7 @@ func (c *committer[T]) Commit(ctx context.Context, cm sink.Committable) error {
 	}
 	switch out {
 	case outcomeCommitted:
-		c.logger.Info("kafka: transaction was already committed", "sink", c.name, "checkpoint", cm.CheckpointID, "subtask", cm.Subtask, "txn", d.TxnID, "answer", answer)
+		c.logger.Info("kafka: transaction was already committed", "sink", c.name, "checkpoint", cm.Checkpoint, "subtask", cm.Subtask, "txn", d.TxnID, "answer", answer)
 		c.s.setBusy(d.TxnID, false)
 		return nil
 	case outcomeAborted:
@@ -855,7 +856,7 @@ func (c *committer[T]) Commit(ctx context.Context, cm sink.Committable) error {
 		if errors.Is(cause, sink.ErrFenced) {
 			return fmt.Errorf("%s: the broker aborted the transaction before it could be committed (coordinator answer %v): %w", where, answer, cause)
 		}
-		return sink.Permanent(fmt.Errorf("%s: the broker aborted the transaction before it could be committed (coordinator answer %v): its records are lost from the output. %w, then rerun the job from a savepoint or checkpoint taken before checkpoint %d to reproduce the lost records", where, answer, cause, cm.CheckpointID))
+		return sink.Permanent(fmt.Errorf("%s: the broker aborted the transaction before it could be committed (coordinator answer %v): its records are lost from the output. %w, then rerun the job from a savepoint or checkpoint taken before checkpoint %d to reproduce the lost records", where, answer, cause, cm.Checkpoint))
 	}
 	return fmt.Errorf("%s: the coordinator answered %v while the transaction is not decided in the log yet; retrying", where, answer)
 }
@@ -876,7 +877,7 @@ func (c *committer[T]) Abort(ctx context.Context, cm sink.Committable) error {
 	if err != nil {
 		return err
 	}
-	where := fmt.Sprintf("kafka: sink %q: abort checkpoint %d subtask %d (transactional id %q, producer id %d, epoch %d)", c.name, cm.CheckpointID, cm.Subtask, d.TxnID, d.ProducerID, d.Epoch)
+	where := fmt.Sprintf("kafka: sink %q: abort checkpoint %d subtask %d (transactional id %q, producer id %d, epoch %d)", c.name, cm.Checkpoint, cm.Subtask, d.TxnID, d.ProducerID, d.Epoch)
 	code, err := c.admin.abortIfCurrent(ctx, d)
 	switch {
 	case err != nil:
@@ -887,7 +888,7 @@ func (c *committer[T]) Abort(ctx context.Context, cm sink.Committable) error {
 		if cause := endedBy(d.TxnID, c.prefix, c.owner, d.began(), c.s.opts.TransactionTimeout); errors.Is(cause, sink.ErrFenced) {
 			return fmt.Errorf("%s: the coordinator answered %v: %w", where, kerr.ErrorForCode(code), cause)
 		}
-		c.logger.Info("kafka: transaction to abort had already ended", "sink", c.name, "checkpoint", cm.CheckpointID, "txn", d.TxnID, "answer", kerr.ErrorForCode(code))
+		c.logger.Info("kafka: transaction to abort had already ended", "sink", c.name, "checkpoint", cm.Checkpoint, "txn", d.TxnID, "answer", kerr.ErrorForCode(code))
 	}
 	c.s.setBusy(d.TxnID, false)
 	return nil
@@ -909,12 +910,12 @@ func (c *committer[T]) Abort(ctx context.Context, cm sink.Committable) error {
 // incarnation ([sink.ErrForeignProgress]): a rerun from scratch with empty
 // checkpoint storage uses the same ids and fences the earlier run's
 // transactions, as it should.
-func (c *committer[T]) Fence(ctx context.Context, restoredCheckpointID uint64) error {
+func (c *committer[T]) Fence(ctx context.Context, id checkpoint.ID) error {
 	if c.admin == nil {
 		return nil
 	}
-	if err := c.fenceIDs(ctx, []string{c.prefix}, false, restoredCheckpointID); err != nil {
-		return fmt.Errorf("kafka: sink %q: fence earlier owners (as owner %s, restoring checkpoint %d): %w", c.name, c.owner, restoredCheckpointID, err)
+	if err := c.fenceIDs(ctx, []string{c.prefix}, false, id); err != nil {
+		return fmt.Errorf("kafka: sink %q: fence earlier owners (as owner %s, restoring checkpoint %d): %w", c.name, c.owner, id, err)
 	}
 	return nil
 }
@@ -922,7 +923,7 @@ func (c *committer[T]) Fence(ctx context.Context, restoredCheckpointID uint64) e
 // fenceIDs bumps the producer epoch of the transactional ids under
 // prefixes that the brokers know; with open false only of those that hold
 // no open transaction.
-func (c *committer[T]) fenceIDs(ctx context.Context, prefixes []string, open bool, restoredCheckpointID uint64) error {
+func (c *committer[T]) fenceIDs(ctx context.Context, prefixes []string, open bool, restored checkpoint.ID) error {
 	ids, err := c.admin.sinkIDs(ctx, prefixes...)
 	if err != nil {
 		return err
@@ -932,7 +933,7 @@ func (c *committer[T]) fenceIDs(ctx context.Context, prefixes []string, open boo
 			continue
 		}
 		if t.State == "Ongoing" || t.State == "PrepareEpochFence" {
-			c.logger.Info("kafka: aborting lingering transaction", "sink", c.name, "txn", t.TxnID, "state", t.State, "restored", restoredCheckpointID)
+			c.logger.Info("kafka: aborting lingering transaction", "sink", c.name, "txn", t.TxnID, "state", t.State, "restored", restored)
 		}
 		if err := c.admin.fence(ctx, t.TxnID); err != nil {
 			return fmt.Errorf("fencing %q: %w", t.TxnID, err)
@@ -950,7 +951,7 @@ func (c *committer[T]) fenceIDs(ctx context.Context, prefixes []string, open boo
 // EndTxn presents an old epoch and fails with [sink.ErrFenced]. When the
 // restored checkpoint held transactions under the default prefix of
 // versions before 2026-12, the ids under that prefix are fenced too.
-func (c *committer[T]) AbortLingering(ctx context.Context, restoredCheckpointID uint64) error {
+func (c *committer[T]) AbortLingering(ctx context.Context, id checkpoint.ID) error {
 	if c.admin == nil {
 		return nil
 	}
@@ -958,13 +959,13 @@ func (c *committer[T]) AbortLingering(ctx context.Context, restoredCheckpointID 
 	if c.legacySeen {
 		prefixes = append(prefixes, c.legacy)
 	}
-	if err := c.fenceIDs(ctx, prefixes, true, restoredCheckpointID); err != nil {
-		return fmt.Errorf("kafka: sink %q: abort lingering transactions after restoring checkpoint %d: %w", c.name, restoredCheckpointID, err)
+	if err := c.fenceIDs(ctx, prefixes, true, id); err != nil {
+		return fmt.Errorf("kafka: sink %q: abort lingering transactions after restoring checkpoint %d: %w", c.name, id, err)
 	}
 	c.s.mu.Lock()
-	for id := range c.s.busy {
-		if slices.ContainsFunc(prefixes, func(p string) bool { return ownID(p, id) }) {
-			delete(c.s.busy, id)
+	for txnID := range c.s.busy {
+		if slices.ContainsFunc(prefixes, func(p string) bool { return ownID(p, txnID) }) {
+			delete(c.s.busy, txnID)
 		}
 	}
 	c.s.mu.Unlock()

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/connectors/kafka"
 	"github.com/exactlyonce/exactly/internal/testenv"
 	"github.com/exactlyonce/exactly/sink"
@@ -75,7 +76,7 @@ func bytesSink(t *testing.T, brokers, topic, prefix string) *kafka.Sink[string] 
 }
 
 // prepare writes values through a new writer of subtask and prepares them.
-func prepare(t *testing.T, s *kafka.Sink[string], subtask int, cp uint64, values ...string) sink.Committable {
+func prepare(t *testing.T, s *kafka.Sink[string], subtask int, cp checkpoint.ID, values ...string) sink.Committable {
 	t.Helper()
 	ctx := context.Background()
 	w, err := s.NewWriter(ctx, sink.WriterInfo{Job: "t", Sink: "out", Subtask: subtask, Parallelism: subtask + 1})
@@ -90,7 +91,7 @@ func prepare(t *testing.T, s *kafka.Sink[string], subtask int, cp uint64, values
 	if err != nil || data == nil {
 		t.Fatalf("prepare: %q, %v", data, err)
 	}
-	return sink.Committable{CheckpointID: cp, Subtask: subtask, Data: data}
+	return sink.Committable{Checkpoint: cp, Subtask: subtask, Data: data}
 }
 
 // committer opens a committer of s, as a new process would.
@@ -266,7 +267,7 @@ func TestWriterPool(t *testing.T) {
 	}
 	defer w.Close()
 	var want []string
-	prepare := func(cp uint64) sink.Committable {
+	prepare := func(cp checkpoint.ID) sink.Committable {
 		t.Helper()
 		v := "v" + strconv.Itoa(int(cp))
 		want = append(want, v)
@@ -277,9 +278,9 @@ func TestWriterPool(t *testing.T) {
 		if err != nil || data == nil {
 			t.Fatalf("checkpoint %d: prepare: %q, %v", cp, data, err)
 		}
-		return sink.Committable{CheckpointID: cp, Subtask: 0, Data: data}
+		return sink.Committable{Checkpoint: cp, Subtask: 0, Data: data}
 	}
-	for cp := uint64(1); cp <= 5; cp++ {
+	for cp := checkpoint.ID(1); cp <= 5; cp++ {
 		if err := c.Commit(ctx, prepare(cp)); err != nil {
 			t.Fatal(err)
 		}

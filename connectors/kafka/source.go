@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/source"
 )
 
@@ -253,7 +254,7 @@ var (
 // CheckpointComplete implements source.CheckpointListener: with
 // SourceOptions.CommitOffsets it commits the checkpoint's positions to the
 // group.
-func (s *Source[V]) CheckpointComplete(ctx context.Context, id uint64, positions map[string][]byte) error {
+func (s *Source[V]) CheckpointComplete(ctx context.Context, id checkpoint.ID, positions map[string][]byte) error {
 	if !s.opts.CommitOffsets || len(positions) == 0 {
 		return nil
 	}

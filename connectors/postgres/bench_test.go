@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/sink"
 	"github.com/jackc/pgx/v5"
 )
@@ -81,7 +82,7 @@ func BenchmarkSink(b *testing.B) {
 			s := newTestSink(b, freshTable(b, db(b), "bench_"+mode.String(), mode))
 			w := newWriter(b, s, "bench", 0)
 			c := newCommitter(b, s, "bench")
-			cp := uint64(0)
+			cp := checkpoint.ID(0)
 			for b.Loop() {
 				for range benchRows / len(batch) {
 					if err := w.Write(ctx, batch); err != nil {
@@ -93,7 +94,7 @@ func BenchmarkSink(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := c.Commit(ctx, sink.Committable{CheckpointID: cp, Data: data}); err != nil {
+				if err := c.Commit(ctx, sink.Committable{Checkpoint: cp, Data: data}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/sink"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -58,7 +59,7 @@ func (m *committer) run(ctx context.Context, op string, cm sink.Committable, f f
 	c, ok := decodeCommittable(cm.Data)
 	if !ok {
 		return sink.Permanent(fmt.Errorf("postgres: %s: %s checkpoint %d subtask %d: committable %x is malformed: the checkpoint is corrupt or was written by another sink",
-			m.who, op, cm.CheckpointID, cm.Subtask, cm.Data))
+			m.who, op, cm.Checkpoint, cm.Subtask, cm.Data))
 	}
 	conn, err := m.connection(ctx)
 	if err == nil {
@@ -66,7 +67,7 @@ func (m *committer) run(ctx context.Context, op string, cm sink.Committable, f f
 	}
 	if err != nil {
 		m.drop()
-		return m.c.describe(err, m.who, fmt.Sprintf("%s checkpoint %d of subtask %d (%s mode)", op, c.cp, c.subtask, c.mode))
+		return m.c.describe(err, m.who, fmt.Sprintf("%s checkpoint %d of subtask %d (%s mode)", op, c.checkpoint, c.subtask, c.mode))
 	}
 	return nil
 }
@@ -120,7 +121,7 @@ func (m *committer) commitStaged(ctx context.Context, conn *pgx.Conn, c committa
 		if _, err := tx.Exec(ctx, "DROP TABLE "+staging); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, m.c.advance, m.key, c.subtask, int64(c.cp), incarnation)
+		_, err := tx.Exec(ctx, m.c.advance, m.key, c.subtask, int64(c.checkpoint), incarnation)
 		return err
 	})
 	if !errors.Is(err, errNoStaging) {
@@ -136,7 +137,7 @@ func (m *committer) commitStaged(ctx context.Context, conn *pgx.Conn, c committa
 		return err
 	}
 	switch {
-	case found && markInc == incarnation && uint64(mark) >= c.cp:
+	case found && markInc == incarnation && checkpoint.ID(mark) >= c.checkpoint:
 		return nil // committed before
 	case found && markInc != incarnation:
 		return sink.Permanent(fmt.Errorf("staging table %s of transaction %d does not exist, and the high-water mark of subtask %d is checkpoint %d of incarnation %s, not of incarnation %s, which prepared this transaction: "+
@@ -167,7 +168,7 @@ func (m *committer) commitPrepared(ctx context.Context, conn *pgx.Conn, c commit
 		if err := m.commitPreparedOnce(ctx, conn, c); err != nil {
 			return err
 		}
-		if _, err := conn.Exec(ctx, m.c.advance, m.key, c.subtask, int64(c.cp), incarnation); err != nil {
+		if _, err := conn.Exec(ctx, m.c.advance, m.key, c.subtask, int64(c.checkpoint), incarnation); err != nil {
 			return fmt.Errorf("committed; raising the high-water mark: %w", err)
 		}
 		return nil
@@ -177,7 +178,7 @@ func (m *committer) commitPrepared(ctx context.Context, conn *pgx.Conn, c commit
 // commitPreparedOnce runs COMMIT PREPARED, or finds out that the
 // transaction committed before.
 func (m *committer) commitPreparedOnce(ctx context.Context, conn *pgx.Conn, c committable) error {
-	g := gid(m.key, c.subtask, c.cp, c.tag)
+	g := gid(m.key, c.subtask, c.checkpoint, c.tag)
 	_, err := conn.Exec(ctx, "COMMIT PREPARED "+literal(g))
 	if !isUndefinedObject(err) {
 		return err
@@ -215,7 +216,7 @@ func (m *committer) Abort(ctx context.Context, cm sink.Committable) error {
 				_, err := conn.Exec(ctx, "DROP TABLE IF EXISTS "+m.c.staging(stagingName(m.key, int64(c.id))))
 				return err
 			}
-			return rollbackPrepared(ctx, conn, gid(m.key, c.subtask, c.cp, c.tag))
+			return rollbackPrepared(ctx, conn, gid(m.key, c.subtask, c.checkpoint, c.tag))
 		})
 	})
 }
@@ -230,14 +231,14 @@ func rollbackPrepared(ctx context.Context, conn *pgx.Conn, g string) error {
 // AbortLingering rolls back every prepared transaction of the sink in the
 // current database and drops every staging table of the sink (of any
 // subtask), whichever mode is configured, as owner.
-func (m *committer) AbortLingering(ctx context.Context, restoredCheckpointID uint64) error {
+func (m *committer) AbortLingering(ctx context.Context, id checkpoint.ID) error {
 	conn, err := m.connection(ctx)
 	if err == nil {
 		err = m.asOwner(ctx, conn, func() error { return m.abortLingering(ctx, conn) })
 	}
 	if err != nil {
 		m.drop()
-		return m.c.describe(err, m.who, fmt.Sprintf("abort lingering transactions after restoring checkpoint %d", restoredCheckpointID))
+		return m.c.describe(err, m.who, fmt.Sprintf("abort lingering transactions after restoring checkpoint %d", id))
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/internal/testenv"
 	"github.com/exactlyonce/exactly/sink"
 )
@@ -17,7 +18,7 @@ func committerOf(t *testing.T, s *Sink[rec], name string, owner sink.Owner, take
 	t.Helper()
 	c := openCommitter(t, s, sink.CommitterInfo{Job: "test", Sink: name, Owner: owner, TakeOver: takeOver})
 	if restored >= 0 {
-		if err := c.Fence(context.Background(), uint64(restored)); err != nil {
+		if err := c.Fence(context.Background(), checkpoint.ID(restored)); err != nil {
 			t.Fatalf("Fence as %s: %v", owner, err)
 		}
 	}
@@ -87,7 +88,7 @@ func TestForeignProgress(t *testing.T) {
 			s := newTestSink(t, freshTable(t, conn, table, mode))
 			first := committerOf(t, s, "out", testOwner, false, 0)
 			w := newWriter(t, s, "out", 0)
-			for cp := uint64(1); cp <= 2; cp++ {
+			for cp := checkpoint.ID(1); cp <= 2; cp++ {
 				if err := first.Commit(ctx, writePrepare(t, w, 0, cp, recs(int64(cp)*10, int64(cp)*10+2))); err != nil {
 					t.Fatal(err)
 				}
@@ -133,7 +134,7 @@ func TestRerunLostStagingIsNotCommitted(t *testing.T) {
 	s := newTestSink(t, freshTable(t, conn, table, Fenced))
 	first := committerOf(t, s, "out", testOwner, false, 0)
 	w := newWriter(t, s, "out", 0)
-	for cp := uint64(1); cp <= 3; cp++ {
+	for cp := checkpoint.ID(1); cp <= 3; cp++ {
 		if err := first.Commit(ctx, writePrepare(t, w, 0, cp, recs(int64(cp)*10, int64(cp)*10+2))); err != nil {
 			t.Fatal(err)
 		}
@@ -174,7 +175,7 @@ func TestZombieAndSuccessorPrepareOneCheckpoint(t *testing.T) {
 		t.Fatalf("the successor's Prepare of the checkpoint id the zombie prepared: %v", err)
 	}
 	successor := committerOf(t, s, "out", successorOwner, false, 4)
-	if err := successor.Commit(ctx, sink.Committable{CheckpointID: 5, Subtask: 0, Incarnation: successorOwner.Incarnation, Data: data}); err != nil {
+	if err := successor.Commit(ctx, sink.Committable{Checkpoint: 5, Subtask: 0, Incarnation: successorOwner.Incarnation, Data: data}); err != nil {
 		t.Fatal(err)
 	}
 	if err := successor.AbortLingering(ctx, 5); err != nil {
@@ -217,11 +218,11 @@ func TestLegacyProgressMigrates(t *testing.T) {
 	}
 	// Restored from the legacy checkpoint 7, whose committable is committed.
 	c := committerOf(t, s, "out", testOwner, false, 7)
-	legacy := sink.Committable{CheckpointID: 7, Data: committable{mode: Fenced, cp: 7, id: 42}.encode()}
+	legacy := sink.Committable{Checkpoint: 7, Data: committable{mode: Fenced, checkpoint: 7, id: 42}.encode()}
 	if err := c.Commit(ctx, legacy); err != nil {
 		t.Fatalf("Commit of a legacy committable the legacy mark covers: %v", err)
 	}
-	legacy.CheckpointID, legacy.Data = 8, committable{mode: Fenced, cp: 8, id: 43}.encode()
+	legacy.Checkpoint, legacy.Data = 8, committable{mode: Fenced, checkpoint: 8, id: 43}.encode()
 	if err := c.Commit(ctx, legacy); !sink.IsPermanent(err) || !strings.Contains(err.Error(), "high-water mark is 7") {
 		t.Fatalf("Commit of a lost legacy committable above the mark = %v, want the permanent 'prepared rows are gone'", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/sink"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -51,22 +52,22 @@ func (m *committer) ownerLockKeys() (int32, int32) {
 // above and [sink.Committer.Fence]. In its own transaction first, it
 // creates the schema's shared tables, which a committer may need before
 // any writer of the sink ran.
-func (m *committer) Fence(ctx context.Context, restoredCheckpointID uint64) error {
+func (m *committer) Fence(ctx context.Context, id checkpoint.ID) error {
 	conn, err := m.connection(ctx)
 	if err == nil {
 		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error { return m.c.sinkTables(ctx, tx) })
 	}
 	if err == nil {
-		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error { return m.fence(ctx, tx, restoredCheckpointID) })
+		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error { return m.fence(ctx, tx, id) })
 	}
 	if err != nil {
 		m.drop()
-		return m.c.describe(err, m.who, fmt.Sprintf("fence earlier owners as owner %s (restored checkpoint %d)", m.owner, restoredCheckpointID))
+		return m.c.describe(err, m.who, fmt.Sprintf("fence earlier owners as owner %s (restored checkpoint %d)", m.owner, id))
 	}
 	return nil
 }
 
-func (m *committer) fence(ctx context.Context, tx pgx.Tx, restored uint64) error {
+func (m *committer) fence(ctx context.Context, tx pgx.Tx, restored checkpoint.ID) error {
 	k1, k2 := m.ownerLockKeys()
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, $2)", k1, k2); err != nil {
 		if isLockTimeout(err) {

@@ -111,6 +111,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/sink"
 	"github.com/jackc/pgx/v5"
 )
@@ -249,8 +250,8 @@ func (c *core) sinkKey(job, name string) string {
 
 // gid returns the global id of a prepared transaction; tag is the owner
 // tag of the writer that prepared it, "" in committables of version 1.
-func gid(key string, subtask int, cp uint64, tag string) string {
-	g := fmt.Sprintf("%s%s:%d:%d", gidPrefix, key, subtask, cp)
+func gid(key string, subtask int, id checkpoint.ID, tag string) string {
+	g := fmt.Sprintf("%s%s:%d:%d", gidPrefix, key, subtask, id)
 	if tag != "" {
 		g += ":" + tag
 	}
@@ -512,11 +513,11 @@ func containsString(list []string, s string) bool {
 
 // committable is the decoded form of what Prepare returns.
 type committable struct {
-	mode    CommitMode
-	subtask int
-	cp      uint64
-	id      uint64 // fenced: the staging transaction id; prepared: the server's transaction id
-	tag     string // prepared: the owner tag in the global id ("" in version 1)
+	mode       CommitMode
+	subtask    int
+	checkpoint checkpoint.ID
+	id         uint64 // fenced: the staging transaction id; prepared: the server's transaction id
+	tag        string // prepared: the owner tag in the global id ("" in version 1)
 }
 
 // encode returns version 2: the version, the mode, then subtask, checkpoint
@@ -524,7 +525,7 @@ type committable struct {
 func (c committable) encode() []byte {
 	b := append(make([]byte, 0, 2+4*binary.MaxVarintLen64+len(c.tag)), committableVersion, byte(c.mode))
 	b = binary.AppendUvarint(b, uint64(c.subtask))
-	b = binary.AppendUvarint(b, c.cp)
+	b = binary.AppendUvarint(b, uint64(c.checkpoint))
 	b = binary.AppendUvarint(b, c.id)
 	b = binary.AppendUvarint(b, uint64(len(c.tag)))
 	return append(b, c.tag...)
@@ -562,6 +563,6 @@ func decodeCommittable(data []byte) (committable, bool) {
 	if len(rest) != 0 {
 		return committable{}, false
 	}
-	c.subtask, c.cp, c.id = int(vals[0]), vals[1], vals[2]
+	c.subtask, c.checkpoint, c.id = int(vals[0]), checkpoint.ID(vals[1]), vals[2]
 	return c, true
 }

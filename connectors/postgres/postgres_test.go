@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/internal/testenv"
 	"github.com/exactlyonce/exactly/sink"
 	"github.com/jackc/pgx/v5"
@@ -177,7 +178,7 @@ func want(from, to int64) []int64 {
 }
 
 // writePrepare writes batch and prepares checkpoint cp.
-func writePrepare(t testing.TB, w sink.Writer[rec], subtask int, cp uint64, batch []rec) sink.Committable {
+func writePrepare(t testing.TB, w sink.Writer[rec], subtask int, cp checkpoint.ID, batch []rec) sink.Committable {
 	t.Helper()
 	ctx := context.Background()
 	if err := w.Write(ctx, batch); err != nil {
@@ -187,7 +188,7 @@ func writePrepare(t testing.TB, w sink.Writer[rec], subtask int, cp uint64, batc
 	if err != nil || data == nil {
 		t.Fatalf("Prepare(%d) = %x, %v", cp, data, err)
 	}
-	return sink.Committable{CheckpointID: cp, Subtask: subtask, Incarnation: testOwner.Incarnation, Data: data}
+	return sink.Committable{Checkpoint: cp, Subtask: subtask, Incarnation: testOwner.Incarnation, Data: data}
 }
 
 func ints(t testing.TB, conn *pgx.Conn, q string, args ...any) []int64 {
@@ -477,7 +478,7 @@ func TestLostPreparedDataIsPermanent(t *testing.T) {
 			if !sink.IsPermanent(err) || !strings.Contains(err.Error(), "checkpoint 3") {
 				t.Fatalf("Commit of removed data = %v, want a permanent error naming checkpoint 3", err)
 			}
-			bad := sink.Committable{CheckpointID: 3, Data: []byte{9, 9}}
+			bad := sink.Committable{Checkpoint: 3, Data: []byte{9, 9}}
 			if err := c.Commit(ctx, bad); !sink.IsPermanent(err) || !strings.Contains(err.Error(), "malformed") {
 				t.Errorf("Commit of a malformed committable = %v", err)
 			}
@@ -572,7 +573,7 @@ func TestBadInputErrors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = c.Commit(ctx, sink.Committable{CheckpointID: 8, Incarnation: testOwner.Incarnation, Data: data})
+			err = c.Commit(ctx, sink.Committable{Checkpoint: 8, Incarnation: testOwner.Incarnation, Data: data})
 			expect(t, err, true, "table public.bad_input", `constraint "id_small"`, "commit checkpoint 8")
 			// The rows stay staged for a retry after the table is fixed.
 			if staged, _ := leftovers(t, conn, "test", "bad_input", "out"); staged != 5 {
@@ -581,7 +582,7 @@ func TestBadInputErrors(t *testing.T) {
 			if _, err := conn.Exec(ctx, "ALTER TABLE bad_input DROP CONSTRAINT id_small"); err != nil {
 				t.Fatal(err)
 			}
-			if err := c.Commit(ctx, sink.Committable{CheckpointID: 8, Incarnation: testOwner.Incarnation, Data: data}); err != nil {
+			if err := c.Commit(ctx, sink.Committable{Checkpoint: 8, Incarnation: testOwner.Incarnation, Data: data}); err != nil {
 				t.Fatal(err)
 			}
 			if got := ids(t, conn, "bad_input"); !slices.Equal(got, want(0, 5)) {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/sink"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -54,9 +55,9 @@ type writer[T any] struct {
 	table       pgx.Identifier // the COPY's table: the target (prepared) or the open transaction's staging table (fenced)
 	cols        []string       // columns of the COPY
 	src         copySource
-	open        bool   // a server transaction is open
-	txn         int64  // fenced: the open transaction's id, which names its staging table
-	last        uint64 // the last checkpoint prepared, for messages
+	open        bool          // a server transaction is open
+	txn         int64         // fenced: the open transaction's id, which names its staging table
+	last        checkpoint.ID // the last checkpoint prepared, for messages
 }
 
 // Write buffers batch, sending the buffer once it holds FlushRows rows.
@@ -128,27 +129,27 @@ func (w *writer[T]) flush(ctx context.Context) error {
 
 // Prepare sends the buffered rows and makes the open transaction durable:
 // COMMIT into staging (fenced) or PREPARE TRANSACTION (prepared).
-func (w *writer[T]) Prepare(ctx context.Context, checkpointID uint64) ([]byte, error) {
+func (w *writer[T]) Prepare(ctx context.Context, id checkpoint.ID) ([]byte, error) {
 	if len(w.src.rows) == 0 && !w.open {
 		return nil, nil
 	}
-	what := fmt.Sprintf("prepare checkpoint %d", checkpointID)
-	if checkpointID == 0 || checkpointID > math.MaxInt64 {
+	what := fmt.Sprintf("prepare checkpoint %d", id)
+	if id == 0 || id > math.MaxInt64 {
 		return nil, fmt.Errorf("postgres: %s: %s: the id is out of range [1, 2^63-1]", w.who, what)
 	}
-	c, err := w.prepare(ctx, checkpointID)
+	c, err := w.prepare(ctx, id)
 	if err != nil {
 		return nil, w.s.core.describe(w.explainLockTimeout(ctx, err), w.who, what)
 	}
-	w.open, w.last = false, checkpointID
+	w.open, w.last = false, id
 	return c.encode(), nil
 }
 
-func (w *writer[T]) prepare(ctx context.Context, cp uint64) (committable, error) {
+func (w *writer[T]) prepare(ctx context.Context, id checkpoint.ID) (committable, error) {
 	if err := w.flush(ctx); err != nil {
 		return committable{}, err
 	}
-	c := committable{mode: w.s.core.opts.Mode, subtask: w.subtask, cp: cp}
+	c := committable{mode: w.s.core.opts.Mode, subtask: w.subtask, checkpoint: id}
 	stmt, want := "COMMIT", "COMMIT"
 	if c.mode == Fenced {
 		c.id = uint64(w.txn)
@@ -157,12 +158,12 @@ func (w *writer[T]) prepare(ctx context.Context, cp uint64) (committable, error)
 		if err := w.conn.QueryRow(ctx, "SELECT pg_current_xact_id()::text").Scan(&xid); err != nil {
 			return c, err
 		}
-		id, err := strconv.ParseUint(xid, 10, 64)
+		xact, err := strconv.ParseUint(xid, 10, 64)
 		if err != nil {
 			return c, fmt.Errorf("parse the transaction id %q: %w", xid, err)
 		}
-		c.id, c.tag = id, w.tag
-		stmt, want = "PREPARE TRANSACTION "+literal(gid(w.key, w.subtask, cp, c.tag)), "PREPARE TRANSACTION"
+		c.id, c.tag = xact, w.tag
+		stmt, want = "PREPARE TRANSACTION "+literal(gid(w.key, w.subtask, id, c.tag)), "PREPARE TRANSACTION"
 	}
 	tag, err := w.conn.Exec(ctx, stmt)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/sink"
 )
 
@@ -32,7 +33,7 @@ func ownedWriter(t testing.TB, s *Sink[rec], owner sink.Owner, subtask int) sink
 
 // fencedCommitter opens a committer of owner for sink "sink" and fences
 // with restored as the restored checkpoint.
-func fencedCommitter(t testing.TB, s *Sink[rec], owner sink.Owner, restored uint64) sink.Committer {
+func fencedCommitter(t testing.TB, s *Sink[rec], owner sink.Owner, restored checkpoint.ID) sink.Committer {
 	t.Helper()
 	c, err := s.NewCommitter(context.Background(), sink.CommitterInfo{Job: "job", Sink: "sink", Owner: owner})
 	if err != nil {
@@ -47,7 +48,7 @@ func fencedCommitter(t testing.TB, s *Sink[rec], owner sink.Owner, restored uint
 
 // ownedPrepare writes batch with w and prepares cp, as the engine records
 // the committable: with the writer's incarnation.
-func ownedPrepare(t testing.TB, w sink.Writer[rec], owner sink.Owner, subtask int, cp uint64, batch []rec) sink.Committable {
+func ownedPrepare(t testing.TB, w sink.Writer[rec], owner sink.Owner, subtask int, cp checkpoint.ID, batch []rec) sink.Committable {
 	t.Helper()
 	cm := writePrepare(t, w, subtask, cp, batch)
 	cm.Incarnation = owner.Incarnation
@@ -108,7 +109,7 @@ func TestFreshStartOverForeignProgress(t *testing.T) {
 	s := newTestSink(t, testOptions(path))
 	a := fencedCommitter(t, s, ownerA1, 0)
 	wa := ownedWriter(t, s, ownerA1, 0)
-	for cp := uint64(1); cp <= 7; cp++ {
+	for cp := checkpoint.ID(1); cp <= 7; cp++ {
 		if err := a.Commit(ctx, ownedPrepare(t, wa, ownerA1, 0, cp, recs(int64(cp), int64(cp)+1))); err != nil {
 			t.Fatal(err)
 		}
@@ -155,7 +156,7 @@ func TestRerunNeverReadsAnotherIncarnationsMark(t *testing.T) {
 	s := newTestSink(t, testOptions(path))
 	a := fencedCommitter(t, s, ownerA1, 0)
 	wa := ownedWriter(t, s, ownerA1, 0)
-	for cp := uint64(1); cp <= 5; cp++ {
+	for cp := checkpoint.ID(1); cp <= 5; cp++ {
 		if err := a.Commit(ctx, ownedPrepare(t, wa, ownerA1, 0, cp, recs(int64(cp), int64(cp)+1))); err != nil {
 			t.Fatal(err)
 		}
@@ -284,10 +285,10 @@ func TestLegacyProgressRows(t *testing.T) {
 	// Restored from the legacy checkpoint 9: its committables (no
 	// incarnation) are recognised as committed.
 	c := fencedCommitter(t, s, ownerB1, 9)
-	if err := c.Commit(ctx, sink.Committable{CheckpointID: 9, Data: encodeCommittable(0, 9)}); err != nil {
+	if err := c.Commit(ctx, sink.Committable{Checkpoint: 9, Data: encodeCommittable(0, 9)}); err != nil {
 		t.Errorf("Commit of a legacy committable at the legacy mark: %v", err)
 	}
-	if err := c.Commit(ctx, sink.Committable{CheckpointID: 9, Incarnation: "inc-b", Data: encodeCommittable(0, 9)}); !sink.IsPermanent(err) {
+	if err := c.Commit(ctx, sink.Committable{Checkpoint: 9, Incarnation: "inc-b", Data: encodeCommittable(0, 9)}); !sink.IsPermanent(err) {
 		t.Errorf("Commit of incarnation inc-b's checkpoint 9 against the legacy mark = %v, want a permanent data-loss error", err)
 	}
 }

@@ -68,6 +68,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/sink"
 )
 
@@ -435,15 +436,15 @@ func (w *writer[T]) stage(ctx context.Context, tx *sql.Tx, cp int64) error {
 }
 
 // Prepare stages the buffered rows and tags the subtask's open rows with
-// checkpointID, in one transaction.
-func (w *writer[T]) Prepare(ctx context.Context, checkpointID uint64) ([]byte, error) {
+// id, in one transaction.
+func (w *writer[T]) Prepare(ctx context.Context, id checkpoint.ID) ([]byte, error) {
 	if len(w.rows) == 0 && !w.open {
 		return nil, nil
 	}
-	if checkpointID == 0 || checkpointID > math.MaxInt64 {
-		return nil, fmt.Errorf("sqlite: sink %q subtask %d: checkpoint id %d is out of range [1, 2^63-1]", w.sinkName, w.subtask, checkpointID)
+	if id == 0 || id > math.MaxInt64 {
+		return nil, fmt.Errorf("sqlite: sink %q subtask %d: checkpoint id %d is out of range [1, 2^63-1]", w.sinkName, w.subtask, id)
 	}
-	cp := int64(checkpointID)
+	cp := int64(id)
 	err := inTx(ctx, w.db.db, func(tx *sql.Tx) error {
 		if err := w.stage(ctx, tx, cp); err != nil {
 			return err
@@ -455,10 +456,10 @@ func (w *writer[T]) Prepare(ctx context.Context, checkpointID uint64) ([]byte, e
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: sink %q subtask %d: prepare checkpoint %d: %w", w.sinkName, w.subtask, checkpointID, err)
+		return nil, fmt.Errorf("sqlite: sink %q subtask %d: prepare checkpoint %d: %w", w.sinkName, w.subtask, id, err)
 	}
 	w.open = false
-	return encodeCommittable(w.subtask, checkpointID), nil
+	return encodeCommittable(w.subtask, id), nil
 }
 
 // Close discards the rows written since the last Prepare.
@@ -477,11 +478,11 @@ func (w *writer[T]) Close() error {
 	return err
 }
 
-// encodeCommittable returns the committable of (subtask, cp): a version
-// byte and two uvarints.
-func encodeCommittable(subtask int, cp uint64) []byte {
+// encodeCommittable returns the committable of subtask's transaction
+// prepared for checkpoint id: a version byte and two uvarints.
+func encodeCommittable(subtask int, id checkpoint.ID) []byte {
 	b := append(make([]byte, 0, 1+2*binary.MaxVarintLen64), committableVersion)
-	return binary.AppendUvarint(binary.AppendUvarint(b, uint64(subtask)), cp)
+	return binary.AppendUvarint(binary.AppendUvarint(b, uint64(subtask)), uint64(id))
 }
 
 // decodeCommittable parses what encodeCommittable returned.
@@ -512,7 +513,7 @@ type committer struct {
 func (c *committer) run(ctx context.Context, op string, cm sink.Committable, f func(tx *sql.Tx, subtask int, cp int64) error) error {
 	subtask, cp, ok := decodeCommittable(cm.Data)
 	if !ok {
-		return sink.Permanent(fmt.Errorf("sqlite: sink %q: %s checkpoint %d subtask %d: committable %x is malformed: the checkpoint is corrupt or was written by another sink", c.info.Sink, op, cm.CheckpointID, cm.Subtask, cm.Data))
+		return sink.Permanent(fmt.Errorf("sqlite: sink %q: %s checkpoint %d subtask %d: committable %x is malformed: the checkpoint is corrupt or was written by another sink", c.info.Sink, op, cm.Checkpoint, cm.Subtask, cm.Data))
 	}
 	err := inTx(ctx, c.db.db, func(tx *sql.Tx) error {
 		if err := c.sql.checkOwner(ctx, tx, c.info.Sink, c.info.Owner); err != nil {
@@ -578,14 +579,14 @@ func (c *committer) Abort(ctx context.Context, cm sink.Committable) error {
 
 // Fence records the committer's owner in _exactly_owner; see the package
 // documentation and [sink.Committer].
-func (c *committer) Fence(ctx context.Context, restoredCheckpointID uint64) error {
+func (c *committer) Fence(ctx context.Context, id checkpoint.ID) error {
 	me := c.info.Owner
 	err := inTx(ctx, c.db.db, func(tx *sql.Tx) error {
 		rec, found, err := c.sql.readOwner(ctx, tx, c.info.Sink)
 		if err != nil {
 			return err
 		}
-		switch sink.DecideFence(rec, found, me, restoredCheckpointID, c.info.TakeOver) {
+		switch sink.DecideFence(rec, found, me, id, c.info.TakeOver) {
 		case sink.FenceDone:
 			return nil
 		case sink.FenceRefuse:
@@ -608,13 +609,13 @@ func (c *committer) Fence(ctx context.Context, restoredCheckpointID uint64) erro
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("sqlite: sink %q: fence as %s after restoring checkpoint %d: %w", c.info.Sink, me, restoredCheckpointID, err)
+		return fmt.Errorf("sqlite: sink %q: fence as %s after restoring checkpoint %d: %w", c.info.Sink, me, id, err)
 	}
 	return nil
 }
 
 // AbortLingering deletes every staged row of the sink.
-func (c *committer) AbortLingering(ctx context.Context, restoredCheckpointID uint64) error {
+func (c *committer) AbortLingering(ctx context.Context, id checkpoint.ID) error {
 	err := inTx(ctx, c.db.db, func(tx *sql.Tx) error {
 		if err := c.sql.checkOwner(ctx, tx, c.info.Sink, c.info.Owner); err != nil {
 			return err
@@ -623,7 +624,7 @@ func (c *committer) AbortLingering(ctx context.Context, restoredCheckpointID uin
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("sqlite: sink %q: abort lingering rows after restoring checkpoint %d: %w", c.info.Sink, restoredCheckpointID, err)
+		return fmt.Errorf("sqlite: sink %q: abort lingering rows after restoring checkpoint %d: %w", c.info.Sink, id, err)
 	}
 	return nil
 }

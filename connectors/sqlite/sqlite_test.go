@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/sink"
 )
 
@@ -64,7 +65,7 @@ func recs(from, to int64) []rec {
 }
 
 // writePrepare writes batch and prepares checkpoint cp.
-func writePrepare(t testing.TB, w sink.Writer[rec], subtask int, cp uint64, batch []rec) sink.Committable {
+func writePrepare(t testing.TB, w sink.Writer[rec], subtask int, cp checkpoint.ID, batch []rec) sink.Committable {
 	t.Helper()
 	ctx := context.Background()
 	if err := w.Write(ctx, batch); err != nil {
@@ -74,7 +75,7 @@ func writePrepare(t testing.TB, w sink.Writer[rec], subtask int, cp uint64, batc
 	if err != nil || data == nil {
 		t.Fatalf("Prepare(%d) = %x, %v", cp, data, err)
 	}
-	return sink.Committable{CheckpointID: cp, Subtask: subtask, Data: data}
+	return sink.Committable{Checkpoint: cp, Subtask: subtask, Data: data}
 }
 
 // query returns the ids in table, in rowid order, read through a separate
@@ -249,7 +250,7 @@ func TestCommitOfLostDataIsPermanent(t *testing.T) {
 	if !sink.IsPermanent(err) || !strings.Contains(err.Error(), "prepared data is gone") {
 		t.Fatalf("Commit of deleted rows = %v, want a permanent data-loss error", err)
 	}
-	bad := sink.Committable{CheckpointID: 3, Data: []byte{9, 9}}
+	bad := sink.Committable{Checkpoint: 3, Data: []byte{9, 9}}
 	if err := c.Commit(ctx, bad); !sink.IsPermanent(err) || !strings.Contains(err.Error(), "malformed") {
 		t.Errorf("Commit of a malformed committable = %v", err)
 	}
@@ -300,7 +301,7 @@ func TestConcurrentSubtasksShareFile(t *testing.T) {
 				return
 			}
 			defer c.Close()
-			for cp := range uint64(checkpoints) {
+			for cp := range checkpoint.ID(checkpoints) {
 				base := int64(i*10000) + int64(cp)*perCheckpoint
 				for _, batch := range slices.Collect(slices.Chunk(recs(base, base+perCheckpoint), 7)) {
 					if errs[i] = w.Write(ctx, batch); errs[i] != nil {
@@ -309,7 +310,7 @@ func TestConcurrentSubtasksShareFile(t *testing.T) {
 				}
 				data, err := w.Prepare(ctx, cp+1)
 				if err == nil {
-					err = c.Commit(ctx, sink.Committable{CheckpointID: cp + 1, Subtask: i, Data: data})
+					err = c.Commit(ctx, sink.Committable{Checkpoint: cp + 1, Subtask: i, Data: data})
 				}
 				if errs[i] = err; err != nil {
 					return
@@ -422,7 +423,7 @@ func BenchmarkSQLiteSink(b *testing.B) {
 	w := newWriter(b, s, "bench", 0)
 	c := newCommitter(b, s, "bench")
 	batch := recs(0, 1000)
-	cp := uint64(0)
+	cp := checkpoint.ID(0)
 	for b.Loop() {
 		for range rows / len(batch) {
 			if err := w.Write(ctx, batch); err != nil {
@@ -434,7 +435,7 @@ func BenchmarkSQLiteSink(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := c.Commit(ctx, sink.Committable{CheckpointID: cp, Data: data}); err != nil {
+		if err := c.Commit(ctx, sink.Committable{Checkpoint: cp, Data: data}); err != nil {
 			b.Fatal(err)
 		}
 	}

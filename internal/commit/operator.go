@@ -29,13 +29,13 @@ func Restore[T any](ctx context.Context, sk sink.Sink[T], rc runtime.RestoreCont
 		pending = append(pending, c)
 	}
 	slices.SortStableFunc(pending, func(a, b sink.Committable) int {
-		return cmp.Or(cmp.Compare(a.CheckpointID, b.CheckpointID), cmp.Compare(a.Subtask, b.Subtask))
+		return cmp.Or(cmp.Compare(a.Checkpoint, b.Checkpoint), cmp.Compare(a.Subtask, b.Subtask))
 	})
 	c, err := sk.NewCommitter(ctx, sink.CommitterInfo{Job: rc.Job, Sink: rc.Operator, Owner: rc.Owner, TakeOver: rc.TakeOverSinks, Logger: rc.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("opening the committer: %w", err)
 	}
-	if err := c.Fence(ctx, rc.CheckpointID); err != nil {
+	if err := c.Fence(ctx, rc.Checkpoint); err != nil {
 		return nil, errors.Join(fmt.Errorf("fencing earlier owners as %s: %w", rc.Owner, err), c.Close())
 	}
 	return &restoring{c: c, pending: pending, rc: rc}, nil
@@ -57,7 +57,7 @@ func (r *restoring) Finish(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := r.c.AbortLingering(ctx, r.rc.CheckpointID); err != nil {
+	if err := r.c.AbortLingering(ctx, r.rc.Checkpoint); err != nil {
 		return fmt.Errorf("aborting lingering transactions: %w", err)
 	}
 	return nil
@@ -75,7 +75,7 @@ func commitWithRetry(ctx context.Context, c sink.Committer, p sink.Committable, 
 		if err == nil {
 			return nil
 		}
-		err = fmt.Errorf("committing checkpoint %d of subtask %d: %w", p.CheckpointID, p.Subtask, err)
+		err = fmt.Errorf("committing checkpoint %d of subtask %d: %w", p.Checkpoint, p.Subtask, err)
 		if sink.IsPermanent(err) || attempt >= retries {
 			return err
 		}
@@ -123,13 +123,13 @@ func (s *Operator[T]) Process(ctx context.Context, batch any) error {
 
 // Snapshot prepares the open transaction and checkpoints every committable
 // not yet committed.
-func (s *Operator[T]) Snapshot(ctx context.Context, id uint64) (func() (checkpoint.SubtaskSnapshot, error), error) {
+func (s *Operator[T]) Snapshot(ctx context.Context, id checkpoint.ID) (func() (checkpoint.SubtaskSnapshot, error), error) {
 	data, err := s.writer.Prepare(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("prepare: %w", err)
 	}
 	if data != nil {
-		s.queue.Add(sink.Committable{CheckpointID: id, Subtask: s.oc.Subtask, Incarnation: s.oc.Owner.Incarnation, Data: data})
+		s.queue.Add(sink.Committable{Checkpoint: id, Subtask: s.oc.Subtask, Incarnation: s.oc.Owner.Incarnation, Data: data})
 	}
 	var snap checkpoint.SubtaskSnapshot
 	for _, c := range s.queue.Pending() {
@@ -139,7 +139,7 @@ func (s *Operator[T]) Snapshot(ctx context.Context, id uint64) (func() (checkpoi
 }
 
 // CheckpointComplete commits everything checkpoint id covers, oldest first.
-func (s *Operator[T]) CheckpointComplete(ctx context.Context, id uint64) error {
+func (s *Operator[T]) CheckpointComplete(ctx context.Context, id checkpoint.ID) error {
 	for _, c := range s.queue.Covered(id) {
 		if err := commitWithRetry(ctx, s.committer, c, s.oc.CommitRetries); err != nil {
 			return err
@@ -154,14 +154,14 @@ func (s *Operator[T]) CheckpointComplete(ctx context.Context, id uint64) error {
 // failure it leaves both to recovery. A committable that the completed
 // checkpoint covers is never aborted, even when its commit fails: it is
 // stored in that checkpoint, and the next start commits it.
-func (s *Operator[T]) Close(ctx context.Context, completed uint64, clean bool) error {
+func (s *Operator[T]) Close(ctx context.Context, completed checkpoint.ID, clean bool) error {
 	var errs []error
 	if clean {
 		if err := s.CheckpointComplete(ctx, completed); err != nil {
 			errs = append(errs, fmt.Errorf("%w: %w", ErrPending, err))
 		}
 		for _, c := range s.queue.Pending() {
-			if c.CheckpointID > completed {
+			if c.Checkpoint > completed {
 				errs = append(errs, s.committer.Abort(ctx, c))
 			}
 		}

@@ -3,6 +3,7 @@ package commit
 import (
 	"slices"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/sink"
 )
 
@@ -13,17 +14,17 @@ import (
 // in the checkpoint, and when a checkpoint completes takes [Queue.Covered] and
 // commits them in order, calling [Queue.Done] after each success.
 type Queue struct {
-	pending []sink.Committable // sorted by CheckpointID
+	pending []sink.Committable // sorted by Checkpoint
 }
 
-// Add records a committable prepared for c.CheckpointID. Committables are
+// Add records a committable prepared for c.Checkpoint. Committables are
 // added in increasing checkpoint order.
 func (q *Queue) Add(c sink.Committable) {
-	i, _ := slices.BinarySearchFunc(q.pending, c.CheckpointID, func(p sink.Committable, id uint64) int {
+	i, _ := slices.BinarySearchFunc(q.pending, c.Checkpoint, func(p sink.Committable, id checkpoint.ID) int {
 		switch {
-		case p.CheckpointID < id:
+		case p.Checkpoint < id:
 			return -1
-		case p.CheckpointID > id:
+		case p.Checkpoint > id:
 			return 1
 		}
 		return 0
@@ -33,9 +34,9 @@ func (q *Queue) Add(c sink.Committable) {
 
 // Covered returns, oldest first, the pending committables that completed
 // checkpoint id covers: every one prepared at a checkpoint id or below.
-func (q *Queue) Covered(id uint64) []sink.Committable {
+func (q *Queue) Covered(id checkpoint.ID) []sink.Committable {
 	n := 0
-	for n < len(q.pending) && q.pending[n].CheckpointID <= id {
+	for n < len(q.pending) && q.pending[n].Checkpoint <= id {
 		n++
 	}
 	return slices.Clone(q.pending[:n])
@@ -43,7 +44,7 @@ func (q *Queue) Covered(id uint64) []sink.Committable {
 
 // Done removes a committed committable. It must be the oldest pending one.
 func (q *Queue) Done(c sink.Committable) {
-	if len(q.pending) > 0 && q.pending[0].CheckpointID == c.CheckpointID && q.pending[0].Subtask == c.Subtask {
+	if len(q.pending) > 0 && q.pending[0].Checkpoint == c.Checkpoint && q.pending[0].Subtask == c.Subtask {
 		q.pending = q.pending[1:]
 	}
 }

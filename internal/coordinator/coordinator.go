@@ -56,7 +56,7 @@ type ReserveID struct {
 // barrier of checkpoint ID.
 type InjectBarriers struct {
 	// ID is the checkpoint id.
-	ID uint64
+	ID checkpoint.ID
 	// checkpoint.Kind is checkpoint or savepoint.
 	Kind checkpoint.Kind
 	// EndOfInput marks the final checkpoint, triggered after every source
@@ -75,7 +75,7 @@ type PersistMetadata struct {
 // may now commit what it covers.
 type NotifyComplete struct {
 	// ID is the checkpoint id.
-	ID uint64
+	ID checkpoint.ID
 	// checkpoint.Kind is checkpoint or savepoint.
 	Kind checkpoint.Kind
 	// Request is the savepoint request this completion answers, or 0.
@@ -92,7 +92,7 @@ type NotifyComplete struct {
 // partial files may be discarded.
 type Abort struct {
 	// ID is the checkpoint id, or 0 when no id had been reserved yet.
-	ID uint64
+	ID checkpoint.ID
 	// checkpoint.Kind is checkpoint or savepoint.
 	Kind checkpoint.Kind
 	// Request is the savepoint request that failed with it, or 0.
@@ -111,7 +111,7 @@ type FailOver struct {
 	// in a way that leaves it unknown whether the checkpoint completed, or
 	// 0. Such a checkpoint must be treated as possibly complete: nothing it
 	// covers may be aborted, and recovery reads the storage to decide.
-	OutcomeUnknown uint64
+	OutcomeUnknown checkpoint.ID
 	// Request is the savepoint request the unknown checkpoint served, or 0:
 	// it is answered with Err.
 	Request uint64
@@ -179,7 +179,7 @@ type Coordinator struct {
 	cfg Config
 
 	phase       phase
-	id          uint64 // in-flight checkpoint id (acking, persisting)
+	id          checkpoint.ID // in-flight checkpoint id (acking, persisting)
 	kind        checkpoint.Kind
 	request     savepointRequest // savepoint request served by the in-flight checkpoint
 	final       bool             // in-flight checkpoint was triggered after all sources finished
@@ -290,7 +290,7 @@ func (c *Coordinator) SourcesFinished(now time.Time) []Action {
 }
 
 // Begin starts the checkpoint whose id the driver reserved after [ReserveID].
-func (c *Coordinator) Begin(now time.Time, id uint64) []Action {
+func (c *Coordinator) Begin(now time.Time, id checkpoint.ID) []Action {
 	if c.phase != reserving {
 		return nil
 	}
@@ -312,7 +312,7 @@ func (c *Coordinator) BeginFailed(now time.Time, err error) []Action {
 // Ack records that subtask (an index in [0, Config.Subtasks)) has durably
 // written its state for checkpoint id. Acknowledgements of checkpoints that
 // are no longer in flight are ignored.
-func (c *Coordinator) Ack(now time.Time, id uint64, subtask int, states []SubtaskState) []Action {
+func (c *Coordinator) Ack(now time.Time, id checkpoint.ID, subtask int, states []SubtaskState) []Action {
 	if c.phase != acking || id != c.id || subtask < 0 || subtask >= c.cfg.Subtasks {
 		return nil
 	}
@@ -329,7 +329,7 @@ func (c *Coordinator) Ack(now time.Time, id uint64, subtask int, states []Subtas
 
 // Decline records that a subtask could not take its part of checkpoint id;
 // the checkpoint is aborted.
-func (c *Coordinator) Decline(now time.Time, id uint64, subtask int, reason string) []Action {
+func (c *Coordinator) Decline(now time.Time, id checkpoint.ID, subtask int, reason string) []Action {
 	if c.phase != acking || id != c.id {
 		return nil
 	}
@@ -346,7 +346,7 @@ func (c *Coordinator) Decline(now time.Time, id uint64, subtask int, reason stri
 // reads the storage to learn whether the checkpoint completed. A write
 // that certainly did not happen is reported with
 // [Coordinator.MetadataRejected] instead.
-func (c *Coordinator) MetadataPersisted(now time.Time, id uint64, err error) []Action {
+func (c *Coordinator) MetadataPersisted(now time.Time, id checkpoint.ID, err error) []Action {
 	if c.phase != persisting || id != c.id {
 		return nil
 	}
@@ -446,7 +446,7 @@ func (c *Coordinator) subtaskName(i int) string {
 }
 
 // InFlight returns the id of the checkpoint in flight, or 0.
-func (c *Coordinator) InFlight() uint64 {
+func (c *Coordinator) InFlight() checkpoint.ID {
 	if c.phase == acking || c.phase == persisting {
 		return c.id
 	}

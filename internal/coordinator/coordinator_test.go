@@ -75,7 +75,7 @@ func newCoordinatorScript(t *testing.T) func(f []string) []string {
 		case "tick":
 			actions = c.Tick(now)
 		case "begin":
-			actions = c.Begin(now, uint64(mustInt(t, f[1])))
+			actions = c.Begin(now, checkpoint.ID(mustInt(t, f[1])))
 		case "begin-fail":
 			actions = c.BeginFailed(now, errors.New("disk full"))
 		case "ack":
@@ -84,15 +84,15 @@ func newCoordinatorScript(t *testing.T) func(f []string) []string {
 				op = f[3]
 			}
 			sub := mustInt(t, f[2])
-			actions = c.Ack(now, uint64(mustInt(t, f[1])), sub, []SubtaskState{{
+			actions = c.Ack(now, checkpoint.ID(mustInt(t, f[1])), sub, []SubtaskState{{
 				Operator: op, Parallelism: 2, Handle: checkpoint.StateHandle{Subtask: sub, File: fmt.Sprintf("%s-%d", op, sub)},
 			}})
 		case "decline":
-			actions = c.Decline(now, uint64(mustInt(t, f[1])), mustInt(t, f[2]), "snapshot failed")
+			actions = c.Decline(now, checkpoint.ID(mustInt(t, f[1])), mustInt(t, f[2]), "snapshot failed")
 		case "persisted":
-			actions = c.MetadataPersisted(now, uint64(mustInt(t, f[1])), nil)
+			actions = c.MetadataPersisted(now, checkpoint.ID(mustInt(t, f[1])), nil)
 		case "persist-fail":
-			actions = c.MetadataPersisted(now, uint64(mustInt(t, f[1])), errors.New("fsync: input/output error"))
+			actions = c.MetadataPersisted(now, checkpoint.ID(mustInt(t, f[1])), errors.New("fsync: input/output error"))
 		case "fenced":
 			actions = c.Fenced(now, errors.New("not the owner: epoch 3 took over"))
 		case "savepoint":

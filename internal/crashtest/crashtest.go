@@ -25,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/internal/runtime"
 )
 
@@ -41,7 +42,7 @@ func IsChild() bool { return os.Getenv(envChild) != "" }
 // parent asked for a kill at a protocol point ("metadata-written:3": at the
 // third time the point is reached) the probe SIGKILLs its own process there.
 // Outside a child it returns nil.
-func Probe() func(runtime.ProbePoint, uint64) {
+func Probe() func(runtime.ProbePoint, checkpoint.ID) {
 	spec := os.Getenv(envCrashAt)
 	point, nth, ok := strings.Cut(spec, ":")
 	n, err := strconv.Atoi(nth)
@@ -49,7 +50,7 @@ func Probe() func(runtime.ProbePoint, uint64) {
 		return nil
 	}
 	var hits atomic.Int64
-	return func(p runtime.ProbePoint, _ uint64) {
+	return func(p runtime.ProbePoint, _ checkpoint.ID) {
 		if string(p) == point && hits.Add(1) == int64(n) {
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			select {} // the signal is on its way

@@ -242,7 +242,7 @@ func checkSink(t *testing.T, snaps []checkpoint.SubtaskSnapshot) {
 	}
 	e := snaps[0].Entries[0]
 	c, err := format.DecodeCommittable(e)
-	want := sink.Committable{CheckpointID: 1, Subtask: 0, Incarnation: fixtureIncarnation, Data: []byte("txn-0001")}
+	want := sink.Committable{Checkpoint: 1, Subtask: 0, Incarnation: fixtureIncarnation, Data: []byte("txn-0001")}
 	if err != nil || !reflect.DeepEqual(c, want) {
 		t.Fatalf("committable = %+v, %v; want %+v", c, err, want)
 	}
@@ -281,7 +281,7 @@ func checkSource(t *testing.T, snaps []checkpoint.SubtaskSnapshot) {
 // version (so no byte-for-byte round trip).
 func TestCompatVersion1(t *testing.T) {
 	c, err := format.DecodeCommittable(readFixture(t, "v1", "committable-v1.bin"))
-	want := sink.Committable{CheckpointID: 42, Subtask: 3, Data: []byte("txn-42")}
+	want := sink.Committable{Checkpoint: 42, Subtask: 3, Data: []byte("txn-42")}
 	if err != nil || !reflect.DeepEqual(c, want) {
 		t.Errorf("v1 committable = %+v, %v; want %+v", c, err, want)
 	}

@@ -99,11 +99,13 @@ const sharedIDDigits = 20
 
 // SharedName returns the name of the shared file uploaded for checkpoint id
 // under key: the id in 20 digits, '-', key.
-func SharedName(id uint64, key string) string { return fmt.Sprintf("%0*d-%s", sharedIDDigits, id, key) }
+func SharedName(id checkpoint.ID, key string) string {
+	return fmt.Sprintf("%0*d-%s", sharedIDDigits, id, key)
+}
 
 // SharedID returns the id of the checkpoint that uploaded the shared file
 // called name; ok is false for a name SharedName did not make.
-func SharedID(name string) (id uint64, ok bool) {
+func SharedID(name string) (id checkpoint.ID, ok bool) {
 	if len(name) < sharedIDDigits+2 || name[sharedIDDigits] != '-' {
 		return 0, false
 	}
@@ -111,7 +113,7 @@ func SharedID(name string) (id uint64, ok bool) {
 		return 0, false
 	}
 	v, err := strconv.ParseUint(name[:sharedIDDigits], 10, 64)
-	return v, err == nil
+	return checkpoint.ID(v), err == nil
 }
 
 // ValidSharedName reports whether name is a shared file's name: made by

@@ -130,7 +130,7 @@ const (
 // EncodeCommittable encodes c in version CommittableV2.
 func EncodeCommittable(c sink.Committable) []byte {
 	b := []byte{CommittableV2}
-	b = binary.AppendUvarint(b, c.CheckpointID)
+	b = binary.AppendUvarint(b, uint64(c.Checkpoint))
 	b = binary.AppendUvarint(b, uint64(c.Subtask))
 	b = AppendBytes(b, []byte(c.Incarnation))
 	return append(b, c.Data...)
@@ -154,7 +154,7 @@ func DecodeCommittable(b []byte) (sink.Committable, error) {
 		return sink.Committable{}, malformed("commit: malformed committable: bad subtask")
 	}
 	b = b[n:]
-	c := sink.Committable{CheckpointID: id, Subtask: int(sub)}
+	c := sink.Committable{Checkpoint: checkpoint.ID(id), Subtask: int(sub)}
 	if version == CommittableV2 {
 		inc, rest, ok := cutBytes(b)
 		if !ok {

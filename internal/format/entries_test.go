@@ -10,7 +10,7 @@ import (
 )
 
 func TestCommittableRoundTrip(t *testing.T) {
-	c := sink.Committable{CheckpointID: 1 << 40, Subtask: 17, Incarnation: "7f3a", Data: []byte("txn-abc")}
+	c := sink.Committable{Checkpoint: 1 << 40, Subtask: 17, Incarnation: "7f3a", Data: []byte("txn-abc")}
 	got, err := DecodeCommittable(EncodeCommittable(c))
 	if err != nil || !reflect.DeepEqual(got, c) {
 		t.Fatalf("round trip = %+v, %v; want %+v", got, err, c)
@@ -27,7 +27,7 @@ func TestCommittableVersion1(t *testing.T) {
 	// Version 1, as wave-1 checkpoints hold it: no incarnation.
 	v1 := []byte{1, 42, 3, 't', 'x', 'n'}
 	got, err := DecodeCommittable(v1)
-	want := sink.Committable{CheckpointID: 42, Subtask: 3, Data: []byte("txn")}
+	want := sink.Committable{Checkpoint: 42, Subtask: 3, Data: []byte("txn")}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("decode v1 = %+v, %v; want %+v", got, err, want)
 	}

@@ -102,14 +102,14 @@ func unsealJSON(path string, m Magic, b []byte, what string, v any) error {
 
 // EncodeIDs returns the contents of an _ids file: the highest id reserved
 // and the highest id that completed, each a big-endian uint64.
-func EncodeIDs(reserved, completed uint64) []byte {
-	return Seal(IDsMagic, binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(NewEnvelope(16), reserved), completed))
+func EncodeIDs(reserved, completed checkpoint.ID) []byte {
+	return Seal(IDsMagic, binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(NewEnvelope(16), uint64(reserved)), uint64(completed)))
 }
 
 // DecodeIDs decodes the contents b of the _ids file at path. Files written
 // before the completed id was recorded hold only the reserved id: completed
 // is then 0.
-func DecodeIDs(path string, b []byte) (reserved, completed uint64, err error) {
+func DecodeIDs(path string, b []byte) (reserved, completed checkpoint.ID, err error) {
 	p, err := Unseal(path, IDsMagic, b)
 	if err == nil && len(p) != 8 && len(p) != 16 {
 		err = Corruptf(path, "payload is %d bytes, want 8 or 16", len(p))
@@ -118,9 +118,9 @@ func DecodeIDs(path string, b []byte) (reserved, completed uint64, err error) {
 		return 0, 0, err
 	}
 	if len(p) == 16 {
-		completed = binary.BigEndian.Uint64(p[8:])
+		completed = checkpoint.ID(binary.BigEndian.Uint64(p[8:]))
 	}
-	return binary.BigEndian.Uint64(p), completed, nil
+	return checkpoint.ID(binary.BigEndian.Uint64(p)), completed, nil
 }
 
 // EncodeIncarnation returns the contents of an _incarnation file holding

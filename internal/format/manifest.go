@@ -1,5 +1,7 @@
 package format
 
+import "github.com/exactlyonce/exactly/checkpoint"
+
 // Manifest is the payload of the _manifest object of checkpoint storage on
 // object storage: the owner, the id sequence and the completed checkpoints,
 // in one object that every owner changes only with a conditional write
@@ -25,13 +27,13 @@ type Manifest struct {
 	// Released is set when the owner gave the storage up.
 	Released bool `json:"released"`
 	// Reserved is the highest checkpoint or savepoint id ever reserved.
-	Reserved uint64 `json:"reserved"`
+	Reserved checkpoint.ID `json:"reserved"`
 	// Completed is the highest id that ever completed.
-	Completed uint64 `json:"completed"`
+	Completed checkpoint.ID `json:"completed"`
 	// Checkpoints are the retained completed checkpoints, increasing.
-	Checkpoints []uint64 `json:"checkpoints"`
+	Checkpoints []checkpoint.ID `json:"checkpoints"`
 	// Savepoints are the completed savepoints, increasing.
-	Savepoints []uint64 `json:"savepoints"`
+	Savepoints []checkpoint.ID `json:"savepoints"`
 	// Writes counts the writes of the manifest, so that no two writes have
 	// the same contents (some servers' entity tags are content hashes).
 	Writes uint64 `json:"writes"`

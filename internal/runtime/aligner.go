@@ -6,7 +6,7 @@ import "github.com/exactlyonce/exactly/checkpoint"
 // emit, what travels in a [Message] between tasks, and what an operator
 // task aligns. Its id is 0 in a message that is no barrier.
 type barrier struct {
-	id   uint64
+	id   checkpoint.ID
 	kind checkpoint.Kind
 	// endOfInput: the final checkpoint after every source finished.
 	// Nothing may be emitted after it, so timers stop firing.
@@ -24,12 +24,12 @@ type barrier struct {
 // checkpoint up); an older one, or one of a checkpoint already taken, is
 // ignored. An input that ended counts as aligned for every later barrier.
 type aligner struct {
-	blocked  []bool  // the barrier being aligned arrived on this input
-	ended    []bool  // the producer sent the end of its stream
-	live     int     // inputs not ended
-	aligning barrier // the barrier being aligned; id 0 when none
-	arrived  int     // inputs on which it arrived
-	taken    uint64  // the newest checkpoint taken
+	blocked  []bool        // the barrier being aligned arrived on this input
+	ended    []bool        // the producer sent the end of its stream
+	live     int           // inputs not ended
+	aligning barrier       // the barrier being aligned; id 0 when none
+	arrived  int           // inputs on which it arrived
+	taken    checkpoint.ID // the newest checkpoint taken
 }
 
 func newAligner(inputs int) *aligner {

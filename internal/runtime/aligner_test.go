@@ -48,7 +48,7 @@ func newAlignerScript(t *testing.T) func(f []string) []string {
 		case "inputs":
 			a = newAligner(num(f[1]))
 		case "barrier":
-			b := barrier{id: uint64(num(f[2])), kind: checkpoint.KindCheckpoint}
+			b := barrier{id: checkpoint.ID(num(f[2])), kind: checkpoint.KindCheckpoint}
 			for _, opt := range f[3:] {
 				switch opt {
 				case "savepoint":

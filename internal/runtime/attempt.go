@@ -24,10 +24,6 @@ type attemptResult struct {
 func (j *Job) attempt(ctx context.Context, rp *restorePoint) attemptResult {
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	restoredID := uint64(0)
-	if rp != nil {
-		restoredID = rp.md.ID
-	}
 	if err := j.restoreSinks(actx, rp); err != nil {
 		return attemptResult{err: err}
 	}
@@ -45,7 +41,10 @@ func (j *Job) attempt(ctx context.Context, rp *restorePoint) attemptResult {
 			}
 		})
 	}
-	d := &driver{job: j, tasks: tasks, completed: restoredID}
+	d := &driver{job: j, tasks: tasks}
+	if rp != nil {
+		d.completed = rp.md.ID
+	}
 	res := d.loop(ctx, actx, events)
 	cancel()
 	running.Wait()

@@ -45,7 +45,7 @@ func (j *Job) build(ctx context.Context, rp *restorePoint, events chan<- event, 
 			}
 		}
 	}
-	writer := func(id uint64, kind checkpoint.Kind, operator string, subtask int, snap checkpoint.SubtaskSnapshot) (checkpoint.StateHandle, error) {
+	writer := func(id checkpoint.ID, kind checkpoint.Kind, operator string, subtask int, snap checkpoint.SubtaskSnapshot) (checkpoint.StateHandle, error) {
 		return j.store.WriteState(id, kind, operator, subtask, snap)
 	}
 	var tasks []*task

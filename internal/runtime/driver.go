@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/checkpoint/store"
 	"github.com/exactlyonce/exactly/internal/coordinator"
 )
@@ -14,7 +15,7 @@ import (
 type driver struct {
 	job        *Job
 	tasks      []*task
-	completed  uint64           // last completed checkpoint
+	completed  checkpoint.ID    // last completed checkpoint
 	persisted  *CheckpointStats // the checkpoint whose metadata was written, until it is announced complete
 	sourcesOut int              // source subtasks that reported finished
 	tasksDone  int

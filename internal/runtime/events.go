@@ -1,6 +1,9 @@
 package runtime
 
-import "github.com/exactlyonce/exactly/internal/coordinator"
+import (
+	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/internal/coordinator"
+)
 
 // eventKind tells what a task reports to the driver.
 type eventKind int
@@ -17,7 +20,7 @@ const (
 type event struct {
 	kind   eventKind
 	task   int
-	id     uint64
+	id     checkpoint.ID
 	states []coordinator.SubtaskState
 	err    error
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/checkpoint/store"
 	"github.com/exactlyonce/exactly/internal/coordinator"
 	"github.com/exactlyonce/exactly/sink"
@@ -27,8 +28,8 @@ type Job struct {
 	err         error
 
 	metrics Metrics
-	idFloor uint64     // the restored checkpoint's id: new ids must be higher
-	owner   sink.Owner // this process's incarnation and epoch
+	idFloor checkpoint.ID // the restored checkpoint's id: new ids must be higher
+	owner   sink.Owner    // this process's incarnation and epoch
 }
 
 // Run runs the job until its sources are finished and all output is
@@ -83,7 +84,7 @@ func Start(ctx context.Context, g Graph, opts Options) (*Job, error) {
 		return nil, err
 	}
 	if opts.Probe == nil {
-		opts.Probe = func(ProbePoint, uint64) {}
+		opts.Probe = func(ProbePoint, checkpoint.ID) {}
 	}
 	j := &Job{g: g, opts: opts, store: st, coord: coord, requests: make(chan savepointRequest),
 		metrics:    Metrics{skipped: st.Skipped},

@@ -3,6 +3,8 @@ package runtime
 import (
 	"context"
 	"sync"
+
+	"github.com/exactlyonce/exactly/checkpoint"
 )
 
 // mailbox carries the driver's requests to a task without ever blocking the
@@ -12,7 +14,7 @@ import (
 type mailbox struct {
 	mu        sync.Mutex
 	barriers  []barrier
-	completed uint64
+	completed checkpoint.ID
 	finish    bool
 	wake      chan struct{}
 	// interrupt cancels the source poll in progress, if any, so that a
@@ -57,7 +59,7 @@ func (m *mailbox) interruptible(ctx context.Context) (context.Context, func()) {
 
 // take returns the barriers the driver asked the task to emit since the
 // last take, the highest completed checkpoint and whether to finish.
-func (m *mailbox) take() (barriers []barrier, completed uint64, finish bool) {
+func (m *mailbox) take() (barriers []barrier, completed checkpoint.ID, finish bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	barriers, m.barriers = m.barriers, nil

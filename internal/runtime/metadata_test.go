@@ -14,7 +14,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/internal/runtime"
+	"github.com/exactlyonce/exactly/internal/testwait"
 	"github.com/exactlyonce/exactly/internal/vfs"
 	"github.com/exactlyonce/exactly/sink"
 	"github.com/exactlyonce/exactly/source"
@@ -34,6 +36,9 @@ func (s ints) Open(_ context.Context, _ string, pos []byte) (source.Reader[int],
 type intsReader struct{ n, next int }
 
 func (r *intsReader) Read(_ context.Context, buf []int) (int, error) {
+	// The source's pace, not a wait: it keeps a job of a few thousand
+	// records running across several checkpoint intervals (fake time in
+	// the synctest bubbles; real time in the zombie test's processes).
 	time.Sleep(time.Millisecond)
 	k := 0
 	for k < len(buf) && k < 10 && r.next < r.n {
@@ -55,6 +60,9 @@ type txSink struct {
 	prepared map[string][]int
 	done     map[string]bool
 	visible  []int
+	// written counts the records the writers received, for tests to
+	// wait on.
+	written testwait.Counter
 	// failCommits makes every Commit fail (a sink outage).
 	failCommits atomic.Bool
 	// stuck makes the Prepare of the writers opened while it is set block
@@ -93,8 +101,12 @@ type txWriter struct {
 	open    []int
 }
 
-func (w *txWriter) Write(_ context.Context, b []int) error { w.open = append(w.open, b...); return nil }
-func (w *txWriter) Prepare(ctx context.Context, id uint64) ([]byte, error) {
+func (w *txWriter) Write(_ context.Context, b []int) error {
+	w.open = append(w.open, b...)
+	w.s.written.Add(int64(len(b)))
+	return nil
+}
+func (w *txWriter) Prepare(ctx context.Context, id checkpoint.ID) ([]byte, error) {
 	if w.stuck {
 		<-ctx.Done()
 		w.s.stuck.Store(false)
@@ -139,8 +151,8 @@ func (c txCommitter) Abort(_ context.Context, p sink.Committable) error {
 	delete(c.s.prepared, string(p.Data))
 	return nil
 }
-func (c txCommitter) Fence(context.Context, uint64) error { return nil }
-func (c txCommitter) AbortLingering(context.Context, uint64) error {
+func (c txCommitter) Fence(context.Context, checkpoint.ID) error { return nil }
+func (c txCommitter) AbortLingering(context.Context, checkpoint.ID) error {
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
 	clear(c.s.prepared)
@@ -185,9 +197,7 @@ func TestMetadataWriteFailureIsNotAnAbort(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for r.Metrics().Records("numbers") == 0 {
-			time.Sleep(time.Millisecond)
-		}
+		testwait.For(t, out.written.Reached(1), time.Minute, "the first record at the sink", nil)
 		if _, err := r.Savepoint(ctx); err == nil {
 			t.Fatal("Savepoint succeeded despite the injected failure")
 		}

@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/exactlyonce/exactly/checkpoint"
 )
 
 // Metrics are counters of a running job, safe to read at any time.
@@ -33,7 +35,7 @@ type Metrics struct {
 // CheckpointStats describes a completed checkpoint.
 type CheckpointStats struct {
 	// ID is the checkpoint's id.
-	ID uint64
+	ID checkpoint.ID
 	// Triggered is when it was triggered, Completed when its metadata was
 	// written (wall clock).
 	Triggered, Completed time.Time

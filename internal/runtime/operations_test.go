@@ -16,9 +16,11 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/checkpoint/store"
 	"github.com/exactlyonce/exactly/connectors/file"
 	"github.com/exactlyonce/exactly/internal/runtime"
+	"github.com/exactlyonce/exactly/internal/testwait"
 	"github.com/exactlyonce/exactly/internal/vfs"
 	"github.com/exactlyonce/exactly/sink"
 	"github.com/exactlyonce/exactly/state"
@@ -47,7 +49,7 @@ func TestCleanStopCommitFailureKeepsCheckpoint(t *testing.T) {
 			CheckpointDir:      dir,
 			CheckpointInterval: 20 * time.Millisecond,
 			CommitRetries:      1,
-			Probe: func(p runtime.ProbePoint, _ uint64) {
+			Probe: func(p runtime.ProbePoint, _ checkpoint.ID) {
 				if p == runtime.ProbeMetadataWritten && once.CompareAndSwap(false, true) {
 					out.failCommits.Store(true) // the sink goes down, and the user stops the job
 					cancel()
@@ -117,9 +119,7 @@ func TestRestoreFromOnlyWithoutNewerCheckpoint(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for r.Metrics().Records("numbers") < 300 {
-			time.Sleep(time.Millisecond)
-		}
+		testwait.For(t, out.written.Reached(300), time.Minute, "300 records at the sink", nil)
 		sp, err := r.StopWithSavepoint(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -132,7 +132,7 @@ func TestRestoreFromOnlyWithoutNewerCheckpoint(t *testing.T) {
 		runCtx, cancel := context.WithCancel(ctx)
 		var committed atomic.Bool
 		opts := stream.Options{CheckpointDir: dir, RestoreFrom: sp, CheckpointInterval: 20 * time.Millisecond,
-			Probe: func(p runtime.ProbePoint, _ uint64) {
+			Probe: func(p runtime.ProbePoint, _ checkpoint.ID) {
 				if p == runtime.ProbeCommitted && committed.CompareAndSwap(false, true) {
 					cancel()
 				}
@@ -264,7 +264,7 @@ func TestCorruptNewestCheckpointStops(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		var completions atomic.Int64
 		opts := stream.Options{CheckpointDir: dir, CheckpointInterval: 10 * time.Millisecond,
-			Probe: func(p runtime.ProbePoint, _ uint64) {
+			Probe: func(p runtime.ProbePoint, _ checkpoint.ID) {
 				if p == runtime.ProbeCommitted && completions.Add(1) == 3 {
 					cancel()
 				}
@@ -370,7 +370,10 @@ func TestFinishedJobFiresNoTimers(t *testing.T) {
 				}
 			}
 			out.mu.Unlock()
-			// The restart comes after the pending timers are due.
+			// The restart comes after the pending timers are due. Not a wait
+			// for the job (it has ended): in the bubble this moves the fake
+			// clock past the timers' due time (300ms after registration),
+			// which is the condition under test.
 			time.Sleep(400 * time.Millisecond)
 		}
 		out.mu.Lock()

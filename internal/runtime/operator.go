@@ -33,7 +33,7 @@ type Snapshotter interface {
 	// synchronously between two batches and must be cheap; the returned
 	// function encodes the captured state and runs on another goroutine
 	// while processing continues.
-	Snapshot(ctx context.Context, id uint64) (func() (checkpoint.SubtaskSnapshot, error), error)
+	Snapshot(ctx context.Context, id checkpoint.ID) (func() (checkpoint.SubtaskSnapshot, error), error)
 }
 
 // KindSnapshotter is a Snapshotter that snapshots savepoints differently
@@ -44,17 +44,17 @@ type Snapshotter interface {
 // CheckpointListener it commits nothing.
 type KindSnapshotter interface {
 	// SnapshotKind is Snapshot for a checkpoint or savepoint of kind.
-	SnapshotKind(ctx context.Context, id uint64, kind checkpoint.Kind) (func() (checkpoint.SubtaskSnapshot, error), error)
+	SnapshotKind(ctx context.Context, id checkpoint.ID, kind checkpoint.Kind) (func() (checkpoint.SubtaskSnapshot, error), error)
 	// SnapshotComplete reports that checkpoint id and every lower one are
 	// complete.
-	SnapshotComplete(id uint64)
+	SnapshotComplete(id checkpoint.ID)
 }
 
 // CheckpointListener is an operator told when checkpoints complete.
 type CheckpointListener interface {
 	// CheckpointComplete reports that checkpoint id and every lower one are
 	// complete. Sinks commit here.
-	CheckpointComplete(ctx context.Context, id uint64) error
+	CheckpointComplete(ctx context.Context, id checkpoint.ID) error
 }
 
 // TimerOperator is an operator with processing-time timers.
@@ -71,7 +71,7 @@ type Closer interface {
 	// is stopping deliberately and completed is the last completed
 	// checkpoint: sinks commit what it covers and abort the rest. When clean
 	// is false the attempt failed; recovery will sort out transactions.
-	Close(ctx context.Context, completed uint64, clean bool) error
+	Close(ctx context.Context, completed checkpoint.ID, clean bool) error
 }
 
 // SourceOperator is one subtask of a source.
@@ -132,8 +132,8 @@ type RestoreContext struct {
 	Job string
 	// Operator is the operator's name.
 	Operator string
-	// CheckpointID is the restored checkpoint's id, 0 on a fresh start.
-	CheckpointID uint64
+	// Checkpoint is the restored checkpoint's id, 0 on a fresh start.
+	Checkpoint checkpoint.ID
 	// Entries holds the operator entries of every former subtask.
 	Entries [][]byte
 	// CommitRetries is how many times a failed commit is retried.

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/internal/vfs"
 	"github.com/exactlyonce/exactly/state"
 )
@@ -108,7 +109,7 @@ type Options struct {
 	// Probe, when set, is called at the points of the checkpoint protocol
 	// named by [ProbePoint], synchronously. It is for tests and fault
 	// injection: a crash test kills the process from here.
-	Probe func(p ProbePoint, checkpointID uint64)
+	Probe func(p ProbePoint, id checkpoint.ID)
 
 	fs vfs.FS // the checkpoint store's filesystem; nil: the OS's (tests inject errors)
 }

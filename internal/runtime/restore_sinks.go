@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/exactlyonce/exactly/checkpoint"
 )
 
 // restoreSinks restores every operator with a Restore hook before any task
@@ -20,7 +22,7 @@ func (j *Job) restoreSinks(ctx context.Context, rp *restorePoint) (err error) {
 	}()
 	var (
 		names []string
-		id    uint64 // the restored checkpoint, 0 on a fresh start
+		id    checkpoint.ID // the restored checkpoint, 0 on a fresh start
 	)
 	if rp != nil {
 		id = rp.md.ID
@@ -36,7 +38,7 @@ func (j *Job) restoreSinks(ctx context.Context, rp *restorePoint) (err error) {
 				return err
 			}
 		}
-		rc := RestoreContext{Job: j.g.Job, Operator: op.Name, CheckpointID: id, Entries: entries,
+		rc := RestoreContext{Job: j.g.Job, Operator: op.Name, Checkpoint: id, Entries: entries,
 			CommitRetries: j.opts.CommitRetries, Owner: j.owner, TakeOverSinks: j.opts.TakeOverSinks,
 			Logger: j.opts.Logger.With("operator", op.Name)}
 		s, err := restoreOperator(ctx, op, rc)

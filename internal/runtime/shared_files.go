@@ -20,7 +20,7 @@ type sharedFiles struct {
 
 func (s sharedFiles) Reusable() bool { return s.own }
 
-func (s sharedFiles) WriteShared(id uint64, key string, data []byte) (checkpoint.SharedFile, error) {
+func (s sharedFiles) WriteShared(id checkpoint.ID, key string, data []byte) (checkpoint.SharedFile, error) {
 	return s.store.WriteShared(id, key, data)
 }
 

@@ -40,19 +40,19 @@ type task struct {
 	events  chan<- event
 	async   *sync.WaitGroup // snapshot writers
 	writer  stateWriter
-	probe   func(ProbePoint, uint64)
+	probe   func(ProbePoint, checkpoint.ID)
 	logger  *slog.Logger
 	// wmInterval is the least time between two watermarks of a source task.
 	wmInterval time.Duration
 
-	notified uint64 // highest completed checkpoint the operators were told about
+	notified checkpoint.ID // highest completed checkpoint the operators were told about
 	// inputEnded: the final barrier after the end of the input passed;
 	// timers no longer fire.
 	inputEnded bool
 }
 
 // stateWriter writes one subtask's snapshot of one operator durably.
-type stateWriter func(id uint64, kind checkpoint.Kind, operator string, subtask int, snap checkpoint.SubtaskSnapshot) (checkpoint.StateHandle, error)
+type stateWriter func(id checkpoint.ID, kind checkpoint.Kind, operator string, subtask int, snap checkpoint.SubtaskSnapshot) (checkpoint.StateHandle, error)
 
 // report sends e to the driver, unless ctx ended.
 func (t *task) report(ctx context.Context, e event) {
@@ -100,7 +100,7 @@ func (t *task) drainMailbox(ctx context.Context) (done bool, err error) {
 
 // notifyComplete tells the operators of the chain that checkpoint id
 // completed (sinks commit), once per id.
-func (t *task) notifyComplete(ctx context.Context, id uint64) error {
+func (t *task) notifyComplete(ctx context.Context, id checkpoint.ID) error {
 	if id <= t.notified {
 		return nil
 	}
@@ -151,7 +151,7 @@ func (t *task) flush() error {
 }
 
 // close releases every operator of the task.
-func (t *task) close(ctx context.Context, completed uint64, clean bool) error {
+func (t *task) close(ctx context.Context, completed checkpoint.ID, clean bool) error {
 	var first error
 	for _, m := range t.members {
 		var c Closer
@@ -171,7 +171,7 @@ func (t *task) close(ctx context.Context, completed uint64, clean bool) error {
 }
 
 // closeRecovered closes c; a panic in it becomes an error.
-func closeRecovered(ctx context.Context, c Closer, completed uint64, clean bool) (err error) {
+func closeRecovered(ctx context.Context, c Closer, completed checkpoint.ID, clean bool) (err error) {
 	defer recoverAs("close", &err)
 	return c.Close(ctx, completed, clean)
 }

@@ -13,7 +13,7 @@ import (
 // snapshot, what it had processed by then.
 type recorder struct {
 	seen      []int
-	snapshots map[uint64][]int
+	snapshots map[checkpoint.ID][]int
 }
 
 func (r *recorder) Process(_ context.Context, batch any) error {
@@ -21,9 +21,9 @@ func (r *recorder) Process(_ context.Context, batch any) error {
 	return nil
 }
 
-func (r *recorder) Snapshot(_ context.Context, id uint64) (func() (checkpoint.SubtaskSnapshot, error), error) {
+func (r *recorder) Snapshot(_ context.Context, id checkpoint.ID) (func() (checkpoint.SubtaskSnapshot, error), error) {
 	if r.snapshots == nil {
-		r.snapshots = map[uint64][]int{}
+		r.snapshots = map[checkpoint.ID][]int{}
 	}
 	r.snapshots[id] = slices.Clone(r.seen)
 	return func() (checkpoint.SubtaskSnapshot, error) {
@@ -44,10 +44,10 @@ func runTask(t *testing.T, inputs ...[]Message) (*recorder, []event) {
 		mail:    newMailbox(),
 		events:  events,
 		async:   &async,
-		writer: func(id uint64, kind checkpoint.Kind, op string, sub int, snap checkpoint.SubtaskSnapshot) (checkpoint.StateHandle, error) {
+		writer: func(id checkpoint.ID, kind checkpoint.Kind, op string, sub int, snap checkpoint.SubtaskSnapshot) (checkpoint.StateHandle, error) {
 			return checkpoint.StateHandle{File: op}, nil
 		},
-		probe:  func(ProbePoint, uint64) {},
+		probe:  func(ProbePoint, checkpoint.ID) {},
 		logger: discardLogger(),
 	}
 	for _, msgs := range inputs {
@@ -70,7 +70,7 @@ func runTask(t *testing.T, inputs ...[]Message) (*recorder, []event) {
 }
 
 func data(v ...int) Message { return Message{batch: v} }
-func barrierAt(id uint64) Message {
+func barrierAt(id checkpoint.ID) Message {
 	return barrierMessage(barrier{id: id, kind: checkpoint.KindCheckpoint})
 }
 
@@ -82,7 +82,7 @@ func TestBarrierAlignment(t *testing.T) {
 		[]Message{data(1, 2), barrierAt(5), data(3), barrierAt(6), data(4), endOfStream},
 		[]Message{data(10), data(11), barrierAt(5), data(12), barrierAt(6), endOfStream},
 	)
-	want := map[uint64][]int{5: {1, 2, 10, 11}, 6: {1, 2, 3, 10, 11, 12}}
+	want := map[checkpoint.ID][]int{5: {1, 2, 10, 11}, 6: {1, 2, 3, 10, 11, 12}}
 	for id, w := range want {
 		got := slices.Sorted(slices.Values(rec.snapshots[id]))
 		if !slices.Equal(got, w) {
@@ -92,7 +92,7 @@ func TestBarrierAlignment(t *testing.T) {
 	if got := slices.Sorted(slices.Values(rec.seen)); !slices.Equal(got, []int{1, 2, 3, 4, 10, 11, 12}) {
 		t.Errorf("processed %v", got)
 	}
-	var acks []uint64
+	var acks []checkpoint.ID
 	done := 0
 	for _, e := range events {
 		switch e.kind {
@@ -108,7 +108,7 @@ func TestBarrierAlignment(t *testing.T) {
 		}
 	}
 	slices.Sort(acks)
-	if !slices.Equal(acks, []uint64{5, 6}) || done != 1 {
+	if !slices.Equal(acks, []checkpoint.ID{5, 6}) || done != 1 {
 		t.Errorf("acks %v, done %d; want [5 6] and 1", acks, done)
 	}
 }

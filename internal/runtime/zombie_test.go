@@ -14,20 +14,29 @@ import (
 	"testing"
 	"time"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/connectors/file"
 	"github.com/exactlyonce/exactly/stream"
 )
 
 const (
 	envZombieChild = "EXACTLY_ZOMBIE_CHILD" // "checkpointDir|outputDir": run the job and exit
-	zombieRecords  = 20_000                 // about 2s of input at the ints source's pace
-	zombieLease    = time.Second
+	// envZombieCommits set to 1: file descriptor 3 is a pipe on which the
+	// child writes a line each time its sink committed.
+	envZombieCommits = "EXACTLY_ZOMBIE_COMMITS"
+	zombieRecords    = 20_000 // about 2s of input at the ints source's pace
+	zombieLease      = time.Second
+	// zombieWait is how long the second process waits for the paused
+	// one's lease to expire (about one lease): the default, two leases,
+	// leaves a loaded machine too little margin.
+	zombieWait = 30 * time.Second
 )
 
-// TestZombieCommitsNothing (case 6): a job process paused (SIGSTOP) past its
-// ownership lease is taken over by a new process, which finishes the job;
-// resumed (SIGCONT), the old process must stop with an ownership error and
-// commit nothing. The committed files must hold every record exactly once.
+// TestZombieCommitsNothing (case 6): a job process paused (SIGSTOP) is taken
+// over, once its ownership lease expired, by a new process, which finishes
+// the job; resumed (SIGCONT), the old process must stop with an ownership
+// error and commit nothing. The committed files must hold every record
+// exactly once.
 func TestZombieCommitsNothing(t *testing.T) {
 	if spec := os.Getenv(envZombieChild); spec != "" {
 		runZombieChild(spec)
@@ -41,29 +50,66 @@ func TestZombieCommitsNothing(t *testing.T) {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	start := func() (*exec.Cmd, *strings.Builder) {
+	// start starts a job process. When commits is not nil, the process
+	// writes a line to it (its file descriptor 3) each time its sink
+	// committed a checkpoint, and commits gets a value after each line.
+	start := func(commits chan<- struct{}) (*exec.Cmd, *strings.Builder) {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestZombieCommitsNothing$")
 		cmd.Env = append(os.Environ(), envZombieChild+"="+chk+"|"+out)
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
+		var pw *os.File
+		if commits != nil {
+			pr, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			pw = w
+			cmd.ExtraFiles = []*os.File{pw} // the child's fd 3
+			cmd.Env = append(cmd.Env, envZombieCommits+"=1")
+			go func() {
+				defer pr.Close()
+				sc := bufio.NewScanner(pr)
+				for sc.Scan() {
+					select {
+					case commits <- struct{}{}:
+					default: // one pending notice is enough
+					}
+				}
+				close(commits)
+			}()
+		}
+		err := cmd.Start()
+		if pw != nil {
+			pw.Close() // the child holds its own copy; EOF when it exits
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 		return cmd, &stderr
 	}
-	zombie, zombieErr := start()
+	commits := make(chan struct{}, 1)
+	zombie, zombieErr := start(commits)
 	defer zombie.Process.Kill()
-	// Let it commit something, then pause it past its lease.
-	for deadline := time.Now().Add(30 * time.Second); len(committedInts(t, out)) == 0; {
-		if time.Now().After(deadline) {
+	// Let it commit something (it tells each commit), then pause it. The
+	// timeout is a guard against a hang, not a timing assertion.
+	guard := time.NewTimer(30 * time.Second)
+	defer guard.Stop()
+	for len(committedInts(t, out)) == 0 {
+		select {
+		case _, ok := <-commits:
+			if !ok {
+				t.Fatalf("the first process exited before it committed anything:\n%s", zombieErr)
+			}
+		case <-guard.C:
 			t.Fatalf("the first process committed nothing in 30s:\n%s", zombieErr)
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 	pauseOutsideLock(t, zombie.Process, filepath.Join(chk, "_lock"))
 	paused := len(committedInts(t, out))
-	time.Sleep(zombieLease + zombieLease/2)
-	next, nextErr := start()
+	// The second process waits (up to zombieWait) while the paused one's
+	// lease runs, then takes over with a higher epoch.
+	next, nextErr := start(nil)
 	if err := next.Wait(); err != nil {
 		t.Fatalf("the new owner failed: %v\n%s", err, nextErr)
 	}
@@ -98,33 +144,43 @@ func TestZombieCommitsNothing(t *testing.T) {
 		len(got), paused, lastLine(zombieErr.String()))
 }
 
-// pauseOutsideLock SIGSTOPs p at a moment when it does not hold the
-// checkpoint directory's lock file (a flock it takes for a few file
-// operations at a time): paused inside it, p would only delay the new
-// owner, which then fails with the "another instance" error, and the test
-// would prove nothing about zombies. It resumes and pauses p again until
-// the lock is free while p is stopped.
+// pauseOutsideLock SIGSTOPs p, a child of this process, at a moment when
+// it does not hold the checkpoint directory's lock file (a flock it takes
+// for a few file operations at a time): paused inside it, p would only
+// delay the new owner, which then fails with the "another instance" error,
+// and the test would prove nothing about zombies. It takes the lock
+// itself, waiting in flock(2) until p releases it, stops p while holding
+// it, and releases it only once wait4(2) reports p stopped (a signal is
+// delivered asynchronously).
 func pauseOutsideLock(t *testing.T, p *os.Process, lock string) {
 	t.Helper()
-	for range 1000 {
-		if err := p.Signal(syscall.SIGSTOP); err != nil {
-			t.Fatal(err)
-		}
-		f, err := os.Open(lock)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		f.Close() // releases the flock, if taken
-		if err == nil {
-			return
-		}
-		if err := p.Signal(syscall.SIGCONT); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Millisecond)
+	f, err := os.Open(lock)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("the process held the directory lock at each of 1000 pauses")
+	defer f.Close() // releases the flock
+	if err := retryEINTR(func() error { return syscall.Flock(int(f.Fd()), syscall.LOCK_EX) }); err != nil {
+		t.Fatalf("flock %s: %v", lock, err)
+	}
+	if err := p.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	var ws syscall.WaitStatus
+	if err := retryEINTR(func() error { _, err := syscall.Wait4(p.Pid, &ws, syscall.WUNTRACED, nil); return err }); err != nil {
+		t.Fatalf("waiting for process %d to stop: %v", p.Pid, err)
+	}
+	if !ws.Stopped() {
+		t.Fatalf("process %d did not stop but ended (status %v) before it was paused", p.Pid, ws)
+	}
+}
+
+// retryEINTR calls f again while a signal interrupts it.
+func retryEINTR(f func() error) error {
+	for {
+		if err := f(); !errors.Is(err, syscall.EINTR) {
+			return err
+		}
+	}
 }
 
 // runZombieChild runs the job of TestZombieCommitsNothing and exits: 0 when
@@ -135,7 +191,16 @@ func runZombieChild(spec string) {
 	if err == nil {
 		j := stream.New("zombie")
 		stream.SinkTo(stream.Source(j, "numbers", ints{zombieRecords}), "out", sk)
-		err = j.Run(context.Background(), stream.Options{CheckpointDir: chk, CheckpointInterval: 50 * time.Millisecond, OwnershipLease: zombieLease})
+		opts := stream.Options{CheckpointDir: chk, CheckpointInterval: 50 * time.Millisecond, OwnershipLease: zombieLease, OwnershipWait: zombieWait}
+		if os.Getenv(envZombieCommits) == "1" {
+			commits := os.NewFile(3, "commits") // the test's pipe: tell it of each commit
+			opts.Probe = func(p stream.ProbePoint, _ checkpoint.ID) {
+				if p == stream.ProbeCommitted {
+					_, _ = commits.WriteString("committed\n")
+				}
+			}
+		}
+		err = j.Run(context.Background(), opts)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/connectors/file"
 	"github.com/exactlyonce/exactly/connectors/generator"
 	"github.com/exactlyonce/exactly/connectors/sqlite"
@@ -37,7 +38,7 @@ type Config struct {
 	// CheckpointInterval is the time between checkpoints.
 	CheckpointInterval time.Duration
 	// Probe is passed to the engine (fault injection); may be nil.
-	Probe func(stream.ProbePoint, uint64)
+	Probe func(stream.ProbePoint, checkpoint.ID)
 	// Logger receives the engine's logs; nil means slog.Default().
 	Logger *slog.Logger
 	// Discard replaces the SQLite and file sinks by one that commits

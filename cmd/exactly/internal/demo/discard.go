@@ -3,6 +3,7 @@ package demo
 import (
 	"context"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/sink"
 )
 
@@ -16,10 +17,10 @@ func (discard) NewWriter(context.Context, sink.WriterInfo) (sink.Writer[Total], 
 func (discard) NewCommitter(context.Context, sink.CommitterInfo) (sink.Committer, error) {
 	return discard{}, nil
 }
-func (discard) Write(context.Context, []Total) error            { return nil }
-func (discard) Prepare(context.Context, uint64) ([]byte, error) { return nil, nil }
-func (discard) Commit(context.Context, sink.Committable) error  { return nil }
-func (discard) Abort(context.Context, sink.Committable) error   { return nil }
-func (discard) Fence(context.Context, uint64) error             { return nil }
-func (discard) AbortLingering(context.Context, uint64) error    { return nil }
-func (discard) Close() error                                    { return nil }
+func (discard) Write(context.Context, []Total) error                   { return nil }
+func (discard) Prepare(context.Context, checkpoint.ID) ([]byte, error) { return nil, nil }
+func (discard) Commit(context.Context, sink.Committable) error         { return nil }
+func (discard) Abort(context.Context, sink.Committable) error          { return nil }
+func (discard) Fence(context.Context, checkpoint.ID) error             { return nil }
+func (discard) AbortLingering(context.Context, checkpoint.ID) error    { return nil }
+func (discard) Close() error                                           { return nil }

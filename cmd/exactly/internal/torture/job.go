@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/connectors/file"
 	"github.com/exactlyonce/exactly/connectors/kafka"
 	"github.com/exactlyonce/exactly/connectors/postgres"
@@ -98,7 +99,7 @@ func RunChild(ctx context.Context) error {
 		BatchSize: 32,
 		Logger:    slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Restart:   stream.RestartStrategy{MaxAttempts: 1000, InitialBackoff: 100 * time.Millisecond, MaxBackoff: 2 * time.Second},
-		Probe: func(p stream.ProbePoint, id uint64) {
+		Probe: func(p stream.ProbePoint, id checkpoint.ID) {
 			if p == stream.ProbeMetadataWritten {
 				_, _ = progress.WriteString("c")
 			}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/connectors/file"
 	"github.com/exactlyonce/exactly/connectors/generator"
 	"github.com/exactlyonce/exactly/internal/crashtest"
@@ -77,13 +78,13 @@ func (w *brokenWriter[T]) Write(ctx context.Context, batch []T) error {
 	return w.Writer.Write(ctx, batch)
 }
 
-func (w *brokenWriter[T]) Prepare(ctx context.Context, id uint64) ([]byte, error) {
+func (w *brokenWriter[T]) Prepare(ctx context.Context, id checkpoint.ID) ([]byte, error) {
 	data, err := w.Writer.Prepare(ctx, id)
 	if err != nil || data == nil {
 		return data, err
 	}
 	if w.b.mode == commitAtPrepare {
-		if err := w.c.Commit(ctx, sink.Committable{CheckpointID: id, Subtask: w.subtask, Data: data}); err != nil {
+		if err := w.c.Commit(ctx, sink.Committable{Checkpoint: id, Subtask: w.subtask, Data: data}); err != nil {
 			return nil, err
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/exactlyonce/exactly/checkpoint"
 )
 
 // TestCheckerCatchesZombieCommit shows that the checker would catch a
@@ -33,7 +35,7 @@ func TestCheckerCatchesZombieCommit(t *testing.T) {
 		s := crc32.ChecksumIEEE([]byte(e.Key)) % subtasks
 		streams[s] = append(streams[s], Out{Event: e, Total: x.running[i]})
 	}
-	write := func(dir string, subtask int, id uint64, recs []Out) {
+	write := func(dir string, subtask int, id checkpoint.ID, recs []Out) {
 		var b strings.Builder
 		for _, o := range recs {
 			b.Write(appendOut(nil, o))
@@ -61,14 +63,14 @@ func TestCheckerCatchesZombieCommit(t *testing.T) {
 				t.Fatalf("subtask %d has %d checkpoints of output, want more than %d", s, len(chunks), zombieAt)
 			}
 			for i := range zombieAt - 1 { // checkpoints 1 .. zombieAt-1, committed by the zombie while it owned the job
-				write(dir, s, uint64(i+1), chunks[i])
+				write(dir, s, checkpoint.ID(i+1), chunks[i])
 			}
 			if committed {
 				write(dir, s, zombieAt, chunks[zombieAt-1])
 				zombieRecords += len(chunks[zombieAt-1])
 			}
 			for i := zombieAt - 1; i < len(chunks); i++ { // the new owner's replay and the rest
-				write(dir, s, uint64(newIDs+i), chunks[i])
+				write(dir, s, checkpoint.ID(newIDs+i), chunks[i])
 			}
 		}
 		return dir, zombieRecords
