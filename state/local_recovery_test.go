@@ -44,6 +44,11 @@ func TestRestoreAdoptsTheDatabase(t *testing.T) {
 	for i := range n {
 		src.fill(i)
 	}
+	// As in TestIncrementalUploadsWhatChanged: no compaction due.
+	src.b.writeBackCaches()
+	if err := src.b.disk.db.Settle(); err != nil {
+		t.Fatal(err)
+	}
 	files := newMemShared()
 	snap := incrementalNow(t, src, 1, files)
 	first := files.bytesWritten()
