@@ -15,6 +15,7 @@ import (
 	"github.com/exactlyonce/exactly/internal/crashtest"
 	"github.com/exactlyonce/exactly/internal/crashtest/crashtesting"
 	"github.com/exactlyonce/exactly/internal/testenv"
+	"github.com/exactlyonce/exactly/state"
 	"github.com/exactlyonce/exactly/stream"
 )
 
@@ -27,12 +28,14 @@ const (
 	minS3Restarts  = 3
 )
 
-// TestCrashOnObjectStorage: the job keeps its checkpoints on S3 only. Each
-// process runs on a new "machine": it starts in a fresh, empty working
-// directory, and the previous process's directory is deleted (a lost
-// disk). The processes are SIGKILLed at least 12 times, and the S3
-// server is SIGKILLed and restarted every s3RestartEvery meanwhile; the
-// tables must equal a failure-free run's, restored from S3 alone.
+// TestCrashOnObjectStorage: the job keeps its checkpoints on S3 only, its
+// keyed state in the Pebble backend. Each process runs on a new
+// "machine": it starts in a fresh, empty working directory, and the
+// previous process's directory is deleted (a lost disk). The processes are
+// SIGKILLed at least 12 times, and the S3 server is SIGKILLed and
+// restarted every s3RestartEvery meanwhile; the tables must equal a
+// failure-free run's, restored from S3 alone, and no object on S3 may be
+// left that no retained checkpoint refers to.
 func TestCrashOnObjectStorage(t *testing.T) {
 	const name = "pgcrash_s3"
 	if crashtest.IsChild() {
@@ -59,7 +62,11 @@ func TestCrashOnObjectStorage(t *testing.T) {
 			Restart:        stream.RestartStrategy{MaxAttempts: 100, InitialBackoff: 20 * time.Millisecond, MaxBackoff: 500 * time.Millisecond},
 			Probe:          crashtest.Probe(),
 		}
-		if err := crashJob(t, name, Fenced).Run(context.Background(), opts); err != nil {
+		j := crashJob(t, name, Fenced)
+		// The keyed state on disk, on this machine's disk: each process
+		// restores it from S3 alone.
+		j.SetStateBackend(state.BackendConfig{Kind: state.PebbleBackend, Dir: filepath.Join(here, "state")})
+		if err := j.Run(context.Background(), opts); err != nil {
 			t.Fatal(err)
 		}
 		return
@@ -117,6 +124,17 @@ func TestCrashOnObjectStorage(t *testing.T) {
 	}
 	t.Logf("latest checkpoint on S3: %d", latest.ID)
 	checkCrashTables(t, conn, name, Fenced)
+	obj, err := store.OpenObject(location, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphans, err := obj.Unreferenced()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(orphans) > 0 {
+		t.Errorf("%d objects on S3 that no retained checkpoint refers to after the job ended, e.g. %s", len(orphans), orphans[0])
+	}
 }
 
 // removePrefix deletes the objects a test wrote under location's prefix.
