@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"errors"
+	"io"
 	"time"
 )
 
@@ -177,14 +178,16 @@ type DBFile struct {
 // the keyed-state backends see it: they upload the files of incremental
 // snapshots and read back those of the checkpoint they restore.
 type SharedFiles interface {
-	// WriteShared stores data as a shared file for checkpoint id, named
-	// after id and key (unique within the checkpoint), and returns it.
-	// It is not durable before the checkpoint completes.
-	WriteShared(id ID, key string, data []byte) (SharedFile, error)
-	// ReadShared returns the contents of a shared file of the checkpoint
-	// being restored, checked against f's size and checksum: a missing or
-	// different file is an error wrapping ErrCorrupt that names it.
-	ReadShared(f SharedFile) ([]byte, error)
+	// WriteShared stores the size bytes of r, streaming, as a shared file
+	// for checkpoint id, named after id and key (unique within the
+	// checkpoint), and returns it; r may be read again from its start on
+	// a retry. It is not durable before the checkpoint completes.
+	WriteShared(id ID, key string, r io.ReadSeeker, size int64) (SharedFile, error)
+	// ReadShared streams a shared file of the checkpoint being restored to
+	// w and checks it against f's size and checksum: a missing or
+	// different file is an error wrapping ErrCorrupt that names it. On
+	// error w may hold part of the file: discard it.
+	ReadShared(f SharedFile, w io.Writer) error
 	// Reusable reports whether the shared files of the checkpoint being
 	// restored are in the storage WriteShared writes to, so that the next
 	// checkpoints may refer to them instead of uploading them again.

@@ -118,11 +118,7 @@ func (u *upload) share(name string) (checkpoint.SharedFile, error) {
 		return f, nil
 	}
 	path := filepath.Join(u.dir, name)
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return checkpoint.SharedFile{}, err
-	}
-	f, err := u.files.WriteShared(u.id, u.instance+"-"+name, data)
+	f, err := uploadFile(u.files, u.id, u.instance+"-"+name, path)
 	if err != nil {
 		return f, err
 	}
@@ -130,6 +126,21 @@ func (u *upload) share(name string) (checkpoint.SharedFile, error) {
 	// file that cannot be kept is downloaded then.
 	_ = u.local.Keep(f.Name, path)
 	return f, nil
+}
+
+// uploadFile streams the file at path to files as the shared file key of
+// checkpoint id.
+func uploadFile(files checkpoint.SharedFiles, id checkpoint.ID, key, path string) (checkpoint.SharedFile, error) {
+	src, err := os.Open(path)
+	if err != nil {
+		return checkpoint.SharedFile{}, err
+	}
+	defer src.Close()
+	fi, err := src.Stat()
+	if err != nil {
+		return checkpoint.SharedFile{}, err
+	}
+	return files.WriteShared(id, key, src, fi.Size())
 }
 
 // immutableFile reports whether a Pebble file never changes once written,

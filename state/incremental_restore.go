@@ -200,14 +200,13 @@ func (b *KeyedBackend[K]) download(dir string, dbFiles []checkpoint.DBFile, file
 				continue
 			}
 		}
-		data := f.Data
-		if f.Shared.Name != "" {
-			var err error
-			if data, err = files.ReadShared(f.Shared); err != nil {
+		if f.Shared.Name == "" {
+			if err := os.WriteFile(path, f.Data, 0o644); err != nil {
 				return err
 			}
+			continue
 		}
-		if err := os.WriteFile(path, data, 0o644); err != nil {
+		if err := downloadFile(files, f.Shared, path); err != nil {
 			return err
 		}
 		if f.Shared.Name != "" && b.disk != nil {
@@ -216,6 +215,17 @@ func (b *KeyedBackend[K]) download(dir string, dbFiles []checkpoint.DBFile, file
 		}
 	}
 	return nil
+}
+
+// downloadFile streams the shared file f from files into a new file at
+// path. It is not synced: a crash removes the download directory, and the
+// database is never reused after one.
+func downloadFile(files checkpoint.SharedFiles, f checkpoint.SharedFile, path string) error {
+	dst, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	return errors.Join(files.ReadShared(f, dst), dst.Close())
 }
 
 // dbSections returns readers of a database's states, in name order: the

@@ -3,6 +3,7 @@ package state
 import (
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -32,7 +33,11 @@ func (m *memShared) readCount() int {
 	return m.reads
 }
 
-func (m *memShared) WriteShared(id checkpoint.ID, key string, data []byte) (checkpoint.SharedFile, error) {
+func (m *memShared) WriteShared(id checkpoint.ID, key string, r io.ReadSeeker, size int64) (checkpoint.SharedFile, error) {
+	data, err := io.ReadAll(r)
+	if err != nil || int64(len(data)) != size {
+		return checkpoint.SharedFile{}, fmt.Errorf("WriteShared %s: %d bytes of %d, %v", key, len(data), size, err)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	name := format.SharedName(id, key)
@@ -41,7 +46,15 @@ func (m *memShared) WriteShared(id checkpoint.ID, key string, data []byte) (chec
 	return checkpoint.SharedFile{Name: name, Size: int64(len(data)), CRC32C: format.Checksum(data)}, nil
 }
 
-func (m *memShared) ReadShared(f checkpoint.SharedFile) ([]byte, error) {
+func (m *memShared) ReadShared(f checkpoint.SharedFile, w io.Writer) error {
+	b, err := m.read(f)
+	if err == nil {
+		_, err = w.Write(b)
+	}
+	return err
+}
+
+func (m *memShared) read(f checkpoint.SharedFile) ([]byte, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.reads++

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"io"
 	"time"
 )
 
@@ -14,8 +15,13 @@ import (
 type bucket interface {
 	// get returns an object's contents and its entity tag.
 	get(ctx context.Context, key string) (data []byte, etag string, err error)
-	// put writes an object under cond and returns its new entity tag.
-	put(ctx context.Context, key string, data []byte, cond putCondition) (etag string, err error)
+	// copyTo writes an object's contents to w, streaming, and returns
+	// how many bytes it wrote.
+	copyTo(ctx context.Context, key string, w io.Writer) (int64, error)
+	// put writes the size bytes body yields as an object under cond and
+	// returns its new entity tag. A body that is an io.Seeker can be
+	// resent on a retry.
+	put(ctx context.Context, key string, body io.Reader, size int64, cond putCondition) (etag string, err error)
 	// size returns an object's size.
 	size(ctx context.Context, key string) (int64, error)
 	// age returns how long ago an object was written, by the storage

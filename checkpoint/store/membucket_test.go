@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"io"
 	"io/fs"
 	"slices"
 	"strings"
@@ -52,7 +53,14 @@ func (b *memBucket) get(_ context.Context, key string) ([]byte, string, error) {
 	return slices.Clone(o.data), o.etag, nil
 }
 
-func (b *memBucket) put(_ context.Context, key string, data []byte, cond putCondition) (string, error) {
+func (b *memBucket) put(_ context.Context, key string, body io.Reader, size int64, cond putCondition) (string, error) {
+	data, err := io.ReadAll(body)
+	if err != nil {
+		return "", err
+	}
+	if int64(len(data)) != size {
+		return "", fmt.Errorf("%s: body of %d bytes, %d announced", key, len(data), size)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	o, exists := b.objects[key]
@@ -70,6 +78,15 @@ func (b *memBucket) put(_ context.Context, key string, data []byte, cond putCond
 		return "", fmt.Errorf("%s: the answer was lost", key)
 	}
 	return tag, nil
+}
+
+func (b *memBucket) copyTo(ctx context.Context, key string, w io.Writer) (int64, error) {
+	data, _, err := b.get(ctx, key)
+	if err != nil {
+		return 0, err
+	}
+	n, err := w.Write(data)
+	return int64(n), err
 }
 
 func (b *memBucket) size(ctx context.Context, key string) (int64, error) {

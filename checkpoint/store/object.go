@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -156,7 +157,7 @@ func (s *ObjectStore) WriteState(id checkpoint.ID, kind checkpoint.Kind, operato
 	}
 	ctx, cancel := s.ctx()
 	defer cancel()
-	if _, err := s.b.put(ctx, path.Join(s.dirKey(id, kind), name), data, putCondition{}); err != nil {
+	if _, err := s.b.put(ctx, path.Join(s.dirKey(id, kind), name), bytes.NewReader(data), int64(len(data)), putCondition{}); err != nil {
 		return checkpoint.StateHandle{}, fmt.Errorf("checkpoint/store: %w", err)
 	}
 	return stateHandle(subtask, name, data, snap), nil
@@ -227,7 +228,7 @@ func (s *ObjectStore) Complete(m checkpoint.Metadata) (string, error) {
 // exists with the same contents (a retry after a lost answer) that is no
 // error; with other contents the id was used twice.
 func (s *ObjectStore) putMetadata(ctx context.Context, key string, data []byte) error {
-	_, err := s.b.put(ctx, key, data, putCondition{ifAbsent: true})
+	_, err := s.b.put(ctx, key, bytes.NewReader(data), int64(len(data)), putCondition{ifAbsent: true})
 	if !errors.Is(err, errPrecondition) {
 		if err != nil {
 			return fmt.Errorf("checkpoint/store: Complete: %w", err)

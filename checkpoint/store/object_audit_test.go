@@ -30,7 +30,7 @@ func TestObjectStoreUnreferenced(t *testing.T) {
 		if _, err := s.WriteState(id, checkpoint.KindCheckpoint, "Sink", 0, snapshotFor(id, "Sink", 0)); err != nil {
 			t.Fatal(err)
 		}
-		sf, err := s.WriteShared(id, "inst-000001.sst", []byte("table"))
+		sf, err := writeSharedBytes(s, id, "inst-000001.sst", []byte("table"))
 		if err != nil {
 			t.Fatal(err)
 		}

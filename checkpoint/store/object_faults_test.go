@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -47,8 +48,8 @@ func (b *hookBucket) list(ctx context.Context, prefix string) ([]string, error) 
 	return b.memBucket.list(ctx, prefix)
 }
 
-func (b *hookBucket) put(ctx context.Context, key string, data []byte, cond putCondition) (string, error) {
-	tag, err := b.memBucket.put(ctx, key, data, cond)
+func (b *hookBucket) put(ctx context.Context, key string, body io.Reader, size int64, cond putCondition) (string, error) {
+	tag, err := b.memBucket.put(ctx, key, body, size, cond)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err == nil && b.writtenButPrecondition[key] > 0 {

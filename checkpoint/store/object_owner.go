@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -62,7 +63,7 @@ func (s *ObjectStore) writeManifest(ctx context.Context, m format.Manifest, etag
 		return "", fmt.Errorf("checkpoint/store: encoding the manifest: %w", err)
 	}
 	cond := putCondition{ifMatch: etag, ifAbsent: etag == ""}
-	return s.b.put(ctx, s.key(manifestKey), data, cond)
+	return s.b.put(ctx, s.key(manifestKey), bytes.NewReader(data), int64(len(data)), cond)
 }
 
 // Acquire makes this store the owner of its storage, with an epoch higher

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path"
 	"strings"
@@ -12,46 +13,47 @@ import (
 	"github.com/exactlyonce/exactly/internal/format"
 )
 
-// WriteShared uploads data as the shared object <prefix>/shared/<id>-<key>.
-// Uploading the same name again replaces it with the same contents.
-func (s *ObjectStore) WriteShared(id checkpoint.ID, key string, data []byte) (checkpoint.SharedFile, error) {
+// WriteShared uploads the size bytes of r, streaming, as the shared object
+// <prefix>/shared/<id>-<key>. Uploading the same name again replaces it
+// with the same contents.
+func (s *ObjectStore) WriteShared(id checkpoint.ID, key string, r io.ReadSeeker, size int64) (checkpoint.SharedFile, error) {
 	name, err := sharedName(id, key)
 	if err != nil {
 		return checkpoint.SharedFile{}, err
 	}
 	ctx, cancel := s.ctx()
 	defer cancel()
-	if _, err := s.b.put(ctx, s.key(sharedDir, name), data, putCondition{}); err != nil {
+	src := newChecksumReader(r)
+	if _, err := s.b.put(ctx, s.key(sharedDir, name), src, size, putCondition{}); err != nil {
 		return checkpoint.SharedFile{}, fmt.Errorf("checkpoint/store: %w", err)
 	}
-	return checkpoint.SharedFile{Name: name, Size: int64(len(data)), CRC32C: format.Checksum(data)}, nil
+	return src.sharedFile(name, size)
 }
 
-// ReadSharedAt returns the contents of the shared object f of the
-// checkpoint at dir, a URL returned by Dir or accepted by Load, verified
-// against f.
-func (s *ObjectStore) ReadSharedAt(dir string, f checkpoint.SharedFile) ([]byte, error) {
+// ReadSharedAt streams the shared object f of the checkpoint at dir, a URL
+// returned by Dir or accepted by Load, to w and verifies it against f; on
+// error w may hold part of it.
+func (s *ObjectStore) ReadSharedAt(dir string, f checkpoint.SharedFile, w io.Writer) error {
 	k, err := s.keyOfURL(dir)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	key, err := s.sharedKey(k, f)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	ctx, cancel := s.ctx()
 	defer cancel()
-	b, _, err := s.b.get(ctx, key)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, &format.CorruptFileError{Path: s.b.url(key), Problem: "shared object is missing", Cause: err}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint/store: %w", err)
-	}
-	if err := verifyShared(s.b.url(key), b, f); err != nil {
-		return nil, err
-	}
-	return b, nil
+	return copyShared(s.b.url(key), f, w, func(w io.Writer) (int64, error) {
+		n, err := s.b.copyTo(ctx, key, w)
+		if errors.Is(err, fs.ErrNotExist) {
+			return n, &format.CorruptFileError{Path: s.b.url(key), Problem: "shared object is missing", Cause: err}
+		}
+		if err != nil {
+			return n, fmt.Errorf("checkpoint/store: %w", err)
+		}
+		return n, nil
+	})
 }
 
 // sharedKey returns the key of the shared object f of the checkpoint

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -71,7 +72,7 @@ func (f objectFixture) corrupt(t *testing.T, key string) {
 		t.Fatal(err)
 	}
 	data[len(data)/2] ^= 0xff
-	if _, err := f.b.put(context.Background(), key, data, putCondition{}); err != nil {
+	if _, err := f.b.put(context.Background(), key, bytes.NewReader(data), int64(len(data)), putCondition{}); err != nil {
 		t.Fatal(err)
 	}
 }

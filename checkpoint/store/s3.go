@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -168,7 +167,20 @@ func (b *s3Bucket) get(ctx context.Context, key string) ([]byte, string, error) 
 	return data, st.ETag, nil
 }
 
-func (b *s3Bucket) put(ctx context.Context, key string, data []byte, cond putCondition) (string, error) {
+func (b *s3Bucket) copyTo(ctx context.Context, key string, w io.Writer) (int64, error) {
+	obj, err := b.cl.GetObject(ctx, b.loc.bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return 0, b.s3Err("reading", key, err)
+	}
+	defer obj.Close()
+	n, err := io.Copy(w, obj)
+	if err != nil {
+		return n, b.s3Err("reading", key, err)
+	}
+	return n, nil
+}
+
+func (b *s3Bucket) put(ctx context.Context, key string, body io.Reader, size int64, cond putCondition) (string, error) {
 	opts := minio.PutObjectOptions{ContentType: "application/octet-stream", DisableMultipart: true}
 	switch {
 	case cond.ifAbsent:
@@ -176,7 +188,7 @@ func (b *s3Bucket) put(ctx context.Context, key string, data []byte, cond putCon
 	case cond.ifMatch != "":
 		opts.SetMatchETag(cond.ifMatch)
 	}
-	info, err := b.cl.PutObject(ctx, b.loc.bucket, key, bytes.NewReader(data), int64(len(data)), opts)
+	info, err := b.cl.PutObject(ctx, b.loc.bucket, key, body, size, opts)
 	if err != nil {
 		return "", b.s3Err("writing", key, err)
 	}

@@ -2,6 +2,9 @@ package store
 
 import (
 	"fmt"
+	"hash"
+	"hash/crc32"
+	"io"
 	"strings"
 
 	"github.com/exactlyonce/exactly/checkpoint"
@@ -29,12 +32,62 @@ func sharedName(id checkpoint.ID, key string) (string, error) {
 	return name, nil
 }
 
-// verifyShared checks the contents b of the shared file at path against f.
-func verifyShared(path string, b []byte, f checkpoint.SharedFile) error {
-	if int64(len(b)) != f.Size {
-		return format.Corruptf(path, "shared file is %d bytes, the checkpoint records %d (truncated or overwritten?)", len(b), f.Size)
+// checksumReader reads the source of an upload and checksums what it
+// read. A seek back to the start (a retried upload) starts the checksum
+// over.
+type checksumReader struct {
+	r io.ReadSeeker
+	h hash.Hash32
+	n int64
+}
+
+func newChecksumReader(r io.ReadSeeker) *checksumReader {
+	return &checksumReader{r: r, h: crc32.New(crc32.MakeTable(crc32.Castagnoli))}
+}
+
+func (c *checksumReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.h.Write(p[:n])
+	c.n += int64(n)
+	return n, err
+}
+
+func (c *checksumReader) Seek(offset int64, whence int) (int64, error) {
+	pos, err := c.r.Seek(offset, whence)
+	switch {
+	case err != nil || pos == c.n:
+	case pos == 0:
+		c.h.Reset()
+		c.n = 0
+	default:
+		return pos, fmt.Errorf("checkpoint/store: an upload seeked to offset %d of its source, neither its start nor %d", pos, c.n)
 	}
-	if got := format.Checksum(b); got != f.CRC32C {
+	return pos, err
+}
+
+// sharedFile returns the shared file called name that c read, which must
+// be size bytes.
+func (c *checksumReader) sharedFile(name string, size int64) (checkpoint.SharedFile, error) {
+	if c.n != size {
+		return checkpoint.SharedFile{}, fmt.Errorf("checkpoint/store: WriteShared %s: the source yielded %d bytes, %d announced", name, c.n, size)
+	}
+	return checkpoint.SharedFile{Name: name, Size: size, CRC32C: c.h.Sum32()}, nil
+}
+
+// copyShared streams the shared file f, which copy writes to the writer it
+// is given, to w and checks it against f; path names it in errors. On
+// error w may hold part of the file, or all of it damaged: the caller
+// discards what it wrote.
+func copyShared(path string, f checkpoint.SharedFile, w io.Writer, copy func(io.Writer) (int64, error)) error {
+	h := crc32.New(crc32.MakeTable(crc32.Castagnoli))
+	n, err := copy(io.MultiWriter(w, h))
+	if err != nil {
+		return err
+	}
+	if n != f.Size {
+		return format.Corruptf(path, "shared file is %d bytes, the checkpoint records %d (truncated or overwritten?)", n, f.Size)
+	}
+	if got := h.Sum32(); got != f.CRC32C {
 		return format.Corruptf(path, "checksum mismatch: the checkpoint records %08x, the shared file hashes to %08x", f.CRC32C, got)
 	}
 	return nil

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -42,7 +43,7 @@ func (d *fakeDB) snapshot(s Storage, id checkpoint.ID) (checkpoint.SubtaskSnapsh
 		f, ok := d.confirmed[name]
 		if !ok {
 			var err error
-			if f, err = s.WriteShared(id, d.instance+"-"+name, fmt.Appendf(nil, "%s %s contents", d.instance, name)); err != nil {
+			if f, err = writeSharedBytes(s, id, d.instance+"-"+name, fmt.Appendf(nil, "%s %s contents", d.instance, name)); err != nil {
 				return checkpoint.SubtaskSnapshot{}, err
 			}
 		}
@@ -106,7 +107,7 @@ func checkRestorable(t *testing.T, s Storage, m *checkpoint.Metadata) {
 					if f.Shared.Name == "" {
 						continue
 					}
-					if _, err := s.ReadSharedAt(dir, f.Shared); err != nil {
+					if _, err := readSharedBytes(s, dir, f.Shared); err != nil {
 						t.Fatalf("checkpoint %d: %v", m.ID, err)
 					}
 				}
@@ -258,11 +259,11 @@ func TestSharedFilesCorrupt(t *testing.T) {
 	dir := s.Dir(m.ID, m.Kind)
 	for name, damage := range map[string]func() error{
 		"changed": func() error {
-			_, err := s.WriteShared(1, strings.TrimPrefix(f.Name, "00000000000000000001-"), make([]byte, f.Size))
+			_, err := writeSharedBytes(s, 1, strings.TrimPrefix(f.Name, "00000000000000000001-"), make([]byte, f.Size))
 			return err
 		},
 		"truncated": func() error {
-			_, err := s.WriteShared(1, strings.TrimPrefix(f.Name, "00000000000000000001-"), []byte("x"))
+			_, err := writeSharedBytes(s, 1, strings.TrimPrefix(f.Name, "00000000000000000001-"), []byte("x"))
 			return err
 		},
 		"missing": func() error { return s.fs.Remove(path) },
@@ -271,7 +272,7 @@ func TestSharedFilesCorrupt(t *testing.T) {
 			if err := damage(); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.ReadSharedAt(dir, f); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), path) {
+			if _, err := readSharedBytes(s, dir, f); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), path) {
 				t.Fatalf("ReadSharedAt = %v, want ErrCorrupt naming %s", err, path)
 			}
 			if name != "changed" {
@@ -393,4 +394,16 @@ func TestSharedFilesLostAnswers(t *testing.T) {
 		writeIncremental(t, s, newFakeDB("fedcba9876543210"))
 		checkNoOrphans(t, objectShared(t, s), fmt.Sprintf("step %d (keys before: %v)", step, before))
 	}
+}
+
+// writeSharedBytes writes data as a shared file of s.
+func writeSharedBytes(s Storage, id checkpoint.ID, key string, data []byte) (checkpoint.SharedFile, error) {
+	return s.WriteShared(id, key, bytes.NewReader(data), int64(len(data)))
+}
+
+// readSharedBytes reads a shared file of s whole.
+func readSharedBytes(s Storage, dir string, f checkpoint.SharedFile) ([]byte, error) {
+	var b bytes.Buffer
+	err := s.ReadSharedAt(dir, f, &b)
+	return b.Bytes(), err
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/url"
 	"strings"
 	"time"
@@ -51,10 +52,13 @@ type Storage interface {
 	// checkpoint's metadata lists the shared files it needs; after each
 	// completion those that no retained checkpoint needs and that were
 	// uploaded for a lower id are deleted.
-	WriteShared(id checkpoint.ID, key string, data []byte) (checkpoint.SharedFile, error)
-	// ReadSharedAt reads a shared file of the checkpoint at dir, verified
-	// against f (a missing or different file wraps ErrCorrupt).
-	ReadSharedAt(dir string, f checkpoint.SharedFile) ([]byte, error)
+	// The size bytes of r are streamed; r may be read again from its
+	// start on a retry.
+	WriteShared(id checkpoint.ID, key string, r io.ReadSeeker, size int64) (checkpoint.SharedFile, error)
+	// ReadSharedAt streams a shared file of the checkpoint at dir to w and
+	// verifies it against f (a missing or different file wraps
+	// ErrCorrupt); on error w may hold part of it.
+	ReadSharedAt(dir string, f checkpoint.SharedFile, w io.Writer) error
 }
 
 var (

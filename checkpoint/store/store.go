@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -419,11 +420,16 @@ func (s *Store) writeAtomic(dir, name string, data []byte) error {
 
 // writeFile creates path, writes data to it and syncs it.
 func (s *Store) writeFile(path string, data []byte) error {
+	return s.writeFrom(path, bytes.NewReader(data))
+}
+
+// writeFrom writes what r yields to a new file at path, durably.
+func (s *Store) writeFrom(path string, r io.Reader) error {
 	f, err := s.fs.Create(path)
 	if err != nil {
 		return ioErr("creating", path, err)
 	}
-	if _, err := f.Write(data); err != nil {
+	if _, err := io.Copy(f, r); err != nil {
 		f.Close()
 		return ioErr("writing", path, err)
 	}
@@ -448,32 +454,50 @@ func (s *Store) syncDir(dir string) error {
 // bytes long. A missing, wrong-sized or shrinking file is corrupt, except
 // that a missing file is also fs.ErrNotExist.
 func (s *Store) readFile(path string, want int64) ([]byte, error) {
-	fi, err := s.fs.Stat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, &format.CorruptFileError{Path: path, Problem: "file is missing", Cause: err}
-	}
+	f, err := s.openSized(path, want)
 	if err != nil {
-		return nil, ioErr("reading", path, err)
-	}
-	size := fi.Size()
-	switch {
-	case want >= 0 && size != want:
-		return nil, format.Corruptf(path, "file is %d bytes, the metadata records %d (truncated or overwritten?)", size, want)
-	case want < 0 && size > maxMetadataSize:
-		return nil, format.Corruptf(path, "file is %d bytes, more than the %d a metadata file may have", size, maxMetadataSize)
-	}
-	f, err := s.fs.Open(path)
-	if err != nil {
-		return nil, ioErr("opening", path, err)
+		return nil, err
 	}
 	defer f.Close()
-	b := make([]byte, size)
+	b := make([]byte, f.size)
 	if _, err := io.ReadFull(f, b); errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-		return nil, format.Corruptf(path, "file shrank to less than %d bytes while being read", size)
+		return nil, format.Corruptf(path, "file shrank to less than %d bytes while being read", f.size)
 	} else if err != nil {
 		return nil, ioErr("reading", path, err)
 	}
 	return b, nil
+}
+
+// sizedFile is a file opened for reading with its size when opened.
+type sizedFile struct {
+	vfs.File
+	size int64
+}
+
+// openSized opens path for reading. If want >= 0 the file must be want
+// bytes long; else it must be no longer than a metadata file may be. A
+// missing or wrong-sized file is corrupt, except that a missing file is
+// also fs.ErrNotExist.
+func (s *Store) openSized(path string, want int64) (sizedFile, error) {
+	fi, err := s.fs.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return sizedFile{}, &format.CorruptFileError{Path: path, Problem: "file is missing", Cause: err}
+	}
+	if err != nil {
+		return sizedFile{}, ioErr("reading", path, err)
+	}
+	size := fi.Size()
+	switch {
+	case want >= 0 && size != want:
+		return sizedFile{}, format.Corruptf(path, "file is %d bytes, the metadata records %d (truncated or overwritten?)", size, want)
+	case want < 0 && size > maxMetadataSize:
+		return sizedFile{}, format.Corruptf(path, "file is %d bytes, more than the %d a metadata file may have", size, maxMetadataSize)
+	}
+	f, err := s.fs.Open(path)
+	if err != nil {
+		return sizedFile{}, ioErr("opening", path, err)
+	}
+	return sizedFile{File: f, size: size}, nil
 }
 
 // ioErr wraps an I/O error with what the store was doing and the file,

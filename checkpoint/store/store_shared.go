@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path/filepath"
 
@@ -13,7 +14,7 @@ import (
 // WriteShared writes data as the shared file <dir>/shared/<id>-<key> and
 // syncs it; its name becomes durable when Complete syncs the shared
 // directory. Writing the same name again replaces the file atomically.
-func (s *Store) WriteShared(id checkpoint.ID, key string, data []byte) (checkpoint.SharedFile, error) {
+func (s *Store) WriteShared(id checkpoint.ID, key string, r io.ReadSeeker, size int64) (checkpoint.SharedFile, error) {
 	name, err := sharedName(id, key)
 	if err != nil {
 		return checkpoint.SharedFile{}, err
@@ -23,30 +24,40 @@ func (s *Store) WriteShared(id checkpoint.ID, key string, data []byte) (checkpoi
 		return checkpoint.SharedFile{}, err
 	}
 	tmp, path := filepath.Join(dir, name+tmpSuffix), filepath.Join(dir, name)
-	if err := s.writeFile(tmp, data); err != nil {
+	src := newChecksumReader(r)
+	if err := s.writeFrom(tmp, src); err != nil {
 		return checkpoint.SharedFile{}, err
+	}
+	f, err := src.sharedFile(name, size)
+	if err != nil {
+		return f, errors.Join(err, s.fs.Remove(tmp))
 	}
 	if err := s.fs.Rename(tmp, path); err != nil {
 		return checkpoint.SharedFile{}, ioErr("renaming to "+path, tmp, err)
 	}
-	return checkpoint.SharedFile{Name: name, Size: int64(len(data)), CRC32C: format.Checksum(data)}, nil
+	return f, nil
 }
 
-// ReadSharedAt returns the contents of the shared file f of the checkpoint
-// in directory dir (in <dir>/../shared), verified against f.
-func (s *Store) ReadSharedAt(dir string, f checkpoint.SharedFile) ([]byte, error) {
+// ReadSharedAt streams the shared file f of the checkpoint in directory
+// dir (in <dir>/../shared) to w and verifies it against f; on error w may
+// hold part of it.
+func (s *Store) ReadSharedAt(dir string, f checkpoint.SharedFile, w io.Writer) error {
 	path, err := s.sharedPath(dir, f)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	b, err := s.readFile(path, f.Size)
+	file, err := s.openSized(path, f.Size)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := verifyShared(path, b, f); err != nil {
-		return nil, err
-	}
-	return b, nil
+	defer file.Close()
+	return copyShared(path, f, w, func(w io.Writer) (int64, error) {
+		n, err := io.Copy(w, file)
+		if err != nil {
+			return n, ioErr("reading", path, err)
+		}
+		return n, nil
+	})
 }
 
 // sharedPath returns the path of the shared file f of the checkpoint in

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/checkpoint/store"
@@ -20,13 +21,13 @@ type sharedFiles struct {
 
 func (s sharedFiles) Reusable() bool { return s.own }
 
-func (s sharedFiles) WriteShared(id checkpoint.ID, key string, data []byte) (checkpoint.SharedFile, error) {
-	return s.store.WriteShared(id, key, data)
+func (s sharedFiles) WriteShared(id checkpoint.ID, key string, r io.ReadSeeker, size int64) (checkpoint.SharedFile, error) {
+	return s.store.WriteShared(id, key, r, size)
 }
 
-func (s sharedFiles) ReadShared(f checkpoint.SharedFile) ([]byte, error) {
+func (s sharedFiles) ReadShared(f checkpoint.SharedFile, w io.Writer) error {
 	if s.dir == "" {
-		return nil, fmt.Errorf("reading shared file %s: the attempt restores no checkpoint", f.Name)
+		return fmt.Errorf("reading shared file %s: the attempt restores no checkpoint", f.Name)
 	}
-	return s.store.ReadSharedAt(s.dir, f)
+	return s.store.ReadSharedAt(s.dir, f, w)
 }
