@@ -117,6 +117,9 @@ func (s *ObjectStore) dirKey(id checkpoint.ID, kind checkpoint.Kind) string {
 	return s.key(dirName(id, kind))
 }
 
+// Location returns the URL of the store's prefix.
+func (s *ObjectStore) Location() string { return s.b.url(s.prefix) }
+
 // Dir returns the URL of checkpoint or savepoint id: the prefix of its
 // objects.
 func (s *ObjectStore) Dir(id checkpoint.ID, kind checkpoint.Kind) string {

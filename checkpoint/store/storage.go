@@ -44,6 +44,9 @@ type Storage interface {
 	Load(path string) (*checkpoint.Metadata, error)
 	// ReadStateAt reads a state file of the checkpoint at dir.
 	ReadStateAt(dir string, h checkpoint.StateHandle) (checkpoint.SubtaskSnapshot, error)
+	// Location names the storage for logs and messages: a directory or an
+	// s3:// URL, without credentials.
+	Location() string
 	// Dir returns where checkpoint or savepoint id is.
 	Dir(id checkpoint.ID, kind checkpoint.Kind) string
 	// WriteShared stores a shared file of an incremental snapshot for

@@ -107,6 +107,9 @@ func (s *Store) mkdirAllDurable(dir string) error {
 	return nil
 }
 
+// Location returns the store's directory.
+func (s *Store) Location() string { return s.dir }
+
 // Dir returns the directory of checkpoint or savepoint id. Kinds other than
 // checkpoint.KindSavepoint map to the checkpoint directory.
 func (s *Store) Dir(id checkpoint.ID, kind checkpoint.Kind) string {

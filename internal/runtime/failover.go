@@ -57,6 +57,11 @@ func (j *Job) drive(ctx context.Context, rp *restorePoint) error {
 			}
 			rp = latest
 		}
+		if rp != nil {
+			j.opts.Logger.Info("restarting from checkpoint", "job", j.g.Job, "checkpoint", rp.md.ID, "restart", d.Attempt)
+		} else {
+			j.opts.Logger.Info("restarting from the beginning of the input: no checkpoint completed yet", "job", j.g.Job, "restart", d.Attempt)
+		}
 	}
 }
 

@@ -101,6 +101,7 @@ func Start(ctx context.Context, g Graph, opts Options) (*Job, error) {
 		j.metrics.LastCheckpoint.Store(&CheckpointStats{ID: rp.md.ID, Triggered: rp.md.Triggered, Completed: rp.md.Completed, StateBytes: rp.md.StateBytes()})
 	}
 	started = true
+	j.logStart(rp, len(names))
 	jctx, cancel := context.WithCancelCause(ctx)
 	renewing := make(chan struct{})
 	go func() {
@@ -120,6 +121,19 @@ func Start(ctx context.Context, g Graph, opts Options) (*Job, error) {
 		}
 	}()
 	return j, nil
+}
+
+// logStart says at INFO what starts: the job, this process's ownership,
+// its storage, and where its input resumes.
+func (j *Job) logStart(rp *restorePoint, subtasks int) {
+	attrs := []any{"job", j.g.Job, "incarnation", j.owner.Incarnation, "epoch", j.owner.Epoch,
+		"storage", j.store.Location(), "operators", len(j.g.Operators), "subtasks", subtasks}
+	if rp == nil {
+		j.opts.Logger.Info("job started from the beginning of its input: no completed checkpoint", attrs...)
+		return
+	}
+	attrs = append(attrs, "checkpoint", rp.md.ID, "kind", rp.md.Kind, "completed", rp.md.Completed, "from", rp.dir)
+	j.opts.Logger.Info("job started from its latest checkpoint: committing what it covers, aborting what it does not, replaying from its positions", attrs...)
 }
 
 // keepOwnership renews the job's ownership of its checkpoint directory

@@ -211,6 +211,9 @@ func TestStuckTaskFailsOver(t *testing.T) {
 		if log := logs.String(); !strings.Contains(log, "3 checkpoints failed in a row") || !strings.Contains(log, "waiting for numbers[0] (numbers → out)") {
 			t.Fatalf("the failover does not say why or name the stuck subtask:\n%s", log)
 		}
+		if log := logs.String(); !strings.Contains(log, "restarting from the beginning of the input: no checkpoint completed yet") {
+			t.Fatalf("the restart does not say where it resumes:\n%s", log)
+		}
 		out.check(t, n)
 	})
 }
