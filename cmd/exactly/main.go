@@ -116,7 +116,7 @@ func parseDemoFlags(args []string, out io.Writer) (demoFlags, error) {
 	fs.DurationVar(&f.cfg.CheckpointInterval, "interval", 500*time.Millisecond, "checkpoint interval: output becomes visible at this pace")
 	fs.IntVar(&f.chaos, "chaos", 0, "kill the job with SIGKILL this many times at random moments and restart it")
 	fs.Uint64Var(&f.seed, "chaos-seed", 0, "seed of the --chaos schedule (0: random; printed so a run can be replayed)")
-	fs.BoolVar(&f.keep, "resume", false, "keep the directory's earlier state and resume from its last checkpoint instead of starting afresh")
+	fs.BoolVar(&f.keep, "resume", false, "keep the directory's earlier state and resume from its last checkpoint instead of starting afresh (a directory the demo did not create is never cleared: it is refused)")
 	fs.BoolVar(&f.child, "child", false, "internal: run as the child of a --chaos run")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve the job's Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464; empty: off)")
 	if err := parseFlags(fs, demoUsage, args, out); err != nil {
@@ -144,10 +144,8 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 		f.cfg.Probe = crashtest.Probe()
 		return demo.Run(ctx, f.cfg, nil)
 	}
-	if !f.keep {
-		if err := os.RemoveAll(f.cfg.Dir); err != nil {
-			return fmt.Errorf("demo: clearing --dir %s: %w", f.cfg.Dir, err)
-		}
+	if err := demo.PrepareDir(f.cfg.Dir, f.keep); err != nil {
+		return err
 	}
 	fmt.Fprintf(out, "exactly demo: %d orders, %d customers, parallelism %d, checkpoints every %v, output in %s\n",
 		f.cfg.Events, f.cfg.Customers, f.cfg.Parallelism, f.cfg.CheckpointInterval, f.cfg.Dir)
