@@ -32,6 +32,7 @@ func (b *KeyedBackend[K]) SnapshotFor(id uint64, kind checkpoint.Kind, files che
 		}, nil
 	}
 	b.writeBackCaches()
+	b.disk.writeTTLClocks()
 	if err := checkOnlyOwned(b.disk.db.Reader(), b.owned, b.keyCodec); err != nil {
 		return nil, fmt.Errorf("state: snapshot: %w", err)
 	}

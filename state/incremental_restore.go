@@ -39,8 +39,7 @@ func (b *KeyedBackend[K]) RestoreDBs(dbs []checkpoint.DBFiles, files checkpoint.
 
 // restoreDB restores the key groups keys from db.
 func (b *KeyedBackend[K]) restoreDB(db checkpoint.DBFiles, keys KeyGroupRange, files checkpoint.SharedFiles) error {
-	sections, err := dbSections[K](db.States)
-	if err != nil {
+	if _, err := dbSections[K](db.States, nil); err != nil {
 		return err
 	}
 	if files == nil && slices.ContainsFunc(db.Files, func(f checkpoint.DBFile) bool { return f.Shared.Name != "" }) {
@@ -63,7 +62,16 @@ func (b *KeyedBackend[K]) restoreDB(db checkpoint.DBFiles, keys KeyGroupRange, f
 		os.RemoveAll(dir)
 		return err
 	}
-	err = b.restoreFrom(src, sections, keys)
+	// The states with a TTL leave out what had expired when the
+	// checkpoint was taken, by the clocks the database recorded then.
+	clocks, err := readTTLClocks(src.Reader(), db.KeyGroupStart)
+	var sections []capturedSection[K]
+	if err == nil {
+		sections, err = dbSections[K](db.States, clocks)
+	}
+	if err == nil {
+		err = b.restoreFrom(src, sections, keys)
+	}
 	return errors.Join(err, src.Close())
 }
 
@@ -103,19 +111,28 @@ func download(dir string, dbFiles []checkpoint.DBFile, files checkpoint.SharedFi
 }
 
 // dbSections returns readers of a database's states, in name order: the
-// encoders the Pebble backend's snapshots use, for the states' ids.
-func dbSections[K comparable](states []checkpoint.DBState) ([]capturedSection[K], error) {
+// encoders the Pebble backend's snapshots use, for the states' ids, which
+// leave out the entries of states with a TTL that expired by the clocks
+// the database recorded (none for a state without a recorded clock).
+func dbSections[K comparable](states []checkpoint.DBState, clocks map[uint32]int64) ([]capturedSection[K], error) {
 	var sections []capturedSection[K]
 	for _, st := range states {
-		t := diskTable[K]{id: st.ID}
+		c := diskCapture[K]{t: diskTable[K]{id: st.ID}, cutoff: noTime}
+		kind := stateKind(st.Kind)
+		if kind.hasTTL() {
+			c.ttl = true
+			if clock, ok := clocks[st.ID]; ok {
+				c.cutoff = clock
+			}
+		}
 		var data capturedTable[K]
-		switch kind := stateKind(st.Kind); kind {
+		switch kind.base() {
 		case kindValue:
-			data = diskValueCapture[K]{t}
+			data = diskValueCapture[K]{c}
 		case kindMap:
-			data = diskMapCapture[K]{t}
+			data = diskMapCapture[K]{c}
 		case kindList:
-			data = diskListCapture[K]{t}
+			data = diskListCapture[K]{c}
 		default:
 			return nil, format.CorruptBlob("the checkpoint's database lists %s as a state of kind %v", displayName(st.Name), kind)
 		}
