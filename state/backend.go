@@ -163,8 +163,8 @@ func newHeapBackend[K comparable](keyCodec Codec[K], maxParallelism int, owned K
 // SetCurrentKey sets the key that subsequent state accesses and timer registrations
 // apply to.
 //
-// With states declared with a TTL, every sweepEvery calls also run a
-// step of the incremental cleanup of expired entries (see cleanUp).
+// With states declared with a TTL, every 64th call also runs a step of
+// the incremental cleanup of expired entries (docs/state.md, State TTL).
 func (b *KeyedBackend[K]) SetCurrentKey(k K) {
 	b.current = k
 	if b.disk != nil {

@@ -16,9 +16,10 @@ import (
 // The clock is the backend's, which the engine advances: the operator's
 // watermark for TTLEventTime, the processing time for TTLProcessingTime
 // (see KeyedBackend.SetWatermark and SetProcessingTime). Event time is the
-// default because it makes expiry replay the same way after a restore;
-// processing time expires what the clock of the run says, so a replay
-// after a crash may expire entries the failed run still saw.
+// default because a replay after a restore then expires what the failed
+// run did, up to where watermarks fall between records; processing time
+// expires what the clock of the run says, so a replay after a crash may
+// expire entries the failed run still saw.
 type TTL struct {
 	// After is how long an entry lives after its last update: it expires
 	// once the state's clock reaches the update's time plus After.
@@ -64,10 +65,10 @@ type TTLTime uint8
 
 const (
 	// TTLEventTime measures a TTL in event time: the clock is the keyed
-	// operator's watermark (and, in an event-time timer, the timer's time).
-	// Deterministic across a restore: see docs/state.md. Without
-	// watermarks (a source without event time) nothing expires. The
-	// default.
+	// operator's watermark (and, in an event-time timer, the timer's time),
+	// which is restored with the state: see docs/state.md. Without
+	// watermarks (a source without event time) nothing expires until a
+	// bounded input ends. The default.
 	TTLEventTime TTLTime = iota
 	// TTLProcessingTime measures a TTL by the wall clock of the process
 	// (as Flink's state TTL does). A replay after a crash runs later than
