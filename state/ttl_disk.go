@@ -150,10 +150,11 @@ func (d *diskStore[K]) sweep(budget int) {
 	it := d.newIter(lower, upper)
 	b := d.db.NewBatch()
 	defer b.Close()
-	ok := it.SeekGE(lower)
+	start := lower
 	if d.sweepAt != nil {
-		ok = it.SeekGE(d.sweepAt)
+		start = d.sweepAt
 	}
+	ok := it.SeekGE(start)
 	for n := 0; ok && n < budget; n++ {
 		key := it.Key()
 		if len(key) < 6 {
