@@ -15,10 +15,13 @@ import (
 var ErrCorrupt = errors.New("corrupt checkpoint data")
 
 // FormatVersion is the newest version of the checkpoint format the engine
-// writes and reads (the metadata's format_version; see
-// docs/checkpoint-format.md). Version 2 added shared files (incremental
-// checkpoints); a checkpoint that uses none is still written as version 1.
-const FormatVersion = 2
+// writes and reads (the metadata's format_version and the version of the
+// store's files; see docs/checkpoint-format.md). Version 2 added shared
+// files (incremental checkpoints); a checkpoint that uses none is still
+// written as version 1. Version 3 added keyed state with a TTL, which only
+// state files record (as version 3): the metadata keeps the version its
+// own contents need.
+const FormatVersion = 3
 
 // Kind tells a checkpoint from a savepoint.
 type Kind string

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/exactlyonce/exactly/internal/format"
 )
 
 // stateKind identifies the type of a state in snapshot blobs. The values are part of
@@ -17,9 +19,32 @@ const (
 	kindTimers stateKind = 4
 	// kindEventTimers are event-time timers.
 	kindEventTimers stateKind = 5
+	// kindTTL is set in the kind of a value, map or list state declared
+	// with a TTL, whose entries carry their expiry times (format.KindTTL).
+	kindTTL stateKind = stateKind(format.KindTTL)
 )
 
+// base returns the kind without kindTTL.
+func (k stateKind) base() stateKind { return k &^ kindTTL }
+
+// hasTTL reports whether k is the kind of a state with a TTL.
+func (k stateKind) hasTTL() bool { return k&kindTTL != 0 }
+
+// valid reports whether a blob or a database may hold a state of kind k.
+func (k stateKind) valid() bool {
+	switch k.base() {
+	case kindValue, kindMap, kindList:
+		return true
+	case kindTimers, kindEventTimers:
+		return !k.hasTTL()
+	}
+	return false
+}
+
 func (k stateKind) String() string {
+	if k.hasTTL() {
+		return k.base().String() + " (with a TTL)"
+	}
 	switch k {
 	case kindValue:
 		return "value"
@@ -91,6 +116,9 @@ type KeyedBackend[K comparable] struct {
 	timers         timerQueue[K] // processing time
 	eventTimers    timerQueue[K]
 	disk           *diskStore[K] // the Pebble backend's database; nil for the heap backend
+	ttl            ttlClocks     // the clocks of the states with a TTL (ttl.go)
+	ttls           []ttlTable    // the states with a TTL, in registration order
+	sweepIn        int           // SetCurrentKey calls left before the next cleanup step
 }
 
 // NewKeyedBackend returns an empty heap backend (see OpenKeyedBackend for the others)
@@ -125,6 +153,8 @@ func newHeapBackend[K comparable](keyCodec Codec[K], maxParallelism int, owned K
 		names:          []string{timersName, eventTimersName},
 		timers:         newTimerQueue[K](kindTimers),
 		eventTimers:    newTimerQueue[K](kindEventTimers),
+		ttl:            newTTLClocks(),
+		sweepIn:        sweepEvery,
 	}
 	b.tables = map[string]table[K]{timersName: &b.timers, eventTimersName: &b.eventTimers}
 	return b
@@ -132,10 +162,19 @@ func newHeapBackend[K comparable](keyCodec Codec[K], maxParallelism int, owned K
 
 // SetCurrentKey sets the key that subsequent state accesses and timer registrations
 // apply to.
+//
+// With states declared with a TTL, every 64th call also runs a step of
+// the incremental cleanup of expired entries (docs/state.md, State TTL).
 func (b *KeyedBackend[K]) SetCurrentKey(k K) {
 	b.current = k
 	if b.disk != nil {
 		b.disk.keyChanged()
+	}
+	if len(b.ttls) > 0 {
+		if b.sweepIn--; b.sweepIn <= 0 {
+			b.sweepIn = sweepEvery
+			b.cleanUp(sweepBudget)
+		}
 	}
 }
 
@@ -165,22 +204,34 @@ func (b *KeyedBackend[K]) checkName(name string) error {
 	return nil
 }
 
-// declare registers a new state called name, stored as onHeap makes it for
-// the heap backend and as onDisk makes it for the Pebble backend.
-func declare[K comparable, S table[K]](scope Scope[K], name string,
-	onHeap func(*KeyedBackend[K]) S, onDisk func(diskTable[K]) S) (S, error) {
+// declare registers a new state called name, with the options opts,
+// stored as onHeap makes it for the heap backend and as onDisk makes it for
+// the Pebble backend; both are given the state's TTL, nil if it has none.
+func declare[K comparable, S table[K]](scope Scope[K], name string, opts []Option,
+	onHeap func(*KeyedBackend[K], *ttlConfig) S, onDisk func(diskTable[K], *ttlConfig) S) (S, error) {
 	b := scope.b
+	var none S
 	if err := b.checkName(name); err != nil {
-		var none S
 		return none, err
 	}
+	o, err := collectOptions(name, opts)
+	if err != nil {
+		return none, err
+	}
+	ttl := b.ttl.config(o.ttl)
 	var s S
 	if b.disk == nil {
-		s = onHeap(b)
+		s = onHeap(b, ttl)
 	} else {
 		t := b.disk.newTable()
-		s = onDisk(t)
+		s = onDisk(t, ttl)
 		b.disk.register(name, s.kind(), t.id)
+		if ttl != nil {
+			b.disk.registerTTL(t.id, any(s).(diskTTLTable))
+		}
+	}
+	if ttl != nil {
+		b.ttls = append(b.ttls, any(s).(ttlTable))
 	}
 	b.tables[name] = s
 	i, _ := slices.BinarySearch(b.names, name)

@@ -766,10 +766,31 @@ func testRestoreErrors(t *testing.T, kind BackendKind) {
 	}
 }
 
+// validTTLBlob returns a blob of the fixture's states declared with a TTL,
+// and its key group.
+func validTTLBlob(t testing.TB) (int, []byte) {
+	b := newBackend(t, HeapBackend, StringCodec{}, 4, KeyGroupRange{0, 4})
+	opt := WithTTL(TTL{After: time.Hour})
+	f := &fixture{b: b,
+		count:  must(NewValueState[string, int64](b.Scope(), "count", Int64Codec{}, opt)),
+		seen:   must(NewMapState[string, string, int](b.Scope(), "seen", StringCodec{}, IntCodec{}, opt)),
+		events: must(NewListState[string, string](b.Scope(), "events", StringCodec{}, opt))}
+	b.SetWatermark(epoch.UnixNano())
+	for i := range 40 {
+		f.fill(i)
+	}
+	blobs := snapshotNow(t, f.b)
+	kg := f.b.KeyGroupOf("key-2")
+	return kg, blobs[kg]
+}
+
 func FuzzRestore(f *testing.F) {
 	kg, blob := validBlob(f)
 	f.Add(kg, blob)
 	f.Add(kg, blob[:len(blob)/2])
+	ttlKG, ttlBlob := validTTLBlob(f)
+	f.Add(ttlKG, ttlBlob)
+	f.Add(ttlKG, ttlBlob[:len(ttlBlob)*2/3])
 	f.Add(0, []byte{format.StateBlobVersion, 0, byte(kindTimers), 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, kg int, blob []byte) {
 		// Both backends accept and reject the same blobs.

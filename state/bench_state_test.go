@@ -1,6 +1,9 @@
 package state
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // BenchmarkMapStatePut reads and writes one entry of a key's map per
 // operation, over 10,000 keys with 4 entries each.
@@ -29,5 +32,57 @@ func benchMapStatePut(b *testing.B, kind BackendKind) {
 func benchBackends(b *testing.B, bench func(b *testing.B, kind BackendKind)) {
 	for _, kind := range backendKinds {
 		b.Run(kind.String(), func(b *testing.B) { bench(b, kind) })
+	}
+}
+
+// BenchmarkTTLValueStateUpdate is BenchmarkValueStateUpdate on a value
+// state with a TTL (renewed on write) of an hour, the watermark advancing
+// 1 µs per operation: nothing expires, every access checks and stamps.
+func BenchmarkTTLValueStateUpdate(b *testing.B) { benchBackends(b, benchTTLValueStateUpdate) }
+
+func benchTTLValueStateUpdate(b *testing.B, kind BackendKind) {
+	const keys = 10_000
+	backend := newBackend(b, kind, Int64Codec{}, DefaultMaxParallelism, KeyGroupRange{0, DefaultMaxParallelism})
+	s, err := NewValueState[int64, int64](backend.Scope(), "count", Int64Codec{}, WithTTL(TTL{After: time.Hour}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	i, wm := int64(0), epoch.UnixNano()
+	for b.Loop() {
+		wm += int64(time.Microsecond)
+		backend.SetWatermark(wm)
+		backend.SetCurrentKey(i)
+		v, _ := s.Value()
+		s.Update(v + 1)
+		if i++; i == keys {
+			i = 0
+		}
+	}
+}
+
+// BenchmarkTTLMapStatePut is BenchmarkMapStatePut on a map state with a
+// TTL (renewed on read and write) of an hour, the watermark advancing 1 µs
+// per operation.
+func BenchmarkTTLMapStatePut(b *testing.B) { benchBackends(b, benchTTLMapStatePut) }
+
+func benchTTLMapStatePut(b *testing.B, kind BackendKind) {
+	const keys, entries = 10_000, 4
+	backend := newBackend(b, kind, Int64Codec{}, DefaultMaxParallelism, KeyGroupRange{0, DefaultMaxParallelism})
+	s, err := NewMapState[int64, int64, int64](backend.Scope(), "m", Int64Codec{}, Int64Codec{},
+		WithTTL(TTL{After: time.Hour, Update: TTLOnReadAndWrite}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	i, wm := int64(0), epoch.UnixNano()
+	for b.Loop() {
+		wm += int64(time.Microsecond)
+		backend.SetWatermark(wm)
+		backend.SetCurrentKey(i % keys)
+		uk := i % entries
+		v, _ := s.Get(uk)
+		s.Put(uk, v+1)
+		i++
 	}
 }

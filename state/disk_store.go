@@ -35,6 +35,12 @@ type diskStore[K comparable] struct {
 	buf    []byte // scratch for database keys
 	val    []byte // scratch for encoded values
 	writes uint64 // writes so far, which tell iterators to refresh
+	// ttl are the states with a TTL by id, ttlIDs their ids in order, and
+	// sweepAt the database key the sweep's next step starts at (nil: the
+	// first); see ttl_disk.go.
+	ttl     map[uint32]diskTTLTable
+	ttlIDs  []uint32
+	sweepAt []byte
 }
 
 func newDiskStore[K comparable](db *kv.DB, b *KeyedBackend[K]) *diskStore[K] {

@@ -31,6 +31,18 @@
 // sees only the backend's [Scope] (stream.Context.State), in which it declares
 // states; the rest of the backend is the engine's.
 //
+// # State TTL
+//
+// A state declared with WithTTL(TTL{...}) expires its entries (a value per
+// key, each map entry, each list element) After their last update, by one
+// of the backend's two clocks: the watermark (TTLEventTime, the default)
+// or the processing time (TTLProcessingTime), which the engine advances
+// with SetWatermark and SetProcessingTime; the package reads no clock
+// itself. An expired entry is never returned; it is deleted when read,
+// left out of snapshots, and removed by an incremental cleanup that
+// SetCurrentKey runs. docs/state.md (State TTL) explains the choice of
+// clock and what it means for a job restored after a failure.
+//
 // # The asynchronous snapshot contract
 //
 // Snapshot runs synchronously at the checkpoint barrier and only captures: the heap
@@ -50,7 +62,7 @@
 // Each key group's blob is (the framing is package internal/format's; the file
 // docs/checkpoint-format.md describes every byte):
 //
-//	blob    = version:byte section*          (version = 1)
+//	blob    = version:byte section*          (version = 1, or 2 with a TTL section)
 //	section = name:bytes kind:byte count:uvarint entry*count
 //	bytes   = len:uvarint byte*len
 //
@@ -58,13 +70,19 @@
 // empty name (so state names must be non-empty), event-time timers the section named
 // "\x00event-time timers" (so state names must not start with a NUL byte); sections
 // without entries in the key group are left out, and key groups without any state have
-// no blob. Kinds are 1 value, 2 map, 3 list, 4 timers, 5 event-time timers. Entries, in
-// unspecified order, start with the key's encoding as bytes, followed by:
+// no blob. Kinds are 1 value, 2 map, 3 list, 4 timers, 5 event-time timers, and
+// 0x81, 0x82, 0x83 the value, map and list state of a state with a TTL, whose
+// entries carry expiry times (exp: 8 bytes, big-endian UnixNano of the state's
+// clock; math.MinInt64 for an entry written before the clock had a time); a
+// blob with such a section has version 2. Entries, in unspecified order, start
+// with the key's encoding as bytes, followed by:
 //
-//	value:  value:bytes
-//	map:    n:uvarint (userKey:bytes userValue:bytes)*n    (n >= 1)
-//	list:   n:uvarint element:bytes*n                      (n >= 1)
+//	value:  value:bytes                                     (TTL: exp value:bytes)
+//	map:    n:uvarint (userKey:bytes userValue:bytes)*n     (TTL: userKey:bytes exp userValue:bytes; n >= 1)
+//	list:   n:uvarint element:bytes*n                       (TTL: (exp element:bytes)*n; n >= 1)
 //	timers: when:bytes  (UnixNano, Int64Codec; one entry per timer; both kinds)
+//
+// Entries that expired when the snapshot was captured are left out.
 //
 // Restore checks every key against the key group it is restored into and rejects
 // malformed blobs with an error wrapping ErrCorrupt; it applies nothing unless the whole

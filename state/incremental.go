@@ -33,6 +33,7 @@ func (b *KeyedBackend[K]) SnapshotFor(id checkpoint.ID, kind checkpoint.Kind, fi
 		}, nil
 	}
 	b.writeBackCaches()
+	b.disk.writeTTLClocks()
 	if err := checkOnlyOwned(b.disk.db.Reader(), b.owned, b.keyCodec); err != nil {
 		return nil, fmt.Errorf("state: snapshot: %w", err)
 	}

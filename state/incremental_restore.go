@@ -51,14 +51,16 @@ func (b *KeyedBackend[K]) RestoreDBs(dbs []checkpoint.DBFiles, files checkpoint.
 
 // adoptDB makes the database of one of dbs the Pebble backend's own and
 // returns its index, or -1 when it adopts none: on the heap backend, when
-// the backend holds state already, or when no database's states are the
-// registered ones under the same ids (a job that added, renamed or
-// reordered states copies instead). It takes the database sharing the most
+// the backend holds state already or has a state with a TTL, or when no
+// database's states are the registered ones under the same ids (a job
+// that added, renamed or reordered states copies instead). It takes the database sharing the most
 // key groups with the backend, deletes the key groups the backend does not
 // own, and, when the checkpoint is in the storage the backend's next
 // checkpoints go to, lets them refer to its shared files.
 func (b *KeyedBackend[K]) adoptDB(dbs []checkpoint.DBFiles, files checkpoint.SharedFiles) (int, error) {
-	if b.disk == nil || files == nil {
+	if b.disk == nil || files == nil || len(b.disk.ttlIDs) > 0 {
+		// A state with a TTL restores through the copy, which leaves out
+		// what had expired by the checkpoint's clocks.
 		return -1, nil
 	}
 	i := b.adoptable(dbs)
@@ -76,7 +78,7 @@ func (b *KeyedBackend[K]) adoptDB(dbs []checkpoint.DBFiles, files checkpoint.Sha
 	if err != nil {
 		return fail(err)
 	}
-	if err := b.download(dir, db.Files, files); err != nil {
+	if err := download(dir, db.Files, files, b.localFiles()); err != nil {
 		os.RemoveAll(dir)
 		return fail(err)
 	}
@@ -139,8 +141,7 @@ func sameStates(recorded, registered []checkpoint.DBState) bool {
 
 // restoreDB restores the key groups keys from db.
 func (b *KeyedBackend[K]) restoreDB(db checkpoint.DBFiles, keys KeyGroupRange, files checkpoint.SharedFiles) error {
-	sections, err := dbSections[K](db.States)
-	if err != nil {
+	if _, err := dbSections[K](db.States, nil); err != nil {
 		return err
 	}
 	if files == nil && slices.ContainsFunc(db.Files, func(f checkpoint.DBFile) bool { return f.Shared.Name != "" }) {
@@ -154,7 +155,7 @@ func (b *KeyedBackend[K]) restoreDB(db checkpoint.DBFiles, keys KeyGroupRange, f
 	if err != nil {
 		return err
 	}
-	if err := b.download(dir, db.Files, files); err != nil {
+	if err := download(dir, db.Files, files, b.localFiles()); err != nil {
 		os.RemoveAll(dir)
 		return err
 	}
@@ -163,7 +164,16 @@ func (b *KeyedBackend[K]) restoreDB(db checkpoint.DBFiles, keys KeyGroupRange, f
 		os.RemoveAll(dir)
 		return err
 	}
-	err = b.restoreFrom(src, sections, keys)
+	// The states with a TTL leave out what had expired when the
+	// checkpoint was taken, by the clocks the database recorded then.
+	clocks, err := readTTLClocks(src.Reader(), db.KeyGroupStart)
+	var sections []capturedSection[K]
+	if err == nil {
+		sections, err = dbSections[K](db.States, clocks)
+	}
+	if err == nil {
+		err = b.restoreFrom(src, sections, keys)
+	}
 	return errors.Join(err, src.Close())
 }
 
@@ -185,14 +195,19 @@ func (b *KeyedBackend[K]) restoreFrom(src *kv.Files, sections []capturedSection[
 }
 
 // download writes the database files into dir: the inline ones from the
-// snapshot, the shared ones from the Pebble backend's local copies when
-// they match, else read (and verified) from files and kept as local
-// copies.
-func (b *KeyedBackend[K]) download(dir string, dbFiles []checkpoint.DBFile, files checkpoint.SharedFiles) error {
+// snapshot, the shared ones from local when they match (nil: no local
+// copies), else read (and verified) from files and kept in local.
+func download(dir string, dbFiles []checkpoint.DBFile, files checkpoint.SharedFiles, local *kv.LocalFiles) error {
 	for _, f := range dbFiles {
 		path := filepath.Join(dir, f.Name)
-		if f.Shared.Name != "" && b.disk != nil {
-			found, err := b.disk.local.Fetch(f.Shared.Name, f.Shared.Size, f.Shared.CRC32C, path)
+		if f.Shared.Name == "" {
+			if err := os.WriteFile(path, f.Data, 0o644); err != nil {
+				return err
+			}
+			continue
+		}
+		if local != nil {
+			found, err := local.Fetch(f.Shared.Name, f.Shared.Size, f.Shared.CRC32C, path)
 			if err != nil {
 				return err
 			}
@@ -200,21 +215,24 @@ func (b *KeyedBackend[K]) download(dir string, dbFiles []checkpoint.DBFile, file
 				continue
 			}
 		}
-		if f.Shared.Name == "" {
-			if err := os.WriteFile(path, f.Data, 0o644); err != nil {
-				return err
-			}
-			continue
-		}
 		if err := downloadFile(files, f.Shared, path); err != nil {
 			return err
 		}
-		if f.Shared.Name != "" && b.disk != nil {
+		if local != nil {
 			// As in upload.share: a copy not kept is downloaded next time.
-			_ = b.disk.local.Keep(f.Shared.Name, path)
+			_ = local.Keep(f.Shared.Name, path)
 		}
 	}
 	return nil
+}
+
+// localFiles returns the Pebble backend's local copies, nil for the heap
+// backend.
+func (b *KeyedBackend[K]) localFiles() *kv.LocalFiles {
+	if b.disk == nil {
+		return nil
+	}
+	return &b.disk.local
 }
 
 // downloadFile streams the shared file f from files into a new file at
@@ -229,19 +247,28 @@ func downloadFile(files checkpoint.SharedFiles, f checkpoint.SharedFile, path st
 }
 
 // dbSections returns readers of a database's states, in name order: the
-// encoders the Pebble backend's snapshots use, for the states' ids.
-func dbSections[K comparable](states []checkpoint.DBState) ([]capturedSection[K], error) {
+// encoders the Pebble backend's snapshots use, for the states' ids, which
+// leave out the entries of states with a TTL that expired by the clocks
+// the database recorded (none for a state without a recorded clock).
+func dbSections[K comparable](states []checkpoint.DBState, clocks map[uint32]int64) ([]capturedSection[K], error) {
 	var sections []capturedSection[K]
 	for _, st := range states {
-		t := diskTable[K]{id: st.ID}
+		c := diskCapture[K]{t: diskTable[K]{id: st.ID}, cutoff: noTime}
+		kind := stateKind(st.Kind)
+		if kind.hasTTL() {
+			c.ttl = true
+			if clock, ok := clocks[st.ID]; ok {
+				c.cutoff = clock
+			}
+		}
 		var data capturedTable[K]
-		switch kind := stateKind(st.Kind); kind {
+		switch kind.base() {
 		case kindValue:
-			data = diskValueCapture[K]{t}
+			data = diskValueCapture[K]{c}
 		case kindMap:
-			data = diskMapCapture[K]{t}
+			data = diskMapCapture[K]{c}
 		case kindList:
-			data = diskListCapture[K]{t}
+			data = diskListCapture[K]{c}
 		default:
 			return nil, format.CorruptBlob("the checkpoint's database lists %s as a state of kind %v", displayName(st.Name), kind)
 		}

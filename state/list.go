@@ -19,11 +19,17 @@ type listStore[K comparable, V any] interface {
 }
 
 // NewListState registers a list state called name with b. It fails if the name is empty
-// or already registered.
-func NewListState[K comparable, V any](scope Scope[K], name string, codec Codec[V]) (*ListState[K, V], error) {
-	store, err := declare(scope, name,
-		func(b *KeyedBackend[K]) listStore[K, V] { return newHeapLists(b, codec) },
-		func(t diskTable[K]) listStore[K, V] { return newDiskLists(t, codec) })
+// or already registered, or an option is invalid. WithTTL makes each element expire on
+// its own.
+func NewListState[K comparable, V any](scope Scope[K], name string, codec Codec[V], opts ...Option) (*ListState[K, V], error) {
+	store, err := declare(scope, name, opts,
+		func(b *KeyedBackend[K], ttl *ttlConfig) listStore[K, V] {
+			if ttl != nil {
+				return newHeapTTLLists(b, codec, ttl)
+			}
+			return newHeapLists(b, codec)
+		},
+		func(t diskTable[K], ttl *ttlConfig) listStore[K, V] { return newDiskLists(t, codec, ttl) })
 	if err != nil {
 		return nil, err
 	}

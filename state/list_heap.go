@@ -83,6 +83,9 @@ func (s *heapLists[K, V]) stage(r *sectionReader[K], count int) (func(), error) 
 		}
 		vs := make([]V, n)
 		for j := range vs {
+			if _, _, err := r.expiry(); err != nil { // a state that had a TTL
+				return nil, err
+			}
 			if vs[j], err = readValue(r, s.codec); err != nil {
 				return nil, err
 			}

@@ -23,11 +23,19 @@ type mapStore[K comparable, UK comparable, UV any] interface {
 }
 
 // NewMapState registers a map state called name with b. It fails if the name is empty
-// or already registered.
-func NewMapState[K comparable, UK comparable, UV any](scope Scope[K], name string, keyCodec Codec[UK], valueCodec Codec[UV]) (*MapState[K, UK, UV], error) {
-	store, err := declare(scope, name,
-		func(b *KeyedBackend[K]) mapStore[K, UK, UV] { return newHeapMaps(b, keyCodec, valueCodec) },
-		func(t diskTable[K]) mapStore[K, UK, UV] { return newDiskMaps(t, keyCodec, valueCodec) })
+// or already registered, or an option is invalid. WithTTL makes each entry expire on
+// its own.
+func NewMapState[K comparable, UK comparable, UV any](scope Scope[K], name string, keyCodec Codec[UK], valueCodec Codec[UV], opts ...Option) (*MapState[K, UK, UV], error) {
+	store, err := declare(scope, name, opts,
+		func(b *KeyedBackend[K], ttl *ttlConfig) mapStore[K, UK, UV] {
+			if ttl != nil {
+				return newHeapTTLMaps(b, keyCodec, valueCodec, ttl)
+			}
+			return newHeapMaps(b, keyCodec, valueCodec)
+		},
+		func(t diskTable[K], ttl *ttlConfig) mapStore[K, UK, UV] {
+			return newDiskMaps(t, keyCodec, valueCodec, ttl)
+		})
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +62,8 @@ func (s *MapState[K, UK, UV]) Remove(uk UK) { s.store.remove(uk) }
 func (s *MapState[K, UK, UV]) Contains(uk UK) bool { return s.store.contains(uk) }
 
 // Len returns the number of entries in the current key's map. The Pebble
-// backend counts them, so it costs as much as iterating.
+// backend counts them, so it costs as much as iterating; so does the heap
+// backend for a state with a TTL, which counts the entries not expired.
 func (s *MapState[K, UK, UV]) Len() int { return s.store.len() }
 
 // All returns an iterator over the map of the key that is current when All is called,

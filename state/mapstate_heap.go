@@ -124,6 +124,9 @@ func (s *heapMaps[K, UK, UV]) stage(r *sectionReader[K], count int) (func(), err
 			if err != nil {
 				return nil, err
 			}
+			if _, _, err := r.expiry(); err != nil { // a state that had a TTL
+				return nil, err
+			}
 			if inner[uk], err = readValue(r, s.valueCodec); err != nil {
 				return nil, err
 			}

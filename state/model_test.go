@@ -21,6 +21,16 @@ type keyModel struct {
 	events      []string
 	timers      map[int64]bool // processing time, UnixNano
 	eventTimers map[int64]bool
+	// The states with a TTL: entries with their expiries, expired ones
+	// included until they are read.
+	last   *stampedModel[int64]         // event time, renewed on write
+	recent map[string]stampedModel[int] // processing time, renewed on read and write
+}
+
+// stampedModel is an entry of a state with a TTL in the model.
+type stampedModel[V any] struct {
+	v   V
+	exp int64
 }
 
 // model is the reference the backend is checked against: plain Go values.
@@ -29,7 +39,7 @@ type model map[string]*keyModel
 func (m model) at(k string) *keyModel {
 	km, ok := m[k]
 	if !ok {
-		km = &keyModel{seen: map[string]int{}, timers: map[int64]bool{}, eventTimers: map[int64]bool{}}
+		km = &keyModel{seen: map[string]int{}, timers: map[int64]bool{}, eventTimers: map[int64]bool{}, recent: map[string]stampedModel[int]{}}
 		m[k] = km
 	}
 	return km
@@ -39,10 +49,14 @@ func (m model) clone() model {
 	c := model{}
 	for k, km := range m {
 		n := &keyModel{seen: maps.Clone(km.seen), events: slices.Clone(km.events),
-			timers: maps.Clone(km.timers), eventTimers: maps.Clone(km.eventTimers)}
+			timers: maps.Clone(km.timers), eventTimers: maps.Clone(km.eventTimers), recent: maps.Clone(km.recent)}
 		if km.count != nil {
 			v := *km.count
 			n.count = &v
+		}
+		if km.last != nil {
+			v := *km.last
+			n.last = &v
 		}
 		c[k] = n
 	}
@@ -51,13 +65,34 @@ func (m model) clone() model {
 
 // modelRun is one randomized run: a fixture, the model, and the random source.
 type modelRun struct {
-	t    *testing.T
-	seed uint64
-	step int
-	rnd  *rand.Rand
-	f    *fixture
-	m    model
-	key  string
+	t     *testing.T
+	seed  uint64
+	step  int
+	rnd   *rand.Rand
+	f     *modelFixture
+	m     model
+	clock [2]int64 // the model's TTL clocks, by TTLTime; noTime until set
+	key   string
+}
+
+// modelFixture is the fixture with two states with a TTL.
+type modelFixture struct {
+	*fixture
+	last   *ValueState[string, int64]
+	recent *MapState[string, string, int]
+}
+
+// modelTTL is the TTL of the model's states.
+const modelTTL = 20 * time.Second
+
+func newModelFixture(t testing.TB, kind BackendKind) *modelFixture {
+	f := newFixture(t, kind, 16, KeyGroupRange{0, 16})
+	return &modelFixture{fixture: f,
+		last: must(NewValueState[string, int64](f.b.Scope(), "last", Int64Codec{},
+			WithTTL(TTL{After: modelTTL}))),
+		recent: must(NewMapState[string, string, int](f.b.Scope(), "recent", StringCodec{}, IntCodec{},
+			WithTTL(TTL{After: modelTTL, Update: TTLOnReadAndWrite, Time: TTLProcessingTime}))),
+	}
 }
 
 const modelKeys, modelUserKeys = 40, 8
@@ -67,7 +102,7 @@ func TestBackendAgainstModel(t *testing.T) {
 		for _, seed := range modelSeeds {
 			t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 				r := &modelRun{t: t, seed: seed, rnd: rand.New(rand.NewPCG(seed, 0)), m: model{},
-					f: newFixture(t, kind, 16, KeyGroupRange{0, 16})}
+					f: newModelFixture(t, kind), clock: [2]int64{noTime, noTime}}
 				r.setKey()
 				for r.step = range 4000 {
 					r.randomOp()
@@ -96,7 +131,7 @@ func (r *modelRun) when() time.Time { return epoch.Add(time.Duration(r.rnd.IntN(
 // checks what it reads.
 func (r *modelRun) randomOp() {
 	f, km := r.f, r.m.at(r.key)
-	switch op := r.rnd.IntN(100); {
+	switch op := r.rnd.IntN(140); {
 	case op < 10:
 		r.setKey()
 	case op < 16:
@@ -187,8 +222,133 @@ func (r *modelRun) randomOp() {
 		r.checkPopped("event-time", f.b.PopEventTimers(wm, nil), wm, func(km *keyModel) map[int64]bool { return km.eventTimers })
 	case op < 91:
 		r.snapshotAndRestore()
-	default:
+	case op < 100:
 		r.checkKey(r.key)
+	default:
+		r.ttlOp((op - 100) / 2)
+	}
+}
+
+// ttlOp applies the operation op, in [0, 20), on the states with a TTL, or
+// advances a clock, or runs a step of the cleanup.
+func (r *modelRun) ttlOp(op int) {
+	f, km := r.f, r.m.at(r.key)
+	const ev, pt = TTLEventTime, TTLProcessingTime
+	switch {
+	case op < 4:
+		v := r.rnd.Int64N(1000)
+		f.last.Update(v)
+		km.last = &stampedModel[int64]{v, r.stamp(ev)}
+	case op < 5:
+		f.last.Clear()
+		km.last = nil
+	case op < 8:
+		r.checkLast(km)
+	case op < 10:
+		uk, v := r.userKey(), r.rnd.IntN(1000)
+		f.recent.Put(uk, v)
+		km.recent[uk] = stampedModel[int]{v, r.stamp(pt)}
+	case op < 12:
+		uk := r.userKey()
+		v, ok := f.recent.Get(uk)
+		mv, mok := r.readRecent(km, uk)
+		if v != mv || ok != mok || f.recent.Contains(uk) != mok {
+			r.fatalf("recent.Get(%s) = %d, %v; model %d, %v", uk, v, ok, mv, mok)
+		}
+		r.readRecent(km, uk) // Contains renewed it too
+	case op < 13:
+		uk := r.userKey()
+		got := f.recent.Compute(uk, func(old int, ok bool) int { return old + 1 })
+		old, _ := r.liveRecent(km, uk)
+		km.recent[uk] = stampedModel[int]{old + 1, r.stamp(pt)}
+		if got != old+1 {
+			r.fatalf("recent.Compute(%s) = %d, model %d", uk, got, old+1)
+		}
+	case op < 14:
+		uk := r.userKey()
+		f.recent.Remove(uk)
+		delete(km.recent, uk)
+	case op < 15:
+		n := 0
+		for _, e := range km.recent {
+			if !expiredAt(e.exp, r.clock[pt]) {
+				n++
+			}
+		}
+		if got := f.recent.Len(); got != n {
+			r.fatalf("recent.Len() = %d, model %d", got, n)
+		}
+	case op < 17:
+		r.advance(ev)
+	case op < 19:
+		r.advance(pt)
+	default:
+		f.b.cleanUp(1 + r.rnd.IntN(2*sweepBudget))
+	}
+}
+
+// stamp returns the model's expiry of an entry written now by clock d.
+func (r *modelRun) stamp(d TTLTime) int64 {
+	if r.clock[d] == noTime {
+		return unstamped
+	}
+	return r.clock[d] + int64(modelTTL)
+}
+
+// advance moves the model's and the backend's clock d forward by up to 12
+// s (to the epoch the first time), stamping entries written before it had
+// a time.
+func (r *modelRun) advance(d TTLTime) {
+	first := r.clock[d] == noTime
+	if first {
+		r.clock[d] = epoch.UnixNano()
+	} else {
+		r.clock[d] += r.rnd.Int64N(int64(12 * time.Second))
+	}
+	setClock(r.f.b, d, r.clock[d])
+	if !first {
+		return
+	}
+	for _, km := range r.m {
+		if d == TTLEventTime && km.last != nil && km.last.exp == unstamped {
+			km.last.exp = r.stamp(d)
+		}
+		for uk, e := range km.recent {
+			if d == TTLProcessingTime && e.exp == unstamped {
+				km.recent[uk] = stampedModel[int]{e.v, r.stamp(d)}
+			}
+		}
+	}
+}
+
+// liveRecent returns the model's value of uk in km's recent map if it has
+// not expired, deleting it if it has.
+func (r *modelRun) liveRecent(km *keyModel, uk string) (int, bool) {
+	e, ok := km.recent[uk]
+	if ok && expiredAt(e.exp, r.clock[TTLProcessingTime]) {
+		delete(km.recent, uk)
+		return 0, false
+	}
+	return e.v, ok
+}
+
+// readRecent is liveRecent that renews the entry, as a read does.
+func (r *modelRun) readRecent(km *keyModel, uk string) (int, bool) {
+	v, ok := r.liveRecent(km, uk)
+	if ok {
+		km.recent[uk] = stampedModel[int]{v, r.stamp(TTLProcessingTime)}
+	}
+	return v, ok
+}
+
+// checkLast compares the current key's last value with the model.
+func (r *modelRun) checkLast(km *keyModel) {
+	if km.last != nil && expiredAt(km.last.exp, r.clock[TTLEventTime]) {
+		km.last = nil
+	}
+	v, ok := r.f.last.Value()
+	if ok != (km.last != nil) || (ok && v != km.last.v) {
+		r.fatalf("last.Value() = %d, %v; model %v", v, ok, km.last)
 	}
 }
 
@@ -260,7 +420,7 @@ func (r *modelRun) checkPopped(what string, popped []Timer[string], due int64, t
 // a random kind and goes on with it and the model as of the snapshot.
 func (r *modelRun) snapshotAndRestore() {
 	encode := r.f.b.Snapshot()
-	atSnapshot := r.m.clone()
+	atSnapshot, clockAtSnapshot := r.m.clone(), r.clock
 	for range r.rnd.IntN(20) {
 		r.randomOp()
 	}
@@ -269,13 +429,21 @@ func (r *modelRun) snapshotAndRestore() {
 		r.fatalf("encoding the snapshot: %v", err)
 	}
 	kind := backendKinds[r.rnd.IntN(len(backendKinds))]
-	fresh := newFixture(r.t, kind, 16, KeyGroupRange{0, 16})
+	fresh := newModelFixture(r.t, kind)
+	// As the engine does, the clocks are set before the restore: here to
+	// the snapshot's (the engine's restored watermark and a processing
+	// time that may be behind it).
+	for d, now := range clockAtSnapshot {
+		if now != noTime {
+			setClock(fresh.b, TTLTime(d), now)
+		}
+	}
 	for kg, blob := range blobs {
 		if err := fresh.b.Restore(kg, blob); err != nil {
 			r.fatalf("restoring key group %d into %v: %v", kg, kind, err)
 		}
 	}
-	r.f, r.m = fresh, atSnapshot
+	r.f, r.m, r.clock = fresh, atSnapshot, clockAtSnapshot
 	r.checkAll()
 	r.setKey()
 }
@@ -310,6 +478,32 @@ func (r *modelRun) checkKey(k string) {
 	slices.Sort(events)
 	if wantEvents := slices.Sorted(maps.Keys(km.eventTimers)); !slices.Equal(events, wantEvents) {
 		r.fatalf("%s has event-time timers %v, model %v", k, events, wantEvents)
+	}
+	r.f.b.SetCurrentKey(k)
+	r.checkLast(km)
+	// All renews every entry, which would hide a read that did not: it
+	// checks only one time in four, Len (which does not renew) the others.
+	if r.rnd.IntN(4) > 0 {
+		n := 0
+		for _, e := range km.recent {
+			if !expiredAt(e.exp, r.clock[TTLProcessingTime]) {
+				n++
+			}
+		}
+		if got := r.f.recent.Len(); got != n {
+			r.fatalf("%s: recent.Len() = %d, model %d", k, got, n)
+		}
+		r.f.b.SetCurrentKey(r.key)
+		return
+	}
+	recent := map[string]int{}
+	for uk := range km.recent {
+		if v, ok := r.readRecent(km, uk); ok {
+			recent[uk] = v
+		}
+	}
+	if got := maps.Collect(r.f.recent.All()); !maps.Equal(got, recent) {
+		r.fatalf("%s has recent %v, model %v", k, got, recent)
 	}
 	r.f.b.SetCurrentKey(r.key)
 }

@@ -142,6 +142,11 @@ func (w *sectionWriter[K]) putFramed(i int, framed []byte) {
 	w.entries[i] = append(w.entries[i], framed...)
 }
 
+// putExpiry appends an expiry time to the entry in key group index i.
+func (w *sectionWriter[K]) putExpiry(i int, exp int64) {
+	w.entries[i] = format.AppendInt64(w.entries[i], exp)
+}
+
 // putCount appends a uvarint count to the entry in key group index i.
 func (w *sectionWriter[K]) putCount(i, n int) {
 	w.entries[i] = format.AppendCount(w.entries[i], n)
@@ -208,13 +213,19 @@ func (b *KeyedBackend[K]) restore(kg int, blob []byte) error {
 			return format.CorruptBlob("%s appears twice", displayName(name))
 		}
 		seen[name] = true
+		if kind.hasTTL() && !kind.valid() {
+			return format.CorruptBlob("%s has kind %#x, an unknown kind with a TTL", displayName(name), k)
+		}
 		t, ok := b.tables[name]
 		if !ok {
-			return fmt.Errorf("checkpoint has %s (%v), which is not registered: the operator's state declarations must match the checkpoint's", displayName(name), kind)
+			return fmt.Errorf("checkpoint has %s (%v), which is not registered: the operator's state declarations must match the checkpoint's", displayName(name), kind.base())
 		}
-		if t.kind() != kind {
-			return fmt.Errorf("%s is a %v state in the checkpoint but registered as a %v state: the operator's state declarations must match the checkpoint's", displayName(name), kind, t.kind())
+		// A TTL may be added or removed between runs: only the kinds
+		// without it must match.
+		if t.kind().base() != kind.base() {
+			return fmt.Errorf("%s is a %v state in the checkpoint but registered as a %v state: the operator's state declarations must match the checkpoint's", displayName(name), kind.base(), t.kind().base())
 		}
+		r.ttl = kind.hasTTL()
 		apply, err := t.stage(r, count)
 		if err != nil {
 			return fmt.Errorf("%s: %w", displayName(name), err)
@@ -242,6 +253,18 @@ type sectionReader[K comparable] struct {
 	// Restore commits once the whole blob is valid; nil for the heap
 	// backend.
 	disk *pebble.Batch
+	// ttl is set while the current section's entries carry expiry times.
+	ttl bool
+}
+
+// expiry reads an entry's expiry time if the section's entries carry them;
+// ok is false if they do not.
+func (r *sectionReader[K]) expiry() (exp int64, ok bool, err error) {
+	if !r.ttl {
+		return 0, false, nil
+	}
+	exp, err = r.Int64()
+	return exp, err == nil, err
 }
 
 // key reads a length-prefixed key and checks that it belongs to the key group.

@@ -12,6 +12,10 @@ func (s *heapValues[K, V]) storedKeys() int    { return len(s.m) }
 func (s *heapMaps[K, UK, UV]) storedKeys() int { return len(s.m) }
 func (s *heapLists[K, V]) storedKeys() int     { return len(s.m) }
 
+func (s *heapTTLValues[K, V]) storedKeys() int    { return len(s.m) }
+func (s *heapTTLMaps[K, UK, UV]) storedKeys() int { return len(s.m) }
+func (s *heapTTLLists[K, V]) storedKeys() int     { return len(s.m) }
+
 // storedKeys of a disk store counts the distinct keys in its database range.
 func (t diskTable[K]) storedKeys() int {
 	keys := map[string]bool{}

@@ -16,11 +16,17 @@ type valueStore[K comparable, V any] interface {
 }
 
 // NewValueState registers a value state called name with b. It fails if the name is
-// empty or already registered.
-func NewValueState[K comparable, V any](scope Scope[K], name string, codec Codec[V]) (*ValueState[K, V], error) {
-	store, err := declare(scope, name,
-		func(b *KeyedBackend[K]) valueStore[K, V] { return newHeapValues(b, codec) },
-		func(t diskTable[K]) valueStore[K, V] { return newDiskValues(t, codec) })
+// empty or already registered, or an option is invalid. WithTTL makes the values
+// expire.
+func NewValueState[K comparable, V any](scope Scope[K], name string, codec Codec[V], opts ...Option) (*ValueState[K, V], error) {
+	store, err := declare(scope, name, opts,
+		func(b *KeyedBackend[K], ttl *ttlConfig) valueStore[K, V] {
+			if ttl != nil {
+				return newHeapTTLValues(b, codec, ttl)
+			}
+			return newHeapValues(b, codec)
+		},
+		func(t diskTable[K], ttl *ttlConfig) valueStore[K, V] { return newDiskValues(t, codec, ttl) })
 	if err != nil {
 		return nil, err
 	}

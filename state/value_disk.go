@@ -1,6 +1,9 @@
 package state
 
-import "github.com/cockroachdb/pebble/v2"
+import (
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/exactlyonce/exactly/internal/format"
+)
 
 // valueCacheEntries bounds the values a value state of the Pebble backend
 // keeps in its write-back cache, per subtask. When the cache is full its
@@ -14,13 +17,19 @@ const valueCacheEntries = 1 << 16
 // operations instead of a Pebble read and write per record). The changes
 // are written back in one batch at every snapshot (capture, before the
 // backend takes its view of the database) and when the cache fills.
+//
+// With a TTL, the database entry holds the expiry (8 bytes, big-endian)
+// before the value's encoding, and the cache the expiry and the encoding
+// of every value it read.
 type diskValues[K comparable, V any] struct {
 	t        diskTable[K]
 	codec    Codec[V]
 	enc      func([]byte, V) ([]byte, error)
+	ttl      *ttlConfig // nil without a TTL
 	cache    map[K]*cachedValue[V]
-	capacity int // valueCacheEntries; tests lower it
-	dirty    int // entries of cache changed since the last write-back
+	capacity int    // valueCacheEntries; tests lower it
+	dirty    int    // entries of cache changed since the last write-back
+	buf      []byte // scratch for a database value with an expiry
 }
 
 // cachedValue is a key's value as the state holds it: v and its encoding
@@ -28,12 +37,13 @@ type diskValues[K comparable, V any] struct {
 type cachedValue[V any] struct {
 	v     V
 	raw   []byte
+	exp   int64 // the expiry, with a TTL
 	ok    bool
 	dirty bool // changed since the last write-back
 }
 
-func newDiskValues[K comparable, V any](t diskTable[K], codec Codec[V]) *diskValues[K, V] {
-	return &diskValues[K, V]{t: t, codec: codec, enc: appendFunc(codec), cache: map[K]*cachedValue[V]{}, capacity: valueCacheEntries}
+func newDiskValues[K comparable, V any](t diskTable[K], codec Codec[V], ttl *ttlConfig) *diskValues[K, V] {
+	return &diskValues[K, V]{t: t, codec: codec, enc: appendFunc(codec), ttl: ttl, cache: map[K]*cachedValue[V]{}, capacity: valueCacheEntries}
 }
 
 // entry returns the current key's cache entry, reading the database on a
@@ -49,6 +59,13 @@ func (s *diskValues[K, V]) entry() *cachedValue[V] {
 	}
 	e := &cachedValue[V]{}
 	e.ok = s.t.d.get(s.t.key(nil), func(raw []byte) (err error) {
+		if s.ttl != nil {
+			if e.exp, raw, err = splitExpiry(raw); err != nil {
+				return err
+			}
+			// Kept: a read that renews the value writes it back.
+			e.raw = append(e.raw[:0], raw...)
+		}
 		e.v, err = s.codec.Decode(raw)
 		return err
 	})
@@ -56,8 +73,19 @@ func (s *diskValues[K, V]) entry() *cachedValue[V] {
 	return e
 }
 
+// get deletes an expired value, and renews one if reads renew.
 func (s *diskValues[K, V]) get() (V, bool) {
 	e := s.entry()
+	if s.ttl != nil && e.ok {
+		if s.ttl.expired(e.exp) {
+			var zero V
+			e.v, e.ok = zero, false
+			s.markDirty(e)
+		} else if s.ttl.onRead {
+			e.exp = s.ttl.stamp()
+			s.markDirty(e)
+		}
+	}
 	return e.v, e.ok
 }
 
@@ -70,6 +98,9 @@ func (s *diskValues[K, V]) set(v V) {
 		s.t.d.fail("encoding a value", err)
 	}
 	e.v, e.raw, e.ok = v, raw, true
+	if s.ttl != nil {
+		e.exp = s.ttl.stamp()
+	}
 	s.markDirty(e)
 }
 
@@ -100,7 +131,8 @@ func (b *KeyedBackend[K]) writeBackCaches() {
 	}
 }
 
-// writeBack writes the cache's changes to the database in one batch.
+// writeBack writes the cache's changes to the database in one batch; a
+// changed value that expired is deleted instead.
 func (s *diskValues[K, V]) writeBack() {
 	if s.dirty == 0 {
 		return
@@ -113,9 +145,18 @@ func (s *diskValues[K, V]) writeBack() {
 			continue
 		}
 		key = d.dbKeyOf(key[:0], s.t.id, k)
+		if e.ok && s.ttl != nil && s.ttl.expired(e.exp) {
+			var zero V
+			e.v, e.ok = zero, false
+		}
 		var err error
 		if e.ok {
-			err = b.Set(key, e.raw, nil)
+			value := e.raw
+			if s.ttl != nil {
+				s.buf = append(format.AppendInt64(s.buf[:0], e.exp), e.raw...)
+				value = s.buf
+			}
+			err = b.Set(key, value, nil)
 		} else {
 			err = b.Delete(key, nil)
 		}
@@ -131,21 +172,37 @@ func (s *diskValues[K, V]) writeBack() {
 	s.dirty = 0
 }
 
-func (s *diskValues[K, V]) kind() stateKind { return kindValue }
+func (s *diskValues[K, V]) kind() stateKind {
+	if s.ttl != nil {
+		return kindValue | kindTTL
+	}
+	return kindValue
+}
 
 // capture writes the cache's changes back: Snapshot's view of the database,
 // taken after every capture, then holds the whole state.
 func (s *diskValues[K, V]) capture() capturedTable[K] {
 	s.writeBack()
-	return diskValueCapture[K]{s.t}
+	return diskValueCapture[K]{diskCapture: newDiskCapture(s.t, s.ttl)}
 }
 
-type diskValueCapture[K comparable] struct{ t diskTable[K] }
+type diskValueCapture[K comparable] struct{ diskCapture[K] }
 
-// encode writes entries: key, value.
+// encode writes entries: key, value, or with a TTL key, expiry, value
+// (leaving out the values expired at the capture).
 func (c diskValueCapture[K]) encode(w *sectionWriter[K]) error {
 	return c.t.scanView(w.disk, w.owned, func(kg int, key, _, value []byte) error {
-		w.putEncoded(w.encodedKey(kg, key), value)
+		if !c.ttl {
+			w.putEncoded(w.encodedKey(kg, key), value)
+			return nil
+		}
+		exp, value, err := splitExpiry(value)
+		if err != nil || expiredAt(exp, c.cutoff) {
+			return err
+		}
+		i := w.encodedKey(kg, key)
+		w.putExpiry(i, exp)
+		w.putEncoded(i, value)
 		return nil
 	})
 }
@@ -156,9 +213,13 @@ func (c diskValueCapture[K]) encode(w *sectionWriter[K]) error {
 // applied, since the blob's entries replace what it holds.
 func (s *diskValues[K, V]) stage(r *sectionReader[K], count int) (func(), error) {
 	s.writeBack()
-	var dbKey []byte
+	var dbKey, dbValue []byte
 	for range count {
 		_, key, err := r.encodedKey()
+		if err != nil {
+			return nil, err
+		}
+		exp, err := s.restoredExpiry(r)
 		if err != nil {
 			return nil, err
 		}
@@ -166,10 +227,36 @@ func (s *diskValues[K, V]) stage(r *sectionReader[K], count int) (func(), error)
 		if err != nil {
 			return nil, err
 		}
+		if s.ttl != nil {
+			dbValue = append(format.AppendInt64(dbValue[:0], exp), value...)
+			value = dbValue
+		}
 		dbKey = s.t.keyIn(dbKey[:0], r.kg, key)
 		if err := r.disk.Set(dbKey, value, nil); err != nil {
 			return nil, err
 		}
 	}
 	return func() { clear(s.cache); s.dirty = 0 }, nil
+}
+
+// restoredExpiry reads an entry's expiry for the state (see
+// restoredExpiry), or skips it without a TTL.
+func (s *diskValues[K, V]) restoredExpiry(r *sectionReader[K]) (int64, error) {
+	return diskRestoredExpiry(r, s.ttl)
+}
+
+func (s *diskValues[K, V]) ttlDomain() TTLTime { return s.ttl.domain }
+
+func (s *diskValues[K, V]) cutoff() int64 { return s.ttl.now() }
+
+// restamp writes the cache back and drops it, so that it holds no expiry
+// the database's rewrite changes.
+func (s *diskValues[K, V]) restamp() {
+	s.writeBack()
+	clear(s.cache)
+	s.t.rewrite(func(value []byte) ([]byte, bool, error) { return restampValue(s.ttl, value) })
+}
+
+func (s *diskValues[K, V]) sweepEntry(key, value []byte, b *pebble.Batch) error {
+	return sweepStamped(s.ttl, key, value, b)
 }

@@ -56,6 +56,9 @@ func (s *heapValues[K, V]) stage(r *sectionReader[K], count int) (func(), error)
 		if keys[i], err = r.key(); err != nil {
 			return nil, err
 		}
+		if _, _, err = r.expiry(); err != nil { // a state that had a TTL
+			return nil, err
+		}
 		if vals[i], err = readValue(r, s.codec); err != nil {
 			return nil, err
 		}

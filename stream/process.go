@@ -125,7 +125,16 @@ func newProcessOp[K comparable, IN, OUT any](oc runtime.OperatorContext, ks Keye
 		return nil, fmt.Errorf("setup returned a ProcessFunc without Process: set the Process field")
 	}
 	p.fn = fn
+	// The clocks of the states with a TTL are set before the restore,
+	// which stamps the entries of states that had no TTL.
+	backend.SetProcessingTime(time.Now())
 	if oc.Restored != nil {
+		wm, err := restoredWatermark(oc.Restored.Entries)
+		if err != nil {
+			return nil, err
+		}
+		p.ctx.watermark = wm
+		backend.SetWatermark(wm)
 		if err := p.ctx.backend.RestoreDBs(oc.Restored.DBs, oc.SharedFiles); err != nil {
 			return nil, fmt.Errorf("restoring: %w", err)
 		}
@@ -134,11 +143,6 @@ func newProcessOp[K comparable, IN, OUT any](oc runtime.OperatorContext, ks Keye
 				return nil, fmt.Errorf("restoring key group %d: %w", kg, err)
 			}
 		}
-		wm, err := restoredWatermark(oc.Restored.Entries)
-		if err != nil {
-			return nil, err
-		}
-		p.ctx.watermark = wm
 	}
 	p.output.buf = make([]OUT, 0, oc.BatchSize)
 	return p, nil
@@ -150,6 +154,7 @@ func (p *processOp[K, IN, OUT]) Process(_ context.Context, batch any) error {
 		return err
 	}
 	p.output.buf = p.output.buf[:0]
+	p.ctx.backend.SetProcessingTime(time.Now())
 	for _, v := range in {
 		p.ctx.backend.SetCurrentKey(p.key(v))
 		if err := p.fn.Process(&p.ctx, v, &p.output); err != nil {
@@ -181,7 +186,12 @@ func (p *processOp[K, IN, OUT]) Snapshot(ctx context.Context, id checkpoint.ID) 
 // on the Pebble backend: see state.KeyedBackend.SnapshotFor) and, once
 // event time began, the watermark: restored, it keeps windows that closed
 // before the checkpoint from opening again for records replayed behind it.
+//
+// The snapshot leaves out the entries of states with a TTL that expired by
+// now: the processing-time clock is advanced first, for an operator that
+// got no record for a while.
 func (p *processOp[K, IN, OUT]) SnapshotKind(_ context.Context, id checkpoint.ID, kind checkpoint.Kind) (func() (checkpoint.SubtaskSnapshot, error), error) {
+	p.ctx.backend.SetProcessingTime(time.Now())
 	encode, err := p.ctx.backend.SnapshotFor(id, kind, p.ctx.oc.SharedFiles)
 	if err != nil {
 		return nil, err
@@ -222,28 +232,39 @@ func restoredWatermark(entries [][]byte) (int64, error) {
 	return wm, nil
 }
 
-// Watermark fires the event-time timers the watermark wm passed.
+// Watermark fires the event-time timers the watermark wm passed. The
+// event-time clock of the states with a TTL is each timer's time while it
+// runs, then wm: what a timer reads does not depend on how far one
+// watermark jumped.
 func (p *processOp[K, IN, OUT]) Watermark(_ context.Context, wm int64) error {
 	if wm <= p.ctx.watermark {
 		return nil
 	}
 	p.ctx.watermark = wm
-	return p.fire(p.ctx.backend.PopEventTimers(wm, p.due[:0]), p.fn.OnEventTimer)
+	err := p.fire(p.ctx.backend.PopEventTimers(wm, p.due[:0]), p.fn.OnEventTimer, true)
+	p.ctx.backend.SetWatermark(wm)
+	return err
 }
 
 func (p *processOp[K, IN, OUT]) NextTimer() (time.Time, bool) { return p.ctx.backend.NextTimer() }
 
 func (p *processOp[K, IN, OUT]) FireTimers(_ context.Context, now time.Time) error {
-	return p.fire(p.ctx.backend.PopDueTimers(now, p.due[:0]), p.fn.OnTimer)
+	p.ctx.backend.SetProcessingTime(now)
+	return p.fire(p.ctx.backend.PopDueTimers(now, p.due[:0]), p.fn.OnTimer, false)
 }
 
-// fire calls onTimer (if set) for every timer of due and emits the output.
-func (p *processOp[K, IN, OUT]) fire(due []state.Timer[K], onTimer func(*Context[K], time.Time, *Output[OUT]) error) error {
+// fire calls onTimer (if set) for every timer of due and emits the output;
+// for event-time timers (eventTime) it first advances the event-time TTL
+// clock to the timer's time.
+func (p *processOp[K, IN, OUT]) fire(due []state.Timer[K], onTimer func(*Context[K], time.Time, *Output[OUT]) error, eventTime bool) error {
 	p.due = due
 	p.output.buf = p.output.buf[:0]
 	for _, t := range due {
 		if onTimer == nil {
 			continue
+		}
+		if eventTime {
+			p.ctx.backend.SetWatermark(t.When.UnixNano())
 		}
 		p.ctx.backend.SetCurrentKey(t.Key)
 		if err := onTimer(&p.ctx, t.When, &p.output); err != nil {

@@ -7,17 +7,30 @@ import (
 	"github.com/exactlyonce/exactly/checkpoint"
 )
 
-// StateBlobVersion is the first byte of every keyed-state blob, the state
-// of one key group of a keyed operator (see package state):
+// StateBlobVersion is the first byte of every keyed-state blob without a
+// section of a state with a TTL, the state of one key group of a keyed
+// operator (see package state):
 //
 //	blob    = version:byte section*
 //	section = name:bytes kind:byte count:uvarint entry*count
 //	bytes   = len:uvarint byte*len
 //
 // What an entry holds depends on the section's kind; package state writes
-// and reads the entries with [AppendBytes], [AppendCount], [BlobReader.Bytes]
-// and [BlobReader.Count].
+// and reads the entries with [AppendBytes], [AppendCount], [AppendInt64],
+// [BlobReader.Bytes], [BlobReader.Count] and [BlobReader.Int64].
 const StateBlobVersion = 1
+
+// StateBlobTTLVersion is the first byte of a keyed-state blob that holds a
+// section of a state with a TTL (a kind with [KindTTL] set), whose entries
+// carry expiry times. Blobs without one stay at [StateBlobVersion], so that
+// builds that know only version 1 still read them.
+const StateBlobTTLVersion = 2
+
+// KindTTL is set in the kind of a section whose entries carry their expiry
+// time (package state: a value, map or list state declared with a TTL). It
+// needs blob version [StateBlobTTLVersion]; in a state file it needs state
+// file version [StateTTLVersion].
+const KindTTL byte = 0x80
 
 // CorruptBlob returns an error about a malformed keyed-state blob, wrapping
 // [checkpoint.ErrCorrupt] and the errors format and args wrap (%w).
@@ -33,10 +46,14 @@ func AppendCount(dst []byte, n int) []byte {
 
 // AppendSection appends a section of count entries, encoded in entries, to
 // blob, the blob of one key group so far: nil before its first section,
-// which then starts it with StateBlobVersion.
+// which then starts it with StateBlobVersion. A section whose kind has
+// KindTTL set raises the blob's version to StateBlobTTLVersion.
 func AppendSection(blob []byte, name string, kind byte, count int, entries []byte) []byte {
 	if blob == nil {
 		blob = []byte{StateBlobVersion}
+	}
+	if kind&KindTTL != 0 {
+		blob[0] = StateBlobTTLVersion
 	}
 	blob = AppendBytes(blob, []byte(name))
 	blob = append(blob, kind)
@@ -44,10 +61,17 @@ func AppendSection(blob []byte, name string, kind byte, count int, entries []byt
 	return append(blob, entries...)
 }
 
+// AppendInt64 appends v as 8 bytes, big-endian: an expiry time in a
+// keyed-state blob.
+func AppendInt64(dst []byte, v int64) []byte {
+	return binary.BigEndian.AppendUint64(dst, uint64(v))
+}
+
 // BlobReader reads a keyed-state blob; the byte strings it returns alias
 // the blob.
 type BlobReader struct {
-	src []byte // unread rest of the blob
+	version byte
+	src     []byte // unread rest of the blob
 }
 
 // NewBlobReader checks the version of blob and returns a reader of its
@@ -56,10 +80,10 @@ func NewBlobReader(blob []byte) (*BlobReader, error) {
 	if len(blob) == 0 {
 		return nil, CorruptBlob("empty blob")
 	}
-	if blob[0] != StateBlobVersion {
-		return nil, CorruptBlob("format version %d, this build reads version %d: restore with the version of exactly that wrote the checkpoint, or a newer one", blob[0], StateBlobVersion)
+	if blob[0] != StateBlobVersion && blob[0] != StateBlobTTLVersion {
+		return nil, CorruptBlob("format version %d, this build reads versions %d and %d: restore with the version of exactly that wrote the checkpoint, or a newer one", blob[0], StateBlobVersion, StateBlobTTLVersion)
 	}
-	return &BlobReader{src: blob[1:]}, nil
+	return &BlobReader{version: blob[0], src: blob[1:]}, nil
 }
 
 // More reports whether another section follows.
@@ -78,6 +102,9 @@ func (r *BlobReader) Section(display func(name string) string) (name string, kin
 	}
 	kind = r.src[0]
 	r.src = r.src[1:]
+	if kind&KindTTL != 0 && r.version < StateBlobTTLVersion {
+		return "", 0, 0, CorruptBlob("%s: kind %#x carries expiry times, which need blob version %d, not %d", display(name), kind, StateBlobTTLVersion, r.version)
+	}
 	if count, err = r.Count(); err != nil {
 		return "", 0, 0, fmt.Errorf("%s: %w", display(name), err)
 	}
@@ -112,4 +139,14 @@ func (r *BlobReader) Bytes() ([]byte, error) {
 	b := r.src[:n]
 	r.src = r.src[n:]
 	return b, nil
+}
+
+// Int64 reads 8 bytes, big-endian: an expiry time.
+func (r *BlobReader) Int64() (int64, error) {
+	if len(r.src) < 8 {
+		return 0, CorruptBlob("truncated expiry time: %d bytes left", len(r.src))
+	}
+	v := int64(binary.BigEndian.Uint64(r.src))
+	r.src = r.src[8:]
+	return v, nil
 }

@@ -276,6 +276,99 @@ func checkSource(t *testing.T, snaps []checkpoint.SubtaskSnapshot) {
 	}
 }
 
+// TestCompatRestoreWithTTL restores the previous release's keyed state,
+// which has no TTL, into the same states declared with one: every entry is
+// there and expires a TTL after the restore's clock; a snapshot of it is a
+// version 3 state file of version 2 blobs, which restores again with the
+// same expiries.
+func TestCompatRestoreWithTTL(t *testing.T) {
+	dir := copyFixture(t, "job")
+	s, err := store.Open(dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.Latest()
+	if err != nil || m == nil {
+		t.Fatalf("Latest = %v, %v", m, err)
+	}
+	const ttl = time.Hour
+	restoredAt := fixtureNow.Add(24 * time.Hour)
+	newTTLBackend := func(r state.KeyGroupRange) countBackend {
+		b := state.NewKeyedBackend[string](state.StringCodec{}, fixtureMaxPar, r)
+		b.SetWatermark(restoredAt.UnixNano())
+		opt := state.WithTTL(state.TTL{After: ttl})
+		count, err1 := state.NewValueState[string, int64](b.Scope(), "count", state.Int64Codec{}, opt)
+		events, err2 := state.NewListState[string, string](b.Scope(), "events", state.StringCodec{}, opt)
+		last, err3 := state.NewMapState[string, string, int64](b.Scope(), "last", state.StringCodec{}, state.Int64Codec{}, opt)
+		if err := errors.Join(err1, err2, err3); err != nil {
+			t.Fatal(err)
+		}
+		return countBackend{b, count, events, last}
+	}
+	check := func(c countBackend, sub int, present bool) {
+		t.Helper()
+		for i, k := range fixtureKeys[sub] {
+			c.b.SetCurrentKey(k)
+			v, ok := c.count.Value()
+			events, n := c.events.Get(), c.last.Len()
+			if !present {
+				if ok || events != nil || n != 0 {
+					t.Errorf("count[%d] %s after its TTL: count %d, %v; events %q; last has %d entries; want nothing", sub, k, v, ok, events, n)
+				}
+				continue
+			}
+			if !ok || v != int64(10*sub+i+1) || !slices.Equal(events, []string{k + "-e1", k + "-e2"}) || n != 1 {
+				t.Errorf("count[%d] %s: count %d, %v; events %q; last has %d entries", sub, k, v, ok, events, n)
+			}
+		}
+	}
+	op := m.Operators[0]
+	for sub, h := range op.Subtasks {
+		snap, err := s.ReadState(m.ID, m.Kind, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := state.KeyGroupRange{Start: h.KeyGroupStart, End: h.KeyGroupEnd}
+		c := newTTLBackend(r)
+		for kg, blob := range snap.KeyGroups {
+			if err := c.b.Restore(kg, blob); err != nil {
+				t.Fatalf("count[%d] key group %d: %v", sub, kg, err)
+			}
+		}
+		c.b.SetWatermark(restoredAt.Add(ttl - 1).UnixNano())
+		check(c, sub, true)
+		blobs, err := c.b.Snapshot()()
+		if err != nil {
+			t.Fatal(err)
+		}
+		file, err := format.EncodeState(checkpoint.SubtaskSnapshot{KeyGroups: blobs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, version, err := format.UnsealVersion("f", format.StateMagic, file)
+		if err != nil || version != format.StateTTLVersion || len(again) == 0 {
+			t.Fatalf("count[%d] with TTLs: state file version %d, %v; want %d", sub, version, err, format.StateTTLVersion)
+		}
+		for _, blob := range blobs {
+			if blob[0] != format.StateBlobTTLVersion {
+				t.Fatalf("count[%d] with TTLs: blob version %d, want %d", sub, blob[0], format.StateBlobTTLVersion)
+			}
+		}
+		d := newTTLBackend(r)
+		for kg, blob := range blobs {
+			if err := d.b.Restore(kg, blob); err != nil {
+				t.Fatal(err)
+			}
+		}
+		d.b.SetWatermark(restoredAt.Add(ttl - 1).UnixNano())
+		check(d, sub, true)
+		d.b.SetWatermark(restoredAt.Add(ttl).UnixNano())
+		check(d, sub, false)
+		c.b.SetWatermark(restoredAt.Add(ttl).UnixNano())
+		check(c, sub, false)
+	}
+}
+
 // TestCompatVersion1 decodes the version 1 encodings the previous release
 // read: they decode to the same values, and encode again in the current
 // version (so no byte-for-byte round trip).

@@ -24,7 +24,8 @@ const Version = checkpoint.FormatVersion
 
 // BaseVersion is the version of every file that uses nothing a later
 // version added. Version 2 added the databases of incremental snapshots to
-// state files and shared files to the metadata.
+// state files and shared files to the metadata; version 3 added state with
+// a TTL to state files ([StateTTLVersion]).
 const BaseVersion = 1
 
 // ErrNewerVersion marks an intact file written in a format version this build

@@ -166,22 +166,59 @@ func EncodeState(s checkpoint.SubtaskSnapshot) ([]byte, error) {
 	for _, e := range s.Entries {
 		buf = AppendBytes(buf, e)
 	}
-	if len(s.DBs) == 0 {
+	version := stateVersion(s)
+	if version == BaseVersion {
 		return Seal(StateMagic, buf), nil
 	}
 	buf, err := appendDBs(buf, s.DBs)
 	if err != nil {
 		return nil, err
 	}
-	return SealVersion(StateMagic, stateDBsVersion, buf), nil
+	return SealVersion(StateMagic, uint32(version), buf), nil
+}
+
+// StateTTLVersion is the version of a state file that holds state with a
+// TTL: a key-group blob of version [StateBlobTTLVersion], or a database
+// state whose kind has [KindTTL] set. Its payload is that of version 2
+// (the databases section is always present, possibly empty). State files
+// without TTL state keep their version, 1 or 2.
+const StateTTLVersion = 3
+
+// stateVersion returns the lowest version of a state file that holds s.
+func stateVersion(s checkpoint.SubtaskSnapshot) int {
+	if hasTTL(s) {
+		return StateTTLVersion
+	}
+	if len(s.DBs) > 0 {
+		return stateDBsVersion
+	}
+	return BaseVersion
+}
+
+// hasTTL reports whether s holds state with a TTL.
+func hasTTL(s checkpoint.SubtaskSnapshot) bool {
+	for _, blob := range s.KeyGroups {
+		if len(blob) > 0 && blob[0] == StateBlobTTLVersion {
+			return true
+		}
+	}
+	for _, db := range s.DBs {
+		for _, st := range db.States {
+			if st.Kind&KindTTL != 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // DecodeState decodes the contents b of the state file at path. The
 // returned blobs share b's memory. Empty key groups and entries decode as
 // nil. Only the encoding EncodeState writes is accepted (uvarints in their
 // shortest form, key groups increasing, nothing after the last entry or,
-// in version 2, the last database), so that what decodes encodes back to
-// the same bytes.
+// in versions 2 and 3, the last database; version 3 exactly when the file
+// holds state with a TTL), so that what decodes encodes back to the same
+// bytes.
 func DecodeState(path string, b []byte) (checkpoint.SubtaskSnapshot, error) {
 	p, version, err := UnsealVersion(path, StateMagic, b)
 	if err != nil {
@@ -222,6 +259,9 @@ func DecodeState(path string, b []byte) (checkpoint.SubtaskSnapshot, error) {
 	}
 	if d.err == nil && len(d.b) > 0 {
 		d.fail("%d unexpected bytes after the last entry", len(d.b))
+	}
+	if d.err == nil && (version == StateTTLVersion) != hasTTL(s) {
+		d.fail("version %d state file, but state with a TTL needs version %d and only it", version, StateTTLVersion)
 	}
 	if d.err != nil {
 		return checkpoint.SubtaskSnapshot{}, Corruptf(path, "state payload: %v", d.err)

@@ -32,6 +32,13 @@ func AppendKey(dst []byte, kg uint16, id uint32, key []byte) []byte {
 	return append(dst, key...)
 }
 
+// TTLClocksKey returns the database key of the entry in which the state
+// package records, when the database is checkpointed, the clocks of its
+// states with a TTL: in key group kg (the first the database holds) and
+// state id 0, which no state has (states are numbered from 1), so that no
+// state's keys and no key group's state include it; key "ttl".
+func TTLClocksKey(kg uint16) []byte { return AppendKey(nil, kg, 0, []byte("ttl")) }
+
 // PrefixEnd returns the least key greater than every key with the given
 // prefix, for an iterator's upper bound; nil if there is none (a prefix of
 // only 0xff bytes).
