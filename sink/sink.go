@@ -196,9 +196,11 @@ func (o Owner) String() string { return fmt.Sprintf("%s/%d", o.Incarnation, o.Ep
 
 // Sink creates the writers and committers of one exactly-once sink.
 type Sink[T any] interface {
-	// NewWriter opens the writer of one subtask.
+	// NewWriter opens the writer of one subtask. ctx bounds the opening
+	// only (by the job's CommitTimeout): do not keep it.
 	NewWriter(ctx context.Context, info WriterInfo) (Writer[T], error)
-	// NewCommitter opens a committer. The engine may open several.
+	// NewCommitter opens a committer. The engine may open several. ctx
+	// bounds the opening only, as for NewWriter.
 	NewCommitter(ctx context.Context, info CommitterInfo) (Committer, error)
 }
 

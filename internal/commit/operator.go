@@ -31,11 +31,15 @@ func Restore[T any](ctx context.Context, sk sink.Sink[T], rc runtime.RestoreCont
 	slices.SortStableFunc(pending, func(a, b sink.Committable) int {
 		return cmp.Or(cmp.Compare(a.Checkpoint, b.Checkpoint), cmp.Compare(a.Subtask, b.Subtask))
 	})
-	c, err := sk.NewCommitter(ctx, sink.CommitterInfo{Job: rc.Job, Sink: rc.Operator, Owner: rc.Owner, TakeOver: rc.TakeOverSinks, Logger: rc.Logger})
+	var c sink.Committer
+	err := bounded(ctx, rc.Commit.Timeout, func(ctx context.Context) (err error) {
+		c, err = sk.NewCommitter(ctx, sink.CommitterInfo{Job: rc.Job, Sink: rc.Operator, Owner: rc.Owner, TakeOver: rc.TakeOverSinks, Logger: rc.Logger})
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("opening the committer: %w", err)
 	}
-	if err := c.Fence(ctx, rc.Checkpoint); err != nil {
+	if err := bounded(ctx, rc.Commit.Timeout, func(ctx context.Context) error { return c.Fence(ctx, rc.Checkpoint) }); err != nil {
 		return nil, errors.Join(fmt.Errorf("fencing earlier owners as %s: %w", rc.Owner, err), c.Close())
 	}
 	return &restoring{c: c, pending: pending, rc: rc}, nil
@@ -53,11 +57,11 @@ type restoring struct {
 // transactions.
 func (r *restoring) Finish(ctx context.Context) error {
 	for _, p := range r.pending {
-		if err := commitWithRetry(ctx, r.c, p, r.rc.CommitRetries); err != nil {
+		if err := commitWithRetry(ctx, r.c, p, r.rc.Commit); err != nil {
 			return err
 		}
 	}
-	if err := r.c.AbortLingering(ctx, r.rc.Checkpoint); err != nil {
+	if err := bounded(ctx, r.rc.Commit.Timeout, func(ctx context.Context) error { return r.c.AbortLingering(ctx, r.rc.Checkpoint) }); err != nil {
 		return fmt.Errorf("aborting lingering transactions: %w", err)
 	}
 	return nil
@@ -66,17 +70,18 @@ func (r *restoring) Finish(ctx context.Context) error {
 // Close closes the committer.
 func (r *restoring) Close() error { return r.c.Close() }
 
-// commitWithRetry commits c, retrying transient failures with exponential
-// backoff from 50ms; errors marked permanent are not retried.
-func commitWithRetry(ctx context.Context, c sink.Committer, p sink.Committable, retries int) error {
+// commitWithRetry commits c, each attempt bounded by policy.Timeout,
+// retrying transient failures with exponential backoff from 50ms; errors
+// marked permanent are not retried.
+func commitWithRetry(ctx context.Context, c sink.Committer, p sink.Committable, policy runtime.CommitPolicy) error {
 	backoff := 50 * time.Millisecond
 	for attempt := 0; ; attempt++ {
-		err := c.Commit(ctx, p)
+		err := bounded(ctx, policy.Timeout, func(ctx context.Context) error { return c.Commit(ctx, p) })
 		if err == nil {
 			return nil
 		}
 		err = fmt.Errorf("committing checkpoint %d of subtask %d: %w", p.Checkpoint, p.Subtask, err)
-		if sink.IsPermanent(err) || attempt >= retries {
+		if sink.IsPermanent(err) || attempt >= policy.Retries {
 			return err
 		}
 		select {
@@ -86,6 +91,23 @@ func commitWithRetry(ctx context.Context, c sink.Committer, p sink.Committable, 
 		}
 		backoff *= 2
 	}
+}
+
+// bounded runs call with ctx bounded by timeout (none if it is 0), so that
+// a sink that does not answer (a network holding the connection's packets)
+// fails the call instead of hanging the job; the error then says so. The
+// context given to NewWriter and NewCommitter bounds only their opening.
+func bounded(ctx context.Context, timeout time.Duration, call func(context.Context) error) error {
+	if timeout <= 0 {
+		return call(ctx)
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := call(cctx)
+	if err != nil && ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded) {
+		err = fmt.Errorf("no answer within CommitTimeout %v: %w", timeout, err)
+	}
+	return err
 }
 
 // Operator is one subtask of a sink: a writer, a committer and the queue of
@@ -99,12 +121,20 @@ type Operator[T any] struct {
 
 // NewOperator opens the writer and the committer of one sink subtask.
 func NewOperator[T any](ctx context.Context, oc runtime.OperatorContext, sk sink.Sink[T]) (*Operator[T], error) {
-	w, err := sk.NewWriter(ctx, sink.WriterInfo{Job: oc.Job, Sink: oc.Operator, Subtask: oc.Subtask,
-		Parallelism: oc.Parallelism, Owner: oc.Owner, CheckpointInterval: oc.CheckpointInterval, Logger: oc.Logger})
+	var w sink.Writer[T]
+	err := bounded(ctx, oc.Commit.Timeout, func(ctx context.Context) (err error) {
+		w, err = sk.NewWriter(ctx, sink.WriterInfo{Job: oc.Job, Sink: oc.Operator, Subtask: oc.Subtask,
+			Parallelism: oc.Parallelism, Owner: oc.Owner, CheckpointInterval: oc.CheckpointInterval, Logger: oc.Logger})
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("opening the writer: %w", err)
 	}
-	c, err := sk.NewCommitter(ctx, sink.CommitterInfo{Job: oc.Job, Sink: oc.Operator, Owner: oc.Owner, Logger: oc.Logger})
+	var c sink.Committer
+	err = bounded(ctx, oc.Commit.Timeout, func(ctx context.Context) (err error) {
+		c, err = sk.NewCommitter(ctx, sink.CommitterInfo{Job: oc.Job, Sink: oc.Operator, Owner: oc.Owner, Logger: oc.Logger})
+		return err
+	})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("opening the committer: %w", err), w.Close())
 	}
@@ -141,7 +171,7 @@ func (s *Operator[T]) Snapshot(ctx context.Context, id checkpoint.ID) (func() (c
 // CheckpointComplete commits everything checkpoint id covers, oldest first.
 func (s *Operator[T]) CheckpointComplete(ctx context.Context, id checkpoint.ID) error {
 	for _, c := range s.queue.Covered(id) {
-		if err := commitWithRetry(ctx, s.committer, c, s.oc.CommitRetries); err != nil {
+		if err := commitWithRetry(ctx, s.committer, c, s.oc.Commit); err != nil {
 			return err
 		}
 		s.queue.Done(c)
@@ -162,7 +192,7 @@ func (s *Operator[T]) Close(ctx context.Context, completed checkpoint.ID, clean 
 		}
 		for _, c := range s.queue.Pending() {
 			if c.Checkpoint > completed {
-				errs = append(errs, s.committer.Abort(ctx, c))
+				errs = append(errs, bounded(ctx, s.oc.Commit.Timeout, func(ctx context.Context) error { return s.committer.Abort(ctx, c) }))
 			}
 		}
 	}

@@ -139,7 +139,7 @@ func (j *Job) buildMember(ctx context.Context, t *task, i, s int, rp *restorePoi
 		KeyGroups:          m.keys,
 		BatchSize:          j.opts.BatchSize,
 		CheckpointInterval: j.opts.CheckpointInterval,
-		CommitRetries:      j.opts.CommitRetries,
+		Commit:             j.opts.commitPolicy(),
 		Owner:              j.owner,
 		Records:            counter(&j.metrics.records, spec.Name),
 		LateRecords:        counter(&j.metrics.late, spec.Name),

@@ -118,12 +118,21 @@ type OperatorContext struct {
 	// LateRecords counts the records an event-time operator dropped for
 	// arriving behind the watermark; operators add to it.
 	LateRecords *atomic.Int64
-	// CommitRetries is how many times a failed commit is retried.
-	CommitRetries int
+	// Commit is how the commit protocol retries and bounds its calls.
+	Commit CommitPolicy
 	// Owner is this run's incarnation and epoch, for sinks' fencing.
 	Owner sink.Owner
 	// Logger is annotated with the operator and subtask.
 	Logger *slog.Logger
+}
+
+// CommitPolicy is how the commit protocol retries and bounds its calls to
+// a sink: [Options].CommitRetries and CommitTimeout.
+type CommitPolicy struct {
+	// Retries is how many times a failed commit is retried.
+	Retries int
+	// Timeout bounds each call.
+	Timeout time.Duration
 }
 
 // RestoreContext is what an operator's Restore hook receives.
@@ -136,8 +145,8 @@ type RestoreContext struct {
 	Checkpoint checkpoint.ID
 	// Entries holds the operator entries of every former subtask.
 	Entries [][]byte
-	// CommitRetries is how many times a failed commit is retried.
-	CommitRetries int
+	// Commit is how the commit protocol retries and bounds its calls.
+	Commit CommitPolicy
 	// Owner is this run's incarnation and epoch, for sinks' fencing.
 	Owner sink.Owner
 	// TakeOverSinks is [Options].TakeOverSinks.

@@ -104,6 +104,13 @@ type Options struct {
 	// CommitRetries is how many times a failed commit is retried, with
 	// exponential backoff from 50ms, before the attempt fails. Default 5.
 	CommitRetries int
+	// CommitTimeout bounds each call of the commit protocol to a sink
+	// (fencing at a start, a commit, an abort): a call without an answer
+	// within it is cancelled and fails, and is retried as a failed commit
+	// is. A network that holds a connection's packets without closing it
+	// would otherwise hang a restore, which no checkpoint timeout covers.
+	// Default CheckpointTimeout.
+	CommitTimeout time.Duration
 	// Logger receives the job's logs. Default slog.Default().
 	Logger *slog.Logger
 	// Probe, when set, is called at the points of the checkpoint protocol
@@ -175,6 +182,9 @@ func (o Options) withDefaults() Options {
 	if o.CommitRetries == 0 {
 		o.CommitRetries = 5
 	}
+	if o.CommitTimeout == 0 {
+		o.CommitTimeout = o.CheckpointTimeout
+	}
 	if o.TolerableCheckpointFailures == 0 {
 		o.TolerableCheckpointFailures = 3
 	}
@@ -185,6 +195,11 @@ func (o Options) withDefaults() Options {
 		o.Logger = slog.Default()
 	}
 	return o
+}
+
+// commitPolicy returns the commit options as operators get them.
+func (o Options) commitPolicy() CommitPolicy {
+	return CommitPolicy{Retries: o.CommitRetries, Timeout: o.CommitTimeout}
 }
 
 // validate reports the first invalid option, naming the field, the value and the fix.
@@ -208,6 +223,7 @@ func (o Options) validate() error {
 		{o.BatchSize < 0, "BatchSize", o.BatchSize, "use a positive size such as 512"},
 		{o.ChannelCapacity < 0, "ChannelCapacity", o.ChannelCapacity, "use a positive count such as 8"},
 		{o.CommitRetries < 0, "CommitRetries", o.CommitRetries, "use 0 (default) or a positive count"},
+		{o.CommitTimeout < 0, "CommitTimeout", o.CommitTimeout, "use 0 (default: CheckpointTimeout) or a positive duration such as 30s"},
 		{o.OwnershipLease < 0, "OwnershipLease", o.OwnershipLease, "use 0 (default 10s) or a positive duration"},
 		{o.OwnershipWait < -1, "OwnershipWait", o.OwnershipWait, "use -1 (wait as a standby), 0 (default: twice the lease) or a positive duration"},
 		{o.TolerableCheckpointFailures < -1, "TolerableCheckpointFailures", o.TolerableCheckpointFailures, "use -1 (never fail over), 0 (default 3) or a positive count"},

@@ -39,7 +39,7 @@ func (j *Job) restoreSinks(ctx context.Context, rp *restorePoint) (err error) {
 			}
 		}
 		rc := RestoreContext{Job: j.g.Job, Operator: op.Name, Checkpoint: id, Entries: entries,
-			CommitRetries: j.opts.CommitRetries, Owner: j.owner, TakeOverSinks: j.opts.TakeOverSinks,
+			Commit: j.opts.commitPolicy(), Owner: j.owner, TakeOverSinks: j.opts.TakeOverSinks,
 			Logger: j.opts.Logger.With("operator", op.Name)}
 		s, err := restoreOperator(ctx, op, rc)
 		if err != nil {
