@@ -246,6 +246,7 @@ func (in *injector) cleanStop(ctx context.Context, child *crashtest.Child, targe
 func (in *injector) stuckWrite(ctx context.Context, child *crashtest.Child, target string) error {
 	bg := context.Background()
 	before, began := in.failovers(), time.Now()
+	hung := false
 	err := in.tp.toxic(bg, target, "timeout", "timeout", "upstream", map[string]any{"timeout": 0})
 	if err == nil {
 		for in.failovers() == before && time.Since(began) < stuckBound && sleep(ctx, 50*time.Millisecond) {
@@ -257,13 +258,17 @@ func (in *injector) stuckWrite(ctx context.Context, child *crashtest.Child, targ
 			out, exit := child.Result()
 			in.fail(fmt.Errorf("%s:%s: the job exited with %v during the stuck write instead of failing over\n%s", FaultStuckWrite, target, exit, tail(out)))
 		default:
-			in.fail(fmt.Errorf("%s:%s: no failover within %v of a stuck sink write: the job hangs", FaultStuckWrite, target, stuckBound))
+			hung = true
 		}
 	}
 	err = errors.Join(err, in.tp.untoxic(bg, target, "timeout"), in.tp.enable(bg, target, false), in.tp.enable(bg, target, true))
 	sleep(ctx, time.Second)
 	_ = child.Process.Signal(syscall.SIGKILL)
 	<-child.Exited()
+	if hung {
+		out, _ := child.Result()
+		in.fail(fmt.Errorf("%s:%s: no failover within %v of a stuck sink write: the job hangs; its output:\n%s", FaultStuckWrite, target, stuckBound, tail(out)))
+	}
 	return err
 }
 
