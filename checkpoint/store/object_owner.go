@@ -89,6 +89,7 @@ func (s *ObjectStore) Acquire(ctx context.Context, opts OwnershipOptions) (Owner
 	start := opts.Now()
 	var seenTag string
 	var seenAt time.Time
+	var seen format.Manifest // the last manifest read
 	waitLogged, unreachableLogged := false, false
 	for {
 		rctx, cancel := s.ctx()
@@ -98,7 +99,15 @@ func (s *ObjectStore) Acquire(ctx context.Context, opts OwnershipOptions) (Owner
 		if err != nil {
 			// The storage may be restarting: wait for it as for a live
 			// owner, but not for a corrupt manifest.
-			if errors.Is(err, ErrCorrupt) || opts.Wait >= 0 && now.Sub(start) >= opts.Wait {
+			if errors.Is(err, ErrCorrupt) {
+				return Ownership{}, err
+			}
+			if opts.Wait >= 0 && now.Sub(start) >= opts.Wait {
+				if seenTag != "" && !seen.Released {
+					// A live owner was seen: that is the answer, not the
+					// failed read that ended the wait.
+					return Ownership{}, errors.Join(ownedBy(where, seen, opts.Wait), err)
+				}
 				return Ownership{}, err
 			}
 			if !unreachableLogged {
@@ -113,6 +122,7 @@ func (s *ObjectStore) Acquire(ctx context.Context, opts OwnershipOptions) (Owner
 		if etag != seenTag || seenAt.IsZero() {
 			seenTag, seenAt = etag, now
 		}
+		seen = cur
 		lease := time.Duration(cur.LeaseNS)
 		if etag == "" || cur.Released || now.Sub(seenAt) >= lease || s.stale(etag, lease) {
 			o, err := s.tryAcquire(cur, etag, opts)
@@ -137,8 +147,7 @@ func (s *ObjectStore) Acquire(ctx context.Context, opts OwnershipOptions) (Owner
 			continue // another process wrote the manifest meanwhile: look again
 		}
 		if opts.Wait >= 0 && now.Sub(start) >= opts.Wait {
-			return Ownership{}, fmt.Errorf("checkpoint/store: %s is owned by %s (epoch %d), whose lease is renewed (lease %v): another instance of the job is running on this checkpoint storage; stop it, or give this instance other checkpoint storage (waited %v)",
-				where, cur.Holder, cur.Epoch, lease, opts.Wait)
+			return Ownership{}, ownedBy(where, cur, opts.Wait)
 		}
 		if !waitLogged {
 			waitLogged = true
@@ -160,6 +169,13 @@ func (s *ObjectStore) stale(etag string, lease time.Duration) bool {
 	defer cancel()
 	a, err := s.b.age(rctx, s.key(manifestKey))
 	return err == nil && a.known && a.etag == etag && a.age >= lease+serverClockResolution
+}
+
+// ownedBy is Acquire's error when the owner recorded in m stays live
+// through the wait.
+func ownedBy(where string, m format.Manifest, wait time.Duration) error {
+	return fmt.Errorf("checkpoint/store: %s is owned by %s (epoch %d), whose lease is renewed (lease %v): another instance of the job is running on this checkpoint storage; stop it, or give this instance other checkpoint storage (waited %v)",
+		where, m.Holder, m.Epoch, time.Duration(m.LeaseNS), wait)
 }
 
 // pause waits for d or until ctx ends.

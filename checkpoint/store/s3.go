@@ -151,16 +151,35 @@ func (b *s3Bucket) s3Err(doing, key string, err error) error {
 }
 
 func (b *s3Bucket) get(ctx context.Context, key string) ([]byte, string, error) {
+	// The client pins a read to the object's entity tag after its first
+	// request (If-Match): an object overwritten meanwhile (the manifest,
+	// which its owner renews) answers 412. That read is made again.
+	for attempt := 1; ; attempt++ {
+		data, etag, err := b.getOnce(ctx, key)
+		if err == nil || !errors.Is(err, errPrecondition) || attempt == maxOverwrittenReads {
+			return data, etag, err
+		}
+	}
+}
+
+// maxOverwrittenReads bounds the reads of an object that keeps being
+// overwritten while it is read.
+const maxOverwrittenReads = 5
+
+// getOnce reads an object once; see get.
+func (b *s3Bucket) getOnce(ctx context.Context, key string) ([]byte, string, error) {
 	obj, err := b.cl.GetObject(ctx, b.loc.bucket, key, minio.GetObjectOptions{})
 	if err != nil {
 		return nil, "", b.s3Err("reading", key, err)
 	}
 	defer obj.Close()
-	st, err := obj.Stat()
+	data, err := io.ReadAll(obj)
 	if err != nil {
 		return nil, "", b.s3Err("reading", key, err)
 	}
-	data, err := io.ReadAll(obj)
+	// After the read the client knows the object's information: no
+	// second request.
+	st, err := obj.Stat()
 	if err != nil {
 		return nil, "", b.s3Err("reading", key, err)
 	}
