@@ -43,6 +43,22 @@ func createTopic(t testing.TB, adm *kadm.Client, name string, partitions int32) 
 	if err != nil {
 		t.Fatalf("create topic %s: %v", name, err)
 	}
+	// The broker answers CreateTopics before its metadata lists every
+	// partition with a leader: a client asking at once can be told the
+	// topic does not exist (seen in CI: TestLegacyPrefixUpgrade).
+	waitFor(t, 30*time.Second, "topic "+name+" in the metadata with a leader per partition", func() bool {
+		md, err := adm.Metadata(context.Background(), name)
+		td, ok := md.Topics[name]
+		if err != nil || !ok || td.Err != nil || len(td.Partitions) != int(partitions) {
+			return false
+		}
+		for _, p := range td.Partitions {
+			if p.Err != nil || p.Leader < 0 {
+				return false
+			}
+		}
+		return true
+	})
 	t.Cleanup(func() {
 		if _, err := adm.DeleteTopics(context.Background(), name); err != nil {
 			t.Logf("delete topic %s: %v", name, err)
