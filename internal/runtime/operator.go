@@ -124,6 +124,13 @@ type OperatorContext struct {
 	Owner sink.Owner
 	// Logger is annotated with the operator and subtask.
 	Logger *slog.Logger
+	// SideOutputs are the emitters of the operator's side outputs, one per
+	// [OperatorSpec].SideOutputs: SideOutputs[i-1] feeds the edges whose
+	// [Input].Output is i. They travel with the main output: barriers,
+	// watermarks and the end of the stream reach their consumers too, so a
+	// side output is aligned and checkpointed like any edge. One without
+	// consumers discards its batches.
+	SideOutputs []Emitter
 }
 
 // RestoreContext is what an operator's Restore hook receives.
