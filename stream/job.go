@@ -59,6 +59,8 @@ type node struct {
 	spec        runtime.OperatorSpec
 	parallelism int  // 0: inherit or the job's default
 	inherit     bool // stateless: inherit the first input's parallelism
+	sideOutputs bool // a process function, which may have side outputs
+	sides       []sideTag
 }
 
 // New returns an empty job. The name is recorded in checkpoints.
