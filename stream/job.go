@@ -80,7 +80,8 @@ func (j *Job) SetStateBackend(c state.BackendConfig) { j.stateBackend = c }
 //
 //   - [SourceOption]: [Source], [SourceWithEventTime].
 //   - [TransformOption]: [Map], [Filter], [FlatMap].
-//   - [KeyedOption]: [Process], [WindowAggregate].
+//   - [KeyedOption]: [Process].
+//   - [WindowOption]: [WindowAggregate] ([AllowedLateness], [LateRecords]).
 //   - [SinkOption]: [SinkTo].
 //
 // [Parallelism] is an option of every kind; [Name] of transforms only
