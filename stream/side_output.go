@@ -18,9 +18,6 @@ type OutputTag[T any] struct{ name string }
 // different names.
 func NewOutputTag[T any](name string) OutputTag[T] { return OutputTag[T]{name: name} }
 
-// Name returns the tag's name.
-func (t OutputTag[T]) Name() string { return t.name }
-
 // EmitTo sends v to the side output tag of the operator whose process
 // function received out. Records emitted to a tag that no [SideOutput]
 // took are dropped, as the main output is when nothing reads it.

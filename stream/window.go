@@ -2,6 +2,7 @@ package stream
 
 import (
 	"math"
+	"reflect"
 	"time"
 
 	"github.com/exactlyonce/exactly/state"
@@ -135,7 +136,8 @@ func WindowAggregate[K comparable, T, A, OUT any](ks KeyedStream[K, T], name str
 	if c.late != nil {
 		tag, ok := c.late.(OutputTag[T])
 		if !ok {
-			j.fail("WindowAggregate %q: LateRecords tag is a %T, but the window's input records are %T: make the tag with NewOutputTag[%T]", name, c.late, *new(T), *new(T))
+			in := reflect.TypeFor[T]()
+			j.fail("WindowAggregate %q: LateRecords tag is a %T, but the window's input records are %v: make the tag with NewOutputTag[%v]", name, c.late, in, in)
 		}
 		wd.late = &tag
 	}

@@ -58,19 +58,26 @@ func newSessionWindows[K comparable, T, A, OUT any](ctx *Context[K], wd windowin
 			save(ctx, old, now)
 			return nil
 		},
+		// A key's timers due at one watermark all find the sessions
+		// handled by the first: the others change nothing.
 		OnEventTimer: func(ctx *Context[K], _ time.Time, out *Output[OUT]) error {
 			old, _ := sessions.Value()
 			now := make([]session[A], 0, len(old))
+			changed := false
 			for _, s := range old {
 				if s.pending && s.end-1 <= ctx.watermark {
 					s.pane = wd.fire(ctx, s.start, s.end, s.pane, out)
+					changed = true
 				}
 				if !s.pending && wd.expired(s.end, ctx.watermark) {
+					changed = true
 					continue
 				}
 				now = append(now, s)
 			}
-			save(ctx, old, now)
+			if changed {
+				save(ctx, old, now)
+			}
 			return nil
 		},
 	}, nil

@@ -115,8 +115,9 @@ type OperatorContext struct {
 	CheckpointInterval time.Duration
 	// Records counts the records this subtask handled; operators add to it.
 	Records *atomic.Int64
-	// LateRecords counts the records an event-time operator dropped for
-	// arriving behind the watermark; operators add to it.
+	// LateRecords counts the records an event-time operator found too late
+	// (behind the watermark), whether it dropped them or sent them to a side
+	// output; operators add to it.
 	LateRecords *atomic.Int64
 	// CommitRetries is how many times a failed commit is retried.
 	CommitRetries int
