@@ -189,3 +189,56 @@ func ExampleSideOutput() {
 	// dead-letters:
 	//   no user at 12:02
 }
+
+// A tumbling window counts each user's clicks per quarter of an hour.
+func ExampleWindowAggregate() {
+	dir, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(dir)
+
+	j := stream.New("quarters")
+	in := stream.SourceWithEventTime(j, "clicks", clicks{{"ann", at(1)}, {"bob", at(2)}, {"ann", at(14)}, {"ann", at(15)}},
+		stream.EventTime[click]{Timestamp: func(c click) time.Time { return c.At }})
+	byUser := stream.KeyBy(in, func(c click) string { return c.User }, state.StringCodec{})
+	counts := stream.WindowAggregate(byUser, "quarters", stream.Tumbling(15*time.Minute), func(c click) time.Time { return c.At }, perUser)
+	stream.SinkTo(counts, "out", fileSink(dir, "out", func(s string) string { return s }))
+	runExample(j, dir)
+	printCommitted(dir, "out")
+	// Output:
+	// out:
+	//   ann 12:00-12:15 firing 0: 2 clicks
+	//   ann 12:15-12:30 firing 0: 1 clicks
+	//   bob 12:00-12:15 firing 0: 1 clicks
+}
+
+// A process function keeps a running count per user in keyed state; after
+// a crash the count resumes from the checkpoint, so each click counts once.
+func ExampleProcess() {
+	dir, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(dir)
+
+	j := stream.New("running-counts")
+	in := stream.Source(j, "clicks", clicks{{"ann", at(1)}, {"bob", at(2)}, {"ann", at(3)}})
+	byUser := stream.KeyBy(in, func(c click) string { return c.User }, state.StringCodec{})
+	counts := stream.Process(byUser, "counts", func(ctx *stream.Context[string]) (stream.ProcessFunc[string, click, string], error) {
+		count, err := state.NewValueState(ctx.State(), "count", state.IntCodec{})
+		if err != nil {
+			return stream.ProcessFunc[string, click, string]{}, err
+		}
+		return stream.ProcessFunc[string, click, string]{
+			Process: func(ctx *stream.Context[string], c click, out *stream.Output[string]) error {
+				n, _ := count.Value()
+				count.Update(n + 1)
+				out.Emit(fmt.Sprintf("%s %d", ctx.Key(), n+1))
+				return nil
+			},
+		}, nil
+	})
+	stream.SinkTo(counts, "out", fileSink(dir, "out", func(s string) string { return s }))
+	runExample(j, dir)
+	printCommitted(dir, "out")
+	// Output:
+	// out:
+	//   ann 1
+	//   ann 2
+	//   bob 1
+}

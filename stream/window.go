@@ -134,12 +134,12 @@ func WindowAggregate[K comparable, T, A, OUT any](ks KeyedStream[K, T], name str
 		j.fail("WindowAggregate %q: AllowedLateness(%v) is negative: use 0 (no lateness) or a positive duration", name, c.lateness)
 	}
 	if c.late != nil {
-		tag, ok := c.late.(OutputTag[T])
-		if !ok {
+		if tag, ok := c.late.(OutputTag[T]); ok {
+			wd.late = &tag
+		} else {
 			in := reflect.TypeFor[T]()
 			j.fail("WindowAggregate %q: LateRecords tag is a %T, but the window's input records are %v: make the tag with NewOutputTag[%v]", name, c.late, in, in)
 		}
-		wd.late = &tag
 	}
 	if w.session {
 		return Process(ks, name, func(ctx *Context[K]) (ProcessFunc[K, T, OUT], error) {
