@@ -23,7 +23,7 @@
 //	exactly_checkpoint_duration_seconds            histogram of the checkpoints completed in this process
 //	exactly_restarts_total                         restarts after failures inside the process
 //	exactly_operator_records_total{operator}       records an operator handled, replays included
-//	exactly_operator_late_records_total{operator}  records dropped behind the watermark
+//	exactly_operator_late_records_total{operator}  records too late for the windows (dropped or side output)
 //
 // Counters count from the process's start: after a crash and restart from a
 // checkpoint they begin again at 0, which Prometheus treats as a counter
@@ -66,7 +66,7 @@ func NewCollector(job string, m *stream.Metrics) *Collector {
 		lastSize:       desc("checkpoint_last_size_bytes", "Size of the state files of the last completed checkpoint."),
 		durations:      desc("checkpoint_duration_seconds", "Time from trigger to metadata written of the checkpoints completed in this process."),
 		records:        desc("operator_records_total", "Records an operator handled, over its subtasks; records replayed after a restart count again.", "operator"),
-		late:           desc("operator_late_records_total", "Records an event-time operator dropped for arriving behind the watermark.", "operator"),
+		late:           desc("operator_late_records_total", "Records an event-time operator found too late, behind the watermark: dropped or sent to a side output.", "operator"),
 	}
 }
 

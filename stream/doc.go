@@ -4,8 +4,12 @@
 // source; [Map], [Filter] and [FlatMap] transform records; [KeyBy] partitions
 // a stream by key and [Process] runs a function with keyed state and
 // processing-time and event-time timers on it; [WindowAggregate] aggregates
-// it per event-time window; [Union] merges streams; [SinkTo] writes a
-// stream to an exactly-once sink. [Job.Run] executes the job.
+// it per event-time window ([Tumbling], [Sliding], [Session]), with
+// [AllowedLateness] for late records; [SideOutput] takes a second stream
+// out of a process function (an [OutputTag] it emits to with [EmitTo]);
+// [Union] merges streams; [SinkTo] writes a stream to an exactly-once
+// sink. [Job.Run] executes the job. docs/operators.md describes every
+// operator and what each sink shows of its output.
 //
 // Event time starts at a source: [SourceWithEventTime] tracks it per split
 // and sends watermarks downstream (see docs/event-time.md).

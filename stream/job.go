@@ -59,6 +59,8 @@ type node struct {
 	spec        runtime.OperatorSpec
 	parallelism int  // 0: inherit or the job's default
 	inherit     bool // stateless: inherit the first input's parallelism
+	sideOutputs bool // a process function, which may have side outputs
+	sides       []sideTag
 }
 
 // New returns an empty job. The name is recorded in checkpoints.
@@ -78,7 +80,8 @@ func (j *Job) SetStateBackend(c state.BackendConfig) { j.stateBackend = c }
 //
 //   - [SourceOption]: [Source], [SourceWithEventTime].
 //   - [TransformOption]: [Map], [Filter], [FlatMap].
-//   - [KeyedOption]: [Process], [WindowAggregate].
+//   - [KeyedOption]: [Process].
+//   - [WindowOption]: [WindowAggregate] ([AllowedLateness], [LateRecords]).
 //   - [SinkOption]: [SinkTo].
 //
 // [Parallelism] is an option of every kind; [Name] of transforms only

@@ -24,6 +24,8 @@ func TestMisplacedOptionDoesNotCompile(t *testing.T) {
 		{"name on a sink", `stream.SinkTo(nums, "out", sk, stream.Name("x"))`, "does not implement stream.SinkOption"},
 		{"name on a source", `stream.Source(j, "nums", src, stream.Name("x"))`, "does not implement stream.SourceOption"},
 		{"name on a keyed operator", `stream.Process(stream.KeyBy(nums, func(v int) int { return v }, state.IntCodec{}), "p", setup, stream.Name("x"))`, "does not implement stream.KeyedOption"},
+		{"lateness on a process function", `stream.Process(stream.KeyBy(nums, func(v int) int { return v }, state.IntCodec{}), "p", setup, stream.AllowedLateness(time.Second))`, "does not implement stream.KeyedOption"},
+		{"lateness on a map", `stream.Map(nums, func(v int) int { return v }, stream.AllowedLateness(time.Second))`, "does not implement stream.TransformOption"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -34,9 +36,11 @@ import (
 	"github.com/exactlyonce/exactly/source"
 	"github.com/exactlyonce/exactly/state"
 	"github.com/exactlyonce/exactly/stream"
+	"time"
 )
 
 var _ state.IntCodec
+var _ = time.Second
 
 func main() {
 	var (

@@ -68,8 +68,12 @@ func (c *Context[K]) Watermark() time.Time { return time.Unix(0, c.watermark) }
 // Subtask returns the index of the subtask running the function.
 func (c *Context[K]) Subtask() int { return c.oc.Subtask }
 
-// Output collects the records a process function emits.
-type Output[T any] struct{ buf []T }
+// Output collects the records a process function emits: to the main
+// output with Emit, to a side output with [EmitTo].
+type Output[T any] struct {
+	buf   []T
+	sides sideOutputs
+}
 
 // Emit sends v downstream.
 func (o *Output[T]) Emit(v T) { o.buf = append(o.buf, v) }
@@ -84,12 +88,13 @@ func Process[K comparable, IN, OUT any](ks KeyedStream[K, IN], name string,
 	if setup == nil {
 		j.fail("Process %q: the setup function is nil", name)
 	}
-	nd := &node{spec: runtime.OperatorSpec{
+	var nd *node
+	nd = &node{sideOutputs: true, spec: runtime.OperatorSpec{
 		Name:   name,
 		Keyed:  true,
 		Inputs: []runtime.Input{ks.input()},
 		New: func(ctx context.Context, oc runtime.OperatorContext, out runtime.Emitter) (runtime.Operator, error) {
-			return newProcessOp(oc, ks, setup, out, j.stateBackend)
+			return newProcessOp(oc, ks, setup, out, j.stateBackend, nd.sides)
 		},
 	}}
 	return Stream[OUT]{job: j, op: j.add(nd, options(opts, KeyedOption.applyKeyed))}
@@ -105,7 +110,7 @@ type processOp[K comparable, IN, OUT any] struct {
 }
 
 func newProcessOp[K comparable, IN, OUT any](oc runtime.OperatorContext, ks KeyedStream[K, IN],
-	setup func(*Context[K]) (ProcessFunc[K, IN, OUT], error), out runtime.Emitter, sb state.BackendConfig) (_ *processOp[K, IN, OUT], err error) {
+	setup func(*Context[K]) (ProcessFunc[K, IN, OUT], error), out runtime.Emitter, sb state.BackendConfig, sides []sideTag) (_ *processOp[K, IN, OUT], err error) {
 	backend, err := state.OpenKeyedBackend(sb, oc.Operator, oc.Subtask, ks.codec, oc.MaxParallelism, oc.KeyGroups)
 	if err != nil {
 		return nil, err
@@ -145,6 +150,7 @@ func newProcessOp[K comparable, IN, OUT any](oc runtime.OperatorContext, ks Keye
 		}
 	}
 	p.output.buf = make([]OUT, 0, oc.BatchSize)
+	p.output.sides = newSideOutputs(sides, oc.BatchSize)
 	return p, nil
 }
 
@@ -170,7 +176,11 @@ func (p *processOp[K, IN, OUT]) Close(context.Context, checkpoint.ID, bool) erro
 	return p.ctx.backend.Close()
 }
 
+// emit sends what the functions emitted to the main and side outputs.
 func (p *processOp[K, IN, OUT]) emit() error {
+	if err := p.output.sides.flush(p.ctx.oc.SideOutputs); err != nil {
+		return err
+	}
 	if len(p.output.buf) == 0 {
 		return nil
 	}

@@ -12,9 +12,10 @@ import (
 
 // Stream is a stream of records of type T in a job under construction.
 type Stream[T any] struct {
-	job  *Job
-	op   int
-	part runtime.Partitioning
+	job    *Job
+	op     int
+	output int // 0: op's main output; i: its side output i (SideOutput)
+	part   runtime.Partitioning
 }
 
 // Rebalance returns the same stream, dealt round-robin to the consumer's
@@ -29,6 +30,7 @@ func (s Stream[T]) input() runtime.Input {
 	part := s.part
 	return runtime.Input{
 		From:         s.op,
+		Output:       s.output,
 		Partitioning: part,
 		NewRouter: func(ctx context.Context, outs []chan<- runtime.Message, batchSize, maxParallelism int) runtime.Router {
 			return runtime.NewRouter[T](ctx, part, outs, batchSize, maxParallelism, nil)
@@ -184,6 +186,7 @@ func KeyBy[T any, K comparable](s Stream[T], key func(T) K, codec state.Codec[K]
 func (ks KeyedStream[K, T]) input() runtime.Input {
 	return runtime.Input{
 		From:         ks.s.op,
+		Output:       ks.s.output,
 		Partitioning: runtime.Hash,
 		NewRouter: func(ctx context.Context, outs []chan<- runtime.Message, batchSize, maxParallelism int) runtime.Router {
 			var buf []byte

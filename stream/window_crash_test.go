@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -38,10 +39,7 @@ func windowsCrashTest(t *testing.T, backend state.BackendKind) {
 	if testing.Short() {
 		t.Skip("crash test: skipped with -short")
 	}
-	dir := os.Getenv("EXACTLY_WINDOW_CRASH_DIR")
-	if dir == "" {
-		dir = t.TempDir()
-	}
+	dir := crashDir(t, "EXACTLY_WINDOW_CRASH_DIR")
 	// 30,000 values at 6,000/s, event time = the value in ms: the input
 	// outlasts most of the kill schedule.
 	const n, size, slide = 30_000, 100, 50
@@ -96,13 +94,53 @@ func runWindowCrashJob(dir, out string, n, size, slide int, backend state.Backen
 	})
 }
 
+// crashDir returns the directory of a crash test: the one the parent
+// passed its children in the environment variable env, or in the parent a
+// new one, which it passes on.
+func crashDir(t *testing.T, env string) string {
+	if dir := os.Getenv(env); dir != "" {
+		return dir
+	}
+	return t.TempDir()
+}
+
 // readWindowFiles reads the committed (visible) files of the file sink.
 func readWindowFiles(dir string) ([]windowOut, error) {
-	entries, err := os.ReadDir(dir)
+	lines, err := committedLines(dir)
 	if err != nil {
 		return nil, err
 	}
 	var got []windowOut
+	for _, l := range lines {
+		w, ok := parseWindowLine(l)
+		if !ok {
+			return nil, fmt.Errorf("%s: malformed line %q", dir, l)
+		}
+		got = append(got, w)
+	}
+	return got, nil
+}
+
+// readCommittedLines returns the lines of the committed files of the file
+// sink in dir, sorted.
+func readCommittedLines(t *testing.T, dir string) []string {
+	t.Helper()
+	lines, err := committedLines(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(lines)
+	return lines
+}
+
+// committedLines returns the lines of the committed (visible) files of the
+// file sink in dir.
+func committedLines(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var lines []string
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), ".") {
 			continue // in progress or pending: not committed
@@ -113,12 +151,7 @@ func readWindowFiles(dir string) ([]windowOut, error) {
 		}
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
-			w, ok := parseWindowLine(sc.Text())
-			if !ok {
-				f.Close()
-				return nil, fmt.Errorf("%s: malformed line %q", e.Name(), sc.Text())
-			}
-			got = append(got, w)
+			lines = append(lines, sc.Text())
 		}
 		err = sc.Err()
 		f.Close()
@@ -126,7 +159,7 @@ func readWindowFiles(dir string) ([]windowOut, error) {
 			return nil, err
 		}
 	}
-	return got, nil
+	return lines, nil
 }
 
 // parseWindowLine parses "key,start,count,sum".

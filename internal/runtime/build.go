@@ -109,13 +109,14 @@ func (j *Job) buildMember(ctx context.Context, t *task, i, s int, rp *restorePoi
 	if spec.Keyed {
 		m.keys = state.RangeForSubtask(s, spec.Parallelism, j.opts.MaxParallelism)
 	}
-	var outs []Emitter
+	// outs[k] are the consumers of output k (0 the main one).
+	outs := make([][]Emitter, 1+spec.SideOutputs)
 	for _, c := range cons {
+		in := j.g.Operators[c.op].Inputs[c.input]
 		if chain[c.op] == i {
-			outs = append(outs, chained{op: built[c.op].op, ctx: ctx, name: fmt.Sprintf("%s[%d]", j.g.Operators[c.op].Name, s)})
+			outs[in.Output] = append(outs[in.Output], chained{op: built[c.op].op, ctx: ctx, name: fmt.Sprintf("%s[%d]", j.g.Operators[c.op].Name, s)})
 			continue
 		}
-		in := j.g.Operators[c.op].Inputs[c.input]
 		var targets []chan<- Message
 		for _, ch := range chans[c.op][c.input][s] {
 			if ch != nil {
@@ -124,11 +125,11 @@ func (j *Job) buildMember(ctx context.Context, t *task, i, s int, rp *restorePoi
 		}
 		r := in.NewRouter(ctx, targets, j.opts.BatchSize, j.opts.MaxParallelism)
 		t.routers = append(t.routers, r)
-		outs = append(outs, r)
+		outs[in.Output] = append(outs[in.Output], r)
 	}
-	var out Emitter = fanout(outs)
-	if len(outs) == 1 {
-		out = outs[0]
+	sides := make([]Emitter, spec.SideOutputs)
+	for k := range sides {
+		sides[k] = emitterOf(outs[1+k])
 	}
 	oc := OperatorContext{
 		Job:                j.g.Job,
@@ -144,6 +145,7 @@ func (j *Job) buildMember(ctx context.Context, t *task, i, s int, rp *restorePoi
 		Records:            counter(&j.metrics.records, spec.Name),
 		LateRecords:        counter(&j.metrics.late, spec.Name),
 		Logger:             j.opts.Logger.With("operator", spec.Name, "subtask", s),
+		SideOutputs:        sides,
 	}
 	oc.SharedFiles = sharedFiles{store: j.store}
 	if rp != nil {
@@ -154,7 +156,7 @@ func (j *Job) buildMember(ctx context.Context, t *task, i, s int, rp *restorePoi
 		oc.Restored = snap
 		oc.SharedFiles = sharedFiles{store: j.store, dir: rp.dir, own: rp.inStorage()}
 	}
-	if err := newOperator(ctx, m, oc, out); err != nil {
+	if err := newOperator(ctx, m, oc, emitterOf(outs[0])); err != nil {
 		return nil, fmt.Errorf("%s[%d]: %w", spec.Name, s, err)
 	}
 	return m, nil
@@ -183,6 +185,15 @@ type chained struct {
 func (c chained) Emit(batch any) (err error) {
 	defer recoverAs(c.name, &err)
 	return c.op.Process(c.ctx, batch)
+}
+
+// emitterOf returns the emitter that feeds every one of outs: none
+// discards, one is itself, several a fanout.
+func emitterOf(outs []Emitter) Emitter {
+	if len(outs) == 1 {
+		return outs[0]
+	}
+	return fanout(outs)
 }
 
 // fanout hands each batch to several consumers in turn.

@@ -35,6 +35,10 @@ func (p Partitioning) String() string {
 type Input struct {
 	// From is the index of the producing operator in [Graph.Operators].
 	From int
+	// Output is the output of From the edge reads: 0 its main output, i in
+	// [1, SideOutputs] of From its side output i (see
+	// [OperatorContext].SideOutputs).
+	Output int
 	// Partitioning decides which consumer subtask gets each record.
 	Partitioning Partitioning
 	// NewRouter builds the producer-side router of this edge for one producer
@@ -54,6 +58,9 @@ type OperatorSpec struct {
 	Keyed bool
 	// Inputs lists the operator's input edges; empty for sources.
 	Inputs []Input
+	// SideOutputs is the number of outputs the operator has besides its
+	// main one (see [OperatorContext].SideOutputs); 0 for sources.
+	SideOutputs int
 	// NewSource creates a source subtask; set for sources only.
 	NewSource func(ctx context.Context, oc OperatorContext, out Emitter) (SourceOperator, error)
 	// New creates a subtask of a non-source operator.

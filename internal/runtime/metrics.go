@@ -28,7 +28,7 @@ type Metrics struct {
 	CheckpointDurations DurationHistogram
 	// records counts records per operator subtask; see Records.
 	records sync.Map // operator name -> *atomic.Int64
-	// late counts records dropped for arriving behind the watermark.
+	// late counts records too late for an event-time operator.
 	late sync.Map // operator name -> *atomic.Int64
 }
 
@@ -62,8 +62,9 @@ func (m *Metrics) Records(operator string) int64 {
 }
 
 // LateRecords returns the number of records the named event-time operator
-// dropped because they arrived after the watermark had passed their time,
-// summed over its subtasks and attempts.
+// found too late, the watermark having passed their time (by more than a
+// window's allowed lateness): dropped, or sent to a side output. Summed
+// over its subtasks and attempts.
 func (m *Metrics) LateRecords(operator string) int64 {
 	if c, ok := m.late.Load(operator); ok {
 		return c.(*atomic.Int64).Load()

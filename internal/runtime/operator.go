@@ -115,8 +115,9 @@ type OperatorContext struct {
 	CheckpointInterval time.Duration
 	// Records counts the records this subtask handled; operators add to it.
 	Records *atomic.Int64
-	// LateRecords counts the records an event-time operator dropped for
-	// arriving behind the watermark; operators add to it.
+	// LateRecords counts the records an event-time operator found too late
+	// (behind the watermark), whether it dropped them or sent them to a side
+	// output; operators add to it.
 	LateRecords *atomic.Int64
 	// Commit is how the commit protocol retries and bounds its calls.
 	Commit CommitPolicy
@@ -124,6 +125,13 @@ type OperatorContext struct {
 	Owner sink.Owner
 	// Logger is annotated with the operator and subtask.
 	Logger *slog.Logger
+	// SideOutputs are the emitters of the operator's side outputs, one per
+	// [OperatorSpec].SideOutputs: SideOutputs[i-1] feeds the edges whose
+	// [Input].Output is i. They travel with the main output: barriers,
+	// watermarks and the end of the stream reach their consumers too, so a
+	// side output is aligned and checkpointed like any edge. One without
+	// consumers discards its batches.
+	SideOutputs []Emitter
 }
 
 // CommitPolicy is how the commit protocol retries and bounds its calls to

@@ -27,6 +27,9 @@ func (g *Graph) validate(maxParallelism int) error {
 			return fmt.Errorf("runtime: operator %q: %w", op.Name, err)
 		}
 		isSource := op.NewSource != nil
+		if op.SideOutputs < 0 || (isSource && op.SideOutputs > 0) {
+			return fmt.Errorf("runtime: operator %q: SideOutputs = %d: only non-source operators have side outputs, and never a negative number", op.Name, op.SideOutputs)
+		}
 		if isSource == (op.New != nil) {
 			return fmt.Errorf("runtime: operator %q must set exactly one of NewSource and New", op.Name)
 		}
@@ -36,6 +39,9 @@ func (g *Graph) validate(maxParallelism int) error {
 		for _, in := range op.Inputs {
 			if in.From < 0 || in.From >= i {
 				return fmt.Errorf("runtime: operator %q reads from operator %d, which is not listed before it", op.Name, in.From)
+			}
+			if from := g.Operators[in.From]; in.Output < 0 || in.Output > from.SideOutputs {
+				return fmt.Errorf("runtime: operator %q reads output %d of %q, which has outputs 0 to %d (0 is the main output)", op.Name, in.Output, from.Name, from.SideOutputs)
 			}
 			if in.NewRouter == nil {
 				return fmt.Errorf("runtime: operator %q: input from %q has no router", op.Name, g.Operators[in.From].Name)
