@@ -85,3 +85,9 @@ func parseMemory(status string) (Memory, error) {
 	}
 	return m, nil
 }
+
+// ResetPeak resets the peak RSS (VmHWM) of process pid to its current
+// RSS, by writing 5 to /proc/<pid>/clear_refs (Linux 4.0 and later).
+func ResetPeak(pid int) error {
+	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
+}
