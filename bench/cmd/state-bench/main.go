@@ -22,6 +22,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -45,6 +46,7 @@ type config struct {
 	bucketGB    float64
 	flinkPort   int
 	flinkHeap   string
+	cpuProfile  string
 }
 
 func main() {
@@ -66,6 +68,7 @@ func main() {
 	flag.Float64Var(&c.bucketGB, "bucket-gb", 1, "state-size step of the summary table, GiB")
 	flag.IntVar(&c.flinkPort, "flink-rest-port", 31081, "flink: the MiniCluster's REST port, polled for checkpoint statistics")
 	flag.StringVar(&c.flinkHeap, "flink-heap", "1g", "flink: the JVM's -Xmx")
+	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "exactly: write a CPU profile of the run (restore and download included) to this file")
 	flag.Parse()
 	c.work.Seed = 1
 	if err := c.validate(); err != nil {
@@ -130,6 +133,17 @@ func run(ctx context.Context, c config) error {
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"))
 	if c.system == "flink" {
 		return runFlink(ctx, c)
+	}
+	if c.cpuProfile != "" {
+		f, err := os.Create(c.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	return runExactly(ctx, c)
 }
