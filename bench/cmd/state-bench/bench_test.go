@@ -54,9 +54,9 @@ func TestReport(t *testing.T) {
 	b := r.buckets(gib)
 	want := []bucket{
 		{From: gib, To: 2 * gib, Checkpoints: 2, Rate: 75_000, MedianDuration: 2 * time.Second, MaxDuration: 2 * time.Second,
-			Changed: 750_000 * 1024, Uploaded: 150 * mib, PeakRSS: 300 * mib},
+			Changed: 750_000 * 1024, Uploaded: 150 * mib, State: 1700 * mib, PeakRSS: 300 * mib},
 		{From: 2 * gib, To: 3 * gib, Checkpoints: 1, Rate: 0, MedianDuration: 5 * time.Second, MaxDuration: 5 * time.Second,
-			Changed: 1000_000 * 1024, Uploaded: 300 * mib, PeakRSS: 400 * mib},
+			Changed: 1000_000 * 1024, Uploaded: 300 * mib, State: 2100 * mib, PeakRSS: 400 * mib},
 	}
 	if len(b) != len(want) || b[0] != want[0] || b[1] != want[1] {
 		t.Errorf("buckets:\n got %+v\nwant %+v", b, want)
@@ -64,8 +64,8 @@ func TestReport(t *testing.T) {
 	r.summary(gib)
 	for _, line := range []string{
 		"     2      20s      2000000     100000   1.46 GiB    977 MiB    100 MiB        1s  100 MiB  200 MiB",
-		"| 1 GiB–2 GiB | 2 | 75.0 k | 2s, 2s | 732 MiB | 150 MiB | 0.20 | 300 MiB |",
-		"| 2 GiB–3 GiB | 1 | n/a | 5s, 5s | 977 MiB | 300 MiB | 0.31 | 400 MiB |", // the input ended in its interval
+		"| 1 GiB–2 GiB | 2 | 75.0 k | 2s, 2s | 732 MiB | 150 MiB | 0.20 | 0.09 | 300 MiB |",
+		"| 2 GiB–3 GiB | 1 | n/a | 5s, 5s | 977 MiB | 300 MiB | 0.31 | 0.14 | 400 MiB |", // the input ended in its interval
 	} {
 		if !strings.Contains(out.String(), line+"\n") {
 			t.Errorf("output lacks %q:\n%s", line, out.String())

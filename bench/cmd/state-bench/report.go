@@ -78,8 +78,8 @@ type bucket struct {
 	// MedianDuration and MaxDuration are of their durations.
 	MedianDuration, MaxDuration time.Duration
 	// Changed and Uploaded are the mean changed and uploaded bytes per
-	// checkpoint.
-	Changed, Uploaded int64
+	// checkpoint, State its mean size.
+	Changed, Uploaded, State int64
 	// PeakRSS is the highest peak RSS seen at them.
 	PeakRSS int64
 }
@@ -106,6 +106,7 @@ func (r *report) buckets(step int64) []bucket {
 		a.Checkpoints++
 		a.Changed += (c.Records - prev.Records) * int64(r.valueBytes)
 		a.Uploaded += c.UploadedBytes
+		a.State += c.StateBytes
 		a.PeakRSS = max(a.PeakRSS, c.PeakRSS)
 		if c.Records < r.events {
 			a.events += c.Records - prev.Records
@@ -124,6 +125,7 @@ func (r *report) buckets(step int64) []bucket {
 		a.MaxDuration = a.durations[len(a.durations)-1]
 		a.Changed /= int64(a.Checkpoints)
 		a.Uploaded /= int64(a.Checkpoints)
+		a.State /= int64(a.Checkpoints)
 		out = append(out, a.bucket)
 	}
 	return out
@@ -131,18 +133,22 @@ func (r *report) buckets(step int64) []bucket {
 
 // summary prints the buckets as a Markdown table.
 func (r *report) summary(step int64) {
-	fmt.Fprintln(r.out, "\n| state | checkpoints | events/s | checkpoint duration (median, max) | changed per checkpoint | uploaded per checkpoint | uploaded / changed | peak RSS |")
-	fmt.Fprintln(r.out, "|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(r.out, "\n| state | checkpoints | events/s | checkpoint duration (median, max) | changed per checkpoint | uploaded per checkpoint | uploaded / changed | uploaded / state | peak RSS |")
+	fmt.Fprintln(r.out, "|---|---|---|---|---|---|---|---|---|")
 	for _, b := range r.buckets(step) {
-		ratio := "n/a"
-		if b.Changed > 0 {
-			ratio = fmt.Sprintf("%.2f", float64(b.Uploaded)/float64(b.Changed))
-		}
-		fmt.Fprintf(r.out, "| %s–%s | %d | %s | %s, %s | %s | %s | %s | %s |\n",
+		fmt.Fprintf(r.out, "| %s–%s | %d | %s | %s, %s | %s | %s | %s | %s | %s |\n",
 			bytesStr(b.From), bytesStr(b.To), b.Checkpoints, rateStr(b.Rate),
 			b.MedianDuration.Round(10*time.Millisecond), b.MaxDuration.Round(10*time.Millisecond),
-			bytesStr(b.Changed), bytesStr(b.Uploaded), ratio, bytesStr(b.PeakRSS))
+			bytesStr(b.Changed), bytesStr(b.Uploaded), ratioStr(b.Uploaded, b.Changed), ratioStr(b.Uploaded, b.State), bytesStr(b.PeakRSS))
 	}
+}
+
+// ratioStr formats a/b, n/a when b is 0.
+func ratioStr(a, b int64) string {
+	if b == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f", float64(a)/float64(b))
 }
 
 // bytesStr formats n bytes in KiB, MiB or GiB.
