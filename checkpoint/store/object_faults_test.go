@@ -177,3 +177,66 @@ func TestObjectStoreMetadataReadBackFails(t *testing.T) {
 		t.Fatalf("Complete again = %v; want success", err)
 	}
 }
+
+// slowBucket is a memBucket whose HEAD requests take delay each, and fail
+// as a real client does when their context ends first.
+type slowBucket struct {
+	*memBucket
+	delay time.Duration
+}
+
+func (b *slowBucket) size(ctx context.Context, key string) (int64, error) {
+	select {
+	case <-time.After(b.delay):
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	return b.memBucket.size(ctx, key)
+}
+
+// TestObjectStoreTimeoutPerRequest: RequestTimeout bounds each request,
+// not the checks of many objects that a completion and a restore make
+// (here every HEAD takes 40% of the timeout, and a checkpoint has four
+// state objects and four shared objects). A 10 GB checkpoint on a loaded
+// machine failed its completion when one 30 s context covered the HEADs
+// of all its new shared objects.
+func TestObjectStoreTimeoutPerRequest(t *testing.T) {
+	b := &slowBucket{memBucket: newMemBucket()}
+	f := objectFixture{b: b, prefix: "p"}
+	s := f.open(t, Options{RequestTimeout: 100 * time.Millisecond})
+	acquireObject(t, s, realOwnership("a", time.Minute))
+	id, err := s.ReserveAbove(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := checkpoint.Metadata{ID: id, Kind: checkpoint.KindCheckpoint, Job: "slow", MaxParallelism: 4}
+	op := checkpoint.OperatorState{Name: "keyed", Parallelism: 4}
+	for sub := range 4 {
+		shared, err := s.WriteShared(id, fmt.Sprintf("db%d-000001.sst", sub), []byte("sst"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap := checkpoint.SubtaskSnapshot{DBs: []checkpoint.DBFiles{{KeyGroupStart: sub, KeyGroupEnd: sub + 1,
+			States: []checkpoint.DBState{{Name: "count", Kind: 1, ID: 1}},
+			Files:  []checkpoint.DBFile{{Name: "000001.sst", Shared: shared}}}}}
+		h, err := s.WriteState(id, checkpoint.KindCheckpoint, "keyed", sub, snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.KeyGroupStart, h.KeyGroupEnd = sub, sub+1
+		op.Subtasks = append(op.Subtasks, h)
+	}
+	m.Operators = []checkpoint.OperatorState{op}
+	b.delay = 40 * time.Millisecond
+	if _, err := s.Complete(m); err != nil {
+		t.Fatalf("Complete with 8 HEADs of 40 ms under a 100 ms request timeout: %v", err)
+	}
+	if err := s.Release(); err != nil {
+		t.Fatal(err)
+	}
+	next := f.open(t, Options{RequestTimeout: 100 * time.Millisecond})
+	acquireObject(t, next, realOwnership("b", time.Minute))
+	if got, err := next.Latest(); err != nil || got.ID != id {
+		t.Fatalf("Latest = %v, %v; want checkpoint %d", got, err, id)
+	}
+}
