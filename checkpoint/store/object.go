@@ -111,6 +111,14 @@ func (s *ObjectStore) size(key string) (int64, error) {
 	return s.b.size(ctx, key)
 }
 
+// remove deletes the object key, in a request of its own: a sweep of many
+// objects is not bounded by one request's timeout.
+func (s *ObjectStore) remove(key string) error {
+	ctx, cancel := s.ctx()
+	defer cancel()
+	return s.b.remove(ctx, key)
+}
+
 // key returns the key of name under the prefix.
 func (s *ObjectStore) key(name ...string) string {
 	return path.Join(append([]string{s.prefix}, name...)...)
@@ -336,7 +344,7 @@ func (s *ObjectStore) sweep(completed uint64) {
 		if !ok || id >= completed || slices.Contains(keep, id) {
 			continue
 		}
-		if err := s.b.remove(ctx, k); err != nil {
+		if err := s.remove(k); err != nil {
 			s.log.Warn("checkpoint/store: cannot remove an old checkpoint's object", "object", s.b.url(k), "err", err)
 		}
 	}

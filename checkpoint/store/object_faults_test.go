@@ -178,33 +178,40 @@ func TestObjectStoreMetadataReadBackFails(t *testing.T) {
 	}
 }
 
-// slowBucket is a memBucket whose HEAD requests take delay each, and fail
-// as a real client does when their context ends first.
+// slowBucket is a memBucket whose HEAD and DELETE requests take delay
+// each, and fail as a real client does when their context ends first.
 type slowBucket struct {
 	*memBucket
 	delay time.Duration
 }
 
-func (b *slowBucket) size(ctx context.Context, key string) (int64, error) {
+func (b *slowBucket) wait(ctx context.Context) error {
 	select {
 	case <-time.After(b.delay):
+		return nil
 	case <-ctx.Done():
-		return 0, ctx.Err()
+		return ctx.Err()
+	}
+}
+
+func (b *slowBucket) size(ctx context.Context, key string) (int64, error) {
+	if err := b.wait(ctx); err != nil {
+		return 0, err
 	}
 	return b.memBucket.size(ctx, key)
 }
 
-// TestObjectStoreTimeoutPerRequest: RequestTimeout bounds each request,
-// not the checks of many objects that a completion and a restore make
-// (here every HEAD takes 40% of the timeout, and a checkpoint has four
-// state objects and four shared objects). A 10 GB checkpoint on a loaded
-// machine failed its completion when one 30 s context covered the HEADs
-// of all its new shared objects.
-func TestObjectStoreTimeoutPerRequest(t *testing.T) {
-	b := &slowBucket{memBucket: newMemBucket()}
-	f := objectFixture{b: b, prefix: "p"}
-	s := f.open(t, Options{RequestTimeout: 100 * time.Millisecond})
-	acquireObject(t, s, realOwnership("a", time.Minute))
+func (b *slowBucket) remove(ctx context.Context, key string) error {
+	if err := b.wait(ctx); err != nil {
+		return err
+	}
+	return b.memBucket.remove(ctx, key)
+}
+
+// slowCheckpoint completes a checkpoint of four subtasks, each with a
+// state object and a shared object of its own.
+func slowCheckpoint(t *testing.T, s *ObjectStore) uint64 {
+	t.Helper()
 	id, err := s.ReserveAbove(0)
 	if err != nil {
 		t.Fatal(err)
@@ -227,14 +234,37 @@ func TestObjectStoreTimeoutPerRequest(t *testing.T) {
 		op.Subtasks = append(op.Subtasks, h)
 	}
 	m.Operators = []checkpoint.OperatorState{op}
-	b.delay = 40 * time.Millisecond
 	if _, err := s.Complete(m); err != nil {
-		t.Fatalf("Complete with 8 HEADs of 40 ms under a 100 ms request timeout: %v", err)
+		t.Fatalf("Complete of checkpoint %d (8 HEADs of %v under a request timeout of %v): %v", id, s.b.(*slowBucket).delay, s.timeout, err)
 	}
+	return id
+}
+
+// TestObjectStoreTimeoutPerRequest: RequestTimeout bounds each request,
+// not the checks and deletions of many objects that a completion, a
+// restore and a sweep make (here every HEAD and DELETE takes 40% of the
+// timeout, and a checkpoint has four state objects and four shared
+// objects). A 10 GB checkpoint on a loaded machine failed its completion
+// when one 30 s context covered the HEADs of all its new shared objects.
+func TestObjectStoreTimeoutPerRequest(t *testing.T) {
+	b := &slowBucket{memBucket: newMemBucket(), delay: 40 * time.Millisecond}
+	f := objectFixture{b: b, prefix: "p"}
+	opts := Options{RequestTimeout: 100 * time.Millisecond, Retained: 1}
+	s := f.open(t, opts)
+	acquireObject(t, s, realOwnership("a", time.Minute))
+	first := slowCheckpoint(t, s)
+	id := slowCheckpoint(t, s)
+	s.sweeps.Wait()
 	if err := s.Release(); err != nil {
 		t.Fatal(err)
 	}
-	next := f.open(t, Options{RequestTimeout: 100 * time.Millisecond})
+	keys, _ := b.memBucket.list(context.Background(), "")
+	for _, k := range keys {
+		if strings.Contains(k, fmt.Sprintf("%020d", first)) {
+			t.Errorf("%s of checkpoint %d is left after a sweep of 9 DELETEs", k, first)
+		}
+	}
+	next := f.open(t, opts)
 	acquireObject(t, next, realOwnership("b", time.Minute))
 	if got, err := next.Latest(); err != nil || got.ID != id {
 		t.Fatalf("Latest = %v, %v; want checkpoint %d", got, err, id)

@@ -125,7 +125,7 @@ func (s *ObjectStore) sweepShared(ctx context.Context, keep []uint64, completed 
 		if strings.Contains(name, "/") || !unneededShared(name, needed, completed) {
 			continue
 		}
-		if err := s.b.remove(ctx, k); err != nil {
+		if err := s.remove(k); err != nil {
 			s.log.Warn("checkpoint/store: cannot remove an unneeded shared object", "object", s.b.url(k), "err", err)
 		}
 	}
