@@ -41,6 +41,7 @@ type config struct {
 	dir         string
 	rssCapMiB   int64
 	restore     bool
+	restoreOnly bool
 	download    bool
 	cleanup     bool
 	bucketGB    float64
@@ -63,6 +64,7 @@ func main() {
 	flag.StringVar(&c.dir, "dir", ".tmp/state-bench", "working directory: local state, logs")
 	flag.Int64Var(&c.rssCapMiB, "rss-cap-mib", 0, "fail the run when the process's RSS (VmRSS) exceeds this many MiB; 0: no cap")
 	flag.BoolVar(&c.restore, "restore", false, "exactly: after the run, restore its last checkpoint into an empty state directory and measure it")
+	flag.BoolVar(&c.restoreOnly, "restore-only", false, "exactly: run no job; restore the latest checkpoint in --checkpoints (of a run stopped by SIGKILL, or with --cleanup=false) and measure it")
 	flag.BoolVar(&c.download, "download", false, "exactly with s3:// checkpoints: after the run, download its shared files with a plain S3 client and measure it")
 	flag.BoolVar(&c.cleanup, "cleanup", true, "delete the state directories and the checkpoints (directory or S3 prefix) at the end")
 	flag.Float64Var(&c.bucketGB, "bucket-gb", 1, "state-size step of the summary table, GiB")
@@ -102,8 +104,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("--bucket-gb is %v: use a positive size", c.bucketGB)
 	case c.system == "flink" && strings.HasPrefix(c.checkpoints, "s3://"):
 		return errors.New("--checkpoints: the Flink peer checkpoints to a local directory only (Flink's S3 file systems are plugins)")
-	case (c.restore || c.download) && c.system != "exactly":
-		return errors.New("--restore and --download measure exactly only")
+	case (c.restore || c.restoreOnly || c.download) && c.system != "exactly":
+		return errors.New("--restore, --restore-only and --download measure exactly only")
 	case c.download && !strings.HasPrefix(c.checkpoints, "s3://"):
 		return errors.New("--download needs --checkpoints s3://…")
 	}
