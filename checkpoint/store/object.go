@@ -104,6 +104,22 @@ func (s *ObjectStore) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), s.timeout)
 }
 
+// size returns the size of the object key, in a request of its own: a
+// check of many objects is not bounded by one request's timeout.
+func (s *ObjectStore) size(key string) (int64, error) {
+	ctx, cancel := s.ctx()
+	defer cancel()
+	return s.b.size(ctx, key)
+}
+
+// remove deletes the object key, in a request of its own: a sweep of many
+// objects is not bounded by one request's timeout.
+func (s *ObjectStore) remove(key string) error {
+	ctx, cancel := s.ctx()
+	defer cancel()
+	return s.b.remove(ctx, key)
+}
+
 // key returns the key of name under the prefix.
 func (s *ObjectStore) key(name ...string) string {
 	return path.Join(append([]string{s.prefix}, name...)...)
@@ -183,14 +199,12 @@ func (s *ObjectStore) Complete(m checkpoint.Metadata) (string, error) {
 		return "", err
 	}
 	dir := s.dirKey(m.ID, m.Kind)
-	ctx, cancel := s.ctx()
-	defer cancel()
 	for _, op := range m.Operators {
 		for _, h := range op.Subtasks {
 			if !validStateFile(h.File) {
 				return "", fmt.Errorf("checkpoint/store: Complete: operator %q subtask %d: state file name %q is not a file written by WriteState", op.Name, h.Subtask, h.File)
 			}
-			size, err := s.b.size(ctx, path.Join(dir, h.File))
+			size, err := s.size(path.Join(dir, h.File))
 			if err != nil {
 				return "", fmt.Errorf("checkpoint/store: Complete: %w", err)
 			}
@@ -199,9 +213,11 @@ func (s *ObjectStore) Complete(m checkpoint.Metadata) (string, error) {
 			}
 		}
 	}
-	if err := s.checkSharedPresent(ctx, dir, &m, m.ID); err != nil {
+	if err := s.checkSharedPresent(dir, &m, m.ID); err != nil {
 		return "", fmt.Errorf("checkpoint/store: Complete: %w", err)
 	}
+	ctx, cancel := s.ctx()
+	defer cancel()
 	if err := s.putMetadata(ctx, path.Join(dir, metadataFile), data); err != nil {
 		return "", err
 	}
@@ -332,7 +348,7 @@ func (s *ObjectStore) sweep(completed checkpoint.ID) {
 		if !ok || id >= completed || slices.Contains(keep, id) {
 			continue
 		}
-		if err := s.b.remove(ctx, k); err != nil {
+		if err := s.remove(k); err != nil {
 			s.log.Warn("checkpoint/store: cannot remove an old checkpoint's object", "object", s.b.url(k), "err", err)
 		}
 	}
@@ -446,13 +462,15 @@ func (s *ObjectStore) load(dir string, id checkpoint.ID, kind checkpoint.Kind) (
 		return nil, fmt.Errorf("checkpoint/store: %w", err)
 	}
 	m, err := validateLoaded(s.b.url(key), b, id, kind, func(h checkpoint.StateHandle) error {
-		_, err := s.readState(ctx, dir, h)
+		rctx, cancel := s.ctx() // a request of its own for each state object
+		defer cancel()
+		_, err := s.readState(rctx, dir, h)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	if err := s.checkSharedPresent(ctx, dir, m, 0); err != nil {
+	if err := s.checkSharedPresent(dir, m, 0); err != nil {
 		return nil, err
 	}
 	return m, nil

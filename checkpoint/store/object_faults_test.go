@@ -178,3 +178,96 @@ func TestObjectStoreMetadataReadBackFails(t *testing.T) {
 		t.Fatalf("Complete again = %v; want success", err)
 	}
 }
+
+// slowBucket is a memBucket whose HEAD and DELETE requests take delay
+// each, and fail as a real client does when their context ends first.
+type slowBucket struct {
+	*memBucket
+	delay time.Duration
+}
+
+func (b *slowBucket) wait(ctx context.Context) error {
+	select {
+	case <-time.After(b.delay):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (b *slowBucket) size(ctx context.Context, key string) (int64, error) {
+	if err := b.wait(ctx); err != nil {
+		return 0, err
+	}
+	return b.memBucket.size(ctx, key)
+}
+
+func (b *slowBucket) remove(ctx context.Context, key string) error {
+	if err := b.wait(ctx); err != nil {
+		return err
+	}
+	return b.memBucket.remove(ctx, key)
+}
+
+// slowCheckpoint completes a checkpoint of four subtasks, each with a
+// state object and a shared object of its own.
+func slowCheckpoint(t *testing.T, s *ObjectStore) checkpoint.ID {
+	t.Helper()
+	id, err := s.ReserveAbove(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := checkpoint.Metadata{ID: id, Kind: checkpoint.KindCheckpoint, Job: "slow", MaxParallelism: 4}
+	op := checkpoint.OperatorState{Name: "keyed", Parallelism: 4}
+	for sub := range 4 {
+		shared, err := writeSharedBytes(s, id, fmt.Sprintf("db%d-000001.sst", sub), []byte("sst"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap := checkpoint.SubtaskSnapshot{DBs: []checkpoint.DBFiles{{KeyGroupStart: sub, KeyGroupEnd: sub + 1,
+			States: []checkpoint.DBState{{Name: "count", Kind: 1, ID: 1}},
+			Files:  []checkpoint.DBFile{{Name: "000001.sst", Shared: shared}}}}}
+		h, err := s.WriteState(id, checkpoint.KindCheckpoint, "keyed", sub, snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.KeyGroupStart, h.KeyGroupEnd = sub, sub+1
+		op.Subtasks = append(op.Subtasks, h)
+	}
+	m.Operators = []checkpoint.OperatorState{op}
+	if _, err := s.Complete(m); err != nil {
+		t.Fatalf("Complete of checkpoint %d (8 HEADs of %v under a request timeout of %v): %v", id, s.b.(*slowBucket).delay, s.timeout, err)
+	}
+	return id
+}
+
+// TestObjectStoreTimeoutPerRequest: RequestTimeout bounds each request,
+// not the checks and deletions of many objects that a completion, a
+// restore and a sweep make (here every HEAD and DELETE takes 40% of the
+// timeout, and a checkpoint has four state objects and four shared
+// objects). A 10 GB checkpoint on a loaded machine failed its completion
+// when one 30 s context covered the HEADs of all its new shared objects.
+func TestObjectStoreTimeoutPerRequest(t *testing.T) {
+	b := &slowBucket{memBucket: newMemBucket(), delay: 40 * time.Millisecond}
+	f := objectFixture{b: b, prefix: "p"}
+	opts := Options{RequestTimeout: 100 * time.Millisecond, Retained: 1}
+	s := f.open(t, opts)
+	acquireObject(t, s, realOwnership("a", time.Minute))
+	first := slowCheckpoint(t, s)
+	id := slowCheckpoint(t, s)
+	s.sweeps.Wait()
+	if err := s.Release(); err != nil {
+		t.Fatal(err)
+	}
+	keys, _ := b.memBucket.list(context.Background(), "")
+	for _, k := range keys {
+		if strings.Contains(k, fmt.Sprintf("%020d", first)) {
+			t.Errorf("%s of checkpoint %d is left after a sweep of 9 DELETEs", k, first)
+		}
+	}
+	next := f.open(t, opts)
+	acquireObject(t, next, realOwnership("b", time.Minute))
+	if got, err := next.Latest(); err != nil || got.ID != id {
+		t.Fatalf("Latest = %v, %v; want checkpoint %d", got, err, id)
+	}
+}

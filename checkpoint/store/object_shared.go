@@ -70,8 +70,8 @@ func (s *ObjectStore) sharedKey(dir string, f checkpoint.SharedFile) (string, er
 // uploaded for that checkpoint (at completion, the others were checked
 // when the checkpoint that uploaded them completed, and the newest
 // completed checkpoint still needs them). A missing or resized one is
-// corrupt.
-func (s *ObjectStore) checkSharedPresent(ctx context.Context, dir string, m *checkpoint.Metadata, uploadedBy checkpoint.ID) error {
+// corrupt. Each check is a request of its own, with its own timeout.
+func (s *ObjectStore) checkSharedPresent(dir string, m *checkpoint.Metadata, uploadedBy checkpoint.ID) error {
 	for _, f := range sharedOf(m) {
 		if id, _ := format.SharedID(f.Name); uploadedBy != 0 && id != uploadedBy {
 			continue
@@ -80,7 +80,7 @@ func (s *ObjectStore) checkSharedPresent(ctx context.Context, dir string, m *che
 		if err != nil {
 			return err
 		}
-		size, err := s.b.size(ctx, key)
+		size, err := s.size(key)
 		if errors.Is(err, fs.ErrNotExist) {
 			return &format.CorruptFileError{Path: s.b.url(key), Problem: fmt.Sprintf("shared object is missing, but checkpoint %d refers to it", m.ID), Cause: err}
 		}
@@ -127,7 +127,7 @@ func (s *ObjectStore) sweepShared(ctx context.Context, keep []checkpoint.ID, com
 		if strings.Contains(name, "/") || !unneededShared(name, needed, completed) {
 			continue
 		}
-		if err := s.b.remove(ctx, k); err != nil {
+		if err := s.remove(k); err != nil {
 			s.log.Warn("checkpoint/store: cannot remove an unneeded shared object", "object", s.b.url(k), "err", err)
 		}
 	}

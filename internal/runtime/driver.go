@@ -122,7 +122,7 @@ func (d *driver) do(ctx context.Context, a coordinator.Action) []coordinator.Act
 		}
 		j.opts.Probe(ProbeMetadataWritten, a.Metadata.ID)
 		md := a.Metadata
-		d.persisted = &CheckpointStats{ID: md.ID, Triggered: md.Triggered, Completed: time.Now(), StateBytes: md.StateBytes()}
+		d.persisted = newCheckpointStats(&md, time.Now())
 		d.result.restorePoint = newRestorePoint(j.store, &md, j.store.Dir(md.ID, md.Kind))
 		return j.coord.MetadataPersisted(time.Now(), a.Metadata.ID, nil)
 	case coordinator.NotifyComplete:

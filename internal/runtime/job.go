@@ -98,7 +98,7 @@ func Start(ctx context.Context, g Graph, opts Options) (*Job, error) {
 		j.idFloor = rp.md.ID
 		// The job's last completed checkpoint, until this process
 		// completes one: a restart does not make it unknown.
-		j.metrics.LastCheckpoint.Store(&CheckpointStats{ID: rp.md.ID, Triggered: rp.md.Triggered, Completed: rp.md.Completed, StateBytes: rp.md.StateBytes()})
+		j.metrics.LastCheckpoint.Store(newCheckpointStats(rp.md, rp.md.Completed))
 	}
 	started = true
 	j.logStart(rp, len(names))

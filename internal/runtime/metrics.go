@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/internal/format"
 )
 
 // Metrics are counters of a running job, safe to read at any time.
@@ -41,6 +42,38 @@ type CheckpointStats struct {
 	Triggered, Completed time.Time
 	// StateBytes is the size of its state files.
 	StateBytes int64
+	// SharedBytes is the size of the shared files its state files refer
+	// to, each counted once: the database files of the Pebble backend's
+	// incremental snapshots. StateBytes + SharedBytes is the size of the
+	// whole checkpoint; SharedBytes is 0 for full snapshots.
+	SharedBytes int64
+	// UploadedBytes is what the checkpoint wrote to the checkpoint
+	// storage: its state files and the shared files uploaded for it; the
+	// shared files it reuses from earlier checkpoints are not counted (nor
+	// its small metadata). For full snapshots it equals StateBytes.
+	UploadedBytes int64
+}
+
+// newCheckpointStats describes the checkpoint md, completed at completed.
+func newCheckpointStats(md *checkpoint.Metadata, completed time.Time) *CheckpointStats {
+	s := &CheckpointStats{ID: md.ID, Triggered: md.Triggered, Completed: completed, StateBytes: md.StateBytes()}
+	s.UploadedBytes = s.StateBytes
+	seen := map[string]bool{}
+	for _, op := range md.Operators {
+		for _, h := range op.Subtasks {
+			for _, f := range h.Shared {
+				if seen[f.Name] {
+					continue
+				}
+				seen[f.Name] = true
+				s.SharedBytes += f.Size
+				if id, ok := format.SharedID(f.Name); ok && id == md.ID {
+					s.UploadedBytes += f.Size
+				}
+			}
+		}
+	}
+	return s
 }
 
 // SkippedCheckpoints returns how many completed checkpoints that did not

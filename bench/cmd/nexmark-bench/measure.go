@@ -15,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/exactlyonce/exactly/bench/internal/procstat"
 	"github.com/exactlyonce/exactly/bench/nexmark"
 )
 
@@ -102,11 +103,11 @@ func (e env) measureThroughput(ctx context.Context, s system, q, in string, n, e
 		if sm.ends, err = e.b.committedEnds(ctx, r.out); err != nil {
 			return throughput{}, err
 		}
-		if sm.cpu, err = cpuSeconds(pid); err != nil {
+		if sm.cpu, err = procstat.CPUSeconds(pid); err != nil {
 			return throughput{}, err
 		}
 		if e.brokerPID != 0 {
-			if sm.brokerCPU, err = cpuSeconds(e.brokerPID); err != nil {
+			if sm.brokerCPU, err = procstat.CPUSeconds(e.brokerPID); err != nil {
 				return throughput{}, err
 			}
 		}
@@ -115,10 +116,11 @@ func (e env) measureThroughput(ctx context.Context, s system, q, in string, n, e
 			return throughput{}, fmt.Errorf("%s: %v; log: %s", r.name, err, r.logPath)
 		}
 	}
-	rss, err := peakRSS(pid)
+	mem, err := procstat.ReadMemory(pid)
 	if err != nil {
 		return throughput{}, err
 	}
+	rss := mem.Peak
 	r.settle()
 
 	last := slices.IndexFunc(samples, func(sm sample) bool { return stableAll(sm.ends, doneOff) })

@@ -58,7 +58,7 @@ public final class Main {
     }
 
     public static void main(String[] argv) throws Exception {
-        Map<String, String> a = flags(argv);
+        Map<String, String> a = flags(argv, "brokers", "query", "in", "out", "checkpoints");
         String brokers = a.get("brokers"), query = a.get("query"), in = a.get("in"), out = a.get("out");
         File checkpoints = new File(a.get("checkpoints"));
 
@@ -155,8 +155,8 @@ public final class Main {
                 .aggregate(new MostBids(), new EmitHotItems()).name("hot-items");
     }
 
-    /** Parses --key value pairs; --brokers, --query, --in, --out and --checkpoints are required. */
-    private static Map<String, String> flags(String[] argv) {
+    /** Parses --key value pairs; each of required must be given. */
+    static Map<String, String> flags(String[] argv, String... required) {
         Map<String, String> a = new HashMap<>();
         for (int i = 0; i + 1 < argv.length; i += 2) {
             if (!argv[i].startsWith("--")) {
@@ -164,7 +164,7 @@ public final class Main {
             }
             a.put(argv[i].substring(2), argv[i + 1]);
         }
-        for (String k : new String[] {"brokers", "query", "in", "out", "checkpoints"}) {
+        for (String k : required) {
             if (!a.containsKey(k)) {
                 throw new IllegalArgumentException("--" + k + " is required");
             }

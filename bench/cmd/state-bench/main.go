@@ -1,0 +1,158 @@
+// Command state-bench is the large-state benchmark of issue 12: a keyed job
+// whose state grows to a target size (new keys of 1 KiB values, and a fixed
+// number of updates of existing keys per insert), on the Pebble or the heap
+// backend, with checkpoints to a directory or to S3. It prints, per
+// checkpoint, the state size, the throughput, the checkpoint's duration,
+// the bytes it uploaded and the process's RSS, then a summary by state
+// size. With --restore it then starts the job again from the last
+// checkpoint with an empty state directory (a new machine) and measures
+// the restore; with --download it also downloads the checkpoint's shared
+// files from S3 with a plain client, for the server's bandwidth. With
+// --system flink it runs the same job on Apache Flink with RocksDB and
+// incremental checkpoints (bench/peers/flink, StateBench.java) instead.
+// docs/benchmarks.md records results and the commands.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"runtime/pprof"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// config is the benchmark's flags.
+type config struct {
+	system      string
+	backend     string
+	stateGB     float64
+	work        workload
+	rate        float64
+	parallelism int
+	interval    time.Duration
+	checkpoints string
+	dir         string
+	rssCapMiB   int64
+	restore     bool
+	restoreOnly bool
+	download    bool
+	cleanup     bool
+	bucketGB    float64
+	flinkPort   int
+	flinkHeap   string
+	cpuProfile  string
+}
+
+func main() {
+	var c config
+	flag.StringVar(&c.system, "system", "exactly", "exactly, or flink (bench/peers/flink, RocksDB with incremental checkpoints)")
+	flag.StringVar(&c.backend, "state", "pebble", "exactly's keyed-state backend: pebble or heap")
+	flag.Float64Var(&c.stateGB, "state-gb", 1, "logical state to reach, GiB: keys × --value-bytes")
+	flag.IntVar(&c.work.ValueBytes, "value-bytes", 1024, "bytes of every value")
+	flag.Uint64Var(&c.work.UpdatesPerInsert, "updates-per-insert", 1, "updates of existing keys after each new key")
+	flag.Float64Var(&c.rate, "rate", 0, "events per second; 0 means as fast as possible")
+	flag.IntVar(&c.parallelism, "parallelism", 2, "subtasks of the source and of the keyed operator")
+	flag.DurationVar(&c.interval, "interval", 10*time.Second, "checkpoint interval")
+	flag.StringVar(&c.checkpoints, "checkpoints", "", "checkpoint storage: a directory or s3://bucket/prefix?endpoint=host:port (default <dir>/checkpoints; flink: a directory only)")
+	flag.StringVar(&c.dir, "dir", ".tmp/state-bench", "working directory: local state, logs")
+	flag.Int64Var(&c.rssCapMiB, "rss-cap-mib", 0, "fail the run when the process's RSS (VmRSS) exceeds this many MiB; 0: no cap")
+	flag.BoolVar(&c.restore, "restore", false, "exactly: after the run, restore its last checkpoint into an empty state directory and measure it")
+	flag.BoolVar(&c.restoreOnly, "restore-only", false, "exactly: run no job; restore the latest checkpoint in --checkpoints (of a run stopped by SIGKILL, or with --cleanup=false) and measure it")
+	flag.BoolVar(&c.download, "download", false, "exactly with s3:// checkpoints: after the run, download its shared files with a plain S3 client and measure it")
+	flag.BoolVar(&c.cleanup, "cleanup", true, "delete the state directories and the checkpoints (directory or S3 prefix) at the end")
+	flag.Float64Var(&c.bucketGB, "bucket-gb", 1, "state-size step of the summary table, GiB")
+	flag.IntVar(&c.flinkPort, "flink-rest-port", 31081, "flink: the MiniCluster's REST port, polled for checkpoint statistics")
+	flag.StringVar(&c.flinkHeap, "flink-heap", "1g", "flink: the JVM's -Xmx")
+	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "exactly: write a CPU profile of the run (restore and download included) to this file")
+	flag.Parse()
+	c.work.Seed = 1
+	if err := c.validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "state-bench:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, c); err != nil {
+		fmt.Fprintln(os.Stderr, "state-bench:", err)
+		os.Exit(1)
+	}
+}
+
+// validate checks the flags and derives the workload's number of keys.
+func (c *config) validate() error {
+	switch {
+	case c.system != "exactly" && c.system != "flink":
+		return fmt.Errorf("--system is %q: use exactly or flink", c.system)
+	case c.backend != "pebble" && c.backend != "heap":
+		return fmt.Errorf("--state is %q: use pebble or heap", c.backend)
+	case c.stateGB <= 0:
+		return fmt.Errorf("--state-gb is %v: use a positive size", c.stateGB)
+	case c.work.ValueBytes < 8:
+		return fmt.Errorf("--value-bytes is %d: use at least 8 (a value starts with its write count)", c.work.ValueBytes)
+	case c.parallelism < 1:
+		return fmt.Errorf("--parallelism is %d: use at least 1", c.parallelism)
+	case c.interval <= 0:
+		return fmt.Errorf("--interval is %v: use a positive duration", c.interval)
+	case c.bucketGB <= 0:
+		return fmt.Errorf("--bucket-gb is %v: use a positive size", c.bucketGB)
+	case c.system == "flink" && strings.HasPrefix(c.checkpoints, "s3://"):
+		return errors.New("--checkpoints: the Flink peer checkpoints to a local directory only (Flink's S3 file systems are plugins)")
+	case (c.restore || c.restoreOnly || c.download) && c.system != "exactly":
+		return errors.New("--restore, --restore-only and --download measure exactly only")
+	case c.download && !strings.HasPrefix(c.checkpoints, "s3://"):
+		return errors.New("--download needs --checkpoints s3://…")
+	}
+	c.work.Keys = uint64(c.stateGB * gib / float64(c.work.ValueBytes))
+	if c.checkpoints == "" {
+		c.checkpoints = filepath.Join(c.dir, "checkpoints")
+	}
+	return nil
+}
+
+// run runs the benchmark that c selects.
+func run(ctx context.Context, c config) error {
+	if err := os.MkdirAll(c.dir, 0o755); err != nil {
+		return err
+	}
+	limit := "none"
+	if l := debug.SetMemoryLimit(-1); l != 1<<63-1 {
+		limit = bytesStr(l)
+	}
+	backend := c.backend
+	if c.system == "flink" {
+		backend = "rocksdb, incremental checkpoints"
+	}
+	fmt.Printf("state-bench: %s (%s), %d keys × %d B = %s of values, %d updates per insert (%d events), parallelism %d, checkpoints every %v to %s, rate %s, GOMEMLIMIT %s, RSS cap %d MiB, %s\n",
+		c.system, backend, c.work.Keys, c.work.ValueBytes, bytesStr(int64(c.work.Keys)*int64(c.work.ValueBytes)),
+		c.work.UpdatesPerInsert, c.work.events(), c.parallelism, c.interval, c.checkpoints, rateOrMax(c.rate), limit, c.rssCapMiB,
+		time.Now().UTC().Format("2006-01-02 15:04 UTC"))
+	if c.system == "flink" {
+		return runFlink(ctx, c)
+	}
+	if c.cpuProfile != "" {
+		f, err := os.Create(c.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	return runExactly(ctx, c)
+}
+
+func rateOrMax(r float64) string {
+	if r == 0 {
+		return "unlimited"
+	}
+	return rateStr(r) + " events/s"
+}

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+)
+
+// s3Prefix is the bucket and prefix of an s3:// checkpoint location, through
+// a plain minio-go client (credentials from AWS_ACCESS_KEY_ID and
+// AWS_SECRET_ACCESS_KEY).
+type s3Prefix struct {
+	cl     *minio.Client
+	name   string
+	prefix string // ends with "/"
+}
+
+// openBucket parses location, s3://bucket/prefix?endpoint=[http://]host:port.
+func openBucket(location string) (*s3Prefix, error) {
+	u, err := url.Parse(location)
+	if err != nil || u.Scheme != "s3" || u.Host == "" || strings.Trim(u.Path, "/") == "" {
+		return nil, fmt.Errorf("checkpoints %q: want s3://bucket/prefix?endpoint=host:port", location)
+	}
+	ep := u.Query().Get("endpoint")
+	secure := !strings.HasPrefix(ep, "http://")
+	ep = strings.TrimPrefix(strings.TrimPrefix(ep, "http://"), "https://")
+	cl, err := minio.New(ep, &minio.Options{Creds: credentials.NewEnvAWS(), Secure: secure, Region: u.Query().Get("region")})
+	if err != nil {
+		return nil, err
+	}
+	return &s3Prefix{cl: cl, name: u.Host, prefix: strings.Trim(u.Path, "/") + "/"}, nil
+}
+
+// objects lists the objects under the prefix and sub (a "folder" of it,
+// "" for all).
+func (b *s3Prefix) objects(ctx context.Context, sub string) ([]minio.ObjectInfo, error) {
+	var out []minio.ObjectInfo
+	for o := range b.cl.ListObjects(ctx, b.name, minio.ListObjectsOptions{Prefix: b.prefix + sub, Recursive: true}) {
+		if o.Err != nil {
+			return nil, o.Err
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// checkEmpty fails unless the checkpoint storage at location holds
+// nothing: a run must start afresh, not resume an earlier run's job.
+func checkEmpty(ctx context.Context, location string) error {
+	if !isS3(location) {
+		entries, err := os.ReadDir(location)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		if len(entries) > 0 {
+			return fmt.Errorf("checkpoints %s: not empty: delete it, or give another directory", location)
+		}
+		return nil
+	}
+	b, err := openBucket(location)
+	if err != nil {
+		return err
+	}
+	objs, err := b.objects(ctx, "")
+	if err != nil {
+		return err
+	}
+	if len(objs) > 0 {
+		return fmt.Errorf("checkpoints %s: %d objects under the prefix: delete them, or give another prefix", location, len(objs))
+	}
+	return nil
+}
+
+// removeCheckpoints deletes the checkpoint storage at location: the
+// directory, or every object under the prefix.
+func removeCheckpoints(ctx context.Context, location string) error {
+	if !isS3(location) {
+		return os.RemoveAll(location)
+	}
+	b, err := openBucket(location)
+	if err != nil {
+		return err
+	}
+	objs, err := b.objects(ctx, "")
+	if err != nil {
+		return err
+	}
+	ch := make(chan minio.ObjectInfo, len(objs))
+	for _, o := range objs {
+		ch <- o
+	}
+	close(ch)
+	for e := range b.cl.RemoveObjects(ctx, b.name, ch, minio.RemoveObjectsOptions{}) {
+		if e.Err != nil {
+			return fmt.Errorf("deleting %s: %w", e.ObjectName, e.Err)
+		}
+	}
+	return nil
+}
+
+// measureDownload downloads every shared file under the checkpoint prefix
+// with plain GETs into io.Discard, one at a time (as a restore does) and
+// with four at a time, and prints the rates: the server's bandwidth that
+// the restore is held against.
+func measureDownload(ctx context.Context, location string) error {
+	b, err := openBucket(location)
+	if err != nil {
+		return err
+	}
+	objs, err := b.objects(ctx, "shared/")
+	if err != nil {
+		return err
+	}
+	var size int64
+	for _, o := range objs {
+		size += o.Size
+	}
+	for _, streams := range []int{1, 4} {
+		start := time.Now()
+		if err := b.download(ctx, objs, streams); err != nil {
+			return err
+		}
+		d := time.Since(start)
+		fmt.Printf("download: %d shared files, %s, %d at a time: %v, %.1f MB/s\n", len(objs), bytesStr(size), streams, d.Round(time.Millisecond), float64(size)/1e6/d.Seconds())
+	}
+	return nil
+}
+
+// download GETs objs with streams requests in flight.
+func (b *s3Prefix) download(ctx context.Context, objs []minio.ObjectInfo, streams int) error {
+	work := make(chan minio.ObjectInfo)
+	errs := make(chan error, streams)
+	var wg sync.WaitGroup
+	for range streams {
+		wg.Go(func() {
+			for o := range work {
+				obj, err := b.cl.GetObject(ctx, b.name, o.Key, minio.GetObjectOptions{})
+				if err == nil {
+					var n int64
+					n, err = io.Copy(io.Discard, obj)
+					obj.Close()
+					if err == nil && n != o.Size {
+						err = fmt.Errorf("%s: read %d bytes of %d", o.Key, n, o.Size)
+					}
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	var err error
+feed:
+	for _, o := range objs {
+		select {
+		case work <- o:
+		case err = <-errs:
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	return errors.Join(err, <-errs)
+}
