@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -73,14 +74,19 @@ func TestBrokerRestartAroundPrepare(t *testing.T) {
 		if err := json.Unmarshal(data, &rec); err != nil {
 			t.Fatalf("committable %s: %v", data, err)
 		}
-		desc, err := adm.DescribeTransactions(ctx, rec.TxnID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, err := desc.On(rec.TxnID, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		// The admin client's connection may have been cut by the
+		// restart: its first request can answer EOF.
+		var d kadm.DescribedTransaction
+		waitFor(t, 30*time.Second, "the coordinator to describe "+rec.TxnID, func() bool {
+			desc, err := adm.DescribeTransactions(ctx, rec.TxnID)
+			if err == nil {
+				d, err = desc.On(rec.TxnID, nil)
+			}
+			if err != nil {
+				t.Logf("round %d: describing %s: %v; asking again", round, rec.TxnID, err)
+			}
+			return err == nil
+		})
 		t.Logf("round %d: %s recorded producer %d epoch %d; the coordinator has producer %d epoch %d, state %s",
 			round, rec.TxnID, rec.PID, rec.Epoch, d.ProducerID, d.ProducerEpoch, d.State)
 		if d.ProducerID != rec.PID || d.ProducerEpoch != rec.Epoch || d.State != "Ongoing" {
