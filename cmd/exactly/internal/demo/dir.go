@@ -26,7 +26,7 @@ func PrepareDir(dir string, resume bool) error {
 	case len(entries) == 0:
 	default:
 		if _, err := os.Stat(filepath.Join(dir, dirMarker)); err != nil {
-			return fmt.Errorf("demo: --dir %s holds %d files the demo did not create (no %s in it): give a new or empty directory", dir, len(entries), dirMarker)
+			return fmt.Errorf("demo: --dir %s is not empty and the demo did not create it (no %s in it): give a new or empty directory", dir, dirMarker)
 		}
 		if resume {
 			return nil
