@@ -66,6 +66,9 @@ type node struct {
 // New returns an empty job. The name is recorded in checkpoints.
 func New(name string) *Job { return &Job{name: name} }
 
+// Name returns the name the job was created with.
+func (j *Job) Name() string { return j.name }
+
 // SetStateBackend chooses where the keyed state of the job's keyed
 // operators ([Process], [WindowAggregate]) lives: by default on the heap;
 // state.BackendConfig{Kind: state.PebbleBackend, Dir: dir} keeps it on disk

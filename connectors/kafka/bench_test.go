@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactlyonce/exactly/connectors/kafka"
+	"github.com/exactlyonce/exactly/internal/kafkatest"
 	"github.com/exactlyonce/exactly/internal/testenv"
 	"github.com/exactlyonce/exactly/stream"
 )
@@ -29,7 +30,7 @@ func mapJob(b *testing.B, brokers, in, out string, g kafka.Guarantee, bounded bo
 		b.Fatal(err)
 	}
 	snk, err := kafka.NewSink(kafka.SinkOptions{Conn: kafka.Conn{Brokers: []string{brokers}}, Topic: out, Guarantee: g,
-		TransactionalIDPrefix: uniqueName("bench-txn"), TransactionTimeout: time.Minute},
+		TransactionalIDPrefix: kafkatest.UniqueName("bench-txn"), TransactionTimeout: time.Minute},
 		func(v []byte) (kafka.Message, error) { return kafka.Message{Value: v}, nil })
 	if err != nil {
 		b.Fatal(err)
@@ -63,10 +64,10 @@ func BenchmarkKafkaToKafka(b *testing.B) {
 
 // benchThroughput runs the job over a backlog and returns records/s.
 func benchThroughput(b *testing.B, brokers string, g kafka.Guarantee) float64 {
-	adm := admin(b, brokers)
-	in, out := uniqueName("bench-in"), uniqueName("bench-out")
-	createTopic(b, adm, in, 4)
-	createTopic(b, adm, out, 4)
+	adm := kafkatest.Admin(b, brokers)
+	in, out := kafkatest.UniqueName("bench-in"), kafkatest.UniqueName("bench-out")
+	kafkatest.CreateTopic(b, adm, in, 4)
+	kafkatest.CreateTopic(b, adm, out, 4)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.DefaultProduceTopic(in))
 	if err != nil {
 		b.Fatal(err)
@@ -103,10 +104,10 @@ func benchThroughput(b *testing.B, brokers string, g kafka.Guarantee) float64 {
 // benchLatency feeds the running job at benchRate for benchSpan and
 // returns the p50 and p99 of the time from production to visibility.
 func benchLatency(b *testing.B, brokers string, g kafka.Guarantee) (p50, p99 time.Duration) {
-	adm := admin(b, brokers)
-	in, out := uniqueName("lat-in"), uniqueName("lat-out")
-	createTopic(b, adm, in, 4)
-	createTopic(b, adm, out, 4)
+	adm := kafkatest.Admin(b, brokers)
+	in, out := kafkatest.UniqueName("lat-in"), kafkatest.UniqueName("lat-out")
+	kafkatest.CreateTopic(b, adm, in, 4)
+	kafkatest.CreateTopic(b, adm, out, 4)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	j := mapJob(b, brokers, in, out, g, false)

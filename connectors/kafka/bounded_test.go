@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/exactlyonce/exactly/connectors/kafka"
+	"github.com/exactlyonce/exactly/internal/kafkatest"
 	"github.com/exactlyonce/exactly/internal/testenv"
 	"github.com/exactlyonce/exactly/source"
 )
@@ -58,9 +59,9 @@ func openSplit(t *testing.T, src *kafka.Source[string], split string, pos []byte
 // after a failover).
 func TestBoundedEndFixedAtFirstOpen(t *testing.T) {
 	brokers := testenv.Kafka(t)
-	adm := admin(t, brokers)
-	topic := uniqueName("bounded")
-	createTopic(t, adm, topic, 1)
+	adm := kafkatest.Admin(t, brokers)
+	topic := kafkatest.UniqueName("bounded")
+	kafkatest.CreateTopic(t, adm, topic, 1)
 	produceInput(t, brokers, topic, 1, 3000)
 	src, err := kafka.NewSource(kafka.SourceOptions{Conn: kafka.Conn{Brokers: []string{brokers}}, Topics: []string{topic}, Bounded: true}, kafka.String())
 	if err != nil {
@@ -89,9 +90,9 @@ func TestBoundedEndFixedAtFirstOpen(t *testing.T) {
 // split then reads on past the bounded run's end.
 func TestUnboundedRestoreOfBoundedRun(t *testing.T) {
 	brokers := testenv.Kafka(t)
-	adm := admin(t, brokers)
-	topic := uniqueName("unbound")
-	createTopic(t, adm, topic, 1)
+	adm := kafkatest.Admin(t, brokers)
+	topic := kafkatest.UniqueName("unbound")
+	kafkatest.CreateTopic(t, adm, topic, 1)
 	produceInput(t, brokers, topic, 1, 10)
 	conn := kafka.Conn{Brokers: []string{brokers}}
 	bounded, err := kafka.NewSource(kafka.SourceOptions{Conn: conn, Topics: []string{topic}, Bounded: true}, kafka.String())

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/exactlyonce/exactly/internal/kafkatest"
 	"github.com/exactlyonce/exactly/internal/testenv"
 	"github.com/exactlyonce/exactly/stream"
 )
@@ -23,10 +24,10 @@ func TestBrokerRestart(t *testing.T) {
 		t.Skipf("the broker at %s was not started by scripts/kafka.sh: cannot restart it", brokers)
 	}
 	const keys, perKey = 20, 1500
-	adm := admin(t, brokers)
-	in, out, prefix := uniqueName("bounce-in"), uniqueName("bounce-out"), uniqueName("bounce-txn")
-	createTopic(t, adm, in, 4)
-	createTopic(t, adm, out, 3)
+	adm := kafkatest.Admin(t, brokers)
+	in, out, prefix := kafkatest.UniqueName("bounce-in"), kafkatest.UniqueName("bounce-out"), kafkatest.UniqueName("bounce-txn")
+	kafkatest.CreateTopic(t, adm, in, 4)
+	kafkatest.CreateTopic(t, adm, out, 3)
 	produceInput(t, brokers, in, keys, perKey)
 	j, err := countJob(brokers, in, out, prefix, 2, 200*time.Millisecond, 500*time.Microsecond)
 	if err != nil {
@@ -61,7 +62,7 @@ func TestBrokerRestart(t *testing.T) {
 	case <-time.After(3 * time.Minute):
 		t.Fatal("the job did not finish within 3 minutes of the last broker restart")
 	}
-	checkCounts(t, readCommitted(t, brokers, out, keys*perKey, time.Minute), keys, perKey)
+	checkCounts(t, kafkatest.ReadCommitted(t, brokers, out, keys*perKey, time.Minute), keys, perKey)
 	if ids := openTransactions(t, adm, prefix); len(ids) > 0 {
 		t.Errorf("transactions left open: %v", ids)
 	}

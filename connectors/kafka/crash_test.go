@@ -9,6 +9,7 @@ import (
 
 	"github.com/exactlyonce/exactly/internal/crashtest"
 	"github.com/exactlyonce/exactly/internal/crashtest/crashtesting"
+	"github.com/exactlyonce/exactly/internal/kafkatest"
 	"github.com/exactlyonce/exactly/internal/testenv"
 	"github.com/exactlyonce/exactly/stream"
 )
@@ -45,15 +46,15 @@ func crashRun(t *testing.T, o crashtest.Options) {
 		runCrashChild(t, brokers)
 		return
 	}
-	adm := admin(t, brokers)
-	in, out, prefix := uniqueName("crash-in"), uniqueName("crash-out"), uniqueName("crash-txn")
-	createTopic(t, adm, in, 4)
-	createTopic(t, adm, out, 3)
+	adm := kafkatest.Admin(t, brokers)
+	in, out, prefix := kafkatest.UniqueName("crash-in"), kafkatest.UniqueName("crash-out"), kafkatest.UniqueName("crash-txn")
+	kafkatest.CreateTopic(t, adm, in, 4)
+	kafkatest.CreateTopic(t, adm, out, 3)
 	produceInput(t, brokers, in, crashKeys, crashPerKey)
 	o.Env = append(o.Env, "KT_IN="+in, "KT_OUT="+out, "KT_PREFIX="+prefix, "KT_CKPT="+filepath.Join(t.TempDir(), "ckpt"))
 	rep := crashtesting.Run(t, o)
 	t.Log(rep)
-	checkCounts(t, readCommitted(t, brokers, out, crashKeys*crashPerKey, time.Minute), crashKeys, crashPerKey)
+	checkCounts(t, kafkatest.ReadCommitted(t, brokers, out, crashKeys*crashPerKey, time.Minute), crashKeys, crashPerKey)
 	if ids := openTransactions(t, adm, prefix); len(ids) > 0 {
 		t.Errorf("transactions left open: %v", ids)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/exactlyonce/exactly/connectors/file"
 	"github.com/exactlyonce/exactly/connectors/kafka"
+	"github.com/exactlyonce/exactly/internal/kafkatest"
 	"github.com/exactlyonce/exactly/internal/testenv"
 	"github.com/exactlyonce/exactly/stream"
 )
@@ -85,9 +86,9 @@ func readLines(t *testing.T, dir string) []string {
 // error naming the record and the fix.
 func TestDeadLetters(t *testing.T) {
 	brokers := testenv.Kafka(t)
-	adm := admin(t, brokers)
-	topic := uniqueName("poison")
-	createTopic(t, adm, topic, 3)
+	adm := kafkatest.Admin(t, brokers)
+	topic := kafkatest.UniqueName("poison")
+	kafkatest.CreateTopic(t, adm, topic, 3)
 	good, bad := producePoisoned(t, brokers, topic, 300)
 
 	dir := t.TempDir()

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactlyonce/exactly/connectors/kafka"
+	"github.com/exactlyonce/exactly/internal/kafkatest"
 	"github.com/exactlyonce/exactly/internal/testenv"
 	"github.com/exactlyonce/exactly/stream"
 )
@@ -21,10 +22,10 @@ import (
 // checkpoints reach the consumer group (CommitOffsets).
 func TestPartitionsDiscoveredWhileRunning(t *testing.T) {
 	brokers := testenv.Kafka(t)
-	adm := admin(t, brokers)
-	in, out := uniqueName("disc-in"), uniqueName("disc-out")
-	createTopic(t, adm, in, 1)
-	createTopic(t, adm, out, 1)
+	adm := kafkatest.Admin(t, brokers)
+	in, out := kafkatest.UniqueName("disc-in"), kafkatest.UniqueName("disc-out")
+	kafkatest.CreateTopic(t, adm, in, 1)
+	kafkatest.CreateTopic(t, adm, out, 1)
 	produce := func(partition int32, from, n int) {
 		t.Helper()
 		cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.RecordPartitioner(kgo.ManualPartitioner()))
@@ -42,14 +43,14 @@ func TestPartitionsDiscoveredWhileRunning(t *testing.T) {
 	}
 	produce(0, 0, 100)
 
-	group := uniqueName("disc-group")
+	group := kafkatest.UniqueName("disc-group")
 	src, err := kafka.NewSource(kafka.SourceOptions{Conn: kafka.Conn{Brokers: []string{brokers}}, Topics: []string{in},
 		DiscoveryInterval: 100 * time.Millisecond, Group: group, CommitOffsets: true}, kafka.String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	snk, err := kafka.NewSink(kafka.SinkOptions{Conn: kafka.Conn{Brokers: []string{brokers}}, Topic: out,
-		TransactionalIDPrefix: uniqueName("disc"), TransactionTimeout: time.Minute, CheckpointInterval: 100 * time.Millisecond},
+		TransactionalIDPrefix: kafkatest.UniqueName("disc"), TransactionTimeout: time.Minute, CheckpointInterval: 100 * time.Millisecond},
 		func(v kafka.Record[string]) (kafka.Message, error) { return kafka.Message{Value: []byte(v.Value)}, nil })
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +63,7 @@ func TestPartitionsDiscoveredWhileRunning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := readCommitted(t, brokers, out, 100, 30*time.Second); len(got) != 100 {
+	if got := kafkatest.ReadCommitted(t, brokers, out, 100, 30*time.Second); len(got) != 100 {
 		t.Fatalf("%d records copied before the new partitions, want 100", len(got))
 	}
 	if _, err := adm.CreatePartitions(context.Background(), 2, in); err != nil {
@@ -70,7 +71,7 @@ func TestPartitionsDiscoveredWhileRunning(t *testing.T) {
 	}
 	produce(1, 100, 100)
 	produce(2, 200, 100)
-	got := readCommitted(t, brokers, out, 300, 60*time.Second)
+	got := kafkatest.ReadCommitted(t, brokers, out, 300, 60*time.Second)
 	var committed int64
 	for deadline := time.Now().Add(30 * time.Second); committed != 300 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		offsets, err := adm.FetchOffsets(context.Background(), group)

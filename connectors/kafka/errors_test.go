@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactlyonce/exactly/connectors/kafka"
+	"github.com/exactlyonce/exactly/internal/kafkatest"
 	"github.com/exactlyonce/exactly/internal/testenv"
 	"github.com/exactlyonce/exactly/sink"
 )
@@ -54,21 +55,21 @@ func TestUnreachableBrokers(t *testing.T) {
 func TestMissingTopicAndBadRecord(t *testing.T) {
 	brokers := testenv.Kafka(t)
 	conn := kafka.Conn{Brokers: []string{brokers}}
-	src, err := kafka.NewSource(kafka.SourceOptions{Conn: conn, Topics: []string{uniqueName("missing")}}, kafka.String())
+	src, err := kafka.NewSource(kafka.SourceOptions{Conn: conn, Topics: []string{kafkatest.UniqueName("missing")}}, kafka.String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = src.Splits(context.Background())
 	wantErr(t, err, "does not exist")
-	snk, err := kafka.NewSink(kafka.SinkOptions{Conn: conn, Topic: uniqueName("missing")}, func(string) (kafka.Message, error) { return kafka.Message{}, nil })
+	snk, err := kafka.NewSink(kafka.SinkOptions{Conn: conn, Topic: kafkatest.UniqueName("missing")}, func(string) (kafka.Message, error) { return kafka.Message{}, nil })
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = snk.NewWriter(context.Background(), sink.WriterInfo{Job: "t", Sink: "out"})
 	wantErr(t, err, "SinkOptions.Topic", "does not exist")
 
-	topic := uniqueName("badjson")
-	createTopic(t, admin(t, brokers), topic, 1)
+	topic := kafkatest.UniqueName("badjson")
+	kafkatest.CreateTopic(t, kafkatest.Admin(t, brokers), topic, 1)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.DefaultProduceTopic(topic))
 	if err != nil {
 		t.Fatal(err)

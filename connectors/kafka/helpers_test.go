@@ -3,7 +3,6 @@ package kafka_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,67 +15,6 @@ import (
 	"github.com/exactlyonce/exactly/state"
 	"github.com/exactlyonce/exactly/stream"
 )
-
-// admin returns an admin client of the test broker.
-func admin(t testing.TB, brokers string) *kadm.Client {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return kadm.NewClient(cl)
-}
-
-// uniqueName returns a name not used by earlier runs.
-func uniqueName(prefix string) string {
-	return fmt.Sprintf("%s-%d-%04d", prefix, time.Now().UnixNano(), rand.IntN(10000))
-}
-
-// createTopic creates a topic with partitions partitions.
-func createTopic(t testing.TB, adm *kadm.Client, name string, partitions int32) {
-	t.Helper()
-	resp, err := adm.CreateTopic(context.Background(), partitions, 1, nil, name)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		t.Fatalf("create topic %s: %v", name, err)
-	}
-	// The broker answers CreateTopics before its metadata lists every
-	// partition with a leader: a client asking at once can be told the
-	// topic does not exist (seen in CI: TestLegacyPrefixUpgrade).
-	waitFor(t, 30*time.Second, "topic "+name+" in the metadata with a leader per partition", func() bool {
-		md, err := adm.Metadata(context.Background(), name)
-		td, ok := md.Topics[name]
-		if err != nil || !ok || td.Err != nil || len(td.Partitions) != int(partitions) {
-			return false
-		}
-		for _, p := range td.Partitions {
-			if p.Err != nil || p.Leader < 0 {
-				return false
-			}
-		}
-		return true
-	})
-	t.Cleanup(func() {
-		if _, err := adm.DeleteTopics(context.Background(), name); err != nil {
-			t.Logf("delete topic %s: %v", name, err)
-		}
-	})
-}
-
-// waitFor polls cond until it holds, failing the test after timeout with
-// what it waited for. The broker's state has no change notification, so
-// polling it is the deterministic wait.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s", timeout, what)
-		}
-	}
-}
 
 // knownTransactionalIDs lists the transactional ids with prefix that the
 // broker knows, in any state.
@@ -133,36 +71,6 @@ func produceInput(t testing.TB, brokers, topic string, keys, perKey int) {
 	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// readCommitted reads topic from the start with read_committed isolation
-// until want records arrived and nothing more came for a second, or
-// timeout passed.
-func readCommitted(t testing.TB, brokers, topic string, want int, timeout time.Duration) []*kgo.Record {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.ConsumeTopics(topic),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	var out []*kgo.Record
-	deadline := time.Now().Add(timeout)
-	idleSince := time.Now()
-	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		fs := cl.PollFetches(ctx)
-		cancel()
-		n := len(out)
-		out = append(out, fs.Records()...)
-		if len(out) > n {
-			idleSince = time.Now()
-		}
-		if len(out) >= want && time.Since(idleSince) > time.Second {
-			break
-		}
-	}
-	return out
 }
 
 // openTransactions lists the transactional ids with prefix that hold an

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactlyonce/exactly/connectors/kafka"
+	"github.com/exactlyonce/exactly/internal/kafkatest"
 	"github.com/exactlyonce/exactly/internal/testenv"
 	"github.com/exactlyonce/exactly/sink"
 )
@@ -24,13 +25,13 @@ import (
 // 20261211, where it lasted until the transaction timeout).
 func TestAbortedCommitBehindAnotherOpenTransaction(t *testing.T) {
 	brokers := testenv.Kafka(t)
-	adm := admin(t, brokers)
-	topic, prefix := uniqueName("behind"), uniqueName("behind-txn")
-	createTopic(t, adm, topic, 1)
+	adm := kafkatest.Admin(t, brokers)
+	topic, prefix := kafkatest.UniqueName("behind"), kafkatest.UniqueName("behind-txn")
+	kafkatest.CreateTopic(t, adm, topic, 1)
 	ctx := context.Background()
 
 	// Another producer's transaction, open before ours, holds the LSO.
-	holder, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.TransactionalID(uniqueName("holder")), kgo.DefaultProduceTopic(topic))
+	holder, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.TransactionalID(kafkatest.UniqueName("holder")), kgo.DefaultProduceTopic(topic))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func TestAbortedCommitBehindAnotherOpenTransaction(t *testing.T) {
 func TestOutcomeFarBehindTheRecords(t *testing.T) {
 	brokers := testenv.Kafka(t)
 	defer kafka.SetOutcomeFetchBytes(4 << 10)()
-	adm := admin(t, brokers)
+	adm := kafkatest.Admin(t, brokers)
 	ctx := context.Background()
 	other, err := kgo.NewClient(kgo.SeedBrokers(brokers))
 	if err != nil {
@@ -114,8 +115,8 @@ func TestOutcomeFarBehindTheRecords(t *testing.T) {
 	}
 
 	t.Run("aborted", func(t *testing.T) {
-		topic, prefix := uniqueName("far-abort"), uniqueName("far-abort-txn")
-		createTopic(t, adm, topic, 1)
+		topic, prefix := kafkatest.UniqueName("far-abort"), kafkatest.UniqueName("far-abort-txn")
+		kafkatest.CreateTopic(t, adm, topic, 1)
 		s := bytesSink(t, brokers, topic, prefix)
 		cm := prepare(t, s, 0, 1, "ours-1", "ours-2")
 		writeOthers(topic)
@@ -138,8 +139,8 @@ func TestOutcomeFarBehindTheRecords(t *testing.T) {
 	})
 
 	t.Run("committed", func(t *testing.T) {
-		topic, prefix := uniqueName("far-commit"), uniqueName("far-commit-txn")
-		createTopic(t, adm, topic, 1)
+		topic, prefix := kafkatest.UniqueName("far-commit"), kafkatest.UniqueName("far-commit-txn")
+		kafkatest.CreateTopic(t, adm, topic, 1)
 		s := bytesSink(t, brokers, topic, prefix)
 		cm := prepare(t, s, 0, 1, "ours-1", "ours-2")
 		writeOthers(topic)

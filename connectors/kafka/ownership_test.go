@@ -13,6 +13,7 @@ import (
 
 	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/connectors/kafka"
+	"github.com/exactlyonce/exactly/internal/kafkatest"
 	"github.com/exactlyonce/exactly/internal/testenv"
 	"github.com/exactlyonce/exactly/sink"
 	"github.com/exactlyonce/exactly/stream"
@@ -88,16 +89,16 @@ func start(t *testing.T, c sink.Committer, restored checkpoint.ID, committables 
 // that another producer took the ids over.
 func TestDefaultPrefixUnambiguous(t *testing.T) {
 	brokers := testenv.Kafka(t)
-	adm := admin(t, brokers)
-	topic, u := uniqueName("prefix"), uniqueName("orders")
+	adm := kafkatest.Admin(t, brokers)
+	topic, u := kafkatest.UniqueName("prefix"), kafkatest.UniqueName("orders")
 	if a, b := kafka.DefaultTransactionalIDPrefix(u+"-v2", "totals"), kafka.DefaultTransactionalIDPrefix(u, "v2-totals"); a == b {
 		t.Fatalf("jobs %q and %q: the same default prefix %q", u+"-v2", u, a)
 	}
-	createTopic(t, adm, topic, 1)
+	kafkatest.CreateTopic(t, adm, topic, 1)
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name, prefix string
-	}{{"default", ""}, {"explicit-shared", uniqueName("shared")}} {
+	}{{"default", ""}, {"explicit-shared", kafkatest.UniqueName("shared")}} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := sink.WriterInfo{Job: u + "-" + tc.name + "-v2", Sink: "totals", Parallelism: 1}
 			b := sink.WriterInfo{Job: u + "-" + tc.name, Sink: "v2-totals", Parallelism: 1}
@@ -135,9 +136,9 @@ func TestDefaultPrefixUnambiguous(t *testing.T) {
 // transactions and aborts that run's lingering ones.
 func TestLegacyPrefixUpgrade(t *testing.T) {
 	brokers := testenv.Kafka(t)
-	adm := admin(t, brokers)
-	topic, job := uniqueName("legacy"), uniqueName("legacy-job")
-	createTopic(t, adm, topic, 1)
+	adm := kafkatest.Admin(t, brokers)
+	topic, job := kafkatest.UniqueName("legacy"), kafkatest.UniqueName("legacy-job")
+	kafkatest.CreateTopic(t, adm, topic, 1)
 	ctx := context.Background()
 	legacyPrefix := "exactly-" + job + "-out"
 	old := ownedSink(t, brokers, topic, legacyPrefix) // what the former default made
@@ -151,7 +152,7 @@ func TestLegacyPrefixUpgrade(t *testing.T) {
 	if err := ownedWriter(t, old, info1).Write(ctx, []string{"open"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "two open transactions", func() bool { return len(openTransactions(t, adm, legacyPrefix)) == 2 })
+	kafkatest.WaitFor(t, 10*time.Second, "two open transactions", func() bool { return len(openTransactions(t, adm, legacyPrefix)) == 2 })
 	start(t, ownedCommitter(t, ownedSink(t, brokers, topic, ""), info), 1, sink.Committable{Checkpoint: 1, Data: data})
 	if ids := openTransactions(t, adm, legacyPrefix); len(ids) > 0 {
 		t.Errorf("open transactions under the former default prefix after the upgrade: %v", ids)
@@ -169,9 +170,9 @@ func TestLegacyPrefixUpgrade(t *testing.T) {
 // checkpoint 3: both fail with sink.ErrFenced.
 func TestZombieCannotCommitAfterFence(t *testing.T) {
 	brokers := testenv.Kafka(t)
-	adm := admin(t, brokers)
-	topic, prefix := uniqueName("zombie"), uniqueName("zombie-txn")
-	createTopic(t, adm, topic, 1)
+	adm := kafkatest.Admin(t, brokers)
+	topic, prefix := kafkatest.UniqueName("zombie"), kafkatest.UniqueName("zombie-txn")
+	kafkatest.CreateTopic(t, adm, topic, 1)
 	ctx := context.Background()
 	oldOwner := sink.WriterInfo{Job: "t", Sink: "out", Parallelism: 1, Owner: sink.Owner{Incarnation: "inc", Epoch: 1}}
 	newOwner := oldOwner
@@ -189,7 +190,7 @@ func TestZombieCannotCommitAfterFence(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The zombie's writer has opened its next producer (slot 2) ahead.
-	waitFor(t, 10*time.Second, "the producer opened ahead", func() bool { return len(knownTransactionalIDs(t, adm, prefix)) == 3 })
+	kafkatest.WaitFor(t, 10*time.Second, "the producer opened ahead", func() bool { return len(knownTransactionalIDs(t, adm, prefix)) == 3 })
 
 	nc := ownedCommitter(t, ownedSink(t, brokers, topic, prefix), newOwner)
 	if err := nc.Fence(ctx, 2); err != nil {
@@ -229,7 +230,7 @@ func TestZombieCannotCommitAfterFence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the new owner's producer opened ahead", func() bool { return producerEpoch(t, adm, slot1) > fencedEpoch })
+	kafkatest.WaitFor(t, 10*time.Second, "the new owner's producer opened ahead", func() bool { return producerEpoch(t, adm, slot1) > fencedEpoch })
 	err = zc.Abort(ctx, sink.Committable{Checkpoint: 3, Data: uncovered})
 	t.Log(err)
 	if !errors.Is(err, sink.ErrFenced) {
@@ -269,9 +270,9 @@ func producerEpoch(t *testing.T, adm *kadm.Client, id string) int16 {
 // aborting it again succeeds.
 func TestAbortPreparedTransaction(t *testing.T) {
 	brokers := testenv.Kafka(t)
-	adm := admin(t, brokers)
-	topic, prefix := uniqueName("abort"), uniqueName("abort-txn")
-	createTopic(t, adm, topic, 1)
+	adm := kafkatest.Admin(t, brokers)
+	topic, prefix := kafkatest.UniqueName("abort"), kafkatest.UniqueName("abort-txn")
+	kafkatest.CreateTopic(t, adm, topic, 1)
 	ctx := context.Background()
 	info := sink.WriterInfo{Job: "t", Sink: "out", Parallelism: 1, Owner: sink.Owner{Incarnation: "inc", Epoch: 1}}
 	s := ownedSink(t, brokers, topic, prefix)
@@ -299,10 +300,10 @@ func TestAbortPreparedTransaction(t *testing.T) {
 // the output at once instead of after transaction.timeout.ms.
 func TestCleanStopAbortsOpenTransaction(t *testing.T) {
 	brokers := testenv.Kafka(t)
-	adm := admin(t, brokers)
-	in, out, prefix := uniqueName("stop-in"), uniqueName("stop-out"), uniqueName("stop-txn")
-	createTopic(t, adm, in, 1)
-	createTopic(t, adm, out, 1)
+	adm := kafkatest.Admin(t, brokers)
+	in, out, prefix := kafkatest.UniqueName("stop-in"), kafkatest.UniqueName("stop-out"), kafkatest.UniqueName("stop-txn")
+	kafkatest.CreateTopic(t, adm, in, 1)
+	kafkatest.CreateTopic(t, adm, out, 1)
 	produceInput(t, brokers, in, 1, 10)
 	src, err := kafka.NewSource(kafka.SourceOptions{Conn: kafka.Conn{Brokers: []string{brokers}}, Topics: []string{in}}, kafka.String())
 	if err != nil {
@@ -314,7 +315,7 @@ func TestCleanStopAbortsOpenTransaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j := stream.New(uniqueName("stop"))
+	j := stream.New(kafkatest.UniqueName("stop"))
 	stream.SinkTo(stream.Source(j, "in", src), "out", snk)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -322,7 +323,7 @@ func TestCleanStopAbortsOpenTransaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the sink's transaction to open", func() bool { return len(openTransactions(t, adm, prefix)) == 1 })
+	kafkatest.WaitFor(t, 30*time.Second, "the sink's transaction to open", func() bool { return len(openTransactions(t, adm, prefix)) == 1 })
 	cancel()
 	if err := r.Wait(); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Wait = %v, want context.Canceled", err)

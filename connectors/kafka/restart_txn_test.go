@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/internal/kafkatest"
 	"github.com/exactlyonce/exactly/internal/testenv"
 	"github.com/exactlyonce/exactly/sink"
 )
@@ -47,9 +48,9 @@ func TestBrokerRestartAroundPrepare(t *testing.T) {
 			t.Fatalf("restarting the broker %s: %v\n%s", when, err, o)
 		}
 	}
-	adm := admin(t, brokers)
-	topic, prefix := uniqueName("bounce-prep"), uniqueName("bounce-prep-txn")
-	createTopic(t, adm, topic, 1)
+	adm := kafkatest.Admin(t, brokers)
+	topic, prefix := kafkatest.UniqueName("bounce-prep"), kafkatest.UniqueName("bounce-prep-txn")
+	kafkatest.CreateTopic(t, adm, topic, 1)
 	ctx := context.Background()
 	info := sink.WriterInfo{Job: "t", Sink: "out", Parallelism: 1, Owner: sink.Owner{Incarnation: "inc", Epoch: 1}}
 	want := 0
@@ -77,7 +78,7 @@ func TestBrokerRestartAroundPrepare(t *testing.T) {
 		// The admin client's connection may have been cut by the
 		// restart: its first request can answer EOF.
 		var d kadm.DescribedTransaction
-		waitFor(t, 30*time.Second, "the coordinator to describe "+rec.TxnID, func() bool {
+		kafkatest.WaitFor(t, 30*time.Second, "the coordinator to describe "+rec.TxnID, func() bool {
 			desc, err := adm.DescribeTransactions(ctx, rec.TxnID)
 			if err == nil {
 				d, err = desc.On(rec.TxnID, nil)
@@ -99,7 +100,7 @@ func TestBrokerRestartAroundPrepare(t *testing.T) {
 		start(t, ownedCommitter(t, ownedSink(t, brokers, topic, prefix), info), checkpoint.ID(round), committed)
 		want += len(values)
 	}
-	got := readCommitted(t, brokers, topic, want, time.Minute)
+	got := kafkatest.ReadCommitted(t, brokers, topic, want, time.Minute)
 	seen := map[string]int{}
 	for _, r := range got {
 		seen[string(r.Value)]++

@@ -16,6 +16,7 @@ import (
 
 	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/connectors/kafka"
+	"github.com/exactlyonce/exactly/internal/kafkatest"
 	"github.com/exactlyonce/exactly/internal/testenv"
 	"github.com/exactlyonce/exactly/sink"
 )
@@ -109,7 +110,7 @@ func committer(t *testing.T, s *kafka.Sink[string]) sink.Committer {
 func values(t *testing.T, brokers, topic string, want int) []string {
 	t.Helper()
 	var vs []string
-	for _, r := range readCommitted(t, brokers, topic, want, 10*time.Second) {
+	for _, r := range kafkatest.ReadCommitted(t, brokers, topic, want, 10*time.Second) {
 		vs = append(vs, string(r.Value))
 	}
 	return vs
@@ -126,9 +127,9 @@ func TestCommitInNewProcess(t *testing.T) {
 		t.Run("tv"+strconv.Itoa(int(tv)), func(t *testing.T) {
 			old := setTransactionVersion(t, brokers, tv)
 			t.Cleanup(func() { setTransactionVersion(t, brokers, old) })
-			adm := admin(t, brokers)
-			topic, prefix := uniqueName("commit"), uniqueName("commit-txn")
-			createTopic(t, adm, topic, 2)
+			adm := kafkatest.Admin(t, brokers)
+			topic, prefix := kafkatest.UniqueName("commit"), kafkatest.UniqueName("commit-txn")
+			kafkatest.CreateTopic(t, adm, topic, 2)
 			ctx := context.Background()
 
 			cm := prepare(t, bytesSink(t, brokers, topic, prefix), 0, 1, "a", "b", "c")
@@ -191,9 +192,9 @@ func TestCommitInNewProcess(t *testing.T) {
 // aborts them all, so read_committed readers are not held back.
 func TestAbortLingeringLowerParallelism(t *testing.T) {
 	brokers := testenv.Kafka(t)
-	adm := admin(t, brokers)
-	topic, prefix := uniqueName("lower"), uniqueName("lower-txn")
-	createTopic(t, adm, topic, 1)
+	adm := kafkatest.Admin(t, brokers)
+	topic, prefix := kafkatest.UniqueName("lower"), kafkatest.UniqueName("lower-txn")
+	kafkatest.CreateTopic(t, adm, topic, 1)
 	ctx := context.Background()
 	s := bytesSink(t, brokers, topic, prefix)
 	for sub := range 3 {
@@ -214,7 +215,7 @@ func TestAbortLingeringLowerParallelism(t *testing.T) {
 	}
 	// A committed record after them is not readable: the LSO is held back.
 	produceCommitted(t, brokers, topic)
-	if got := readCommitted(t, brokers, topic, 1, 3*time.Second); len(got) != 0 {
+	if got := kafkatest.ReadCommitted(t, brokers, topic, 1, 3*time.Second); len(got) != 0 {
 		t.Fatalf("read %d records while transactions were open", len(got))
 	}
 	// Recovery with parallelism 1 (checkpoint 6 had no committables).
@@ -250,9 +251,9 @@ func produceCommitted(t *testing.T, brokers, topic string) {
 // Nothing is left open after Close.
 func TestWriterPool(t *testing.T) {
 	brokers := testenv.Kafka(t)
-	adm := admin(t, brokers)
-	topic, prefix := uniqueName("pool"), uniqueName("pool-txn")
-	createTopic(t, adm, topic, 2)
+	adm := kafkatest.Admin(t, brokers)
+	topic, prefix := kafkatest.UniqueName("pool"), kafkatest.UniqueName("pool-txn")
+	kafkatest.CreateTopic(t, adm, topic, 2)
 	ctx := context.Background()
 	s, err := kafka.NewSink(kafka.SinkOptions{Conn: kafka.Conn{Brokers: []string{brokers}}, Topic: topic,
 		TransactionalIDPrefix: prefix, TransactionTimeout: time.Minute, PoolSize: 2},

@@ -127,6 +127,11 @@ type SourceOptions struct {
 	// Topics are the topics to read. Set Topics or TopicRegex, not both.
 	// Every listed topic must exist.
 	Topics []string
+	// Partitions, when set, restricts the source to these partitions of
+	// each of Topics (a cluster's task reads one partition: see package
+	// cluster); a listed partition that does not exist is an error, and
+	// no new partition is discovered. Default: every partition.
+	Partitions []int32
 	// TopicRegex selects the topics to read by name (Go regexp syntax,
 	// matched against the whole name). Internal topics are never matched.
 	TopicRegex string
@@ -200,6 +205,19 @@ func (o *SourceOptions) validate() (*regexp.Regexp, error) {
 		if re, err = regexp.Compile("^(?:" + o.TopicRegex + ")$"); err != nil {
 			return nil, fmt.Errorf("kafka: SourceOptions.TopicRegex = %q is not a regular expression: %w", o.TopicRegex, err)
 		}
+	}
+	if len(o.Partitions) > 0 && o.TopicRegex != "" {
+		return nil, errors.New("kafka: SourceOptions.Partitions is set with TopicRegex: list the topics in Topics instead, or leave Partitions empty")
+	}
+	seen := map[int32]bool{}
+	for i, p := range o.Partitions {
+		if p < 0 {
+			return nil, fmt.Errorf("kafka: SourceOptions.Partitions[%d] = %d is negative: list partition numbers from 0", i, p)
+		}
+		if seen[p] {
+			return nil, fmt.Errorf("kafka: SourceOptions.Partitions[%d] = %d is listed twice: list each partition once", i, p)
+		}
+		seen[p] = true
 	}
 	if o.CommitOffsets && o.Group == "" {
 		return nil, errors.New("kafka: SourceOptions.CommitOffsets is set but Group is empty: name the consumer group to commit to")
@@ -284,7 +302,7 @@ func (s *Source[V]) CheckpointComplete(ctx context.Context, id checkpoint.ID, po
 
 // DiscoveryInterval implements source.Discoverer.
 func (s *Source[V]) DiscoveryInterval() time.Duration {
-	if s.opts.Bounded || s.opts.DiscoveryInterval < 0 {
+	if s.opts.Bounded || s.opts.DiscoveryInterval < 0 || len(s.opts.Partitions) > 0 {
 		return 0
 	}
 	return s.opts.DiscoveryInterval
@@ -339,6 +357,15 @@ func (s *Source[V]) Splits(ctx context.Context) ([]string, error) {
 	var ids []string
 	for _, d := range td.Sorted() {
 		if d.IsInternal || (s.re != nil && !s.re.MatchString(d.Topic)) {
+			continue
+		}
+		if len(s.opts.Partitions) > 0 {
+			for _, p := range s.opts.Partitions {
+				if _, ok := d.Partitions[p]; !ok {
+					return nil, fmt.Errorf("kafka: SourceOptions.Partitions lists partition %d, which topic %q (%d partitions) does not have: list existing partitions", p, d.Topic, len(d.Partitions))
+				}
+				ids = append(ids, d.Topic+"/"+strconv.Itoa(int(p)))
+			}
 			continue
 		}
 		for _, p := range d.Partitions.Sorted() {

@@ -1,0 +1,398 @@
+package cluster_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactlyonce/exactly/checkpoint/store"
+	"github.com/exactlyonce/exactly/cluster"
+	"github.com/exactlyonce/exactly/connectors/kafka"
+	"github.com/exactlyonce/exactly/internal/kafkatest"
+	"github.com/exactlyonce/exactly/internal/testenv"
+	"github.com/exactlyonce/exactly/state"
+	"github.com/exactlyonce/exactly/stream"
+)
+
+// The environment an instance process reads (TestClusterInstance).
+const (
+	envInstance = "EXACTLY_CLUSTER_INSTANCE" // the instance's name; set only in instance processes
+	envIn       = "EXACTLY_CLUSTER_IN"
+	envOut      = "EXACTLY_CLUSTER_OUT"
+	envGroup    = "EXACTLY_CLUSTER_GROUP"
+	envCkpt     = "EXACTLY_CLUSTER_CHECKPOINTS"
+)
+
+const (
+	clusterKeys   = 24
+	clusterPerKey = 250
+	// produceEvery paces the input so that records flow through every fault.
+	produceEvery = 6 * time.Millisecond
+	// sessionTimeout is the group's, the least the broker allows by default.
+	sessionTimeout = 6 * time.Second
+	ownershipLease = 3 * time.Second
+)
+
+// TestClusterInstance is one instance of the cluster's job, run as a
+// separate process by TestClusterMovesTasks; it does nothing otherwise.
+// SIGTERM stops it cleanly.
+func TestClusterInstance(t *testing.T) {
+	if os.Getenv(envInstance) == "" {
+		t.Skip("an instance process of TestClusterMovesTasks")
+	}
+	brokers := testenv.Kafka(t)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	conn := kafka.Conn{Brokers: []string{brokers}, ClientID: os.Getenv(envInstance)}
+	err := cluster.Run(ctx, "count", cluster.Options{
+		Group: kafka.GroupOptions{Conn: conn, Group: os.Getenv(envGroup), Topics: []string{os.Getenv(envIn)}, SessionTimeout: sessionTimeout},
+		Job: stream.Options{
+			CheckpointDir:      os.Getenv(envCkpt),
+			CheckpointInterval: 200 * time.Millisecond,
+			OwnershipLease:     ownershipLease,
+		},
+	}, func(name string, task cluster.Task) (*stream.Job, error) {
+		return countJob(name, conn, task, os.Getenv(envOut))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// countJob builds one task's job: its partition of the input → a running
+// count per record key → the output topic. Every input record "k:i"
+// becomes "k:c", c the number of records of key k so far; the input is
+// partitioned by key, so each key's count lives in one task.
+func countJob(name string, conn kafka.Conn, task cluster.Task, out string) (*stream.Job, error) {
+	src, err := kafka.NewSource(task.SourceOptions(kafka.SourceOptions{Conn: conn}), kafka.String())
+	if err != nil {
+		return nil, err
+	}
+	snk, err := kafka.NewSink(kafka.SinkOptions{Conn: conn, Topic: out, TransactionTimeout: time.Minute},
+		func(v string) (kafka.Message, error) {
+			k, _, _ := strings.Cut(v, ":")
+			return kafka.Message{Key: []byte(k), Value: []byte(v)}, nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	j := stream.New(name)
+	keyed := stream.KeyBy(stream.Source(j, "in", src), func(r kafka.Record[string]) string { return string(r.Key) }, state.StringCodec{})
+	counts := stream.Process(keyed, "count", func(ctx *stream.Context[string]) (stream.ProcessFunc[string, kafka.Record[string], string], error) {
+		n, err := state.NewValueState(ctx.State(), "n", state.IntCodec{})
+		return stream.ProcessFunc[string, kafka.Record[string], string]{
+			Process: func(ctx *stream.Context[string], r kafka.Record[string], o *stream.Output[string]) error {
+				c, _ := n.Value()
+				c++
+				n.Update(c)
+				o.Emit(ctx.Key() + ":" + strconv.Itoa(c))
+				return nil
+			},
+		}, err
+	})
+	stream.SinkTo(counts, "out", snk)
+	return j, nil
+}
+
+// TestClusterMovesTasks runs the count job as separate instance processes
+// on one consumer group while the input flows, and breaks them: SIGKILL
+// one, add one, SIGSTOP one past its session and lease and resume it (a
+// zombie), stop two cleanly. The committed output must be exactly that of
+// a failure-free run: every "k:c" once.
+func TestClusterMovesTasks(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	endpoint := testenv.S3(t)
+	adm := kafkatest.Admin(t, brokers)
+	in, out, group := kafkatest.UniqueName("cluster-in"), kafkatest.UniqueName("cluster-out"), kafkatest.UniqueName("cluster-group")
+	kafkatest.CreateTopic(t, adm, in, 6)
+	kafkatest.CreateTopic(t, adm, out, 3)
+	raw := make([]byte, 6)
+	_, _ = rand.Read(raw)
+	ckpt := "s3://" + testenv.S3Bucket + "/cluster-" + hex.EncodeToString(raw) + "?endpoint=" + endpoint
+	t.Cleanup(func() { removePrefix(t, ckpt) })
+	t.Cleanup(func() { _, _ = adm.DeleteGroup(context.Background(), group) })
+
+	c := &instances{t: t, env: []string{envIn + "=" + in, envOut + "=" + out, envGroup + "=" + group, envCkpt + "=" + ckpt, testenv.ParentHoldsLock}}
+	t.Cleanup(func() {
+		c.killAll()
+		if t.Failed() {
+			c.dumpLogs()
+		}
+	})
+
+	produced := make(chan error, 1)
+	go func() { produced <- produce(brokers, in) }()
+
+	a, b, cc := c.start("a"), c.start("b"), c.start("c")
+	progress := func(what string) { waitForOutput(t, c, adm, out, what) }
+	progress("output from the first three instances")
+
+	t.Log("SIGKILL a")
+	a.signal(syscall.SIGKILL)
+	a.expectEnd()
+	progress("output after a was killed")
+
+	d := c.start("d")
+	progress("output after d joined")
+
+	t.Logf("SIGSTOP b for %v (session %v, lease %v), then SIGCONT", 2*sessionTimeout+ownershipLease, sessionTimeout, ownershipLease)
+	b.signal(syscall.SIGSTOP)
+	time.Sleep(2*sessionTimeout + ownershipLease) // the fault itself: b is paused this long
+	progress("output while b is paused")
+	b.signal(syscall.SIGCONT)
+	progress("output after b resumed")
+
+	t.Log("SIGTERM c and d")
+	cc.signal(syscall.SIGTERM)
+	d.signal(syscall.SIGTERM)
+	cc.expectEnd()
+	d.expectEnd()
+	cc.wait(t, time.Minute)
+	d.wait(t, time.Minute)
+	progress("output after c and d left")
+
+	if err := <-produced; err != nil {
+		t.Fatal(err)
+	}
+	c.start("e")
+	recs := kafkatest.ReadCommitted(t, brokers, out, clusterKeys*clusterPerKey, 2*time.Minute)
+	checkCounts(t, recs)
+	c.stopAll(t)
+	// The pause must have made b a zombie: its tasks were taken over, and
+	// when it resumed it found itself fenced. Without that the test would
+	// not have tried what it claims to.
+	if log := b.out.String(); !strings.Contains(log, "lost ownership of the checkpoint directory") {
+		t.Errorf("instance b was not fenced after its pause: its tasks were not taken over while it was stopped")
+	}
+	t.Logf("faults: 1 SIGKILL (a), 1 SIGSTOP of %v (b, fenced on resume), 2 clean stops (c, d); 5 instances started (a-e); task runs started: %d", 2*sessionTimeout+ownershipLease, c.taskStarts())
+}
+
+// taskStarts counts the task runs every instance started.
+func (c *instances) taskStarts() int {
+	n := 0
+	for _, in := range c.all {
+		n += strings.Count(in.out.String(), "cluster: task assigned: starting it")
+	}
+	return n
+}
+
+// produce writes clusterPerKey records "k:i" per key, keyed by "k",
+// paced by produceEvery.
+func produce(brokers, topic string) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	tick := time.NewTicker(produceEvery)
+	defer tick.Stop()
+	for i := range clusterPerKey {
+		for k := range clusterKeys {
+			<-tick.C
+			key := fmt.Sprintf("k%02d", k)
+			if err := cl.ProduceSync(context.Background(), &kgo.Record{Key: []byte(key), Value: []byte(key + ":" + strconv.Itoa(i))}).FirstErr(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// waitForOutput waits until out's committed end offsets grow, failing at
+// once when an instance that should run has ended.
+func waitForOutput(t *testing.T, c *instances, adm *kadm.Client, out, what string) {
+	t.Helper()
+	start := committedEnd(t, adm, out)
+	kafkatest.WaitFor(t, 2*time.Minute, what, func() bool {
+		if in := c.ended(); in != nil {
+			t.Fatalf("waiting for %s: instance %s ended", what, in.name)
+		}
+		return committedEnd(t, adm, out) > start
+	})
+}
+
+func committedEnd(t *testing.T, adm *kadm.Client, topic string) int64 {
+	t.Helper()
+	offs, err := adm.ListCommittedOffsets(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	offs.Each(func(o kadm.ListedOffset) { n += o.Offset })
+	return n
+}
+
+// checkCounts verifies that out holds "k:c" for every key k and every c
+// in [1, clusterPerKey] exactly once, and nothing else.
+func checkCounts(t *testing.T, out []*kgo.Record) {
+	t.Helper()
+	seen := map[string]int{}
+	for _, r := range out {
+		seen[string(r.Value)]++
+	}
+	bad := 0
+	for k := range clusterKeys {
+		for c := 1; c <= clusterPerKey; c++ {
+			v := fmt.Sprintf("k%02d:%d", k, c)
+			if seen[v] != 1 && bad < 20 {
+				t.Errorf("output %q seen %d times, want once", v, seen[v])
+				bad++
+			}
+			delete(seen, v)
+		}
+	}
+	for v, n := range seen {
+		if bad < 30 {
+			t.Errorf("unexpected output %q (%d times)", v, n)
+			bad++
+		}
+	}
+	t.Logf("committed output: %d records, want %d", len(out), clusterKeys*clusterPerKey)
+}
+
+func removePrefix(t *testing.T, location string) {
+	st, err := store.OpenObject(location, store.Options{})
+	if err == nil {
+		err = st.RemoveAll()
+	}
+	if err != nil {
+		t.Error(err)
+	}
+}
+
+// instances are the instance processes of one test.
+type instances struct {
+	t   *testing.T
+	env []string
+	mu  sync.Mutex
+	all []*instance
+}
+
+// instance is one instance process and its output.
+type instance struct {
+	name string
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan error
+	// ends is set when the test ended the process on purpose.
+	ends atomic.Bool
+}
+
+func (in *instance) expectEnd() { in.ends.Store(true) }
+
+// ended returns an instance that has ended although the test did not end it.
+func (c *instances) ended() *instance {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, in := range c.all {
+		if in.ends.Load() {
+			continue
+		}
+		select {
+		case err := <-in.done:
+			in.done <- err
+			return in
+		default:
+		}
+	}
+	return nil
+}
+
+func (c *instances) start(name string) *instance {
+	c.t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestClusterInstance$", "-test.v")
+	cmd.Env = append(append(os.Environ(), c.env...), envInstance+"="+name)
+	buf := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = buf, buf
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	in := &instance{name: name, cmd: cmd, out: buf, done: make(chan error, 1)}
+	go func() { in.done <- cmd.Wait() }()
+	c.mu.Lock()
+	c.all = append(c.all, in)
+	c.mu.Unlock()
+	c.t.Logf("started instance %s (pid %d)", name, cmd.Process.Pid)
+	return in
+}
+
+func (in *instance) signal(s syscall.Signal) { _ = in.cmd.Process.Signal(s) }
+
+// wait waits for the process to end and fails the test if it failed.
+func (in *instance) wait(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	select {
+	case err := <-in.done:
+		in.done <- err
+		if err != nil {
+			t.Errorf("instance %s: %v", in.name, err)
+		}
+	case <-time.After(timeout):
+		t.Errorf("instance %s did not stop within %v", in.name, timeout)
+	}
+}
+
+// stopAll stops the instances still running with SIGTERM and checks that
+// each stopped cleanly (a killed one excepted).
+func (c *instances) stopAll(t *testing.T) {
+	for _, in := range c.all {
+		in.signal(syscall.SIGTERM)
+	}
+	for _, in := range c.all {
+		select {
+		case err := <-in.done:
+			in.done <- err
+			if err != nil && !strings.Contains(err.Error(), "signal: killed") {
+				t.Errorf("instance %s: %v", in.name, err)
+			}
+		case <-time.After(time.Minute):
+			t.Errorf("instance %s did not stop within a minute", in.name)
+		}
+	}
+}
+
+func (c *instances) killAll() {
+	for _, in := range c.all {
+		in.signal(syscall.SIGCONT)
+		in.signal(syscall.SIGKILL)
+	}
+}
+
+func (c *instances) dumpLogs() {
+	for _, in := range c.all {
+		c.t.Logf("--- instance %s ---\n%s", in.name, in.out.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a process's writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}

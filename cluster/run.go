@@ -1,0 +1,203 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"path"
+	"path/filepath"
+	"sync"
+
+	"github.com/exactlyonce/exactly/connectors/kafka"
+	"github.com/exactlyonce/exactly/stream"
+)
+
+// Options configures one instance of a job run by a cluster. Every
+// instance of the job must be given the same options.
+type Options struct {
+	// Group is the consumer group the instances share and the job's input
+	// topics, whose partitions are the tasks. Group.Group defaults to
+	// "exactly-" followed by the job's name.
+	Group kafka.GroupOptions
+	// Job holds the options of every task's job. Job.CheckpointDir is
+	// required and is the base of the tasks' checkpoint storage: task t
+	// checkpoints under CheckpointDir/t.Name(). Use object storage (an
+	// s3:// URL) when the instances run on different machines, so that a
+	// task's checkpoints reach whichever instance takes it over.
+	// Job.OwnershipWait is set to -1: a task assigned to this instance
+	// waits for as long as the previous owner's lease lives (a paused
+	// process's lease expires; a stopping one releases it).
+	Job stream.Options
+}
+
+// Build returns the job of one task. It must create the job with
+// stream.New(name) and read only the task's partition (see
+// [Task.SourceOptions]). It is called again each time the task is assigned
+// to this instance.
+type Build func(name string, t Task) (*stream.Job, error)
+
+// Run runs this instance of the job called name until ctx ends or a task
+// fails. When ctx ends, every task is stopped cleanly (what its completed
+// checkpoint covers is committed) and the instance leaves the group, so
+// that the other instances take its tasks over at once; Run then returns
+// nil. A task that fails (its restart budget spent) stops the instance:
+// Run returns its error after stopping the other tasks.
+func Run(ctx context.Context, name string, opts Options, build Build) error {
+	if name == "" {
+		return errors.New("cluster: Run: the job name is empty: name the job")
+	}
+	if build == nil {
+		return errors.New("cluster: Run: build is nil: pass a function that returns the job of one task")
+	}
+	if opts.Job.CheckpointDir == "" {
+		return errors.New("cluster: Options.Job.CheckpointDir is empty: give the base directory or s3:// URL of the tasks' checkpoints")
+	}
+	if opts.Group.Group == "" {
+		opts.Group.Group = "exactly-" + name
+	}
+	opts.Job.OwnershipWait = -1
+	log := opts.Job.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	in := &instance{
+		name: name, opts: opts, build: build, log: log.With("job", name),
+		l: newLifecycle(), runs: map[Task]context.CancelFunc{}, finished: make(chan error, 1),
+	}
+	taskCtx, cancelTasks := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelTasks()
+	in.ctx = taskCtx
+	m, err := kafka.JoinGroup(ctx, opts.Group, kafka.GroupEvents{
+		Assigned: func(p map[string][]int32) { in.do(func() []action { return in.l.assigned(tasksOf(p)) }) },
+		Revoked:  in.revoked,
+		Lost:     func(p map[string][]int32) { in.do(func() []action { return in.l.lost(tasksOf(p)) }) },
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: joining the group of job %q: %w", name, err)
+	}
+	in.log.Info("cluster: joined the group", "group", opts.Group.Group, "topics", opts.Group.Topics)
+	select {
+	case <-ctx.Done():
+		in.log.Info("cluster: stopping this instance's tasks", "cause", context.Cause(ctx))
+		in.do(in.l.stop)
+		err = <-in.finished
+	case err = <-in.finished:
+	}
+	leaveErr := m.Leave(context.WithoutCancel(ctx))
+	if leaveErr != nil {
+		in.log.Warn("cluster: leaving the group failed; the group hands this instance's tasks on after the session timeout", "err", leaveErr)
+	}
+	return err
+}
+
+// instance carries out the lifecycle's actions for one Run.
+type instance struct {
+	name  string
+	opts  Options
+	build Build
+	log   *slog.Logger
+	ctx   context.Context // the tasks' parent: not cancelled by Run's ctx, so that stops are clean
+
+	mu         sync.Mutex
+	l          *lifecycle
+	runs       map[Task]context.CancelFunc
+	revokeDone chan struct{} // closed by answerRevoke
+	finished   chan error
+}
+
+// do applies one lifecycle step and carries out its actions.
+func (in *instance) do(step func() []action) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.carryOut(step())
+}
+
+// carryOut runs acts in order; in.mu is held.
+func (in *instance) carryOut(acts []action) {
+	for _, a := range acts {
+		switch a.kind {
+		case startTask:
+			ctx, cancel := context.WithCancel(in.ctx)
+			in.runs[a.task] = cancel
+			in.log.Info("cluster: task assigned: starting it", "task", a.task.String())
+			go in.run(ctx, a.task)
+		case stopTask:
+			in.log.Info("cluster: stopping task", "task", a.task.String())
+			in.runs[a.task]()
+		case answerRevoke:
+			if in.revokeDone != nil {
+				close(in.revokeDone)
+				in.revokeDone = nil
+			}
+		case finish:
+			in.finished <- a.err
+		}
+	}
+}
+
+// revoked handles a revocation: it returns when every revoked task has
+// exited, so that the group hands the partitions on only then.
+func (in *instance) revoked(p map[string][]int32) {
+	done := make(chan struct{})
+	in.mu.Lock()
+	in.revokeDone = done
+	in.carryOut(in.l.revoked(tasksOf(p)))
+	in.mu.Unlock()
+	<-done
+}
+
+// run runs task t's job until ctx ends or it fails.
+func (in *instance) run(ctx context.Context, t Task) {
+	err := in.runTask(ctx, t)
+	if ctx.Err() != nil && err != nil {
+		// A stop: a failed final commit leaves the output in the task's
+		// completed checkpoint, which its next owner commits.
+		if !errors.Is(err, context.Canceled) {
+			in.log.Warn("cluster: task stopped with an error; its next owner restores its last completed checkpoint", "task", t.String(), "err", err)
+		}
+		err = nil
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.runs[t]()
+	delete(in.runs, t)
+	in.carryOut(in.l.exited(t, err))
+}
+
+func (in *instance) runTask(ctx context.Context, t Task) error {
+	name := in.name + "." + t.Name()
+	j, err := in.build(name, t)
+	if err != nil {
+		return fmt.Errorf("building the job of task %s: %w", t, err)
+	}
+	if j == nil || j.Name() != name {
+		return fmt.Errorf("the job built for task %s must be created with stream.New(%q), the name Build is given", t, name)
+	}
+	o := in.opts.Job
+	o.CheckpointDir = taskLocation(o.CheckpointDir, t)
+	return j.Run(ctx, o)
+}
+
+// taskLocation returns the checkpoint location of task t under base, a
+// directory or a URL (whose query, the endpoint of object storage, stays).
+func taskLocation(base string, t Task) string {
+	u, err := url.Parse(base)
+	if err != nil || u.Scheme == "" || len(u.Scheme) == 1 { // a plain path (or C:\...)
+		return filepath.Join(base, t.Name())
+	}
+	u.Path = path.Join(u.Path, t.Name())
+	return u.String()
+}
+
+// tasksOf lists the partitions of an assignment as tasks.
+func tasksOf(p map[string][]int32) []Task {
+	var ts []Task
+	for topic, parts := range p {
+		for _, part := range parts {
+			ts = append(ts, Task{Topic: topic, Partition: part})
+		}
+	}
+	return ts
+}

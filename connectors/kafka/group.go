@@ -1,0 +1,122 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// GroupOptions configures a membership in a consumer group ([JoinGroup]).
+type GroupOptions struct {
+	// Conn says how to reach the cluster. Conn.Brokers is required.
+	Conn Conn
+	// Group is the consumer group's name. Required.
+	Group string
+	// Topics are the topics whose partitions the group assigns to its
+	// members. Required; every topic must exist.
+	Topics []string
+	// SessionTimeout is how long the group waits for a member that stopped
+	// heartbeating (killed, paused, cut off) before it hands the member's
+	// partitions to the others. Default 10s; the broker bounds it with
+	// group.min.session.timeout.ms and group.max.session.timeout.ms.
+	SessionTimeout time.Duration
+	// RebalanceTimeout bounds how long a member may take to give up
+	// revoked partitions in a rebalance (GroupEvents.Revoked). Default 60s.
+	RebalanceTimeout time.Duration
+}
+
+// GroupEvents receive the changes of a member's assignment. Each is called
+// from the group's own goroutine, never concurrently with another, with a
+// map from topic to partitions that the callee may keep.
+type GroupEvents struct {
+	// Assigned receives partitions newly assigned to the member.
+	Assigned func(map[string][]int32)
+	// Revoked receives partitions the group takes away in an orderly
+	// rebalance. The group waits until it returns before it hands them to
+	// another member: return only when their work has stopped.
+	Revoked func(map[string][]int32)
+	// Lost receives partitions the member no longer owns without a
+	// rebalance (its session expired, its generation was fenced): another
+	// member may own them already.
+	Lost func(map[string][]int32)
+}
+
+// Membership is a member of a consumer group, used for its assignment
+// only: it never fetches records and never commits offsets.
+type Membership struct {
+	cl     *kgo.Client
+	topics []string
+}
+
+func (o *GroupOptions) validate() error {
+	if err := o.Conn.validate("GroupOptions"); err != nil {
+		return err
+	}
+	if o.Group == "" {
+		return errors.New("kafka: GroupOptions.Group is empty: name the consumer group the instances share")
+	}
+	if len(o.Topics) == 0 {
+		return errors.New("kafka: GroupOptions.Topics is empty: list the topics whose partitions the group assigns")
+	}
+	if o.SessionTimeout < 0 || o.RebalanceTimeout < 0 {
+		return fmt.Errorf("kafka: GroupOptions.SessionTimeout = %v, RebalanceTimeout = %v: use 0 for the defaults (10s, 60s) or positive durations", o.SessionTimeout, o.RebalanceTimeout)
+	}
+	if o.SessionTimeout == 0 {
+		o.SessionTimeout = 10 * time.Second
+	}
+	if o.RebalanceTimeout == 0 {
+		o.RebalanceTimeout = time.Minute
+	}
+	return nil
+}
+
+// JoinGroup joins the group with the cooperative-sticky balancer: a
+// rebalance moves only the partitions that must move, and a member keeps
+// working on the others meanwhile. The events start once the group has
+// balanced; call Leave to leave.
+func JoinGroup(ctx context.Context, opts GroupOptions, ev GroupEvents) (*Membership, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	if ev.Assigned == nil || ev.Revoked == nil || ev.Lost == nil {
+		return nil, errors.New("kafka: JoinGroup: GroupEvents.Assigned, Revoked and Lost are all required")
+	}
+	call := func(f func(map[string][]int32)) func(context.Context, *kgo.Client, map[string][]int32) {
+		return func(_ context.Context, _ *kgo.Client, m map[string][]int32) { f(m) }
+	}
+	cl, err := opts.Conn.newClient(ctx,
+		kgo.ConsumerGroup(opts.Group),
+		kgo.ConsumeTopics(opts.Topics...),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.SessionTimeout(opts.SessionTimeout),
+		kgo.HeartbeatInterval(opts.SessionTimeout/5),
+		kgo.RebalanceTimeout(opts.RebalanceTimeout),
+		kgo.DisableAutoCommit(),
+		kgo.OnPartitionsAssigned(call(ev.Assigned)),
+		kgo.OnPartitionsRevoked(call(ev.Revoked)),
+		kgo.OnPartitionsLost(call(ev.Lost)),
+	)
+	if err != nil {
+		return nil, err
+	}
+	// The member is for the assignment only: the tasks read their
+	// partitions from their checkpointed positions with their own clients.
+	cl.PauseFetchTopics(opts.Topics...)
+	if _, err := (&Source[[]byte]{opts: SourceOptions{Conn: opts.Conn, Topics: opts.Topics}}).Splits(ctx); err != nil {
+		cl.Close()
+		return nil, err
+	}
+	return &Membership{cl: cl, topics: opts.Topics}, nil
+}
+
+// Leave leaves the group (its partitions go to the other members at once,
+// without waiting for the session timeout) and closes the connection. The
+// Revoked event runs for the partitions still assigned.
+func (m *Membership) Leave(ctx context.Context) error {
+	err := m.cl.LeaveGroupContext(ctx)
+	m.cl.Close()
+	return err
+}
