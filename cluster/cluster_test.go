@@ -36,11 +36,14 @@ const (
 	envOut      = "EXACTLY_CLUSTER_OUT"
 	envGroup    = "EXACTLY_CLUSTER_GROUP"
 	envCkpt     = "EXACTLY_CLUSTER_CHECKPOINTS"
+	envRekeyed  = "EXACTLY_CLUSTER_REKEYED" // the repartition topic of the two-stage job; empty for one stage
 )
 
 const (
 	clusterKeys   = 24
 	clusterPerKey = 250
+	// rekeyGroups is the number of keys of the two-stage job's second stage.
+	rekeyGroups = 8
 	// produceEvery paces the input so that records flow through every fault.
 	produceEvery = 6 * time.Millisecond
 	// sessionTimeout is the group's, the least the broker allows by default.
@@ -59,14 +62,22 @@ func TestClusterInstance(t *testing.T) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	conn := kafka.Conn{Brokers: []string{brokers}, ClientID: os.Getenv(envInstance)}
+	in, rekeyed := os.Getenv(envIn), os.Getenv(envRekeyed)
+	topics := []string{in}
+	if rekeyed != "" {
+		topics = append(topics, rekeyed)
+	}
 	err := cluster.Run(ctx, "count", cluster.Options{
-		Group: kafka.GroupOptions{Conn: conn, Group: os.Getenv(envGroup), Topics: []string{os.Getenv(envIn)}, SessionTimeout: sessionTimeout},
+		Group: kafka.GroupOptions{Conn: conn, Group: os.Getenv(envGroup), Topics: topics, SessionTimeout: sessionTimeout},
 		Job: stream.Options{
 			CheckpointDir:      os.Getenv(envCkpt),
 			CheckpointInterval: 200 * time.Millisecond,
 			OwnershipLease:     ownershipLease,
 		},
 	}, func(name string, task cluster.Task) (*stream.Job, error) {
+		if task.Topic == in && rekeyed != "" {
+			return rekeyJob(name, conn, task, rekeyed)
+		}
 		return countJob(name, conn, task, os.Getenv(envOut))
 	})
 	if err != nil {
@@ -74,10 +85,37 @@ func TestClusterInstance(t *testing.T) {
 	}
 }
 
+// rekeyJob builds one task of the two-stage job's first stage: its
+// partition of the input → the repartition topic, each record "kNN:i"
+// keyed by its group "gM", M = NN mod rekeyGroups. The Kafka sink's
+// partitioner sends each group to one partition, read by one task of the
+// second stage; its transactions commit at the task's checkpoints, and
+// the second stage reads read_committed.
+func rekeyJob(name string, conn kafka.Conn, task cluster.Task, rekeyed string) (*stream.Job, error) {
+	src, err := kafka.NewSource(task.SourceOptions(kafka.SourceOptions{Conn: conn}), kafka.String())
+	if err != nil {
+		return nil, err
+	}
+	snk, err := kafka.NewSink(kafka.SinkOptions{Conn: conn, Topic: rekeyed, TransactionTimeout: time.Minute},
+		func(v string) (kafka.Message, error) {
+			k, _, _ := strings.Cut(v, ":")
+			n, err := strconv.Atoi(strings.TrimPrefix(k, "k"))
+			return kafka.Message{Key: []byte("g" + strconv.Itoa(n%rekeyGroups)), Value: []byte(v)}, err
+		})
+	if err != nil {
+		return nil, err
+	}
+	j := stream.New(name)
+	values := stream.Map(stream.Source(j, "in", src), func(r kafka.Record[string]) string { return r.Value })
+	stream.SinkTo(values, "rekeyed", snk)
+	return j, nil
+}
+
 // countJob builds one task's job: its partition of the input → a running
 // count per record key → the output topic. Every input record "k:i"
-// becomes "k:c", c the number of records of key k so far; the input is
-// partitioned by key, so each key's count lives in one task.
+// becomes "k:c", k the record's key and c the number of records of key k
+// so far; the input is partitioned by key, so each key's count lives in
+// one task.
 func countJob(name string, conn kafka.Conn, task cluster.Task, out string) (*stream.Job, error) {
 	src, err := kafka.NewSource(task.SourceOptions(kafka.SourceOptions{Conn: conn}), kafka.String())
 	if err != nil {
@@ -115,6 +153,29 @@ func countJob(name string, conn kafka.Conn, task cluster.Task, out string) (*str
 // zombie), stop two cleanly. The committed output must be exactly that of
 // a failure-free run: every "k:c" once.
 func TestClusterMovesTasks(t *testing.T) {
+	want := map[string]int{}
+	for k := range clusterKeys {
+		want[fmt.Sprintf("k%02d", k)] = clusterPerKey
+	}
+	breakInstances(t, false, want)
+}
+
+// TestClusterMovesStages runs the same faults on a job of two stages:
+// the first re-keys the input through a repartition topic (Kafka
+// transactions), the second counts per new key. Each group's count must
+// run from 1 to its number of records exactly once.
+func TestClusterMovesStages(t *testing.T) {
+	want := map[string]int{}
+	for k := range clusterKeys {
+		want["g"+strconv.Itoa(k%rekeyGroups)] += clusterPerKey
+	}
+	breakInstances(t, true, want)
+}
+
+// breakInstances runs the faults of TestClusterMovesTasks on the one- or
+// two-stage job and checks that the committed output counts want[k]
+// records for each key k, each count once.
+func breakInstances(t *testing.T, twoStages bool, want map[string]int) {
 	brokers := testenv.Kafka(t)
 	endpoint := testenv.S3(t)
 	adm := kafkatest.Admin(t, brokers)
@@ -127,7 +188,13 @@ func TestClusterMovesTasks(t *testing.T) {
 	t.Cleanup(func() { removePrefix(t, ckpt) })
 	t.Cleanup(func() { _, _ = adm.DeleteGroup(context.Background(), group) })
 
-	c := &instances{t: t, env: []string{envIn + "=" + in, envOut + "=" + out, envGroup + "=" + group, envCkpt + "=" + ckpt, testenv.ParentHoldsLock}}
+	env := []string{envIn + "=" + in, envOut + "=" + out, envGroup + "=" + group, envCkpt + "=" + ckpt, testenv.ParentHoldsLock}
+	if twoStages {
+		rekeyed := kafkatest.UniqueName("cluster-rekeyed")
+		kafkatest.CreateTopic(t, adm, rekeyed, 4)
+		env = append(env, envRekeyed+"="+rekeyed)
+	}
+	c := &instances{t: t, env: env}
 	t.Cleanup(func() {
 		c.killAll()
 		if t.Failed() {
@@ -171,7 +238,7 @@ func TestClusterMovesTasks(t *testing.T) {
 	}
 	c.start("e")
 	recs := kafkatest.ReadCommitted(t, brokers, out, clusterKeys*clusterPerKey, 2*time.Minute)
-	checkCounts(t, recs)
+	checkCounts(t, recs, want)
 	c.stopAll(t)
 	// The pause must have made b a zombie: its tasks were taken over, and
 	// when it resumed it found itself fenced. Without that the test would
@@ -237,18 +304,18 @@ func committedEnd(t *testing.T, adm *kadm.Client, topic string) int64 {
 	return n
 }
 
-// checkCounts verifies that out holds "k:c" for every key k and every c
-// in [1, clusterPerKey] exactly once, and nothing else.
-func checkCounts(t *testing.T, out []*kgo.Record) {
+// checkCounts verifies that out holds "k:c" for every key k of want and
+// every c in [1, want[k]] exactly once, and nothing else.
+func checkCounts(t *testing.T, out []*kgo.Record, want map[string]int) {
 	t.Helper()
 	seen := map[string]int{}
 	for _, r := range out {
 		seen[string(r.Value)]++
 	}
 	bad := 0
-	for k := range clusterKeys {
-		for c := 1; c <= clusterPerKey; c++ {
-			v := fmt.Sprintf("k%02d:%d", k, c)
+	for k, n := range want {
+		for c := 1; c <= n; c++ {
+			v := k + ":" + strconv.Itoa(c)
 			if seen[v] != 1 && bad < 20 {
 				t.Errorf("output %q seen %d times, want once", v, seen[v])
 				bad++
