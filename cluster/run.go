@@ -175,6 +175,9 @@ func (in *instance) runTask(ctx context.Context, t Task) error {
 	if j == nil || j.Name() != name {
 		return fmt.Errorf("the job built for task %s must be created with stream.New(%q), the name Build is given", t, name)
 	}
+	if err := readsOnly(j, t); err != nil {
+		return err
+	}
 	o := in.opts.Job
 	o.CheckpointDir = taskLocation(o.CheckpointDir, t)
 	return j.Run(ctx, o)
@@ -200,4 +203,27 @@ func tasksOf(p map[string][]int32) []Task {
 		}
 	}
 	return ts
+}
+
+// partitionReader is a source that says which partitions it reads
+// (kafka.Source).
+type partitionReader interface {
+	ReadsPartitions() (topics []string, partitions []int32)
+}
+
+// readsOnly checks that every source of j reads task t's partition and
+// nothing else: a file or generator source would be read whole by every
+// task, and a source of several partitions would be read by several tasks.
+func readsOnly(j *stream.Job, t Task) error {
+	for name, src := range j.Sources() {
+		pr, ok := src.(partitionReader)
+		if !ok {
+			return fmt.Errorf("source %q of the job of task %s is a %T, which every task would read whole: a job run by a cluster reads only Kafka partitions (build its source with kafka.NewSource(task.SourceOptions(...)))", name, t, src)
+		}
+		topics, parts := pr.ReadsPartitions()
+		if len(topics) != 1 || topics[0] != t.Topic || len(parts) != 1 || parts[0] != t.Partition {
+			return fmt.Errorf("source %q of the job of task %s reads topics %v partitions %v: a task reads only its own partition (build its source with kafka.NewSource(task.SourceOptions(...)))", name, t, topics, parts)
+		}
+	}
+	return nil
 }

@@ -1,6 +1,13 @@
 package cluster
 
-import "testing"
+import (
+	"strings"
+	"testing"
+
+	"github.com/exactlyonce/exactly/connectors/generator"
+	"github.com/exactlyonce/exactly/connectors/kafka"
+	"github.com/exactlyonce/exactly/stream"
+)
 
 func TestTaskLocation(t *testing.T) {
 	task := Task{Topic: "orders", Partition: 3}
@@ -14,5 +21,42 @@ func TestTaskLocation(t *testing.T) {
 		if got := taskLocation(base, task); got != want {
 			t.Errorf("taskLocation(%q) = %q, want %q", base, got, want)
 		}
+	}
+}
+
+func TestReadsOnlyTheTaskPartition(t *testing.T) {
+	task := Task{Topic: "orders", Partition: 2}
+	conn := kafka.Conn{Brokers: []string{"127.0.0.1:1"}}
+	jobWith := func(t *testing.T, o kafka.SourceOptions) *stream.Job {
+		src, err := kafka.NewSource(o, kafka.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		j := stream.New("j")
+		stream.Source(j, "in", src)
+		return j
+	}
+	if err := readsOnly(jobWith(t, task.SourceOptions(kafka.SourceOptions{Conn: conn})), task); err != nil {
+		t.Errorf("a source built with task.SourceOptions: %v", err)
+	}
+	for name, o := range map[string]kafka.SourceOptions{
+		"every partition":   {Conn: conn, Topics: []string{"orders"}},
+		"another partition": {Conn: conn, Topics: []string{"orders"}, Partitions: []int32{1}},
+		"two partitions":    {Conn: conn, Topics: []string{"orders"}, Partitions: []int32{2, 3}},
+		"another topic":     {Conn: conn, Topics: []string{"payments"}, Partitions: []int32{2}},
+	} {
+		err := readsOnly(jobWith(t, o), task)
+		if err == nil || !strings.Contains(err.Error(), `source "in" of the job of task orders/2 reads`) {
+			t.Errorf("%s: got %v, want an error naming the source and the task", name, err)
+		}
+	}
+	gen, err := generator.New(generator.Options{}, func(i uint64) uint64 { return i })
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := stream.New("j")
+	stream.Source(j, "numbers", gen)
+	if err := readsOnly(j, task); err == nil || !strings.Contains(err.Error(), "every task would read whole") {
+		t.Errorf("a generator source: got %v, want it refused", err)
 	}
 }

@@ -61,6 +61,7 @@ type node struct {
 	inherit     bool // stateless: inherit the first input's parallelism
 	sideOutputs bool // a process function, which may have side outputs
 	sides       []sideTag
+	source      any // a source's source.Source, as given to Source
 }
 
 // New returns an empty job. The name is recorded in checkpoints.
@@ -68,6 +69,19 @@ func New(name string) *Job { return &Job{name: name} }
 
 // Name returns the name the job was created with.
 func (j *Job) Name() string { return j.name }
+
+// Sources returns the job's sources by name, each the source.Source value
+// given to [Source] or [SourceWithEventTime] (package cluster checks that
+// a task's job reads only the task's partition).
+func (j *Job) Sources() map[string]any {
+	m := map[string]any{}
+	for _, nd := range j.nodes {
+		if nd.source != nil {
+			m[nd.spec.Name] = nd.source
+		}
+	}
+	return m
+}
 
 // SetStateBackend chooses where the keyed state of the job's keyed
 // operators ([Process], [WindowAggregate]) lives: by default on the heap;

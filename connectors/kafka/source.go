@@ -258,6 +258,13 @@ type Source[V any] struct {
 	skipped atomic.Int64
 }
 
+// ReadsPartitions returns the topics the source reads and the partitions
+// it is restricted to (SourceOptions.Topics and Partitions; none: every
+// partition).
+func (s *Source[V]) ReadsPartitions() (topics []string, partitions []int32) {
+	return s.opts.Topics, s.opts.Partitions
+}
+
 // Skipped returns how many records this process skipped under
 // SkipDecodeErrors. A record read again after a restart from a checkpoint
 // is skipped, and counted, again.
