@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -181,7 +182,10 @@ func breakInstances(t *testing.T, twoStages bool, want map[string]int) {
 	adm := kafkatest.Admin(t, brokers)
 	in, out, group := kafkatest.UniqueName("cluster-in"), kafkatest.UniqueName("cluster-out"), kafkatest.UniqueName("cluster-group")
 	kafkatest.CreateTopic(t, adm, in, 6)
-	kafkatest.CreateTopic(t, adm, out, 3)
+	// As many output partitions as input partitions: the output is keyed
+	// by the input's key, so output partition p holds the counts of input
+	// partition p, and a task's output can be watched on its own.
+	kafkatest.CreateTopic(t, adm, out, 6)
 	raw := make([]byte, 6)
 	_, _ = rand.Read(raw)
 	ckpt := "s3://" + testenv.S3Bucket + "/cluster-" + hex.EncodeToString(raw) + "?endpoint=" + endpoint
@@ -209,10 +213,16 @@ func breakInstances(t *testing.T, twoStages bool, want map[string]int) {
 	progress := func(what string) { waitForOutput(t, c, adm, out, what) }
 	progress("output from the first three instances")
 
+	moving := a.tasks()
+	before := committedEnds(t, adm, out)
 	t.Log("SIGKILL a")
+	killed := time.Now()
 	a.signal(syscall.SIGKILL)
 	a.expectEnd()
 	progress("output after a was killed")
+	if !twoStages {
+		logRecovery(t, adm, out, moving, before, killed)
+	}
 
 	d := c.start("d")
 	progress("output after d joined")
@@ -294,14 +304,40 @@ func waitForOutput(t *testing.T, c *instances, adm *kadm.Client, out, what strin
 }
 
 func committedEnd(t *testing.T, adm *kadm.Client, topic string) int64 {
+	var n int64
+	for _, o := range committedEnds(t, adm, topic) {
+		n += o
+	}
+	return n
+}
+
+// committedEnds returns the last stable offset of each of topic's partitions.
+func committedEnds(t *testing.T, adm *kadm.Client, topic string) map[int32]int64 {
 	t.Helper()
 	offs, err := adm.ListCommittedOffsets(context.Background(), topic)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var n int64
-	offs.Each(func(o kadm.ListedOffset) { n += o.Offset })
-	return n
+	m := map[int32]int64{}
+	offs.Each(func(o kadm.ListedOffset) { m[o.Partition] = o.Offset })
+	return m
+}
+
+// logRecovery waits until the output partition of each task a killed
+// instance ran has grown past before, and logs how long after the kill
+// each did: the time from an instance's death to its partitions' output
+// flowing again (a measurement, not a check: docs/benchmarks.md).
+func logRecovery(t *testing.T, adm *kadm.Client, out string, moving []int32, before map[int32]int64, killed time.Time) {
+	t.Helper()
+	var parts []string
+	for _, p := range moving {
+		kafkatest.WaitFor(t, 2*time.Minute, fmt.Sprintf("output of partition %d after the kill", p), func() bool {
+			return committedEnds(t, adm, out)[p] > before[p]
+		})
+		parts = append(parts, fmt.Sprintf("partition %d after %.1fs", p, time.Since(killed).Seconds()))
+	}
+	t.Logf("recovery: the killed instance's tasks flowed again: %s (session timeout %v, ownership lease %v, checkpoint interval 200ms; polled every 20ms)",
+		strings.Join(parts, ", "), sessionTimeout, ownershipLease)
 }
 
 // checkCounts verifies that out holds "k:c" for every key k of want and
@@ -361,6 +397,35 @@ type instance struct {
 }
 
 func (in *instance) expectEnd() { in.ends.Store(true) }
+
+// tasks returns the partitions of the tasks the instance runs, as its log
+// tells: those it started and has not stopped since.
+func (in *instance) tasks() []int32 {
+	running := map[int32]bool{}
+	for _, line := range strings.Split(in.out.String(), "\n") {
+		_, task, ok := strings.Cut(line, " task=")
+		if !ok {
+			continue
+		}
+		_, part, _ := strings.Cut(strings.Fields(task)[0], "/")
+		p, err := strconv.Atoi(part)
+		if err != nil {
+			continue
+		}
+		switch {
+		case strings.Contains(line, "cluster: task assigned: starting it"):
+			running[int32(p)] = true
+		case strings.Contains(line, "cluster: stopping task"):
+			delete(running, int32(p))
+		}
+	}
+	var ps []int32
+	for p := range running {
+		ps = append(ps, p)
+	}
+	slices.Sort(ps)
+	return ps
+}
 
 // ended returns an instance that has ended although the test did not end it.
 func (c *instances) ended() *instance {

@@ -27,6 +27,11 @@ import (
 //     instance may own it already, and if that one has taken over the
 //     task's ownership, the stopping run's epoch is stale and every commit
 //     it still tries is refused.
+//   - A task taken over by another instance while this one still wants it
+//     running (this instance was paused or cut off past its lease, and the
+//     group has not told it yet that the task is lost) is started again: the
+//     new run waits for the other owner's lease, and the group's lost or
+//     revoked event that follows stops it. It does not fail the instance.
 //   - A task that fails while the instance wants it running fails the
 //     instance: every other task is stopped cleanly and the error returned
 //     (the supervisor, e.g. Kubernetes, restarts the process).
@@ -152,6 +157,15 @@ func (l *lifecycle) finishIfDone() []action {
 	}
 	l.finished = true
 	return []action{{kind: finish, err: l.err}}
+}
+
+// takenOver handles the end of a task's run because another instance
+// took the task's ownership over.
+func (l *lifecycle) takenOver(t Task) []action {
+	if r := l.tasks[t]; r != nil && !r.stopping && !l.shutdown {
+		r.stopping, r.again = true, true
+	}
+	return l.exited(t, nil)
 }
 
 // exited handles the end of a task's run. err is the run's result: nil or

@@ -56,6 +56,22 @@ func TestLifecycle(t *testing.T) {
 			"exit a/0 nil => -",
 			"exit a/2 other => finish boom",
 		}},
+		{"a task taken over while wanted is started again", []string{
+			"assign a/0 a/1 => start a/0, start a/1",
+			"taken-over a/0 => start a/0",
+			"lost a/0 => stop a/0",
+			"exit a/0 canceled => -",
+		}},
+		{"a task taken over while stopping is not started again", []string{
+			"assign a/0 => start a/0",
+			"revoke a/0 => stop a/0",
+			"taken-over a/0 => answer-revoke",
+		}},
+		{"a task taken over during a shutdown finishes it", []string{
+			"assign a/0 => start a/0",
+			"shutdown => stop a/0",
+			"taken-over a/0 => finish nil",
+		}},
 		{"a task that ends by itself fails the instance", []string{
 			"assign a/0 => start a/0",
 			"exit a/0 nil => finish ended",
@@ -121,6 +137,8 @@ func apply(t *testing.T, l *lifecycle, ev string) []action {
 		return l.lost(parseTasks(t, f[1:]))
 	case "shutdown":
 		return l.stop()
+	case "taken-over":
+		return l.takenOver(parseTasks(t, f[1:2])[0])
 	case "exit":
 		if len(f) != 3 {
 			t.Fatalf("%q: want exit TASK ERR", ev)

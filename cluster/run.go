@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/exactlyonce/exactly/checkpoint/store"
 	"github.com/exactlyonce/exactly/connectors/kafka"
+	"github.com/exactlyonce/exactly/sink"
 	"github.com/exactlyonce/exactly/stream"
 )
 
@@ -163,6 +165,11 @@ func (in *instance) run(ctx context.Context, t Task) {
 	defer in.mu.Unlock()
 	in.runs[t]()
 	delete(in.runs, t)
+	if errors.Is(err, store.ErrNotOwner) || errors.Is(err, sink.ErrFenced) {
+		in.log.Warn("cluster: task taken over by another instance (this one was paused or cut off past its lease); it commits nothing more here", "task", t.String(), "err", err)
+		in.carryOut(in.l.takenOver(t))
+		return
+	}
 	in.carryOut(in.l.exited(t, err))
 }
 
