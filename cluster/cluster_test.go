@@ -213,6 +213,9 @@ func breakInstances(t *testing.T, twoStages bool, want map[string]int) {
 	progress := func(what string) { waitForOutput(t, c, adm, out, what) }
 	progress("output from the first three instances")
 
+	// Each fault is aimed at an instance that runs tasks: the group may
+	// balance a moment after the first output flows.
+	a.waitForTasks(t)
 	moving := a.tasks()
 	before := committedEnds(t, adm, out)
 	t.Log("SIGKILL a")
@@ -228,6 +231,7 @@ func breakInstances(t *testing.T, twoStages bool, want map[string]int) {
 	progress("output after d joined")
 
 	t.Logf("SIGSTOP b for %v (session %v, lease %v), then SIGCONT", 2*sessionTimeout+ownershipLease, sessionTimeout, ownershipLease)
+	b.waitForTasks(t)
 	b.signal(syscall.SIGSTOP)
 	time.Sleep(2*sessionTimeout + ownershipLease) // the fault itself: b is paused this long
 	progress("output while b is paused")
@@ -397,6 +401,12 @@ type instance struct {
 }
 
 func (in *instance) expectEnd() { in.ends.Store(true) }
+
+// waitForTasks waits until the instance runs at least one task.
+func (in *instance) waitForTasks(t *testing.T) {
+	t.Helper()
+	kafkatest.WaitFor(t, 2*time.Minute, "instance "+in.name+" to run a task", func() bool { return len(in.tasks()) > 0 })
+}
 
 // tasks returns the partitions of the tasks the instance runs, as its log
 // tells: those it started and has not stopped since.

@@ -33,6 +33,7 @@ func SinkTo[T any](s Stream[T], name string, sk sink.Sink[T], opts ...SinkOption
 		Restore: func(ctx context.Context, rc runtime.RestoreContext) (runtime.Restoring, error) {
 			return commit.Restore(ctx, sk, rc)
 		},
+		Check: checkOf(sk),
 	}
 	j.add(nd, options(opts, SinkOption.applySink))
 }

@@ -88,6 +88,7 @@ func addSource[T any](j *Job, name string, src source.Source[T], et *EventTime[T
 		NewSource: func(ctx context.Context, oc runtime.OperatorContext, out runtime.Emitter) (runtime.SourceOperator, error) {
 			return newSourceOp(ctx, oc, src, et, out)
 		},
+		Check: checkOf(src),
 	}, source: src}
 	return Stream[T]{job: j, op: j.add(nd, options(opts, SourceOption.applySource))}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/exactlyonce/exactly/internal/kafkatest"
 	"github.com/exactlyonce/exactly/internal/testenv"
 	"github.com/exactlyonce/exactly/sink"
+	"github.com/exactlyonce/exactly/stream"
 )
 
 // wantErr fails unless err mentions every one of parts.
@@ -104,4 +105,33 @@ func TestMissingTopicAndBadRecord(t *testing.T) {
 	if pos := r.Position(); len(pos) != 8 || pos[7] != 1 {
 		t.Fatalf("position %x, want offset 1 (the bad record is not skipped)", pos)
 	}
+}
+
+// TestStartRefusesBadKafkaConfiguration checks that a job whose topics are
+// missing, or whose brokers cannot be reached, fails at Start with errors
+// that name the operators and the fix, instead of after its restarts.
+func TestStartRefusesBadKafkaConfiguration(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	job := func(conn kafka.Conn, in, out string) *stream.Job {
+		src, err := kafka.NewSource(kafka.SourceOptions{Conn: conn, Topics: []string{in}}, kafka.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		snk, err := kafka.NewSink(kafka.SinkOptions{Conn: conn, Topic: out}, func(v kafka.Record[string]) (kafka.Message, error) {
+			return kafka.Message{Value: []byte(v.Value)}, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		j := stream.New("refused")
+		stream.SinkTo(stream.Source(j, "orders", src), "copies", snk)
+		return j
+	}
+	in, out := kafkatest.UniqueName("missing-in"), kafkatest.UniqueName("missing-out")
+	_, err := job(kafka.Conn{Brokers: []string{brokers}}, in, out).Start(context.Background(), stream.Options{CheckpointDir: t.TempDir()})
+	wantErr(t, err, `operator "orders" cannot start`, in, "does not exist", `operator "copies" cannot start`, "SinkOptions.Topic", out)
+
+	_, err = job(kafka.Conn{Brokers: []string{"127.0.0.1:1"}, DialTimeout: 200 * time.Millisecond}, in, out).Start(context.Background(), stream.Options{CheckpointDir: t.TempDir()})
+	wantErr(t, err, `operator "orders" cannot start`, "cannot reach the brokers", "127.0.0.1:1")
+	t.Log(err)
 }

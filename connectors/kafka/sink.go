@@ -289,13 +289,10 @@ func (s *Sink[T]) NewWriter(ctx context.Context, info sink.WriterInfo) (sink.Wri
 		return nil, fmt.Errorf("kafka: sink %q: %w", info.Sink, err)
 	}
 	defer admin.Close()
-	if err := s.checkTopic(ctx, admin); err != nil {
+	if err := s.checkCluster(ctx, admin); err != nil {
 		return nil, fmt.Errorf("kafka: sink %q: %w", info.Sink, err)
 	}
 	if s.opts.Guarantee == ExactlyOnce {
-		if err := s.checkTimeout(ctx, admin); err != nil {
-			return nil, fmt.Errorf("kafka: sink %q: %w", info.Sink, err)
-		}
 		w.bgCtx, w.bgCancel = context.WithCancel(context.WithoutCancel(ctx))
 		w.openAhead()
 		return w, nil
@@ -305,6 +302,29 @@ func (s *Sink[T]) NewWriter(ctx context.Context, info sink.WriterInfo) (sink.Wri
 		return nil, fmt.Errorf("kafka: sink %q: %w", info.Sink, err)
 	}
 	return w, nil
+}
+
+// Check implements stream.Checker: the cluster answers and accepts the
+// credentials, SinkOptions.Topic exists, and with ExactlyOnce the
+// TransactionTimeout is within the brokers' transaction.max.timeout.ms.
+func (s *Sink[T]) Check(ctx context.Context) error {
+	admin, err := s.opts.Conn.newClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	return s.checkCluster(ctx, admin)
+}
+
+// checkCluster checks the topic and, with ExactlyOnce, the transaction timeout.
+func (s *Sink[T]) checkCluster(ctx context.Context, admin *kgo.Client) error {
+	if err := s.checkTopic(ctx, admin); err != nil {
+		return err
+	}
+	if s.opts.Guarantee == ExactlyOnce {
+		return s.checkTimeout(ctx, admin)
+	}
+	return nil
 }
 
 // checkTopic fails when SinkOptions.Topic is set and missing.

@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/exactlyonce/exactly/connectors/generator"
 	"github.com/exactlyonce/exactly/internal/testenv"
 	"github.com/exactlyonce/exactly/sink"
+	"github.com/exactlyonce/exactly/stream"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -200,5 +202,53 @@ func TestPreparedConflictTimesOut(t *testing.T) {
 	}
 	if got := ids(t, conn, table); len(got) != 3 {
 		t.Fatalf("after recovery: %v", got)
+	}
+}
+
+// TestStartRefusesBadPostgresConfiguration checks that a wrong password and
+// a missing table fail at Start, naming the sink and the fix, and that no
+// error carries the password.
+func TestStartRefusesBadPostgresConfiguration(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const secret = "not-the-password-7f3a"
+	u.User = url.UserPassword(u.User.Username(), secret)
+	start := func(dsn, table string) error {
+		snk, err := NewSink(Options{DSN: dsn, Table: table, Columns: []Column{{"v", "bigint"}}}, func(v int64, row []any) []any { return append(row, v) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		gen, err := generator.New(generator.Options{Count: 10}, func(i uint64) int64 { return int64(i) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		j := stream.New("refused")
+		stream.SinkTo(stream.Source(j, "numbers", gen), "numbers-table", snk)
+		_, err = j.Start(context.Background(), stream.Options{CheckpointDir: t.TempDir()})
+		return err
+	}
+	err = start(u.String(), "start_check_numbers")
+	wantErrorSays(t, err, `operator "numbers-table" cannot start`, "password authentication failed")
+	if strings.Contains(err.Error(), secret) {
+		t.Errorf("the error carries the password: %v", err)
+	}
+	err = start(dsn, "start_check_missing_table")
+	wantErrorSays(t, err, `operator "numbers-table" cannot start`, "start_check_missing_table")
+	t.Log(err)
+}
+
+// wantErrorSays fails unless err holds every one of parts.
+func wantErrorSays(t *testing.T, err error, parts ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("no error, want one saying %q", parts)
+	}
+	for _, p := range parts {
+		if !strings.Contains(err.Error(), p) {
+			t.Errorf("error %q does not say %q", err, p)
+		}
 	}
 }

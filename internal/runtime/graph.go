@@ -73,6 +73,11 @@ type OperatorSpec struct {
 	// that a start one sink refuses changes nothing in the others.
 	// Subtasks of an operator with Restore receive no operator entries.
 	Restore func(ctx context.Context, rc RestoreContext) (Restoring, error)
+	// Check, when set, reports a permanent configuration error of the
+	// operator's external system (an unreachable service, a missing topic
+	// or table, refused credentials) before the job starts: Start returns
+	// it at once instead of spending the restart budget on it.
+	Check func(ctx context.Context) error
 }
 
 // Restoring is the second step of an operator's restore (see

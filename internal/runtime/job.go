@@ -53,6 +53,9 @@ func Start(ctx context.Context, g Graph, opts Options) (*Job, error) {
 	if err := g.validate(opts.MaxParallelism); err != nil {
 		return nil, err
 	}
+	if err := g.check(ctx, opts.CheckTimeout); err != nil {
+		return nil, err
+	}
 	st, err := store.OpenStorage(opts.CheckpointDir, store.Options{FS: opts.fs, Retained: opts.RetainedCheckpoints, Logger: opts.Logger, SkipCorrupt: opts.SkipCorruptCheckpoints})
 	if err != nil {
 		return nil, err

@@ -111,6 +111,12 @@ type Options struct {
 	// would otherwise hang a restore, which no checkpoint timeout covers.
 	// Default CheckpointTimeout.
 	CommitTimeout time.Duration
+	// CheckTimeout bounds the checks of the sources' and sinks'
+	// configuration that Start runs before anything else (reachable
+	// services, existing topics and tables, accepted credentials: see
+	// stream.Checker). A check without an answer within it fails the
+	// start. Default 30s; negative skips the checks.
+	CheckTimeout time.Duration
 	// Logger receives the job's logs. Default slog.Default().
 	Logger *slog.Logger
 	// Probe, when set, is called at the points of the checkpoint protocol
@@ -181,6 +187,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.CommitRetries == 0 {
 		o.CommitRetries = 5
+	}
+	if o.CheckTimeout == 0 {
+		o.CheckTimeout = 30 * time.Second
 	}
 	if o.CommitTimeout == 0 {
 		o.CommitTimeout = o.CheckpointTimeout
