@@ -156,7 +156,31 @@ func (c *Conn) explain(err error) error {
 	case isAuthorization(err):
 		return fmt.Errorf("kafka: the brokers %v refused an operation: grant the ACLs listed in docs/kafka.md to user %q: %w", c.Brokers, c.SASL.User, err)
 	default:
-		return fmt.Errorf("kafka: cannot reach the brokers %v (TLS %t, SASL %q): check Conn.Brokers, that the brokers run, and the listener's security protocol: %w", c.Brokers, c.TLS != nil, c.SASL.Mechanism, err)
+		return unreachableError{fmt.Errorf("kafka: cannot reach the brokers %v (TLS %t, SASL %q): check Conn.Brokers, that the brokers run, and the listener's security protocol: %w", c.Brokers, c.TLS != nil, c.SASL.Mechanism, err)}
+	}
+}
+
+// unreachableError is a failure to reach the cluster, as explain words it.
+type unreachableError struct{ error }
+
+func (e unreachableError) Unwrap() error { return e.error }
+
+// untilReachable runs check until it succeeds, fails for another reason
+// than an unreachable cluster, or ctx ends: a start during a broker's
+// restart waits for it (stream.Options.CheckTimeout bounds the wait), a
+// wrong address is reported when the wait ends.
+func untilReachable(ctx context.Context, check func() error) error {
+	began := time.Now()
+	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
+		err := check()
+		if err == nil || !errors.As(err, new(unreachableError)) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (still so after trying for %v)", err, time.Since(began).Round(time.Millisecond))
+		case <-time.After(backoff):
+		}
 	}
 }
 

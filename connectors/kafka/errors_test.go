@@ -131,7 +131,8 @@ func TestStartRefusesBadKafkaConfiguration(t *testing.T) {
 	_, err := job(kafka.Conn{Brokers: []string{brokers}}, in, out).Start(context.Background(), stream.Options{CheckpointDir: t.TempDir()})
 	wantErr(t, err, `operator "orders" cannot start`, in, "does not exist", `operator "copies" cannot start`, "SinkOptions.Topic", out)
 
-	_, err = job(kafka.Conn{Brokers: []string{"127.0.0.1:1"}, DialTimeout: 200 * time.Millisecond}, in, out).Start(context.Background(), stream.Options{CheckpointDir: t.TempDir()})
-	wantErr(t, err, `operator "orders" cannot start`, "cannot reach the brokers", "127.0.0.1:1")
+	// Unreachable brokers are waited for, up to CheckTimeout.
+	_, err = job(kafka.Conn{Brokers: []string{"127.0.0.1:1"}, DialTimeout: 200 * time.Millisecond}, in, out).Start(context.Background(), stream.Options{CheckpointDir: t.TempDir(), CheckTimeout: time.Second})
+	wantErr(t, err, `operator "orders" cannot start`, "cannot reach the brokers", "127.0.0.1:1", "still so after trying for")
 	t.Log(err)
 }

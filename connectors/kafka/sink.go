@@ -304,16 +304,19 @@ func (s *Sink[T]) NewWriter(ctx context.Context, info sink.WriterInfo) (sink.Wri
 	return w, nil
 }
 
-// Check implements stream.Checker: the cluster answers and accepts the
-// credentials, SinkOptions.Topic exists, and with ExactlyOnce the
+// Check implements stream.Checker: the cluster answers (waited for while
+// it cannot be reached, until ctx ends) and accepts the credentials,
+// SinkOptions.Topic exists, and with ExactlyOnce the
 // TransactionTimeout is within the brokers' transaction.max.timeout.ms.
 func (s *Sink[T]) Check(ctx context.Context) error {
-	admin, err := s.opts.Conn.newClient(ctx)
-	if err != nil {
-		return err
-	}
-	defer admin.Close()
-	return s.checkCluster(ctx, admin)
+	return untilReachable(ctx, func() error {
+		admin, err := s.opts.Conn.newClient(ctx)
+		if err != nil {
+			return err
+		}
+		defer admin.Close()
+		return s.checkCluster(ctx, admin)
+	})
 }
 
 // checkCluster checks the topic and, with ExactlyOnce, the transaction timeout.

@@ -258,12 +258,14 @@ type Source[V any] struct {
 	skipped atomic.Int64
 }
 
-// Check implements stream.Checker: the cluster answers and accepts the
-// credentials, and every listed topic and partition exists (or
-// TopicRegex matches a topic).
+// Check implements stream.Checker: the cluster answers (waited for while
+// it cannot be reached, until ctx ends) and accepts the credentials, and
+// every listed topic and partition exists (or TopicRegex matches a topic).
 func (s *Source[V]) Check(ctx context.Context) error {
-	_, err := s.Splits(ctx)
-	return err
+	return untilReachable(ctx, func() error {
+		_, err := s.Splits(ctx)
+		return err
+	})
 }
 
 // ReadsPartitions returns the topics the source reads and the partitions

@@ -566,21 +566,3 @@ func decodeCommittable(data []byte) (committable, bool) {
 	c.subtask, c.checkpoint, c.id = int(vals[0]), checkpoint.ID(vals[1]), vals[2]
 	return c, true
 }
-
-// Check implements stream.Checker: the server accepts the connection and
-// the credentials, the target table exists with Options.Columns (or is
-// created, with Options.CreateTable), and in prepared mode the server's
-// max_prepared_transactions suffices. It sets up what the writers would
-// (the shared progress and owner tables), so it changes nothing a start
-// would not.
-func (s *Sink[T]) Check(ctx context.Context) error {
-	c := s.core
-	conn, err := c.connect(ctx)
-	if err != nil {
-		return err
-	}
-	if _, _, err = c.setup(ctx, conn); err != nil {
-		err = c.describe(err, "sink", "set up the tables")
-	}
-	return errors.Join(err, conn.Close(ctx))
-}
