@@ -135,6 +135,9 @@ create_database() {
 	if [[ -z $(psql_admin -tAc "SELECT 1 FROM pg_roles WHERE rolname = '$user'") ]]; then
 		psql_admin -c "CREATE ROLE $user LOGIN PASSWORD '$password'" >&2
 	fi
+	# The tests create throwaway roles with passwords of their own
+	# (internal/secretscan scans logs for them).
+	psql_admin -c "ALTER ROLE $user CREATEROLE" >&2
 	if [[ -z $(psql_admin -tAc "SELECT 1 FROM pg_database WHERE datname = '$database'") ]]; then
 		psql_admin -c "CREATE DATABASE $database OWNER $user" >&2
 	fi
