@@ -1,0 +1,213 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/sink"
+)
+
+// committer ends the transactions of one sink by protocol.
+type committer[T any] struct {
+	s      *Sink[T]
+	name   string
+	prefix string
+	owner  sink.Owner
+	logger *slog.Logger
+	admin  *txnAdmin // nil unless ExactlyOnce
+	// legacy is the default prefix of versions before 2026-12 when the
+	// sink uses the default prefix, else empty; legacySeen is set when a
+	// committable under it was committed, i.e. the job was restored from
+	// a checkpoint of such a version: AbortLingering then aborts the
+	// lingering transactions under legacy too.
+	legacy     string
+	legacySeen bool
+}
+
+// decode parses a committable; a malformed one is a permanent error.
+func (c *committer[T]) decode(cm sink.Committable) (committable, error) {
+	d, err := decodeCommittable(cm.Data)
+	if err != nil {
+		return d, sink.Permanent(fmt.Errorf("kafka: sink %q: committable of checkpoint %d subtask %d is malformed (%q): the checkpoint is corrupt or was written by another sink: %w", c.name, cm.Checkpoint, cm.Subtask, cm.Data, err))
+	}
+	return d, nil
+}
+
+// Commit commits the transaction with EndTxn under its recorded producer
+// id and epoch. When the coordinator answers that the identity is fenced
+// or the state invalid, the record the committable points at tells the
+// outcome: committed (success, nothing to do), aborted (permanent error:
+// the records are lost), undecided (retried).
+func (c *committer[T]) Commit(ctx context.Context, cm sink.Committable) error {
+	if c.admin == nil {
+		return nil
+	}
+	d, err := c.decode(cm)
+	if err != nil {
+		return err
+	}
+	if c.legacy != "" && ownID(c.legacy, d.TxnID) {
+		c.legacySeen = true
+	}
+	where := fmt.Sprintf("kafka: sink %q: commit checkpoint %d subtask %d (transactional id %q, producer id %d, epoch %d, protocol %d)", c.name, cm.Checkpoint, cm.Subtask, d.TxnID, d.ProducerID, d.Epoch, d.Version)
+	start := time.Now()
+	code, err := c.admin.endTxn(ctx, d, true)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s: %w", where, c.s.opts.Conn.explain(err))
+	case code == 0:
+		c.s.setBusy(d.TxnID, false)
+		c.logger.Debug("kafka: transaction committed", "sink", c.name, "checkpoint", cm.Checkpoint, "subtask", cm.Subtask,
+			"txn", d.TxnID, "took", time.Since(start))
+		return nil
+	case !fencedOrInvalid(code):
+		return fmt.Errorf("%s: %w", where, kerr.ErrorForCode(code))
+	}
+	answer := kerr.ErrorForCode(code)
+	out, err := c.admin.outcome(ctx, d)
+	if errors.Is(err, errOutcomeGone) {
+		return sink.Permanent(fmt.Errorf("%s: the coordinator answered %v and the outcome cannot be read back: %w; inspect the transaction with kafka-transactions.sh describe --transactional-id %s (docs/kafka.md, manual recovery)", where, answer, err, d.TxnID))
+	}
+	if err != nil {
+		return fmt.Errorf("%s: the coordinator answered %v, and reading the transaction's outcome from the log failed; retrying: %w", where, answer, err)
+	}
+	switch out {
+	case outcomeCommitted:
+		c.logger.Info("kafka: transaction was already committed", "sink", c.name, "checkpoint", cm.Checkpoint, "subtask", cm.Subtask, "txn", d.TxnID, "answer", answer)
+		c.s.setBusy(d.TxnID, false)
+		return nil
+	case outcomeAborted:
+		cause := endedBy(d.TxnID, c.prefix, c.owner, d.began(), c.s.opts.TransactionTimeout)
+		if errors.Is(cause, sink.ErrFenced) {
+			return fmt.Errorf("%s: the broker aborted the transaction before it could be committed (coordinator answer %v): %w", where, answer, cause)
+		}
+		return sink.Permanent(fmt.Errorf("%s: the broker aborted the transaction before it could be committed (coordinator answer %v): its records are lost from the output. %w, then rerun the job from a savepoint or checkpoint taken before checkpoint %d to reproduce the lost records", where, answer, cause, cm.Checkpoint))
+	}
+	return fmt.Errorf("%s: the coordinator answered %v while the transaction is not decided in the log yet; retrying", where, answer)
+}
+
+// Abort aborts the committable's transaction with InitProducerID on the
+// condition that its producer id and epoch are still current (see
+// txnAdmin.abortIfCurrent). When they are not, the transaction already
+// ended and Abort changes nothing: it fails with [sink.ErrFenced] when
+// another producer took the id over before the transaction timeout could
+// pass (this committer's owner was fenced: bumping the epoch now would
+// fence the newer owner's producer), and succeeds otherwise (the broker
+// aborted it at its timeout).
+func (c *committer[T]) Abort(ctx context.Context, cm sink.Committable) error {
+	if c.admin == nil {
+		return nil
+	}
+	d, err := c.decode(cm)
+	if err != nil {
+		return err
+	}
+	where := fmt.Sprintf("kafka: sink %q: abort checkpoint %d subtask %d (transactional id %q, producer id %d, epoch %d)", c.name, cm.Checkpoint, cm.Subtask, d.TxnID, d.ProducerID, d.Epoch)
+	code, err := c.admin.abortIfCurrent(ctx, d)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s: %w", where, c.s.opts.Conn.explain(err))
+	case code != 0 && !fencedOrInvalid(code):
+		return fmt.Errorf("%s: %w", where, kerr.ErrorForCode(code))
+	case code != 0:
+		if cause := endedBy(d.TxnID, c.prefix, c.owner, d.began(), c.s.opts.TransactionTimeout); errors.Is(cause, sink.ErrFenced) {
+			return fmt.Errorf("%s: the coordinator answered %v: %w", where, kerr.ErrorForCode(code), cause)
+		}
+		c.logger.Info("kafka: transaction to abort had already ended", "sink", c.name, "checkpoint", cm.Checkpoint, "txn", d.TxnID, "answer", kerr.ErrorForCode(code))
+	}
+	c.s.setBusy(d.TxnID, false)
+	return nil
+}
+
+// Fence fences earlier owners' producers before anything is committed: it
+// bumps the producer epoch (InitProducerID) of every transactional id of
+// the sink that holds no open transaction, so that an old instance (a
+// zombie) can write no new transaction under it. Ids holding an open
+// transaction are left alone: one of them may hold a transaction of the
+// restored checkpoint, which the engine commits next, and bumping the
+// epoch would abort it (Kafka's InitProducerID aborts the open
+// transaction; keeping it needs KIP-939, not available here). They are
+// fenced by AbortLingering, after those commits.
+//
+// Kafka records no owner of its own: the producer epochs of the sink's
+// transactional ids are its fencing state, so Fence cannot find a newer
+// owner (it never fails with [sink.ErrFenced]) and no progress of another
+// incarnation ([sink.ErrForeignProgress]): a rerun from scratch with empty
+// checkpoint storage uses the same ids and fences the earlier run's
+// transactions, as it should.
+func (c *committer[T]) Fence(ctx context.Context, id checkpoint.ID) error {
+	if c.admin == nil {
+		return nil
+	}
+	if err := c.fenceIDs(ctx, []string{c.prefix}, false, id); err != nil {
+		return fmt.Errorf("kafka: sink %q: fence earlier owners (as owner %s, restoring checkpoint %d): %w", c.name, c.owner, id, err)
+	}
+	return nil
+}
+
+// fenceIDs bumps the producer epoch of the transactional ids under
+// prefixes that the brokers know; with open false only of those that hold
+// no open transaction.
+func (c *committer[T]) fenceIDs(ctx context.Context, prefixes []string, open bool, restored checkpoint.ID) error {
+	ids, err := c.admin.sinkIDs(ctx, prefixes...)
+	if err != nil {
+		return err
+	}
+	for _, t := range ids {
+		if openState(t.State) && !open {
+			continue
+		}
+		if t.State == "Ongoing" || t.State == "PrepareEpochFence" {
+			c.logger.Info("kafka: aborting lingering transaction", "sink", c.name, "txn", t.TxnID, "state", t.State, "restored", restored)
+		}
+		if err := c.admin.fence(ctx, t.TxnID); err != nil {
+			return fmt.Errorf("fencing %q: %w", t.TxnID, err)
+		}
+	}
+	return nil
+}
+
+// AbortLingering bumps the producer epoch of every transactional id of the
+// form "{prefix}-{subtask}-{slot}" that the brokers know, for any subtask,
+// including subtasks that no longer exist: it aborts the open transactions
+// of earlier attempts and fences every producer of an earlier owner. After
+// it, no committable an earlier owner prepared can be committed except
+// those of the restored checkpoint, which are committed already: their
+// EndTxn presents an old epoch and fails with [sink.ErrFenced]. When the
+// restored checkpoint held transactions under the default prefix of
+// versions before 2026-12, the ids under that prefix are fenced too.
+func (c *committer[T]) AbortLingering(ctx context.Context, id checkpoint.ID) error {
+	if c.admin == nil {
+		return nil
+	}
+	prefixes := []string{c.prefix}
+	if c.legacySeen {
+		prefixes = append(prefixes, c.legacy)
+	}
+	if err := c.fenceIDs(ctx, prefixes, true, id); err != nil {
+		return fmt.Errorf("kafka: sink %q: abort lingering transactions after restoring checkpoint %d: %w", c.name, id, err)
+	}
+	c.s.mu.Lock()
+	for txnID := range c.s.busy {
+		if slices.ContainsFunc(prefixes, func(p string) bool { return ownID(p, txnID) }) {
+			delete(c.s.busy, txnID)
+		}
+	}
+	c.s.mu.Unlock()
+	return nil
+}
+
+// Close closes the committer's client.
+func (c *committer[T]) Close() error {
+	if c.admin != nil {
+		c.admin.cl.Close()
+	}
+	return nil
+}

@@ -1,0 +1,167 @@
+package kafka
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Guarantee is the delivery guarantee of a [Sink].
+type Guarantee int
+
+const (
+	// ExactlyOnce writes each checkpoint's records in Kafka transactions
+	// committed when the checkpoint completes. read_committed readers see
+	// every record once; records become visible at checkpoint pace.
+	ExactlyOnce Guarantee = iota
+	// AtLeastOnce flushes the idempotent producer at every checkpoint: no
+	// record is lost, but records written after the last completed
+	// checkpoint are written again after a failure.
+	AtLeastOnce
+	// NoGuarantee produces asynchronously and never waits: a failure may
+	// lose or duplicate records.
+	NoGuarantee
+)
+
+// String returns the guarantee's name: "exactly-once", "at-least-once" or "none".
+func (g Guarantee) String() string {
+	switch g {
+	case ExactlyOnce:
+		return "exactly-once"
+	case AtLeastOnce:
+		return "at-least-once"
+	case NoGuarantee:
+		return "none"
+	}
+	return "Guarantee(" + strconv.Itoa(int(g)) + ")"
+}
+
+const (
+	// DefaultPoolSize is SinkOptions.PoolSize when zero.
+	DefaultPoolSize = 5
+	// DefaultTransactionTimeout is SinkOptions.TransactionTimeout when zero:
+	// the broker's default transaction.max.timeout.ms.
+	DefaultTransactionTimeout = 15 * time.Minute
+)
+
+// Message is one record to produce.
+type Message struct {
+	// Topic is the topic to write to; empty means SinkOptions.Topic.
+	Topic string
+	// Key picks the partition (murmur2, as the Java client) and is stored
+	// with the record. Nil keys spread records over partitions.
+	Key []byte
+	// Value is the record's value.
+	Value []byte
+	// Headers are stored with the record.
+	Headers []Header
+	// Timestamp is the record's timestamp; zero means now.
+	Timestamp time.Time
+}
+
+// Header is a record header.
+type Header struct {
+	// Key is the header's name.
+	Key string
+	// Value is the header's value.
+	Value []byte
+}
+
+// SinkOptions configures a [Sink]. Zero values mean the documented defaults.
+type SinkOptions struct {
+	// Conn says how to reach the cluster. Conn.Brokers is required.
+	Conn Conn
+	// Topic is the topic of messages that name none. It must exist when
+	// set: the sink does not create topics.
+	Topic string
+	// Guarantee is ExactlyOnce (default), AtLeastOnce or NoGuarantee.
+	Guarantee Guarantee
+	// TransactionalIDPrefix starts every transactional id of the sink:
+	// "{prefix}-{subtask}-{slot}". It must be unique in the cluster to this
+	// sink of this job and stay the same across restarts, or lingering
+	// transactions are neither found nor aborted, and two sinks sharing it
+	// abort each other's transactions. Default
+	// "exactly-{job}.{sink}-{hash}": the names, cut to 60 bytes each with
+	// characters other than letters, digits, '.', '_' and '-' replaced by
+	// '_', and 16 hex digits of a SHA-256 of the exact (job, sink) pair, so
+	// two sinks get the same default only if their job and sink names are
+	// equal. Until 2026-12 the default was "exactly-{job}-{sink}", which
+	// two pairs could share ("a-b"+"c" and "a"+"b-c"); see docs/kafka.md
+	// for upgrading.
+	TransactionalIDPrefix string
+	// PoolSize is the number of transactional ids per subtask, so the
+	// number of transactions a subtask can have open or prepared and not
+	// yet committed: one open, one per checkpoint not yet completed. When
+	// all are taken the writer fails and the job restarts. Default 5;
+	// raise it if checkpoints often fail or time out in a row.
+	PoolSize int
+	// TransactionTimeout is the producer's transaction.timeout.ms: the
+	// broker aborts a transaction still open this long after it began.
+	// A transaction stays open from the first record after a checkpoint
+	// barrier until the next checkpoint completes and is committed, and
+	// across a crash until the restarted job commits it, so it must cover
+	// the longest outage to survive. It must be at least three checkpoint
+	// intervals and at most the brokers' transaction.max.timeout.ms.
+	// Default 15m.
+	TransactionTimeout time.Duration
+	// CheckpointInterval is the job's checkpoint interval, used only to
+	// check TransactionTimeout. Default 1s, the engine's default.
+	CheckpointInterval time.Duration
+	// Compression compresses produced batches: "none" (the default, as in
+	// Kafka's own producer), "gzip", "snappy", "lz4" or "zstd". Compression
+	// costs CPU in the job and saves network and disk.
+	Compression string
+}
+
+// compressions maps SinkOptions.Compression to franz-go's codecs.
+var compressions = map[string]kgo.CompressionCodec{
+	"none": kgo.NoCompression(), "gzip": kgo.GzipCompression(), "snappy": kgo.SnappyCompression(),
+	"lz4": kgo.Lz4Compression(), "zstd": kgo.ZstdCompression(),
+}
+
+// validate checks o and fills in defaults.
+func (o *SinkOptions) validate() error {
+	if err := o.Conn.validate("SinkOptions"); err != nil {
+		return err
+	}
+	if o.PoolSize == 0 {
+		o.PoolSize = DefaultPoolSize
+	}
+	if o.TransactionTimeout == 0 {
+		o.TransactionTimeout = DefaultTransactionTimeout
+	}
+	if o.CheckpointInterval == 0 {
+		o.CheckpointInterval = time.Second
+	}
+	if o.Compression == "" {
+		o.Compression = "none"
+	}
+	_, knownCompression := compressions[o.Compression]
+	checks := []struct {
+		bad   bool
+		field string
+		value any
+		fix   string
+	}{
+		{o.Guarantee < ExactlyOnce || o.Guarantee > NoGuarantee, "Guarantee", o.Guarantee, "use ExactlyOnce, AtLeastOnce or NoGuarantee"},
+		{o.PoolSize < 2 || o.PoolSize > 1000, "PoolSize", o.PoolSize, "use 0 (default 5) or a count in [2, 1000]: one transaction is open while the previous one waits for its commit"},
+		{o.CheckpointInterval < 0, "CheckpointInterval", o.CheckpointInterval, "set it to the job's checkpoint interval"},
+		{o.TransactionTimeout < 3*o.CheckpointInterval, "TransactionTimeout", o.TransactionTimeout,
+			fmt.Sprintf("use at least 3 checkpoint intervals (%v), better the longest outage the job must survive", 3*o.CheckpointInterval)},
+		{!knownCompression, "Compression", strconv.Quote(o.Compression), `use "none", "gzip", "snappy", "lz4" or "zstd"`},
+		{o.TransactionalIDPrefix != "" && !validPrefix.MatchString(o.TransactionalIDPrefix), "TransactionalIDPrefix", strconv.Quote(o.TransactionalIDPrefix),
+			"use letters, digits, '.', '_' and '-', at most 200 bytes"},
+	}
+	for _, c := range checks {
+		if c.bad {
+			return fmt.Errorf("kafka: SinkOptions.%s = %v is invalid: %s", c.field, c.value, c.fix)
+		}
+	}
+	return nil
+}
+
+// validPrefix matches acceptable transactional id prefixes.
+var validPrefix = regexp.MustCompile(`^[A-Za-z0-9._-]{1,200}$`)
