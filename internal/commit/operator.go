@@ -64,6 +64,10 @@ func (r *restoring) Finish(ctx context.Context) error {
 	if err := bounded(ctx, r.rc.Commit.Timeout, func(ctx context.Context) error { return r.c.AbortLingering(ctx, r.rc.Checkpoint) }); err != nil {
 		return fmt.Errorf("aborting lingering transactions: %w", err)
 	}
+	if r.rc.Checkpoint != 0 && r.rc.Logger != nil {
+		r.rc.Logger.Info("sink restored: committed what the checkpoint covers, aborted what it does not",
+			"checkpoint", r.rc.Checkpoint, "committed", len(r.pending))
+	}
 	return nil
 }
 

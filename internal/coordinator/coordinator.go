@@ -99,6 +99,9 @@ type Abort struct {
 	Request uint64
 	// Reason says why.
 	Reason string
+	// Routine says the checkpoint was abandoned because its attempt ends
+	// (the job stops or restarts): a normal event, not a failure.
+	Routine bool
 }
 
 // FailOver asks the driver to end the attempt with Err and recover: too
@@ -143,7 +146,7 @@ func (a FailOver) String() string {
 	return fmt.Sprintf("fail-over outcome-unknown=%d request=%d error=%q", a.OutcomeUnknown, a.Request, a.Err)
 }
 func (a Abort) String() string {
-	return fmt.Sprintf("abort id=%d kind=%s request=%d reason=%q", a.ID, a.Kind, a.Request, a.Reason)
+	return fmt.Sprintf("abort id=%d kind=%s request=%d reason=%q routine=%t", a.ID, a.Kind, a.Request, a.Reason, a.Routine)
 }
 
 // SubtaskState is the state one subtask contributes for one of its operators.
@@ -401,7 +404,11 @@ func (c *Coordinator) Reset(now time.Time) []Action {
 		c.finish(now)
 		return nil
 	}
-	return c.abort(now, "the job is restarting")
+	acts := c.abort(now, "the job is stopping or restarting")
+	a := acts[0].(Abort)
+	a.Routine = true
+	acts[0] = a
+	return acts
 }
 
 // fail aborts the checkpoint in flight for a failure that counts towards

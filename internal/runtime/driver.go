@@ -163,7 +163,11 @@ func (d *driver) do(ctx context.Context, a coordinator.Action) []coordinator.Act
 		d.finished = true
 	case coordinator.Abort:
 		j.metrics.Aborted.Add(1)
-		j.opts.Logger.Warn("checkpoint aborted", "checkpoint", a.ID, "kind", a.Kind, "reason", a.Reason)
+		if a.Routine {
+			j.opts.Logger.Info("checkpoint in flight abandoned: the job is stopping or restarting (normal; the last completed checkpoint stands)", "checkpoint", a.ID, "kind", a.Kind)
+		} else {
+			j.opts.Logger.Warn("checkpoint aborted", "checkpoint", a.ID, "kind", a.Kind, "reason", a.Reason)
+		}
 		if a.ID != 0 {
 			if err := j.store.Discard(a.ID, a.Kind); err != nil {
 				j.opts.Logger.Warn("discarding an aborted checkpoint failed", "checkpoint", a.ID, "error", err)
