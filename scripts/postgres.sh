@@ -5,7 +5,8 @@
 #                                          are missing, initdb once, start the server,
 #                                          wait until it answers, create the database
 #                                          and role "exactly"; prints
-#                                          EXACTLY_POSTGRES_DATA=<data dir> and, as the
+#                                          EXACTLY_POSTGRES_DATA=<data dir>,
+#                                          EXACTLY_POSTGRES_TLS_CA=<CA certificate> and, as the
 #                                          LAST line, EXACTLY_POSTGRES_DSN=postgres://...
 #   scripts/postgres.sh stop               fast shutdown (pg_ctl stop -m fast)
 #   scripts/postgres.sh kill               immediate shutdown (pg_ctl stop -m immediate):
@@ -16,7 +17,9 @@
 #
 # The server listens on 127.0.0.1 only, with scram-sha-256 password
 # authentication (user exactly, password exactly: a test-only server), fsync on
-# and max_prepared_transactions=64. Server commands run as the "postgres" user
+# and max_prepared_transactions=64; TLS is on with a throwaway CA generated at
+# the first start (<data>.tls: see make_tls), and the role exactly_tls (same
+# password) may connect over TLS only. Server commands run as the "postgres" user
 # when the script runs as root (initdb refuses root).
 #
 # Environment: POSTGRES_PORT (default 25432, the next free port if taken by
@@ -29,9 +32,12 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 data=${EXACTLY_POSTGRES_DATA:-$repo/.tmp/postgres}
 port=${POSTGRES_PORT:-25432}
 log=$data.log
+tls=$data.tls
 user=exactly
 password=exactly
 database=exactly
+# tls_user may connect over TLS only (hostssl; hostnossl rejects it).
+tls_user=exactly_tls
 
 log() { echo "postgres.sh: $*" >&2; }
 
@@ -80,7 +86,40 @@ dsn() { echo "postgres://$user:$password@127.0.0.1:$(current_port)/$database?ssl
 
 print_address() {
 	echo "EXACTLY_POSTGRES_DATA=$data"
+	echo "EXACTLY_POSTGRES_TLS_CA=$tls/ca.crt"
 	echo "EXACTLY_POSTGRES_DSN=$(dsn)"
+}
+
+# make_tls generates, once, a throwaway CA and a server certificate it
+# signs for the name "localhost" only (not 127.0.0.1, so that a client
+# connecting by address sees a hostname mismatch), valid 30 days. Nothing
+# of it is checked in; the tests read the CA at $tls/ca.crt (and its key,
+# to sign certificates of their own).
+make_tls() {
+	[[ -f $tls/server.crt ]] && return
+	mkdir -p "$tls"
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 \
+		-subj "/CN=exactly test CA" -keyout "$tls/ca.key" -out "$tls/ca.crt" 2>/dev/null
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+		-subj "/CN=localhost" -keyout "$tls/server.key" -out "$tls/server.csr" 2>/dev/null
+	printf 'subjectAltName=DNS:localhost\nextendedKeyUsage=serverAuth\n' >"$tls/server.ext"
+	openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.crt" -CAkey "$tls/ca.key" -CAcreateserial \
+		-days 30 -extfile "$tls/server.ext" -out "$tls/server.crt" 2>/dev/null
+	chmod 600 "$tls/server.key"
+	if [[ $(id -u) -eq 0 ]]; then chown -R postgres: "$tls"; fi
+	chmod 644 "$tls/ca.crt" "$tls/ca.key"
+}
+
+# write_hba writes the server's pg_hba.conf: the local socket for the
+# script, TLS only for $tls_user, passwords over loopback TCP for the rest.
+write_hba() {
+	printf '%s\n' \
+		'# scripts/postgres.sh: local socket for the script, TLS only for the TLS user, passwords over loopback TCP' \
+		'local     all all          trust' \
+		"hostssl   all $tls_user 127.0.0.1/32 scram-sha-256" \
+		"hostnossl all $tls_user 127.0.0.1/32 reject" \
+		'host      all all          127.0.0.1/32 scram-sha-256' >"$data/pg_hba.conf"
+	if [[ $(id -u) -eq 0 ]]; then chown postgres: "$data/pg_hba.conf"; fi
 }
 
 init_data() {
@@ -109,11 +148,7 @@ max_connections = 200
 fsync = on
 synchronous_commit = on
 EOF
-	cat >"$data/pg_hba.conf" <<EOF
-# scripts/postgres.sh: local socket for the script, passwords over loopback TCP
-local all all trust
-host  all all 127.0.0.1/32 scram-sha-256
-EOF
+	write_hba
 }
 
 start_server() {
@@ -138,6 +173,19 @@ create_database() {
 	# The tests create throwaway roles with passwords of their own
 	# (internal/secretscan scans logs for them).
 	psql_admin -c "ALTER ROLE $user CREATEROLE" >&2
+	if [[ -z $(psql_admin -tAc "SELECT 1 FROM pg_roles WHERE rolname = '$tls_user'") ]]; then
+		psql_admin -c "CREATE ROLE $tls_user LOGIN PASSWORD '$password'" >&2
+	fi
+	psql_admin -d "$database" -c "GRANT ALL ON SCHEMA public TO $tls_user" >&2
+}
+
+# enable_tls turns TLS on with the generated certificate (see make_tls) and
+# reloads the server's configuration; idempotent.
+enable_tls() {
+	make_tls
+	write_hba
+	psql_admin -c "ALTER SYSTEM SET ssl = on" -c "ALTER SYSTEM SET ssl_cert_file = '$tls/server.crt'" \
+		-c "ALTER SYSTEM SET ssl_key_file = '$tls/server.key'" -c "SELECT pg_reload_conf()" >/dev/null
 	if [[ -z $(psql_admin -tAc "SELECT 1 FROM pg_database WHERE datname = '$database'") ]]; then
 		psql_admin -c "CREATE DATABASE $database OWNER $user" >&2
 	fi
@@ -151,6 +199,7 @@ start)
 		start_server
 	fi
 	create_database
+	enable_tls
 	print_address
 	;;
 stop)

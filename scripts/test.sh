@@ -20,17 +20,23 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# start_service NAME: runs scripts/NAME.sh start and exports the VAR=value
-# that it prints as its last line.
+# start_service NAME: runs scripts/NAME.sh start and exports every
+# EXACTLY_*=value line it prints; the last line must be one (the address).
 start_service() {
-	local out
-	out=$("scripts/$1.sh" start | tail -n 1)
-	case "$out" in
-	EXACTLY_*=*) export "${out?}" ;;
-	*) echo "scripts/$1.sh start did not print its address (got: $out)" >&2; exit 1 ;;
+	local out line last
+	out=$("scripts/$1.sh" start)
+	last=$(tail -n 1 <<<"$out")
+	case "$last" in
+	EXACTLY_*=*) ;;
+	*) echo "scripts/$1.sh start did not print its address (got: $last)" >&2; exit 1 ;;
 	esac
+	while IFS= read -r line; do
+		case "$line" in
+		EXACTLY_*=*) export "${line?}" ;;
+		esac
+	done <<<"$out"
 	started+=("$1")
-	echo "started $1: $out"
+	echo "started $1: $last"
 }
 
 # The broker gets its proxy listener from the start (KAFKA_PORT+2, advertised

@@ -17,7 +17,8 @@ import (
 // would not.
 //
 // A server that cannot be reached (refused or timed-out connections, not
-// a refusal by the server itself such as a wrong password) is waited for
+// a refusal by the server itself such as a wrong password, nor a refused
+// TLS certificate) is waited for
 // until ctx ends: a start during a database restart waits for it.
 func (s *Sink[T]) Check(ctx context.Context) error {
 	c := s.core
@@ -30,7 +31,7 @@ func (s *Sink[T]) Check(ctx context.Context) error {
 			}
 			return errors.Join(err, conn.Close(ctx))
 		}
-		if errors.As(err, new(*pgconn.PgError)) {
+		if errors.As(err, new(*pgconn.PgError)) || isCertificateRefusal(err) {
 			return err
 		}
 		select {

@@ -1,6 +1,8 @@
 package postgres
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/url"
@@ -147,4 +149,25 @@ func diagnoseEncode(m *pgtype.Map, names []string, oids []uint32, row []any) err
 		}
 	}
 	return nil
+}
+
+// tlsAdvice says what to fix when err is a TLS failure of a connection:
+// the client refused the server's certificate, or the server accepts the
+// user over TLS only. It returns "" for other errors.
+func tlsAdvice(err error) string {
+	var pg *pgconn.PgError
+	switch {
+	case isCertificateRefusal(err):
+		return " (the server's TLS certificate was refused: check that the DSN's sslrootcert, or Options.TLS.RootCAs, holds the CA that signed it, that the certificate is valid now, and that the DSN's host is a name the certificate holds, which sslmode=verify-full checks)"
+	case errors.As(err, &pg) && pg.Code == "28000" && strings.Contains(pg.Message, "no encryption"):
+		return " (the server accepts this user over TLS only: set sslmode=verify-full and sslrootcert in the DSN, or Options.TLS)"
+	}
+	return ""
+}
+
+// isCertificateRefusal reports whether err is a failed verification of
+// the server's certificate: permanent, no retry can fix it.
+func isCertificateRefusal(err error) bool {
+	return errors.As(err, new(*tls.CertificateVerificationError)) || errors.As(err, new(x509.UnknownAuthorityError)) ||
+		errors.As(err, new(x509.HostnameError)) || errors.As(err, new(x509.CertificateInvalidError))
 }

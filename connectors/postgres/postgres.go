@@ -273,7 +273,7 @@ func ownerTag(o sink.Owner) string {
 func (c *core) connect(ctx context.Context) (*pgx.Conn, error) {
 	conn, err := pgx.ConnectConfig(ctx, c.cfg)
 	if err != nil {
-		return nil, c.scrub(markPermanent(fmt.Errorf("postgres: connect to %s: %w", c.server, err)))
+		return nil, c.scrub(markPermanent(fmt.Errorf("postgres: connect to %s%s: %w", c.server, tlsAdvice(err), err)))
 	}
 	return conn, nil
 }

@@ -28,6 +28,15 @@ import (
 // (EXACTLY_POSTGRES_DSN).
 func Postgres(t testing.TB) string { return need(t, "EXACTLY_POSTGRES_DSN", "PostgreSQL") }
 
+// PostgresTLSCA returns the file of the CA certificate that signed the test
+// PostgreSQL server's TLS certificate (EXACTLY_POSTGRES_TLS_CA, set by
+// scripts/postgres.sh; the CA's key is beside it as ca.key). The server's
+// certificate names "localhost" only, and the role exactly_tls (password
+// exactly) may connect over TLS only.
+func PostgresTLSCA(t testing.TB) string {
+	return need(t, "EXACTLY_POSTGRES_TLS_CA", "PostgreSQL with TLS")
+}
+
 // Kafka returns the bootstrap address of the test Kafka broker
 // (EXACTLY_KAFKA_BROKERS).
 func Kafka(t testing.TB) string { return need(t, "EXACTLY_KAFKA_BROKERS", "Kafka") }
