@@ -176,7 +176,14 @@ create_database() {
 	if [[ -z $(psql_admin -tAc "SELECT 1 FROM pg_roles WHERE rolname = '$tls_user'") ]]; then
 		psql_admin -c "CREATE ROLE $tls_user LOGIN PASSWORD '$password'" >&2
 	fi
-	psql_admin -d "$database" -c "GRANT ALL ON SCHEMA public TO $tls_user" >&2
+	# The two roles share the public schema's tables (the sinks' progress
+	# and owner tables among them) whichever creates them, and the plain
+	# role may drop the TLS role's tables (it is a member).
+	psql_admin -d "$database" -c "GRANT ALL ON SCHEMA public TO $tls_user" \
+		-c "GRANT CREATE ON DATABASE $database TO $tls_user" -c "GRANT $tls_user TO $user" \
+		-c "GRANT ALL ON ALL TABLES IN SCHEMA public TO $tls_user" \
+		-c "ALTER DEFAULT PRIVILEGES FOR ROLE $user IN SCHEMA public GRANT ALL ON TABLES TO $tls_user" \
+		-c "ALTER DEFAULT PRIVILEGES FOR ROLE $tls_user IN SCHEMA public GRANT ALL ON TABLES TO $user" >&2
 }
 
 # enable_tls turns TLS on with the generated certificate (see make_tls) and

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/exactlyonce/exactly/sink"
 )
 
 // Check implements stream.Checker: the server accepts the connection and
@@ -16,22 +16,16 @@ import (
 // (the shared progress and owner tables), so it changes nothing a start
 // would not.
 //
-// A server that cannot be reached (refused or timed-out connections, not
-// a refusal by the server itself such as a wrong password, nor a refused
-// TLS certificate) is waited for
-// until ctx ends: a start during a database restart waits for it.
+// A failure that retrying can fix (a refused or broken connection, a
+// server shutting down or starting up: see transientClasses) is retried
+// until ctx ends, so that a start during a database restart waits for it;
+// a permanent one (a wrong password, a missing table, a refused TLS
+// certificate) fails at once.
 func (s *Sink[T]) Check(ctx context.Context) error {
-	c := s.core
 	began := time.Now()
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
-		conn, err := c.connect(ctx)
-		if err == nil {
-			if _, _, err = c.setup(ctx, conn); err != nil {
-				err = c.describe(err, "sink", "set up the tables")
-			}
-			return errors.Join(err, conn.Close(ctx))
-		}
-		if errors.As(err, new(*pgconn.PgError)) || isCertificateRefusal(err) {
+		err := s.core.checkOnce(ctx)
+		if err == nil || sink.IsPermanent(err) {
 			return err
 		}
 		select {
@@ -40,4 +34,16 @@ func (s *Sink[T]) Check(ctx context.Context) error {
 		case <-time.After(backoff):
 		}
 	}
+}
+
+// checkOnce connects and sets up the sink's tables once.
+func (c *core) checkOnce(ctx context.Context) error {
+	conn, err := c.connect(ctx)
+	if err != nil {
+		return err
+	}
+	if _, _, err = c.setup(ctx, conn); err != nil {
+		err = c.describe(err, "sink", "set up the tables")
+	}
+	return errors.Join(err, conn.Close(ctx))
 }

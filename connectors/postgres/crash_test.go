@@ -2,9 +2,11 @@ package postgres
 
 import (
 	"context"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,6 +26,8 @@ const (
 	crashRate   = 400  // events per second, so that a run spans many kills
 	// envCrashDir passes the checkpoint directory to the child processes.
 	envCrashDir = "EXACTLY_PG_CRASH_DIR"
+	// envCrashDSN passes the sinks' connection string to the child processes.
+	envCrashDSN = "EXACTLY_PG_CRASH_DSN"
 	// pgRestartEvery is the pause between two immediate server restarts.
 	pgRestartEvery = 1500 * time.Millisecond
 	minPGRestarts  = 3
@@ -40,7 +44,7 @@ func keyTotalRow(v total, row []any) []any { return append(row, v.Key, v.Sum, v.
 // crashJob reads generated values, keeps a running total and count per key,
 // and writes every event's total to the table <name>_events (append) and,
 // in fenced mode, each key's latest total to <name>_totals (upsert).
-func crashJob(t testing.TB, name string, mode CommitMode) *stream.Job {
+func crashJob(t testing.TB, name string, mode CommitMode, dsn string) *stream.Job {
 	src, err := generator.New(generator.Options{Count: crashEvents, Splits: 4, Rate: crashRate}, func(i uint64) int64 { return int64(i) })
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +69,6 @@ func crashJob(t testing.TB, name string, mode CommitMode) *stream.Job {
 			},
 		}, err
 	}, stream.Parallelism(2))
-	dsn := testenv.Postgres(t)
 	events, err := NewSink(Options{
 		DSN: dsn, Table: name + "_events", Mode: mode, CreateTable: true,
 		Columns: []Column{{"key", "bigint"}, {"value", "bigint"}, {"sum", "bigint"}, {"n", "bigint"}},
@@ -87,13 +90,26 @@ func crashJob(t testing.TB, name string, mode CommitMode) *stream.Job {
 	return j
 }
 
-func TestCrashFenced(t *testing.T)   { crashTest(t, "pgcrash_fenced", Fenced) }
-func TestCrashPrepared(t *testing.T) { crashTest(t, "pgcrash_prepared", Prepared) }
+func TestCrashFenced(t *testing.T)   { crashTest(t, "pgcrash_fenced", Fenced, testenv.Postgres(t)) }
+func TestCrashPrepared(t *testing.T) { crashTest(t, "pgcrash_prepared", Prepared, testenv.Postgres(t)) }
 
-// crashTest runs crashJob in child processes that are SIGKILLed at least
-// 20 times, while PostgreSQL is shut down immediately and restarted every
-// pgRestartEvery, then checks the tables against the expected totals.
-func crashTest(t *testing.T, name string, mode CommitMode) {
+// TestCrashFencedTLS is TestCrashFenced over TLS: the sinks log in as the
+// test server's TLS-only role with sslmode=verify-full.
+func TestCrashFencedTLS(t *testing.T) {
+	ca := testenv.PostgresTLSCA(t)
+	u, err := url.Parse(testenv.Postgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dsn := "postgres://exactly_tls:exactly@localhost:" + u.Port() + "/" + strings.TrimPrefix(u.Path, "/") + "?sslmode=verify-full&sslrootcert=" + url.QueryEscape(ca)
+	crashTest(t, "pgcrash_fenced_tls", Fenced, dsn)
+}
+
+// crashTest runs crashJob, its sinks connecting with dsn, in child
+// processes that are SIGKILLed at least 20 times, while PostgreSQL is shut
+// down immediately and restarted every pgRestartEvery, then checks the
+// tables against the expected totals.
+func crashTest(t *testing.T, name string, mode CommitMode, dsn string) {
 	if crashtest.IsChild() {
 		opts := stream.Options{
 			CheckpointDir:      os.Getenv(envCrashDir),
@@ -103,7 +119,7 @@ func crashTest(t *testing.T, name string, mode CommitMode) {
 			Restart: stream.RestartStrategy{MaxAttempts: 1000, InitialBackoff: 20 * time.Millisecond, MaxBackoff: 500 * time.Millisecond},
 			Probe:   crashtest.Probe(),
 		}
-		if err := crashJob(t, name, mode).Run(context.Background(), opts); err != nil {
+		if err := crashJob(t, name, mode, os.Getenv(envCrashDSN)).Run(context.Background(), opts); err != nil {
 			t.Fatal(err)
 		}
 		return
@@ -136,7 +152,7 @@ func crashTest(t *testing.T, name string, mode CommitMode) {
 			restarts++
 		}
 	})
-	rep := crashtesting.Run(t, crashtest.Options{Kills: 20, Env: []string{envCrashDir + "=" + t.TempDir()}})
+	rep := crashtesting.Run(t, crashtest.Options{Kills: 20, Env: []string{envCrashDir + "=" + t.TempDir(), envCrashDSN + "=" + dsn}})
 	close(done)
 	wg.Wait()
 	t.Log(rep)

@@ -41,8 +41,8 @@ import (
 var transientClasses = []string{"08", "25", "40", "53", "55", "57", "58", "72"}
 
 // markPermanent marks err with [sink.Permanent] when it is a server error
-// of a permanent class or a value that cannot be encoded. Connection
-// errors, timeouts and the like stay retryable.
+// of a permanent class, a value that cannot be encoded or a refused TLS
+// certificate. Connection errors, timeouts and the like stay retryable.
 func markPermanent(err error) error {
 	if err == nil || sink.IsPermanent(err) {
 		return err
@@ -52,7 +52,7 @@ func markPermanent(err error) error {
 		return sink.Permanent(err)
 	}
 	var enc *encodeError
-	if errors.As(err, &enc) {
+	if errors.As(err, &enc) || isCertificateRefusal(err) {
 		return sink.Permanent(err)
 	}
 	return err

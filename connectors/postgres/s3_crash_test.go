@@ -62,7 +62,7 @@ func TestCrashOnObjectStorage(t *testing.T) {
 			Restart:        stream.RestartStrategy{MaxAttempts: 100, InitialBackoff: 20 * time.Millisecond, MaxBackoff: 500 * time.Millisecond},
 			Probe:          crashtest.Probe(),
 		}
-		j := crashJob(t, name, Fenced)
+		j := crashJob(t, name, Fenced, testenv.Postgres(t))
 		// The keyed state on disk, on this machine's disk: each process
 		// restores it from S3 alone.
 		j.SetStateBackend(state.BackendConfig{Kind: state.PebbleBackend, Dir: filepath.Join(here, "state")})
