@@ -27,11 +27,14 @@ import (
 //     instance may own it already, and if that one has taken over the
 //     task's ownership, the stopping run's epoch is stale and every commit
 //     it still tries is refused.
-//   - A task taken over by another instance while this one still wants it
-//     running (this instance was paused or cut off past its lease, and the
-//     group has not told it yet that the task is lost) is started again: the
-//     new run waits for the other owner's lease, and the group's lost or
-//     revoked event that follows stops it. It does not fail the instance.
+//   - A task whose checkpoint storage another instance took over while this
+//     one still wants it running (this instance was paused or cut off past
+//     its lease, and the group has not told it yet that the task is lost)
+//     is started again: the new run waits for the other owner's lease, and
+//     the group's lost or revoked event that follows stops it. It does not
+//     fail the instance. (A sink that finds itself fenced, sink.ErrFenced,
+//     is a failure: the engine does not restart a fenced job, and neither
+//     does the instance.)
 //   - A task that fails while the instance wants it running fails the
 //     instance: every other task is stopped cleanly and the error returned
 //     (the supervisor, e.g. Kubernetes, restarts the process).

@@ -165,7 +165,7 @@ func (in *instance) run(ctx context.Context, t Task) {
 	defer in.mu.Unlock()
 	in.runs[t]()
 	delete(in.runs, t)
-	if errors.Is(err, store.ErrNotOwner) || errors.Is(err, sink.ErrFenced) {
+	if errors.Is(err, store.ErrNotOwner) && !errors.Is(err, sink.ErrFenced) {
 		in.log.Warn("cluster: task taken over by another instance (this one was paused or cut off past its lease); it commits nothing more here", "task", t.String(), "err", err)
 		in.carryOut(in.l.takenOver(t))
 		return

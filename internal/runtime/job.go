@@ -53,16 +53,28 @@ func Start(ctx context.Context, g Graph, opts Options) (*Job, error) {
 	if err := g.validate(opts.MaxParallelism); err != nil {
 		return nil, err
 	}
-	if err := g.check(ctx, opts.CheckTimeout); err != nil {
-		return nil, err
+	// The sources' and sinks' checks run while the storage is opened and
+	// acquired (which may wait for another owner): a failed check ends the
+	// wait and fails the start with every check's error.
+	actx, cancelAcquire := context.WithCancelCause(ctx)
+	defer cancelAcquire(nil)
+	checked := make(chan error, 1)
+	go func() {
+		err := g.check(ctx, opts.CheckTimeout)
+		if err != nil {
+			cancelAcquire(err)
+		}
+		checked <- err
+	}()
+	st, own, err := acquire(actx, g.Job, opts)
+	if cerr := <-checked; cerr != nil {
+		if err == nil {
+			_ = st.Release() // the job never ran; the next start takes over at once
+		}
+		return nil, cerr
 	}
-	st, err := store.OpenStorage(opts.CheckpointDir, store.Options{FS: opts.fs, Retained: opts.RetainedCheckpoints, Logger: opts.Logger, SkipCorrupt: opts.SkipCorruptCheckpoints})
 	if err != nil {
 		return nil, err
-	}
-	own, err := st.Acquire(ctx, store.OwnershipOptions{Lease: opts.OwnershipLease, Wait: opts.OwnershipWait})
-	if err != nil {
-		return nil, fmt.Errorf("exactly: job %q: %w", g.Job, err)
 	}
 	started := false
 	defer func() {
@@ -124,6 +136,19 @@ func Start(ctx context.Context, g Graph, opts Options) (*Job, error) {
 		}
 	}()
 	return j, nil
+}
+
+// acquire opens the job's checkpoint storage and takes its ownership.
+func acquire(ctx context.Context, job string, opts Options) (store.Storage, store.Ownership, error) {
+	st, err := store.OpenStorage(opts.CheckpointDir, store.Options{FS: opts.fs, Retained: opts.RetainedCheckpoints, Logger: opts.Logger, SkipCorrupt: opts.SkipCorruptCheckpoints})
+	if err != nil {
+		return nil, store.Ownership{}, err
+	}
+	own, err := st.Acquire(ctx, store.OwnershipOptions{Lease: opts.OwnershipLease, Wait: opts.OwnershipWait})
+	if err != nil {
+		return nil, store.Ownership{}, fmt.Errorf("exactly: job %q: %w", job, err)
+	}
+	return st, own, nil
 }
 
 // logStart says at INFO what starts: the job, this process's ownership,
