@@ -217,11 +217,14 @@ func breakInstances(t *testing.T, twoStages bool, want map[string]int) {
 	// balance a moment after the first output flows.
 	a.waitForTasks(t)
 	moving := a.tasks()
-	before := committedEnds(t, adm, out)
 	t.Log("SIGKILL a")
 	killed := time.Now()
 	a.signal(syscall.SIGKILL)
 	a.expectEnd()
+	// The offsets once a is gone: a commit a sent just before its death is
+	// not counted as its tasks' output flowing again.
+	a.reaped(t)
+	before := committedEnds(t, adm, out)
 	progress("output after a was killed")
 	if !twoStages {
 		logRecovery(t, adm, out, moving, before, killed)
@@ -407,6 +410,17 @@ type instance struct {
 }
 
 func (in *instance) expectEnd() { in.ends.Store(true) }
+
+// reaped waits until the process has ended.
+func (in *instance) reaped(t *testing.T) {
+	t.Helper()
+	select {
+	case err := <-in.done:
+		in.done <- err
+	case <-time.After(time.Minute):
+		t.Fatalf("instance %s did not end within a minute of its SIGKILL", in.name)
+	}
+}
 
 // waitForTasks waits until the instance runs at least one task.
 func (in *instance) waitForTasks(t *testing.T) {
