@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -219,18 +220,19 @@ func TestZombieCannotCommitAfterFence(t *testing.T) {
 	if err := zc.Commit(ctx, sink.Committable{Checkpoint: 2, Data: restored}); err != nil {
 		t.Errorf("zombie recommit of the restored checkpoint: %v", err)
 	}
-	// The new owner writes under slot 0 and opens slot 1 ahead, the id of
-	// the zombie's uncovered transaction. The zombie's clean stop then
-	// aborts that transaction: it must not bump slot 1's epoch again,
-	// which would fence the new owner's producer.
-	slot1 := prefix + "-0-1"
-	fencedEpoch := producerEpoch(t, adm, slot1)
+	// The new owner (an even epoch: the pool's second set of slots) writes
+	// under slot 5 and opens slot 6 ahead. The zombie's clean stop then
+	// aborts its uncovered transaction (slot 1, of the zombie's own set):
+	// that must not fence the new owner's producer.
+	slot1 := prefix + "-0-" + strconv.Itoa(kafka.DefaultPoolSize+1)
 	nw := ownedWriter(t, ownedSink(t, brokers, topic, prefix), newOwner)
 	first, err := writeAndPrepare(ctx, nw, 5, "new owner 5")
 	if err != nil {
 		t.Fatal(err)
 	}
-	kafkatest.WaitFor(t, 10*time.Second, "the new owner's producer opened ahead", func() bool { return producerEpoch(t, adm, slot1) > fencedEpoch })
+	kafkatest.WaitFor(t, 10*time.Second, "the new owner's producer opened ahead", func() bool {
+		return slices.Contains(knownTransactionalIDs(t, adm, prefix), slot1)
+	})
 	err = zc.Abort(ctx, sink.Committable{Checkpoint: 3, Data: uncovered})
 	t.Log(err)
 	if !errors.Is(err, sink.ErrFenced) {
@@ -245,10 +247,24 @@ func TestZombieCannotCommitAfterFence(t *testing.T) {
 			t.Errorf("the new owner's commit of checkpoint %d: %v", cp, err)
 		}
 	}
-	got := values(t, brokers, topic, 3)
+	// A zombie that keeps running opens producers again (InitProducerID):
+	// on ids of its own set, so the new owner's prepared transaction is
+	// untouched and commits (before the pool's two sets, the zombie's
+	// InitProducerID could abort it: seen in TestClusterMovesStages).
+	third, err := writeAndPrepare(ctx, nw, 7, "new owner 7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for cp := checkpoint.ID(8); cp < 8+checkpoint.ID(kafka.DefaultPoolSize); cp++ {
+		_, _ = writeAndPrepare(ctx, zw, cp, "zombie, late") // each opens a producer on one of its ids
+	}
+	if err := nc.Commit(ctx, sink.Committable{Checkpoint: 7, Data: third}); err != nil {
+		t.Errorf("the new owner's commit after the zombie opened producers again: %v", err)
+	}
+	got := values(t, brokers, topic, 4)
 	slices.Sort(got)
-	if strings.Join(got, ",") != "new owner 5,new owner 6,restored" {
-		t.Errorf("committed %v, want [new owner 5, new owner 6, restored]", got)
+	if strings.Join(got, ",") != "new owner 5,new owner 6,new owner 7,restored" {
+		t.Errorf("committed %v, want [new owner 5, new owner 6, new owner 7, restored]", got)
 	}
 }
 

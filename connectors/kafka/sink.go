@@ -26,7 +26,9 @@ import (
 // zombies").
 //
 // With ExactlyOnce each writer subtask writes into a Kafka transaction
-// under one of PoolSize transactional ids "{prefix}-{subtask}-{slot}".
+// under one of PoolSize transactional ids "{prefix}-{subtask}-{slot}" (slots
+// 0 … PoolSize-1 for an owner of odd epoch, PoolSize … 2·PoolSize-1 for
+// an even one, so that a zombie never touches its successor's ids).
 // Prepare flushes the open transaction; the committable records the
 // transactional id, the producer id and epoch, the transaction protocol
 // version (1, or 2 under KIP-890) and one record of the transaction. Commit

@@ -92,7 +92,8 @@ type SinkOptions struct {
 	// two pairs could share ("a-b"+"c" and "a"+"b-c"); see docs/kafka.md
 	// for upgrading.
 	TransactionalIDPrefix string
-	// PoolSize is the number of transactional ids per subtask, so the
+	// PoolSize is the number of transactional ids per subtask and owner
+	// epoch parity (the sink uses 2 × PoolSize ids per subtask), so the
 	// number of transactions a subtask can have open or prepared and not
 	// yet committed: one open, one per checkpoint not yet completed. When
 	// all are taken the writer fails and the job restarts. Default 5;

@@ -88,9 +88,14 @@ func (h *versionHook) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _
 func (w *writer[T]) claim() (id string, ok bool) {
 	w.s.mu.Lock()
 	defer w.s.mu.Unlock()
+	// An owner of odd epoch uses the pool's first PoolSize slots, one of
+	// even epoch the next PoolSize: a zombie (a previous owner, paused and
+	// resumed) that opens a producer runs InitProducerID on an id of its
+	// own set and cannot abort the new owner's transactions on the other.
+	base := w.s.opts.PoolSize * int((w.info.Owner.Epoch+1)%2)
 	for i := range w.s.opts.PoolSize {
 		slot := (w.next + i) % w.s.opts.PoolSize
-		if id := txnID(w.prefix, w.info.Subtask, slot); !w.s.busy[id] {
+		if id := txnID(w.prefix, w.info.Subtask, base+slot); !w.s.busy[id] {
 			w.s.busy[id] = true
 			w.next = slot + 1
 			return id, true

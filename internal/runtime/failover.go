@@ -44,6 +44,14 @@ func (j *Job) drive(ctx context.Context, rp *restorePoint) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+		// A restart restores the sinks, which fences and aborts what no
+		// restored checkpoint covers: a process that lost the job to a newer
+		// owner while it failed (it was paused) must not, or it would abort
+		// the new owner's transactions. Its renewal loop notices the loss at
+		// its next tick; the restart asks now.
+		if err := j.store.Renew(); errors.Is(err, store.ErrNotOwner) {
+			return fmt.Errorf("exactly: job %q stopped before restarting: %w (after: %w)", j.g.Job, err, res.err)
+		}
 		switch d.Restore {
 		case coordinator.RestoreCompleted:
 			rp = res.restorePoint
