@@ -19,7 +19,7 @@ const maxParallelism = 128
 // plan is a checked pipeline: its schemas at every step and its compiled
 // expressions.
 type plan struct {
-	cfg       config.Pipeline
+	cfg       *config.Pipeline // as decoded: doc knows the positions of its fields
 	doc       *yamlconf.Document
 	input     record.Schema // the source's records
 	decode    record.Decoder
@@ -29,6 +29,7 @@ type plan struct {
 	output    record.Schema
 	sink      *sinkPlan
 	deadSink  *sinkPlan // nil without dead_letters
+	checking  bool      // build only checks the connectors' options: no I/O
 }
 
 // field is a named expression: a generated field or a mapped one.
@@ -66,7 +67,7 @@ type aggValue struct {
 
 // compile checks the semantics of a decoded pipeline and compiles its
 // expressions.
-func compile(cfg config.Pipeline, doc *yamlconf.Document) (*plan, error) {
+func compile(cfg *config.Pipeline, doc *yamlconf.Document) (*plan, error) {
 	c := &compiler{file: doc.File}
 	p := &plan{cfg: cfg, doc: doc}
 	p.cfg.Checkpoint.Storage = strings.ReplaceAll(p.cfg.Checkpoint.Storage, "{name}", p.cfg.Name)
@@ -122,7 +123,7 @@ func compile(cfg config.Pipeline, doc *yamlconf.Document) (*plan, error) {
 
 // checkLimits checks the numeric options the decoder cannot.
 func (p *plan) checkLimits(c *compiler) {
-	cfg, doc := &p.cfg, p.doc
+	cfg, doc := p.cfg, p.doc
 	par := func(v *int, what string, zeroOK bool) {
 		if *v < 0 || *v > maxParallelism || *v == 0 && !zeroOK {
 			c.errorf(doc.Pos(v), "%s is %d: use 1 to %d", what, *v, maxParallelism)
@@ -154,7 +155,7 @@ func (p *plan) checkLimits(c *compiler) {
 // compileSource sets the input schema: the generator's fields, or the
 // decoder's.
 func (p *plan) compileSource(c *compiler) {
-	cfg, doc := &p.cfg, p.doc
+	cfg, doc := p.cfg, p.doc
 	if cfg.Source.Kind == "generator" {
 		if cfg.Decode != nil {
 			c.errorf(doc.Pos(cfg.Decode), "decode does not apply to a generator source, which makes records from its fields: remove it")

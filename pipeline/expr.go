@@ -70,7 +70,7 @@ func (c *compiler) compile(what string, t yamlconf.Text, s record.Schema, want .
 		return program{}, false
 	}
 	if len(want) > 0 && !contains(want, typ) {
-		c.errorf(t.Pos, "%s: %q is a %s: it must be %s", what, t.Value, typ, typeList(want))
+		c.errorf(t.Pos, "%s: %q is %s: it must be %s", what, t.Value, article(typ), typeList(want))
 		return program{}, false
 	}
 	return program{prog: prog, typ: typ, src: t.Value}, true
@@ -86,16 +86,24 @@ func contains(ts []record.Type, t record.Type) bool {
 	return false
 }
 
-// typeList renders types as "a bool" or "a string, int or bool".
+// typeList renders types as "a bool" or "a string, an int or a bool".
 func typeList(ts []record.Type) string {
 	names := make([]string, len(ts))
 	for i, t := range ts {
-		names[i] = t.String()
+		names[i] = article(t)
 	}
 	if len(names) == 1 {
-		return "a " + names[0]
+		return names[0]
 	}
-	return "a " + strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// article returns the type's name with its indefinite article.
+func article(t record.Type) string {
+	if t == record.Int {
+		return "an int"
+	}
+	return "a " + t.String()
 }
 
 // example returns an expression of schema s for messages.

@@ -19,6 +19,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -55,11 +56,18 @@ func Parse(file string, data []byte, env func(string) (string, bool)) (*Pipeline
 	if err != nil {
 		return nil, err
 	}
-	p, err := compile(cfg, doc)
+	p, err := compile(&cfg, doc)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := p.build(); err != nil { // the connectors check their options
+	p.checking = true
+	_, err = p.build() // the connectors check their options
+	p.checking = false
+	if err != nil {
+		var e *yamlconf.Error
+		if errors.As(err, &e) {
+			return nil, yamlconf.Errors{e}
+		}
 		return nil, err
 	}
 	return &Pipeline{plan: p}, nil

@@ -119,6 +119,9 @@ func (p *plan) newSink(sp *sinkPlan, rec func(item) record.Record) (sink.Sink[it
 			return row
 		})
 	case "file":
+		if p.checking {
+			return nil, nil // file.NewSink creates the directory: not while checking
+		}
 		suffix := map[string]string{"json": ".jsonl", "csv": ".csv"}[cfg.Format]
 		enc := encoder(cfg.Format, s)
 		return file.NewSink(cfg.Dir, func(dst []byte, it item) []byte { return enc(dst, rec(it)) }, file.SinkOptions{Prefix: cfg.Prefix, Suffix: suffix})

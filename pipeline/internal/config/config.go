@@ -20,7 +20,7 @@ type Pipeline struct {
 	EventTime   *EventTime `yaml:"event_time" doc:"The records' event time, which windows need."`
 	Transforms  []Step     `yaml:"transforms" doc:"Steps applied in order to each record."`
 	Sink        Sink       `yaml:"sink" required:"true" doc:"Where the output goes, exactly once."`
-	DeadLetters *Sink      `yaml:"dead_letters" doc:"Where records that fail to decode or to evaluate go, with the reason (fields origin, error, value). Without it such a record stops the job with an error naming it."`
+	DeadLetters *Sink      `yaml:"dead_letters" doc:"Where records that fail to decode or to evaluate go, with the reason: records of the fields stage (where it failed), error and value (the input). Without it such a record stops the job with an error naming it."`
 	Checkpoint  Checkpoint `yaml:"checkpoint" doc:"Checkpoint storage and pace."`
 	State       State      `yaml:"state" doc:"Where keyed state (aggregations, windows) lives."`
 }
@@ -28,7 +28,7 @@ type Pipeline struct {
 // Source is the pipeline's source.
 type Source struct {
 	Kind        string           `yaml:"kind" kind:"true" required:"true" enum:"kafka,file,generator" doc:"The kind of source."`
-	Brokers     []string         `yaml:"brokers" kinds:"kafka" required:"kafka" example:"[localhost:9092]" doc:"Bootstrap brokers, host:port."`
+	Brokers     []string         `yaml:"brokers" kinds:"kafka" required:"kafka" example:"[\"localhost:9092\"]" doc:"Bootstrap brokers, host:port."`
 	Topics      []string         `yaml:"topics" kinds:"kafka" required:"kafka" example:"[orders]" doc:"Topics to read; each must exist."`
 	Start       string           `yaml:"start" kinds:"kafka" default:"earliest" enum:"earliest,latest" doc:"Where partitions without a checkpointed position start."`
 	Bounded     bool             `yaml:"bounded" kinds:"kafka" doc:"Read each partition up to its end as seen at the start, then finish."`
@@ -88,7 +88,7 @@ type Window struct {
 // Sink is a sink; its kind selects which fields apply.
 type Sink struct {
 	Kind        string        `yaml:"kind" kind:"true" required:"true" enum:"kafka,postgres,file,sqlite" doc:"The kind of sink."`
-	Brokers     []string      `yaml:"brokers" kinds:"kafka" required:"kafka" example:"[localhost:9092]" doc:"Bootstrap brokers, host:port."`
+	Brokers     []string      `yaml:"brokers" kinds:"kafka" required:"kafka" example:"[\"localhost:9092\"]" doc:"Bootstrap brokers, host:port."`
 	Topic       string        `yaml:"topic" kinds:"kafka" required:"kafka" example:"orders-out" doc:"The topic to write; it must exist."`
 	Key         yamlconf.Text `yaml:"key" kinds:"kafka" type:"expression" example:"user" doc:"An expression giving each message's key (its text); default: no key."`
 	SASL        *SASL         `yaml:"sasl" kinds:"kafka" doc:"SASL authentication."`

@@ -168,7 +168,7 @@ func (d *decoder) scalar(n ast.Node, what string) (val, shown string, ok bool) {
 		d.errorf(d.posOf(n), "%s is empty: give it a value", what)
 		return "", "", false
 	case *ast.MappingNode, *ast.MappingValueNode:
-		d.errorf(d.posOf(n), "%s is a mapping: give a single value", what)
+		d.errorf(d.posOf(n), "%s is a mapping: give a single value (quote a value holding \": \" or, in [...], \":\", such as \"localhost:9092\")", what)
 		return "", "", false
 	case *ast.SequenceNode:
 		d.errorf(d.posOf(n), "%s is a list: give a single value", what)
