@@ -127,7 +127,7 @@ source: {kind: kafka, brokers: ["localhost:9092"], topics: ["${TOPIC}", "${NOPE}
 decode: {format: raw}
 sink: {kind: file, dir: out}
 `,
-		`p.yaml:2:73: source.topics[1]: environment variable NOPE is not set: export it or remove ${NOPE}`},
+		`p.yaml:2:73: source.topics[1]: environment variable NOPE is not set: export it, or write ${NOPE:-default}`},
 	{"secret not shown", `
 name: x
 parallelism: ${SECRET}

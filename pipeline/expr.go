@@ -70,7 +70,7 @@ func (c *compiler) compile(what string, t yamlconf.Text, s record.Schema, want .
 		return program{}, false
 	}
 	if len(want) > 0 && !contains(want, typ) {
-		c.errorf(t.Pos, "%s: %q is %s: it must be %s", what, t.Value, article(typ), typeList(want))
+		c.errorf(t.Pos, "%s: %q is %s: it must be %s", what, t.Value, typ.Article(), typeList(want))
 		return program{}, false
 	}
 	return program{prog: prog, typ: typ, src: t.Value}, true
@@ -90,20 +90,12 @@ func contains(ts []record.Type, t record.Type) bool {
 func typeList(ts []record.Type) string {
 	names := make([]string, len(ts))
 	for i, t := range ts {
-		names[i] = article(t)
+		names[i] = t.Article()
 	}
 	if len(names) == 1 {
 		return names[0]
 	}
 	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
-}
-
-// article returns the type's name with its indefinite article.
-func article(t record.Type) string {
-	if t == record.Int {
-		return "an int"
-	}
-	return "a " + t.String()
 }
 
 // example returns an expression of schema s for messages.

@@ -58,7 +58,8 @@ letters are exactly-once output like any other.
 ## Environment variables
 
 Any value may hold ` + "`${NAME}`" + `, replaced by the environment variable NAME when the
-file is loaded; a variable that is not set is an error naming it. Give
+file is loaded, and ` + "`${NAME:-default}`" + ` by NAME or, when it is unset or empty, by
+default; a variable that is not set is an error naming it. Give
 passwords this way (` + "`dsn: ${DATABASE_URL}`, `password: ${KAFKA_PASSWORD}`" + `):
 errors quote the file's text, never a value from the environment.
 

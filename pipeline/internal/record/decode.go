@@ -100,7 +100,7 @@ func jsonValue(t Type, v any) (any, error) {
 			}
 		}
 	}
-	return nil, fmt.Errorf("%s is not a %s", shortJSON(v), t)
+	return nil, fmt.Errorf("%s is not %s", shortJSON(v), t.Article())
 }
 
 // shortJSON renders a decoded JSON value for a message, cut short.
@@ -166,5 +166,5 @@ func ParseText(t Type, s string) (any, error) {
 		}
 		return parseTime(s)
 	}
-	return nil, fmt.Errorf("%q is not a %s", s, t)
+	return nil, fmt.Errorf("%q is not %s", s, t.Article())
 }

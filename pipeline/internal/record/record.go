@@ -5,6 +5,7 @@ package record
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"time"
@@ -35,6 +36,14 @@ func (t Type) String() string {
 		return TypeNames[t-1]
 	}
 	return fmt.Sprintf("Type(%d)", int(t))
+}
+
+// Article returns the type's name after its indefinite article: "an int".
+func (t Type) Article() string {
+	if t == Int {
+		return "an int"
+	}
+	return "a " + t.String()
 }
 
 // ParseType returns the type named s.
@@ -137,12 +146,14 @@ func Value(t Type, v any) (any, error) {
 			return int(x), nil
 		}
 	case float32:
-		if t == Float {
-			return float64(x), nil
+		return Value(t, float64(x))
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return nil, fmt.Errorf("the result is %v, not a finite number (a division by zero?)", x)
 		}
 	}
 	if got, ok := TypeOf(reflect.TypeOf(v)); !ok || got != t {
-		return nil, fmt.Errorf("value %v is a %T, not a %s", v, v, t)
+		return nil, fmt.Errorf("value %v is a %T, not %s", v, v, t.Article())
 	}
 	return v, nil
 }

@@ -195,21 +195,25 @@ var varRE = regexp.MustCompile(`\$\{([^}]*)\}`)
 // validVar matches the names of environment variables.
 var validVar = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// substitute replaces every ${NAME} of s with env(NAME).
+// substitute replaces every ${NAME} of s with env(NAME), and every
+// ${NAME:-default} with env(NAME) or, when NAME is unset or empty, default.
 func substitute(s string, env func(string) (string, bool)) (string, error) {
 	if !strings.Contains(s, "${") {
 		return s, nil
 	}
 	var err error
 	out := varRE.ReplaceAllStringFunc(s, func(m string) string {
-		name := m[2 : len(m)-1]
+		name, def, hasDef := strings.Cut(m[2:len(m)-1], ":-")
 		if !validVar.MatchString(name) {
 			err = errors.Join(err, fmt.Errorf("%q is not a variable name: write ${NAME} with letters, digits and '_'", name))
 			return ""
 		}
 		v, ok := env(name)
-		if !ok {
-			err = errors.Join(err, fmt.Errorf("environment variable %s is not set: export it or remove ${%s}", name, name))
+		switch {
+		case hasDef && v == "":
+			return def
+		case !ok:
+			err = errors.Join(err, fmt.Errorf("environment variable %s is not set: export it, or write ${%s:-default}", name, name))
 		}
 		return v
 	})

@@ -21,6 +21,6 @@
 // Field types are string, bool, int, int64, uint64, float64,
 // [time.Duration], [Text], [Entries], structs, pointers to structs and
 // slices of any of these. Scalars of every type may hold ${VAR}, replaced
-// by the environment's value; a variable the environment lacks is an error
-// naming it. Values from the environment are never quoted in errors.
+// by the environment's value, and ${VAR:-default}; a variable the
+// environment lacks is an error naming it. Values from the environment are never quoted in errors.
 package yamlconf
