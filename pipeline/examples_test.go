@@ -162,3 +162,19 @@ func committedLines(t *testing.T, dir string) []string {
 	slices.Sort(lines)
 	return lines
 }
+
+// TestReadmeShowsTheFirstExample checks that the README's pipeline is
+// examples/orders-sqlite.yaml, as it is.
+func TestReadmeShowsTheFirstExample(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	example, err := os.ReadFile("../examples/orders-sqlite.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "```yaml\n"+string(example)+"```\n") {
+		t.Error("README.md does not show examples/orders-sqlite.yaml as it is: copy the file into its yaml block")
+	}
+}
