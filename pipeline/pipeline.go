@@ -100,13 +100,10 @@ type RunOptions struct {
 	// Probe, when set, sees the points of the checkpoint protocol (crash
 	// tests kill the process there).
 	Probe func(stream.ProbePoint, checkpoint.ID)
-	// OnStart, when set, is called with the job's metrics once it has
-	// started.
-	OnStart func(*stream.Metrics)
 }
 
-// Options returns the engine's options of a run of the pipeline.
-func (p *Pipeline) Options(o RunOptions) stream.Options {
+// options returns the engine's options of a run of the pipeline.
+func (p *Pipeline) options(o RunOptions) stream.Options {
 	c := p.plan.cfg
 	return stream.Options{
 		CheckpointDir:       c.Checkpoint.Storage,
@@ -128,14 +125,7 @@ func (p *Pipeline) Run(ctx context.Context, o RunOptions) error {
 	if err != nil {
 		return err
 	}
-	r, err := j.Start(ctx, p.Options(o))
-	if err != nil {
-		return fmt.Errorf("pipeline %q: %w", p.Name(), err)
-	}
-	if o.OnStart != nil {
-		o.OnStart(r.Metrics())
-	}
-	if err := r.Wait(); err != nil {
+	if err := j.Run(ctx, p.options(o)); err != nil {
 		return fmt.Errorf("pipeline %q: %w", p.Name(), err)
 	}
 	return nil
