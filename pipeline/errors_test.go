@@ -236,3 +236,22 @@ sink: {kind: sqlite, path: "file:x.db", table: t}
 `,
 		`p.yaml:3:8: sink: sqlite: Options.Path is "file:x.db": use a file path without '?' and without a file: prefix`},
 }
+
+// TestSecretsStayOutOfErrors checks that a password given through the
+// environment appears in no error, whether the decoder or a connector
+// rejects the value holding it.
+func TestSecretsStayOutOfErrors(t *testing.T) {
+	for _, src := range []string{
+		"name: x\nsource: {kind: generator, count: 1, fields: {a: index}}\nsink: {kind: postgres, dsn: \"postgres://u:${SECRET}@host:notaport/db\", table: t}\n",
+		"name: x\nsource: {kind: generator, count: 1, fields: {a: index}}\nsink: {kind: postgres, dsn: \"host=x password=${SECRET} port=zz\", table: t}\n",
+		"name: x\nsource: {kind: kafka, brokers: [\"a:1\"], topics: [t], sasl: {mechanism: PLAIN, user: u, password: \"${SECRET}\"}}\ndecode: {format: raw}\nsink: {kind: file, dir: out, parallelism: \"${SECRET}\"}\n",
+	} {
+		_, err := Parse("p.yaml", []byte(src), env)
+		if err == nil {
+			t.Fatalf("no error for\n%s", src)
+		}
+		if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("the error shows the secret: %v", err)
+		}
+	}
+}

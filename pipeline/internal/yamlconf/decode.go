@@ -201,11 +201,11 @@ func substitute(s string, env func(string) (string, bool)) (string, error) {
 	if !strings.Contains(s, "${") {
 		return s, nil
 	}
-	var err error
+	var problems []string
 	out := varRE.ReplaceAllStringFunc(s, func(m string) string {
 		name, def, hasDef := strings.Cut(m[2:len(m)-1], ":-")
 		if !validVar.MatchString(name) {
-			err = errors.Join(err, fmt.Errorf("%q is not a variable name: write ${NAME} with letters, digits and '_'", name))
+			problems = append(problems, fmt.Sprintf("%q is not a variable name: write ${NAME} with letters, digits and '_'", name))
 			return ""
 		}
 		v, ok := env(name)
@@ -213,14 +213,17 @@ func substitute(s string, env func(string) (string, bool)) (string, error) {
 		case hasDef && v == "":
 			return def
 		case !ok:
-			err = errors.Join(err, fmt.Errorf("environment variable %s is not set: export it, or write ${%s:-default}", name, name))
+			problems = append(problems, fmt.Sprintf("environment variable %s is not set: export it, or write ${%s:-default}", name, name))
 		}
 		return v
 	})
-	if err == nil && strings.Contains(out, "${") {
-		err = errors.New("an unterminated ${: write ${NAME}")
+	if len(problems) == 0 && strings.Contains(out, "${") {
+		problems = append(problems, "an unterminated ${: write ${NAME}")
 	}
-	return out, err
+	if len(problems) > 0 {
+		return "", errors.New(strings.Join(problems, "; "))
+	}
+	return out, nil
 }
 
 // text decodes a scalar into a Text, with its position map.
