@@ -296,11 +296,14 @@ func (d *decoder) lineStarts(n ast.Node, val string) []Pos {
 // scalarInto decodes a scalar into a string, bool, number or duration.
 func (d *decoder) scalarInto(n ast.Node, v reflect.Value, what string) {
 	val, shown, ok := d.scalar(n, what)
-	if !ok {
-		return
+	if ok {
+		if err := setScalar(v, val); err != nil {
+			d.errorf(d.posOf(n), "%s is %s: %v", what, shown, err)
+			ok = false
+		}
 	}
-	if err := setScalar(v, val); err != nil {
-		d.errorf(d.posOf(n), "%s is %s: %v", what, shown, err)
+	if !ok && v.CanAddr() {
+		delete(d.doc.pos, v.Addr().Interface()) // the value is not decoded: checks of it would repeat the error
 	}
 }
 

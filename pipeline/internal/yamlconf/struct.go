@@ -133,8 +133,15 @@ func (d *decoder) checkFields(v reflect.Value, fs []field, set map[int]Pos, orde
 		if f.kind {
 			kindName = f.name
 		}
+		valuePos, decoded := d.doc.pos[fv.Addr().Interface()] // not when its decoding failed, and said so
+		if present && !decoded {
+			if f.kind {
+				return
+			}
+			continue
+		}
 		if present && len(f.enum) > 0 && fv.Kind() == reflect.String && !slices.Contains(f.enum, fv.String()) {
-			d.errorf(d.doc.pos[fv.Addr().Interface()], "%s is %q: use one of %s%s", fieldName(what, f.name), fv.String(),
+			d.errorf(valuePos, "%s is %q: use one of %s%s", fieldName(what, f.name), fv.String(),
 				strings.Join(f.enum, ", "), suggest(fv.String(), f.enum))
 			if f.kind {
 				return // the other checks depend on a valid kind
