@@ -30,8 +30,12 @@ func runYAML(t *testing.T, src, query string) []string {
 
 // windowPipeline is a generator of 100 records, keyed by c0 and c1, one
 // second apart but for a 5-second jump every 10 records, aggregated per
-// window into out.db.
+// window into out.db, with extra added (checkpoints every 50ms unless
+// extra has a checkpoint section).
 func windowPipeline(window, extra string) string {
+	if !strings.Contains(extra, "checkpoint:") {
+		extra += "checkpoint: {interval: 50ms}\n"
+	}
 	return `
 name: windows
 source:
@@ -48,7 +52,6 @@ transforms:
       window: ` + window + `
       values: {n: count(), total: sum(amount)}
 sink: {kind: sqlite, path: out.db, table: t}
-checkpoint: {interval: 50ms}
 ` + extra
 }
 
