@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -205,4 +206,63 @@ func committedMessages(t *testing.T, cl *kgo.Client, topic string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestPostgresAppend writes generated records into a PostgreSQL table in
+// append mode and checks every row, with each field type.
+func TestPostgresAppend(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	table := uniqueName("pipeline_append")
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = conn.Exec(context.Background(), "DROP TABLE IF EXISTS "+table)
+		_ = conn.Close(context.Background())
+	})
+	t.Setenv("PG_DSN", dsn)
+	t.Chdir(t.TempDir())
+	p, err := Parse("append.yaml", []byte(`
+name: append
+source:
+  kind: generator
+  count: 40
+  fields: {id: index, label: '"n" + string(index)', half: 'float(index) / 2', even: 'index % 2 == 0', at: 'date("2026-12-01T00:00:00Z") + duration(string(index) + "s")'}
+sink: {kind: postgres, dsn: "${PG_DSN}", table: `+table+`}
+`), os.LookupEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Run(context.Background(), RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := conn.Query(context.Background(), "SELECT id, label, half, even, at FROM "+table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got, want []string
+	for rows.Next() {
+		var id int64
+		var label string
+		var half float64
+		var even bool
+		var at time.Time
+		if err := rows.Scan(&id, &label, &half, &even, &at); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%d %s %v %v %s", id, label, half, even, at.UTC().Format(time.RFC3339)))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	base := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 40 {
+		want = append(want, fmt.Sprintf("%d n%d %v %v %s", i, i, float64(i)/2, i%2 == 0, base.Add(time.Duration(i)*time.Second).Format(time.RFC3339)))
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("table %s:\n%s\nwant:\n%s", table, strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/file"
@@ -20,11 +21,21 @@ type program struct {
 	src  string
 }
 
+// vms are expr's virtual machines, reused between evaluations (a VM runs
+// one program at a time).
+var vms = sync.Pool{New: func() any { return new(vm.VM) }}
+
 // eval runs the program on rec and converts its result to the program's
 // type.
 func (p program) eval(rec record.Record) (any, error) {
-	out, err := expr.Run(p.prog, rec)
+	machine := vms.Get().(*vm.VM)
+	out, err := machine.Run(p.prog, rec)
+	vms.Put(machine)
 	if err != nil {
+		var fe *file.Error
+		if errors.As(err, &fe) {
+			return nil, fmt.Errorf("%s: %s", p.src, fe.Message) // without the multi-line snippet
+		}
 		return nil, fmt.Errorf("%s: %v", p.src, err)
 	}
 	v, err := record.Value(p.typ, out)
