@@ -47,6 +47,26 @@ type step struct {
 	agg    *aggregatePlan // key_by with its aggregate
 }
 
+// describe says what the step does, in one line.
+func (st step) describe() string {
+	switch {
+	case st.filter != nil:
+		return "keep the records where " + st.filter.src
+	case st.agg != nil:
+		a := st.agg
+		per := "per key " + a.key.src
+		if w := a.window; w != nil {
+			per += ", per " + w.Kind + " window"
+		}
+		names := make([]string, len(a.values))
+		for i, v := range a.values {
+			names[i] = v.name + " " + v.fn
+		}
+		return "aggregate " + per + ": " + strings.Join(names, ", ")
+	}
+	return "map to " + st.schema.Describe()
+}
+
 // aggregatePlan is a key_by and the aggregate that follows it.
 type aggregatePlan struct {
 	name    string

@@ -83,7 +83,7 @@ func (p *Pipeline) Describe() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "pipeline %q: %s source, records %s\n", pl.cfg.Name, pl.cfg.Source.Kind, pl.input.Describe())
 	for _, st := range pl.steps {
-		fmt.Fprintf(&b, "  %s\n", st.what)
+		fmt.Fprintf(&b, "  %s: %s\n", st.what, st.describe())
 	}
 	fmt.Fprintf(&b, "  → %s sink, records %s\n", pl.cfg.Sink.Kind, pl.output.Describe())
 	if pl.cfg.DeadLetters != nil {
