@@ -167,7 +167,7 @@ func (d *decoder) checkFields(v reflect.Value, fs []field, set map[int]Pos, orde
 				continue
 			}
 			if f.hasDef && (len(f.kinds) == 0 || slices.Contains(f.kinds, kind)) {
-				if err := setDefault(fv, f.def); err != nil {
+				if err := setScalar(fv, f.def); err != nil {
 					d.errorf(at, "yamlconf: default %q of %s: %v", f.def, fieldName(what, f.name), err)
 				}
 				d.doc.pos[fv.Addr().Interface()] = at
@@ -192,15 +192,6 @@ func (d *decoder) checkFields(v reflect.Value, fs []field, set map[int]Pos, orde
 	case len(group) > 1:
 		d.errorf(set[group[1]], "%s has both %s and %s: give each its own list item", what, fs[group[0]].name, fs[group[1]].name)
 	}
-}
-
-// setDefault sets v to the default given as text.
-func setDefault(v reflect.Value, s string) error {
-	if v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.String {
-		v.Set(reflect.ValueOf(list(s)))
-		return nil
-	}
-	return setScalar(v, s)
 }
 
 // defaults fills in the defaults of the struct v, absent from the file:
