@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -93,6 +94,9 @@ func runPipeline(ctx context.Context, args []string, out io.Writer) error {
 	// crashtest.Probe is nil except in a child of a crash test, which
 	// kills the process at a point of the checkpoint protocol.
 	if err := p.Run(ctx, pipeline.RunOptions{Logger: slog.New(h), Probe: crashtest.Probe()}); err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return fmt.Errorf("run: pipeline %q interrupted: run it again to resume from its last checkpoint", p.Name())
+		}
 		return err
 	}
 	fmt.Fprintf(out, "pipeline %q: finished, output committed\n", p.Name())

@@ -70,3 +70,18 @@ func TestPipelineCommandErrorsAreOneLine(t *testing.T) {
 		}
 	}
 }
+
+func TestRunInterruptedSaysItResumes(t *testing.T) {
+	example, err := filepath.Abs("../../examples/orders-sqlite.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(t.TempDir())
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err = runPipeline(ctx, []string{example, "--log-level", "error"}, new(strings.Builder))
+	want := `run: pipeline "orders-per-minute" interrupted: run it again to resume from its last checkpoint`
+	if err == nil || err.Error() != want {
+		t.Errorf("error %v, want %s", err, want)
+	}
+}
