@@ -266,3 +266,56 @@ sink: {kind: postgres, dsn: "${PG_DSN}", table: `+table+`}
 		t.Errorf("table %s:\n%s\nwant:\n%s", table, strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestAtLeastOnceKafka writes with guarantee at_least_once: the sink then
+// produces without transactions, and a failure-free run writes every
+// record once.
+func TestAtLeastOnceKafka(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	topic := uniqueName("pipeline_at_least_once")
+	cl := createTopics(t, brokers, topic)
+	t.Setenv("KAFKA_BROKERS", brokers)
+	t.Chdir(t.TempDir())
+	p, err := Parse("alo.yaml", []byte(`
+name: at-least-once
+guarantee: at_least_once
+source: {kind: generator, count: 20, fields: {id: index}}
+sink: {kind: kafka, brokers: ["${KAFKA_BROKERS}"], topic: `+topic+`, format: csv, key: id}
+`), os.LookupEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Run(context.Background(), RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	reader, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	var got, want []string
+	for i := range 20 {
+		want = append(want, fmt.Sprintf("%d %d", i, i))
+	}
+	for len(got) < len(want) && ctx.Err() == nil {
+		reader.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			if r.Attrs.IsTransactional() {
+				t.Errorf("offset %d is transactional under at_least_once", r.Offset)
+			}
+			got = append(got, string(r.Key)+" "+string(r.Value))
+		})
+	}
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := int64(0)
+	ends.Each(func(o kadm.ListedOffset) { total += o.Offset })
+	slices.Sort(got)
+	slices.Sort(want)
+	if total != 20 || !slices.Equal(got, want) {
+		t.Errorf("topic %s: %d records up to the end offsets, read %q; want 20: %q", topic, total, got, want)
+	}
+}
