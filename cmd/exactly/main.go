@@ -33,6 +33,8 @@ const usage = `exactly — an exactly-once stream-processing engine for Go
 
 Usage:
   exactly demo [flags]    run the demo job on embedded sources and sinks
+  exactly run FILE        run the pipeline a YAML file describes (see docs/pipelines.md)
+  exactly validate FILE   check a pipeline file without running it
   exactly bench [flags]   measure the engine's throughput (see docs/benchmarks.md)
   exactly torture [flags] prove exactly-once under injected faults (see docs/reliability.md)
   exactly version         print the version the binary was built from
@@ -51,6 +53,10 @@ func main() {
 	switch os.Args[1] {
 	case "demo":
 		err = runDemo(ctx, os.Args[2:], os.Stdout)
+	case "run":
+		err = runPipeline(ctx, os.Args[2:], os.Stdout)
+	case "validate":
+		err = runValidate(os.Args[2:], os.Stdout)
 	case "bench":
 		err = runBench(ctx, os.Args[2:], os.Stdout)
 	case "torture":

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/exactlyonce/exactly/internal/crashtest"
+	"github.com/exactlyonce/exactly/pipeline"
+)
+
+const runUsage = `Usage: exactly run PIPELINE.yaml [flags]
+
+Runs the pipeline the YAML file describes (docs/pipelines.md is the
+reference of the format) until its source is finished and its output
+committed, or until interrupted (Ctrl-C, SIGTERM). Run again on the same
+checkpoint storage, it resumes from its last checkpoint. ${VAR} in the file
+is replaced by the environment variable VAR.
+
+Flags:
+`
+
+const validateUsage = `Usage: exactly validate PIPELINE.yaml [flags]
+
+Checks the pipeline file without running it: its YAML, every field, and
+every expression, compiled and type-checked against the records it sees.
+Each problem is printed as file:line:col with the fix; nothing connects to
+a broker or a database. Prints a summary of the pipeline when it is valid.
+
+Flags:
+`
+
+// pipelineArgs splits "FILE [flags]" and parses the flags of fs.
+func pipelineArgs(fs *flag.FlagSet, usage string, args []string, out io.Writer) (string, error) {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		if err := parseFlags(fs, usage, args, out); err != nil {
+			return "", err
+		}
+		return "", fmt.Errorf("%s: the pipeline file is missing: exactly %s pipeline.yaml", fs.Name(), fs.Name())
+	}
+	return args[0], parseFlags(fs, usage, args[1:], out)
+}
+
+// runValidate checks a pipeline file.
+func runValidate(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	path, err := pipelineArgs(fs, validateUsage, args, out)
+	if err != nil {
+		return err
+	}
+	p, err := pipeline.Load(path)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%s: valid\n%s", path, p.Describe())
+	return nil
+}
+
+// logLevels are the values of --log-level.
+var logLevels = map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}
+
+// runPipeline runs a pipeline file.
+func runPipeline(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	level := fs.String("log-level", "info", "the least level of the logs written to stderr: debug, info, warn or error")
+	format := fs.String("log-format", "text", "the logs' format: text or json")
+	path, err := pipelineArgs(fs, runUsage, args, out)
+	if err != nil {
+		return err
+	}
+	lv, ok := logLevels[*level]
+	if !ok {
+		return fmt.Errorf("run: --log-level is %q: use debug, info, warn or error, such as --log-level warn", *level)
+	}
+	var h slog.Handler
+	switch *format {
+	case "text":
+		h = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv})
+	case "json":
+		h = slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lv})
+	default:
+		return fmt.Errorf("run: --log-format is %q: use text or json, such as --log-format json", *format)
+	}
+	p, err := pipeline.Load(path)
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(out, p.Describe())
+	// crashtest.Probe is nil except in a child of a crash test, which
+	// kills the process at a point of the checkpoint protocol.
+	if err := p.Run(ctx, pipeline.RunOptions{Logger: slog.New(h), Probe: crashtest.Probe()}); err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return fmt.Errorf("run: pipeline %q interrupted: run it again to resume from its last checkpoint", p.Name())
+		}
+		return err
+	}
+	fmt.Fprintf(out, "pipeline %q: finished, output committed\n", p.Name())
+	return nil
+}

@@ -1,0 +1,332 @@
+package pipeline
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/exactlyonce/exactly/pipeline/internal/config"
+	"github.com/exactlyonce/exactly/pipeline/internal/record"
+	"github.com/exactlyonce/exactly/pipeline/internal/yamlconf"
+)
+
+// maxParallelism is the engine's default number of key groups, which
+// bounds every operator's parallelism.
+const maxParallelism = 128
+
+// plan is a checked pipeline: its schemas at every step and its compiled
+// expressions.
+type plan struct {
+	cfg       *config.Pipeline // as decoded: doc knows the positions of its fields
+	doc       *yamlconf.Document
+	input     record.Schema // the source's records
+	decode    record.Decoder
+	generate  []field // the generator's fields
+	eventTime *program
+	steps     []step
+	output    record.Schema
+	sink      *sinkPlan
+	deadSink  *sinkPlan // nil without dead_letters
+	checking  bool      // build only checks the connectors' options: no I/O
+}
+
+// field is a named expression: a generated field or a mapped one.
+type field struct {
+	name string
+	prog program
+}
+
+// step is one transform.
+type step struct {
+	what   string // "transforms[2].map", for dead letters
+	filter *program
+	fields []field        // map
+	schema record.Schema  // map: the output
+	agg    *aggregatePlan // key_by with its aggregate
+}
+
+// describe says what the step does, in one line.
+func (st step) describe() string {
+	switch {
+	case st.filter != nil:
+		return "keep the records where " + st.filter.src
+	case st.agg != nil:
+		a := st.agg
+		per := "per key " + a.key.src
+		if w := a.window; w != nil {
+			per += ", per " + w.Kind + " window"
+		}
+		names := make([]string, len(a.values))
+		for i, v := range a.values {
+			names[i] = v.name + " " + v.fn
+		}
+		return "aggregate " + per + ": " + strings.Join(names, ", ")
+	}
+	return "map to " + st.schema.Describe()
+}
+
+// aggregatePlan is a key_by and the aggregate that follows it.
+type aggregatePlan struct {
+	name    string
+	key     program
+	values  []aggValue
+	window  *config.Window
+	output  record.Schema
+	keyType record.Type
+}
+
+// aggValue is one aggregate of an aggregation.
+type aggValue struct {
+	name string
+	fn   string   // count, sum, min, max, avg
+	arg  *program // nil for count
+	typ  record.Type
+}
+
+// compile checks the semantics of a decoded pipeline and compiles its
+// expressions.
+func compile(cfg *config.Pipeline, doc *yamlconf.Document) (*plan, error) {
+	c := &compiler{file: doc.File}
+	p := &plan{cfg: cfg, doc: doc}
+	p.cfg.Checkpoint.Storage = strings.ReplaceAll(p.cfg.Checkpoint.Storage, "{name}", p.cfg.Name)
+	p.checkLimits(c)
+	p.compileSource(c)
+	s := p.input
+	if cfg.EventTime != nil {
+		if prog, ok := c.compile("event_time.field", cfg.EventTime.Field, s, record.Time, record.Int); ok {
+			p.eventTime = &prog
+		}
+		if cfg.EventTime.MaxOutOfOrderness < 0 {
+			c.errorf(doc.Pos(&p.cfg.EventTime.MaxOutOfOrderness), "event_time.max_out_of_orderness is %v: use 0 or a positive duration", cfg.EventTime.MaxOutOfOrderness)
+		}
+	}
+	steps := p.cfg.Transforms
+	for i := 0; i < len(steps); i++ {
+		what := fmt.Sprintf("transforms[%d]", i)
+		st := &steps[i]
+		switch {
+		case doc.Has(&st.Filter):
+			if prog, ok := c.compile(what+".filter", st.Filter, s, record.Bool); ok {
+				p.steps = append(p.steps, step{what: what + ".filter", filter: &prog})
+			}
+		case doc.Has(&st.Map):
+			fields, out := p.compileFields(c, what+".map", st.Map, doc.Pos(&st.Map), s)
+			p.steps = append(p.steps, step{what: what + ".map", fields: fields, schema: out})
+			s = out
+		case doc.Has(&st.KeyBy):
+			if i+1 >= len(steps) || steps[i+1].Aggregate == nil {
+				c.errorf(doc.Pos(&st.KeyBy), "%s.key_by must be followed by an aggregate step: add \"- aggregate: {values: {n: count()}}\" after it", what)
+				continue
+			}
+			agg := p.compileAggregate(c, i, s)
+			i++
+			if agg != nil {
+				p.steps = append(p.steps, step{what: fmt.Sprintf("transforms[%d].aggregate", i), agg: agg})
+				s = agg.output
+			}
+		case st.Aggregate != nil:
+			c.errorf(doc.Pos(st.Aggregate), "%s.aggregate must follow a key_by step: add \"- key_by: <expression>\" before it", what)
+		}
+	}
+	p.output = s
+	p.checkSink(c, &p.cfg.Sink, "sink", s)
+	if p.cfg.DeadLetters != nil {
+		p.checkSink(c, p.cfg.DeadLetters, "dead_letters", deadLetterSchema)
+	}
+	if len(c.errs) > 0 {
+		return nil, c.errs
+	}
+	return p, nil
+}
+
+// checkLimits checks the numeric options the decoder cannot.
+func (p *plan) checkLimits(c *compiler) {
+	cfg, doc := p.cfg, p.doc
+	par := func(v *int, what string, zeroOK bool) {
+		if *v < 0 || *v > maxParallelism || *v == 0 && !zeroOK {
+			c.errorf(doc.Pos(v), "%s is %d: use 1 to %d", what, *v, maxParallelism)
+		}
+	}
+	par(&cfg.Parallelism, "parallelism", false)
+	par(&cfg.Source.Parallelism, "source.parallelism", true)
+	par(&cfg.Sink.Parallelism, "sink.parallelism", true)
+	if cfg.Checkpoint.Interval <= 0 {
+		c.errorf(doc.Pos(&cfg.Checkpoint.Interval), "checkpoint.interval is %v: use a positive duration such as 1s", cfg.Checkpoint.Interval)
+	}
+	if cfg.Checkpoint.Timeout <= 0 {
+		c.errorf(doc.Pos(&cfg.Checkpoint.Timeout), "checkpoint.timeout is %v: use a positive duration such as 1m", cfg.Checkpoint.Timeout)
+	}
+	if cfg.Checkpoint.Retained < 1 {
+		c.errorf(doc.Pos(&cfg.Checkpoint.Retained), "checkpoint.retained is %d: keep at least 1 checkpoint", cfg.Checkpoint.Retained)
+	}
+	if cfg.Checkpoint.Storage == "" {
+		c.errorf(doc.Pos(&cfg.Checkpoint.Storage), "checkpoint.storage is empty: name a directory or an s3:// URL")
+	}
+	if cfg.Source.Kind == "generator" && (cfg.Source.Splits < 1 || cfg.Source.Splits > 1<<16) {
+		c.errorf(doc.Pos(&cfg.Source.Splits), "source.splits is %d: use 1 to 65536", cfg.Source.Splits)
+	}
+	if cfg.Source.Rate < 0 {
+		c.errorf(doc.Pos(&cfg.Source.Rate), "source.rate is %v: use 0 (as fast as possible) or a positive rate", cfg.Source.Rate)
+	}
+}
+
+// compileSource sets the input schema: the generator's fields, or the
+// decoder's.
+func (p *plan) compileSource(c *compiler) {
+	cfg, doc := p.cfg, p.doc
+	if cfg.Source.Kind == "generator" {
+		if cfg.Decode != nil {
+			c.errorf(doc.Pos(cfg.Decode), "decode does not apply to a generator source, which makes records from its fields: remove it")
+		}
+		p.generate, p.input = p.compileFields(c, "source.fields", cfg.Source.Fields, doc.Pos(&cfg.Source.Fields), record.Schema{{Name: "index", Type: record.Int}})
+		return
+	}
+	if cfg.Decode == nil {
+		c.errorf(doc.Pos(&cfg.Source), "a %s source needs a decode section: add \"decode: {format: json, fields: {...}}\" (or csv, raw)", cfg.Source.Kind)
+		return
+	}
+	d := cfg.Decode
+	if d.Format == "raw" {
+		p.input, p.decode = record.RawSchema, record.Raw()
+		return
+	}
+	seen := map[string]bool{}
+	for _, e := range d.Fields {
+		t, ok := record.ParseType(e.Value.Value)
+		if !ok {
+			c.errorf(e.Value.Pos, "decode.fields.%s is %q: use one of %s", e.Key, e.Value.Value, strings.Join(record.TypeNames, ", "))
+			continue
+		}
+		if !checkName(c, e, seen, "decode.fields") {
+			continue
+		}
+		p.input = append(p.input, record.Field{Name: e.Key, Type: t})
+	}
+	if len(d.Fields) == 0 {
+		c.errorf(doc.Pos(&d.Fields), "decode.fields is empty: list the record's fields, such as {user: string, amount: int}")
+	}
+	if d.Format == "json" {
+		p.decode = record.JSON(p.input, d.Strict)
+	} else {
+		p.decode = record.CSV(p.input)
+	}
+}
+
+// nameRE matches the field names expressions can refer to.
+var nameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// checkName checks a field name and that it is new.
+func checkName(c *compiler, e yamlconf.Entry, seen map[string]bool, what string) bool {
+	switch {
+	case !nameRE.MatchString(e.Key):
+		c.errorf(e.KeyPos, "%s: field name %q is not a name expressions can use: use letters, digits and '_', not starting with a digit", what, e.Key)
+		return false
+	case seen[e.Key]:
+		c.errorf(e.KeyPos, "%s: field %q is given twice: name each field once", what, e.Key)
+		return false
+	}
+	seen[e.Key] = true
+	return true
+}
+
+// compileFields compiles a mapping of names to expressions of records of
+// schema in, and returns the fields and the schema they make.
+func (p *plan) compileFields(c *compiler, what string, es yamlconf.Entries, pos yamlconf.Pos, in record.Schema) ([]field, record.Schema) {
+	var fields []field
+	var out record.Schema
+	seen := map[string]bool{}
+	for _, e := range es {
+		if !checkName(c, e, seen, what) {
+			continue
+		}
+		if prog, ok := c.compile(what+"."+e.Key, e.Value, in); ok {
+			fields = append(fields, field{name: e.Key, prog: prog})
+			out = append(out, record.Field{Name: e.Key, Type: prog.typ})
+		}
+	}
+	if len(es) == 0 {
+		c.errorf(pos, "%s is empty: give at least one field, such as \"%s: %s\"", what, example(in), example(in))
+	}
+	return fields, out
+}
+
+// aggRE matches an aggregation: fn(argument).
+var aggRE = regexp.MustCompile(`^\s*(count|sum|min|max|avg)\s*\((.*)\)\s*$`)
+
+// compileAggregate compiles transforms[i] (a key_by) and the aggregate of
+// transforms[i+1].
+func (p *plan) compileAggregate(c *compiler, i int, s record.Schema) *aggregatePlan {
+	keyStep, aggStep := &p.cfg.Transforms[i], &p.cfg.Transforms[i+1]
+	a := aggStep.Aggregate
+	what := fmt.Sprintf("transforms[%d].aggregate", i+1)
+	key, ok := c.compile(fmt.Sprintf("transforms[%d].key_by", i), keyStep.KeyBy, s, record.String, record.Int, record.Bool)
+	ap := &aggregatePlan{name: a.Name, key: key, window: a.Window, keyType: key.typ}
+	if ap.name == "" {
+		ap.name = fmt.Sprintf("aggregate-%d", i+1)
+	}
+	ap.output = record.Schema{{Name: "key", Type: key.typ}}
+	if a.Window != nil {
+		p.checkWindow(c, a.Window, what+".window")
+		ap.output = append(ap.output, record.Field{Name: "window_start", Type: record.Time}, record.Field{Name: "window_end", Type: record.Time})
+	}
+	seen := map[string]bool{}
+	for _, f := range ap.output {
+		seen[f.Name] = true
+	}
+	for _, e := range a.Values {
+		if !checkName(c, e, seen, what+".values") {
+			continue
+		}
+		m := aggRE.FindStringSubmatch(e.Value.Value)
+		if m == nil {
+			c.errorf(e.Value.Pos, "%s.values.%s is %q: write count(), sum(e), min(e), max(e) or avg(e) with e an expression of the record", what, e.Key, e.Value.Value)
+			continue
+		}
+		v := aggValue{name: e.Key, fn: m[1], typ: record.Int}
+		open := strings.Index(e.Value.Value, "(") + 1
+		argText := e.Value.Sub(open, open+len(m[2]))
+		switch {
+		case v.fn == "count" && strings.TrimSpace(m[2]) != "":
+			c.errorf(argText.Pos, "%s.values.%s: count takes no argument: write count()", what, e.Key)
+			continue
+		case v.fn != "count":
+			arg, ok := c.compile(what+".values."+e.Key, argText, s, record.Int, record.Float)
+			if !ok {
+				continue
+			}
+			v.arg, v.typ = &arg, arg.typ
+			if v.fn == "avg" {
+				v.typ = record.Float
+			}
+		}
+		ap.values = append(ap.values, v)
+		ap.output = append(ap.output, record.Field{Name: e.Key, Type: v.typ})
+	}
+	if len(a.Values) == 0 {
+		c.errorf(p.doc.Pos(&a.Values), "%s.values is empty: give at least one aggregate, such as \"n: count()\"", what)
+	}
+	if !ok {
+		return nil
+	}
+	return ap
+}
+
+// checkWindow checks a window's durations.
+func (p *plan) checkWindow(c *compiler, w *config.Window, what string) {
+	if p.cfg.EventTime == nil {
+		c.errorf(p.doc.Pos(w), "%s needs event time: add \"event_time: {field: <expression>}\" to the pipeline", what)
+	}
+	check := func(v int64, ptr any, name string, kinds ...string) {
+		if slices.Contains(kinds, w.Kind) && v <= 0 {
+			c.errorf(p.doc.Pos(ptr), "%s.%s is %v: use a positive duration such as 1m", what, name, time.Duration(v))
+		}
+	}
+	check(int64(w.Size), &w.Size, "size", "tumbling", "sliding")
+	check(int64(w.Slide), &w.Slide, "slide", "sliding")
+	check(int64(w.Gap), &w.Gap, "gap", "session")
+	if w.AllowedLateness < 0 {
+		c.errorf(p.doc.Pos(&w.AllowedLateness), "%s.allowed_lateness is %v: use 0 or a positive duration", what, w.AllowedLateness)
+	}
+}

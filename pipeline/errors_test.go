@@ -1,0 +1,257 @@
+package pipeline
+
+import (
+	"strings"
+	"testing"
+)
+
+// env is the environment of the tests' pipelines.
+func env(name string) (string, bool) {
+	v, ok := map[string]string{"TOPIC": "orders", "SECRET": "hunter2"}[name]
+	return v, ok
+}
+
+// TestErrorsNamePositionAndFix parses bad pipelines and checks each
+// error, its file:line:col and its message, exactly.
+func TestErrorsNamePositionAndFix(t *testing.T) {
+	for _, tc := range badPipelines {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("p.yaml", []byte(strings.TrimPrefix(tc.yaml, "\n")), env)
+			if err == nil {
+				t.Fatalf("no error, want\n%s", tc.want)
+			}
+			if got := err.Error(); got != tc.want {
+				t.Errorf("error:\n%s\nwant:\n%s", got, tc.want)
+			}
+		})
+	}
+}
+
+// badPipelines are pipelines with one problem each, and the exact error.
+var badPipelines = []struct {
+	name, yaml, want string
+}{
+	{"yaml syntax", `
+name: x
+source: {kind: generator
+`,
+		`p.yaml:2:9: YAML syntax: could not find flow mapping end token '}': fix the YAML (indentation, quotes, a missing ':')`},
+	{"unknown top-level field", `
+name: x
+sorce: {kind: generator, count: 1, fields: {a: index}}
+sink: {kind: file, dir: out}
+`,
+		`p.yaml:1:1: the pipeline lacks required field "source": add it
+p.yaml:2:1: unknown field "sorce" in the pipeline (did you mean "source"?): use one of name, parallelism, guarantee, source, decode, event_time, transforms, sink, dead_letters, checkpoint, state`},
+	{"unknown field in source", `
+name: x
+source:
+  kind: generator
+  count: 1
+  fields: {a: index}
+  topic: t
+sink: {kind: file, dir: out}
+`,
+		`p.yaml:6:3: unknown field "topic" in source (did you mean "topics"?): use one of kind, brokers, topics, start, bounded, sasl, paths, count, splits, rate, fields, parallelism`},
+	{"wrong type", `
+name: x
+parallelism: many
+source: {kind: generator, count: 1, fields: {a: index}}
+sink: {kind: file, dir: out}
+`,
+		`p.yaml:2:14: parallelism is "many": not an integer of 64 bits: write a whole number such as 10`},
+	{"missing required field", `
+name: x
+source: {kind: generator, count: 1, fields: {a: index}}
+`,
+		`p.yaml:1:1: the pipeline lacks required field "sink": add it`},
+	{"missing field of the kind", `
+name: x
+source:
+  kind: kafka
+  brokers: [localhost:9092]
+decode: {format: raw}
+sink: {kind: file, dir: out}
+`,
+		`p.yaml:3:3: source lacks required field "topics" (kind kafka): add it, such as "topics: [orders]"`},
+	{"unknown source kind", `
+name: x
+source: {kind: kafak, topics: [t]}
+sink: {kind: file, dir: out}
+`,
+		`p.yaml:2:16: source.kind is "kafak": use one of kafka, file, generator (did you mean "kafka"?)`},
+	{"unknown sink kind", `
+name: x
+source: {kind: generator, count: 1, fields: {a: index}}
+sink: {kind: mysql, table: t}
+`,
+		`p.yaml:3:14: sink.kind is "mysql": use one of kafka, postgres, file, sqlite`},
+	{"expression does not compile", `
+name: x
+source: {kind: generator, count: 1, fields: {amount: index}}
+transforms:
+  - filter: amount >
+sink: {kind: file, dir: out}
+`,
+		`p.yaml:4:20: transforms[0].filter: unexpected token EOF: the record's fields are amount (int) (see https://expr-lang.org/docs/language-definition)`},
+	{"unknown name in expression", `
+name: x
+source: {kind: generator, count: 1, fields: {amount: index}}
+transforms:
+  - filter: "amount > 1 && amont < 5"
+sink: {kind: file, dir: out}
+`,
+		`p.yaml:4:28: transforms[0].filter: unknown name amont: the record's fields are amount (int) (see https://expr-lang.org/docs/language-definition)`},
+	{"filter of the wrong type", `
+name: x
+source: {kind: generator, count: 1, fields: {amount: index}}
+transforms:
+  - filter: amount + 1
+sink: {kind: file, dir: out}
+`,
+		`p.yaml:4:13: transforms[0].filter: "amount + 1" is an int: it must be a bool`},
+	{"mismatched types in a block expression", `
+name: x
+source: {kind: generator, count: 1, fields: {amount: index}}
+transforms:
+  - map:
+      label: |
+        "n" +
+          amount
+sink: {kind: file, dir: out}
+`,
+		`p.yaml:6:13: transforms[0].map.label: invalid operation: + (mismatched types string and int): the record's fields are amount (int) (see https://expr-lang.org/docs/language-definition)`},
+	{"missing environment variable", `
+name: x
+source: {kind: kafka, brokers: ["localhost:9092"], topics: ["${TOPIC}", "${NOPE}"]}
+decode: {format: raw}
+sink: {kind: file, dir: out}
+`,
+		`p.yaml:2:73: source.topics[1]: environment variable NOPE is not set: export it, or write ${NOPE:-default}`},
+	{"secret not shown", `
+name: x
+parallelism: ${SECRET}
+source: {kind: generator, count: 1, fields: {a: index}}
+sink: {kind: file, dir: out}
+`,
+		`p.yaml:2:14: parallelism is "${SECRET}" (after substitution from the environment): not an integer of 64 bits: write a whole number such as 10`},
+	{"key_by without aggregate", `
+name: x
+source: {kind: generator, count: 1, fields: {a: index}}
+transforms:
+  - key_by: a
+sink: {kind: file, dir: out}
+`,
+		`p.yaml:4:13: transforms[0].key_by must be followed by an aggregate step: add "- aggregate: {values: {n: count()}}" after it`},
+	{"window without event time", `
+name: x
+source: {kind: generator, count: 1, fields: {a: index}}
+transforms:
+  - key_by: a
+  - aggregate:
+      window: {kind: tumbling, size: 1m}
+      values: {n: count()}
+sink: {kind: file, dir: out}
+`,
+		`p.yaml:6:16: transforms[1].aggregate.window needs event time: add "event_time: {field: <expression>}" to the pipeline`},
+	{"field of another kind", `
+name: x
+source: {kind: generator, count: 1, fields: {a: index}, paths: [in.txt]}
+sink: {kind: file, dir: out}
+`,
+		`p.yaml:2:57: source.paths applies to kind file only, not to kind "generator": remove it`},
+	{"bad duration", `
+name: x
+source: {kind: generator, count: 1, fields: {a: index}}
+sink: {kind: file, dir: out}
+checkpoint: {interval: fast}
+`,
+		`p.yaml:4:24: checkpoint.interval is "fast": not a duration: write a number with a unit, such as 500ms, 10s or 5m`},
+	{"unknown aggregation", `
+name: x
+source: {kind: generator, count: 1, fields: {a: index}}
+transforms:
+  - key_by: a % 2
+  - aggregate:
+      values: {n: total(a)}
+sink: {kind: file, dir: out}
+`,
+		`p.yaml:6:19: transforms[1].aggregate.values.n is "total(a)": write count(), sum(e), min(e), max(e) or avg(e) with e an expression of the record`},
+	{"aggregate argument of the wrong type", `
+name: x
+source: {kind: generator, count: 1, fields: {a: index, s: string(index)}}
+transforms:
+  - key_by: a % 2
+  - aggregate:
+      values: {n: sum(s + "x")}
+sink: {kind: file, dir: out}
+`,
+		`p.yaml:6:23: transforms[1].aggregate.values.n: "s + \"x\"" is a string: it must be an int or a float`},
+	{"file source without decode", `
+name: x
+source: {kind: file, paths: [in.txt]}
+sink: {kind: file, dir: out}
+`,
+		`p.yaml:2:10: a file source needs a decode section: add "decode: {format: json, fields: {...}}" (or csv, raw)`},
+	{"unknown field type", `
+name: x
+source: {kind: file, paths: [in.txt]}
+decode: {format: json, fields: {amount: integer}}
+sink: {kind: file, dir: out}
+`,
+		`p.yaml:3:41: decode.fields.amount is "integer": use one of string, int, float, bool, time`},
+	{"a string for a list", `
+name: x
+source: {kind: file, paths: in.txt}
+decode: {format: raw}
+sink: {kind: file, dir: out}
+`,
+		`p.yaml:2:29: source.paths must be a list: write [a, b] or one "- item" per line`},
+	{"upsert without primary key", `
+name: x
+source: {kind: generator, count: 1, fields: {a: index}}
+sink: {kind: postgres, dsn: "postgres://localhost/db", table: t, mode: upsert}
+`,
+		`p.yaml:3:72: sink.mode is upsert but primary_key is empty: list the fields that identify a row, such as [a]`},
+	{"two steps in one item", `
+name: x
+source: {kind: generator, count: 1, fields: {a: index}}
+transforms:
+  - filter: a > 1
+    map: {b: a}
+sink: {kind: file, dir: out}
+`,
+		`p.yaml:5:5: transforms[0] has both filter and map: give each its own list item`},
+	{"duplicate key", `
+name: x
+name: y
+source: {kind: generator, count: 1, fields: {a: index}}
+sink: {kind: file, dir: out}
+`,
+		`p.yaml:2:1: YAML syntax: mapping key "name" already defined at [1:1]: fix the YAML (indentation, quotes, a missing ':')`},
+	{"connector option", `
+name: x
+source: {kind: generator, count: 1, fields: {a: index}}
+sink: {kind: sqlite, path: "file:x.db", table: t}
+`,
+		`p.yaml:3:8: sink: sqlite: Options.Path is "file:x.db": use a file path without '?' and without a file: prefix`},
+}
+
+// TestSecretsStayOutOfErrors checks that a password given through the
+// environment appears in no error, whether the decoder or a connector
+// rejects the value holding it.
+func TestSecretsStayOutOfErrors(t *testing.T) {
+	for _, src := range []string{
+		"name: x\nsource: {kind: generator, count: 1, fields: {a: index}}\nsink: {kind: postgres, dsn: \"postgres://u:${SECRET}@host:notaport/db\", table: t}\n",
+		"name: x\nsource: {kind: generator, count: 1, fields: {a: index}}\nsink: {kind: postgres, dsn: \"host=x password=${SECRET} port=zz\", table: t}\n",
+		"name: x\nsource: {kind: kafka, brokers: [\"a:1\"], topics: [t], sasl: {mechanism: PLAIN, user: u, password: \"${SECRET}\"}}\ndecode: {format: raw}\nsink: {kind: file, dir: out, parallelism: \"${SECRET}\"}\n",
+	} {
+		_, err := Parse("p.yaml", []byte(src), env)
+		if err == nil {
+			t.Fatalf("no error for\n%s", src)
+		}
+		if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("the error shows the secret: %v", err)
+		}
+	}
+}

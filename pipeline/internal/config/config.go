@@ -1,0 +1,119 @@
+// Package config is the schema of a pipeline file, defined once: the
+// decoder (package yamlconf) reads files into these structs and checks
+// them against their tags, and docs/pipelines.md is generated from the
+// same structs and tags (go generate ./pipeline).
+package config
+
+import (
+	"time"
+
+	"github.com/exactlyonce/exactly/pipeline/internal/yamlconf"
+)
+
+// Pipeline is the whole file.
+type Pipeline struct {
+	Name        string     `yaml:"name" required:"true" example:"orders-per-minute" doc:"The job's name. It is recorded in checkpoints and names the sinks' transactions and progress rows, so keep it stable across versions of the pipeline."`
+	Parallelism int        `yaml:"parallelism" default:"1" doc:"Parallel subtasks of each operator (at most 128)."`
+	Guarantee   string     `yaml:"guarantee" default:"exactly_once" enum:"exactly_once,at_least_once" doc:"exactly_once: every input record affects the committed output once, through crashes. at_least_once: the kafka sink writes without transactions (duplicates after a crash); the other sinks are transactional either way."`
+	Source      Source     `yaml:"source" required:"true" doc:"Where records come from."`
+	Decode      *Decode    `yaml:"decode" doc:"How the kafka and file sources turn bytes into records (the generator makes records itself). Required for them."`
+	EventTime   *EventTime `yaml:"event_time" doc:"The records' event time, which windows need."`
+	Transforms  []Step     `yaml:"transforms" doc:"Steps applied in order to each record."`
+	Sink        Sink       `yaml:"sink" required:"true" doc:"Where the output goes, exactly once."`
+	DeadLetters *Sink      `yaml:"dead_letters" doc:"Where records that fail to decode or to evaluate go, with the reason: records of the fields stage (where it failed), error and value (the input). Without it such a record stops the job with an error naming it."`
+	Checkpoint  Checkpoint `yaml:"checkpoint" doc:"Checkpoint storage and pace."`
+	State       State      `yaml:"state" doc:"Where keyed state (aggregations, windows) lives."`
+}
+
+// Source is the pipeline's source.
+type Source struct {
+	Kind        string           `yaml:"kind" kind:"true" required:"true" enum:"kafka,file,generator" doc:"The kind of source."`
+	Brokers     []string         `yaml:"brokers" kinds:"kafka" required:"kafka" example:"[\"localhost:9092\"]" doc:"Bootstrap brokers, host:port."`
+	Topics      []string         `yaml:"topics" kinds:"kafka" required:"kafka" example:"[orders]" doc:"Topics to read; each must exist."`
+	Start       string           `yaml:"start" kinds:"kafka" default:"earliest" enum:"earliest,latest" doc:"Where partitions without a checkpointed position start."`
+	Bounded     bool             `yaml:"bounded" kinds:"kafka" doc:"Read each partition up to its end as seen at the start, then finish."`
+	SASL        *SASL            `yaml:"sasl" kinds:"kafka" doc:"SASL authentication."`
+	Paths       []string         `yaml:"paths" kinds:"file" required:"file" example:"[input/orders.jsonl]" doc:"Files to read, one record per line; each file is one split."`
+	Count       uint64           `yaml:"count" kinds:"generator" required:"generator" example:"1000" doc:"Number of records to generate; 0: unbounded."`
+	Splits      int              `yaml:"splits" kinds:"generator" default:"4" doc:"Number of splits the records are dealt to (record i goes to split i mod splits)."`
+	Rate        float64          `yaml:"rate" kinds:"generator" doc:"Records per second across all splits; 0: as fast as possible."`
+	Fields      yamlconf.Entries `yaml:"fields" kinds:"generator" required:"generator" type:"mapping of name: expression" example:"{id: index, amount: index % 100}" doc:"The generated record's fields, in order: each an expression of index, the record's number from 0 (an int)."`
+	Parallelism int              `yaml:"parallelism" doc:"Parallel subtasks of the source; 0: the pipeline's parallelism."`
+}
+
+// SASL holds SASL credentials; write the password as ${VAR}.
+type SASL struct {
+	Mechanism string `yaml:"mechanism" required:"true" enum:"PLAIN,SCRAM-SHA-256,SCRAM-SHA-512" doc:"The SASL mechanism."`
+	User      string `yaml:"user" required:"true" doc:"The user name."`
+	Password  string `yaml:"password" required:"true" example:"${KAFKA_PASSWORD}" doc:"The password: give it as ${VAR}; it never appears in logs or errors."`
+}
+
+// Decode describes the records' encoding.
+type Decode struct {
+	Format string           `yaml:"format" kind:"true" required:"true" enum:"json,csv,raw" doc:"json: one JSON object per record. csv: one comma-separated line per record, columns in the order of fields. raw: the record's bytes as one string field, value."`
+	Strict bool             `yaml:"strict" kinds:"json" doc:"Reject a record with a field not listed in fields or lacking one of them (default: ignore unknown fields, give missing ones their zero value). Either way a value of the wrong type is rejected."`
+	Fields yamlconf.Entries `yaml:"fields" kinds:"json,csv" required:"json,csv" type:"mapping of name: type" example:"{user: string, amount: int}" doc:"The record's fields and their types, in order: string, int, float, bool or time (RFC 3339 text, or for JSON also milliseconds since the epoch)."`
+}
+
+// EventTime says where a record's event time is.
+type EventTime struct {
+	Field             yamlconf.Text `yaml:"field" required:"true" type:"expression" example:"ts" doc:"An expression of the decoded record giving its event time: a time field, or an int of milliseconds since the Unix epoch."`
+	MaxOutOfOrderness time.Duration `yaml:"max_out_of_orderness" doc:"How far a record may lag behind the newest one of its split before it is late."`
+}
+
+// Step is one transform; exactly one of its fields is set.
+type Step struct {
+	Filter    yamlconf.Text    `yaml:"filter" oneof:"true" type:"expression" example:"amount > 10" doc:"Keep the records for which the boolean expression is true."`
+	Map       yamlconf.Entries `yaml:"map" oneof:"true" type:"mapping of name: expression" example:"{user: user, cents: amount * 100}" doc:"Replace each record by one with these fields, in order, each an expression of the record."`
+	KeyBy     yamlconf.Text    `yaml:"key_by" oneof:"true" type:"expression" example:"user" doc:"Partition the records by this expression (a string, int or bool); an aggregate must follow."`
+	Aggregate *Aggregate       `yaml:"aggregate" oneof:"true" doc:"Aggregate the records of each key (after key_by): a running aggregate per record, or one result per key and window."`
+}
+
+// Aggregate is a keyed aggregation.
+type Aggregate struct {
+	Name   string           `yaml:"name" doc:"Names the aggregation's checkpointed state: keep it stable. Default aggregate-N, N the step's index."`
+	Window *Window          `yaml:"window" doc:"Aggregate per event-time window (needs event_time); without it every record emits its key's updated aggregate."`
+	Values yamlconf.Entries `yaml:"values" required:"true" type:"mapping of name: aggregation" example:"{orders: count(), total: sum(amount)}" doc:"The output's aggregates, in order: count(), sum(e), min(e), max(e) or avg(e) with e a numeric expression. The output record holds key, then window_start and window_end (times) for a window, then these."`
+}
+
+// Window is an event-time window.
+type Window struct {
+	Kind            string        `yaml:"kind" kind:"true" required:"true" enum:"tumbling,sliding,session" doc:"tumbling: back-to-back windows of size. sliding: windows of size starting every slide. session: a key's records less than gap apart."`
+	Size            time.Duration `yaml:"size" kinds:"tumbling,sliding" required:"tumbling,sliding" example:"1m" doc:"The window's length."`
+	Slide           time.Duration `yaml:"slide" kinds:"sliding" required:"sliding" example:"10s" doc:"The time between the starts of two sliding windows."`
+	Gap             time.Duration `yaml:"gap" kinds:"session" required:"session" example:"30s" doc:"The inactivity that ends a session."`
+	AllowedLateness time.Duration `yaml:"allowed_lateness" doc:"Keep a window this long after it fired, so late records update it (each update is one more output record)."`
+}
+
+// Sink is a sink; its kind selects which fields apply.
+type Sink struct {
+	Kind        string        `yaml:"kind" kind:"true" required:"true" enum:"kafka,postgres,file,sqlite" doc:"The kind of sink."`
+	Brokers     []string      `yaml:"brokers" kinds:"kafka" required:"kafka" example:"[\"localhost:9092\"]" doc:"Bootstrap brokers, host:port."`
+	Topic       string        `yaml:"topic" kinds:"kafka" required:"kafka" example:"orders-out" doc:"The topic to write; it must exist."`
+	Key         yamlconf.Text `yaml:"key" kinds:"kafka" type:"expression" example:"user" doc:"An expression giving each message's key (its text); default: no key."`
+	SASL        *SASL         `yaml:"sasl" kinds:"kafka" doc:"SASL authentication."`
+	DSN         string        `yaml:"dsn" kinds:"postgres" required:"postgres" example:"${DATABASE_URL}" doc:"The connection string; give the password through ${VAR}."`
+	Schema      string        `yaml:"schema" kinds:"postgres" default:"public" doc:"The schema of the table."`
+	Table       string        `yaml:"table" kinds:"postgres,sqlite" required:"postgres,sqlite" example:"orders" doc:"The target table, created when missing with one column per output field."`
+	Mode        string        `yaml:"mode" kinds:"postgres" default:"append" enum:"append,upsert" doc:"append inserts every record; upsert keeps the last record per primary_key."`
+	PrimaryKey  []string      `yaml:"primary_key" kinds:"postgres" example:"[key, window_start]" doc:"The output fields identifying a row, for mode upsert."`
+	Path        string        `yaml:"path" kinds:"sqlite" required:"sqlite" example:"out/orders.db" doc:"The SQLite database file, created when missing."`
+	Dir         string        `yaml:"dir" kinds:"file" required:"file" example:"out" doc:"The directory of the output files (one per subtask and checkpoint, visible once committed)."`
+	Prefix      string        `yaml:"prefix" kinds:"file" default:"part" doc:"The start of the output files' names."`
+	Format      string        `yaml:"format" kinds:"file,kafka" default:"json" enum:"json,csv" doc:"How a record is written: a JSON object, or a CSV line of the fields in order."`
+	Parallelism int           `yaml:"parallelism" doc:"Parallel subtasks of the sink; 0: the pipeline's parallelism."`
+}
+
+// Checkpoint configures checkpoints.
+type Checkpoint struct {
+	Storage  string        `yaml:"storage" default:"{name}-checkpoints" doc:"A local directory (relative to the working directory; {name} is replaced by the pipeline's name) or s3://bucket/prefix?endpoint=host:port&region=r (credentials from the AWS environment variables)."`
+	Interval time.Duration `yaml:"interval" default:"1s" doc:"Time between checkpoints; output becomes visible at this pace."`
+	Timeout  time.Duration `yaml:"timeout" default:"1m" doc:"A checkpoint not complete this long after it started is aborted."`
+	Retained int           `yaml:"retained" default:"3" doc:"Completed checkpoints kept."`
+}
+
+// State configures the keyed-state backend.
+type State struct {
+	Backend string `yaml:"backend" kind:"true" default:"heap" enum:"heap,pebble" doc:"heap keeps keyed state in memory; pebble on disk, under dir."`
+	Dir     string `yaml:"dir" kinds:"pebble" required:"pebble" example:"exactly-state" doc:"The directory of the Pebble state."`
+}

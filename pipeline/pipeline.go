@@ -1,0 +1,132 @@
+// Package pipeline runs exactly-once jobs described in YAML, without Go: a
+// source (kafka, file, generator), a decoder (json, csv, raw), transforms
+// (filter and map with expr-lang expressions, key_by with count, sum, min,
+// max and avg aggregates, per record or per tumbling, sliding or session
+// window), a sink (kafka, postgres, file, sqlite) and a dead-letter sink.
+//
+// [Parse] checks a file completely — its YAML, every field against the
+// schema, and every expression compiled and type-checked against the
+// fields of the records it sees — and reports each problem with its
+// file:line:col and the fix. [Pipeline.Run] maps the pipeline onto the
+// library (package stream and the connectors) and runs it: a pipeline is a
+// thin layer over the same engine, with the same guarantees.
+//
+// docs/pipelines.md, the reference of the file format, is generated from
+// the schema the decoder uses (go generate ./pipeline).
+package pipeline
+
+//go:generate go run ./internal/gendoc -o ../docs/pipelines.md
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/pipeline/internal/config"
+	"github.com/exactlyonce/exactly/pipeline/internal/yamlconf"
+	"github.com/exactlyonce/exactly/stream"
+)
+
+// Pipeline is a checked pipeline file, ready to run.
+type Pipeline struct {
+	plan *plan
+}
+
+// Load reads and checks the pipeline file at path, substituting ${VAR}
+// from the process's environment.
+func Load(path string) (*Pipeline, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %w: give the path of a pipeline YAML file", err)
+	}
+	return Parse(path, data, os.LookupEnv)
+}
+
+// Parse checks the pipeline in data, the contents of the file named file
+// (for messages). env looks up the variables of ${VAR}. A non-nil error
+// lists every problem found, one per line, each as file:line:col: what is
+// wrong and how to fix it.
+func Parse(file string, data []byte, env func(string) (string, bool)) (*Pipeline, error) {
+	var cfg config.Pipeline
+	doc, err := yamlconf.Decode(file, data, &cfg, env)
+	if err != nil {
+		return nil, err
+	}
+	p, err := compile(&cfg, doc)
+	if err != nil {
+		return nil, err
+	}
+	p.checking = true
+	_, err = p.build() // the connectors check their options
+	p.checking = false
+	if err != nil {
+		var e *yamlconf.Error
+		if errors.As(err, &e) {
+			return nil, yamlconf.Errors{e}
+		}
+		return nil, err
+	}
+	return &Pipeline{plan: p}, nil
+}
+
+// Name returns the pipeline's name, the job's.
+func (p *Pipeline) Name() string { return p.plan.cfg.Name }
+
+// Describe summarizes the pipeline in a few lines: source, steps and the
+// fields of the output.
+func (p *Pipeline) Describe() string {
+	pl := p.plan
+	var b strings.Builder
+	fmt.Fprintf(&b, "pipeline %q: %s source, records %s\n", pl.cfg.Name, pl.cfg.Source.Kind, pl.input.Describe())
+	for _, st := range pl.steps {
+		fmt.Fprintf(&b, "  %s: %s\n", st.what, st.describe())
+	}
+	fmt.Fprintf(&b, "  → %s sink, records %s\n", pl.cfg.Sink.Kind, pl.output.Describe())
+	if pl.cfg.DeadLetters != nil {
+		fmt.Fprintf(&b, "  → dead letters to a %s sink\n", pl.cfg.DeadLetters.Kind)
+	}
+	fmt.Fprintf(&b, "  checkpoints every %v in %s, state on the %s\n", pl.cfg.Checkpoint.Interval, pl.cfg.Checkpoint.Storage, pl.cfg.State.Backend)
+	return b.String()
+}
+
+// RunOptions are the options of a run that do not belong in the file.
+type RunOptions struct {
+	// Logger receives the job's logs. Default: slog.Default().
+	Logger *slog.Logger
+	// Probe, when set, sees the points of the checkpoint protocol (crash
+	// tests kill the process there).
+	Probe func(stream.ProbePoint, checkpoint.ID)
+}
+
+// options returns the engine's options of a run of the pipeline.
+func (p *Pipeline) options(o RunOptions) stream.Options {
+	c := p.plan.cfg
+	return stream.Options{
+		CheckpointDir:       c.Checkpoint.Storage,
+		CheckpointInterval:  c.Checkpoint.Interval,
+		CheckpointTimeout:   c.Checkpoint.Timeout,
+		RetainedCheckpoints: c.Checkpoint.Retained,
+		Parallelism:         c.Parallelism,
+		Logger:              o.Logger,
+		Probe:               o.Probe,
+	}
+}
+
+// Run runs the pipeline until its source is finished and its output
+// committed, or until ctx is cancelled (then it returns ctx.Err()). A
+// pipeline restarted on the same checkpoint storage resumes from its last
+// checkpoint.
+func (p *Pipeline) Run(ctx context.Context, o RunOptions) error {
+	j, err := p.plan.build()
+	if err != nil {
+		return err
+	}
+	if err := j.Run(ctx, p.options(o)); err != nil {
+		return fmt.Errorf("pipeline %q: %w", p.Name(), err)
+	}
+	return nil
+}
