@@ -33,11 +33,27 @@
 package metrics
 
 import (
+	"net/http"
+
 	"github.com/exactlyonce/exactly/stream"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/exactlyonce/exactly/internal/runtime"
 )
+
+// Handler returns a handler that serves the metrics of the job named job
+// to Prometheus, with the process collector's series beside them. Its
+// signature is that of stream.ControlOptions.Metrics, so that a job's
+// control server serves GET /metrics:
+//
+//	opts.Control = stream.ControlOptions{Addr: "127.0.0.1:8081", Metrics: metrics.Handler}
+func Handler(job string, m *stream.Metrics) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), NewCollector(job, m))
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+}
 
 // Collector is a prometheus.Collector of one job's metrics.
 type Collector struct {

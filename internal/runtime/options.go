@@ -111,6 +111,10 @@ type Options struct {
 	// would otherwise hang a restore, which no checkpoint timeout covers.
 	// Default CheckpointTimeout.
 	CommitTimeout time.Duration
+	// Control serves the job's control API, its Prometheus metrics and
+	// its web page over HTTP; off unless Control.Addr is set. See
+	// [ControlOptions].
+	Control ControlOptions
 	// Logger receives the job's logs. Default slog.Default().
 	Logger *slog.Logger
 	// Probe, when set, is called at the points of the checkpoint protocol
