@@ -35,6 +35,13 @@ Usage:
   exactly demo [flags]    run the demo job on embedded sources and sinks
   exactly bench [flags]   measure the engine's throughput (see docs/benchmarks.md)
   exactly torture [flags] prove exactly-once under injected faults (see docs/reliability.md)
+  exactly status [flags]  print the status of a running job (its control API)
+  exactly savepoint [flags]
+                          take a savepoint of a running job
+  exactly stop [--savepoint] [flags]
+                          stop a running job, after a savepoint with --savepoint
+  exactly checkpoints ls|inspect DIR_OR_URL
+                          list a job's checkpoints, or tell what one holds (offline)
   exactly version         print the version the binary was built from
 
 Run 'exactly <command> --help' for the flags of a command.
@@ -55,6 +62,10 @@ func main() {
 		err = runBench(ctx, os.Args[2:], os.Stdout)
 	case "torture":
 		err = runTorture(ctx, os.Args[2:], os.Stdout)
+	case "status", "savepoint", "stop":
+		err = runControl(ctx, os.Args[1], os.Args[2:], os.Stdout)
+	case "checkpoints":
+		err = runCheckpoints(os.Args[2:], os.Stdout)
 	case "version", "--version":
 		fmt.Println(version())
 		return
