@@ -10,66 +10,16 @@ import (
 	goruntime "runtime"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/exactlyonce/exactly/connectors/file"
-	"github.com/exactlyonce/exactly/connectors/generator"
 	"github.com/exactlyonce/exactly/control"
-	"github.com/exactlyonce/exactly/internal/testwait"
-	"github.com/exactlyonce/exactly/state"
-	"github.com/exactlyonce/exactly/stream"
+	"github.com/exactlyonce/exactly/internal/testjob"
 )
-
-// startJob starts a job with its control API on a free loopback port and
-// the token in a file: generated numbers (rate-limited, so that it runs
-// until stopped), counted per key in keyed state, into a file sink. It
-// returns the job, its checkpoint directory, the token file, and a
-// counter of its completed checkpoints.
-func startJob(t *testing.T) (r *stream.Running, cpDir, tokenFile string, checkpoints *testwait.Counter) {
-	t.Helper()
-	dir := t.TempDir()
-	tokenFile = filepath.Join(dir, "token")
-	if err := os.WriteFile(tokenFile, []byte("cli-test-token\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	gen, err := generator.New(generator.Options{Count: 10_000_000, Splits: 2, Rate: 5000}, func(i uint64) int64 { return int64(i) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	sk, err := file.NewSink(filepath.Join(dir, "out"), func(dst []byte, v int64) []byte { return append(dst, 'x') }, file.SinkOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	j := stream.New("cli-test")
-	keyed := stream.KeyBy(stream.Source(j, "numbers", gen), func(v int64) int64 { return v % 16 }, state.Int64Codec{})
-	counts := stream.Process(keyed, "count", func(ctx *stream.Context[int64]) (stream.ProcessFunc[int64, int64, int64], error) {
-		n, err := state.NewValueState(ctx.State(), "n", state.Int64Codec{})
-		return stream.ProcessFunc[int64, int64, int64]{Process: func(ctx *stream.Context[int64], v int64, out *stream.Output[int64]) error {
-			c, _ := n.Value()
-			n.Update(c + 1)
-			out.Emit(c + 1)
-			return nil
-		}}, err
-	})
-	stream.SinkTo(counts, "out", sk)
-	checkpoints = new(testwait.Counter)
-	cpDir = filepath.Join(dir, "cp")
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	r, err = j.Start(ctx, stream.Options{CheckpointDir: cpDir, CheckpointInterval: 100 * time.Millisecond,
-		Control: stream.ControlOptions{Addr: "127.0.0.1:0", TokenFile: tokenFile},
-		Probe:   testwait.Checkpoints(checkpoints, nil)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	testwait.For(t, checkpoints.Reached(2), time.Minute, "two checkpoints", nil)
-	return r, cpDir, tokenFile, checkpoints
-}
 
 // TestStatusSavepointStop runs status, savepoint and stop --savepoint
 // against a running job, then checkpoints ls and inspect on what it left.
 func TestStatusSavepointStop(t *testing.T) {
-	r, cpDir, tokenFile, _ := startJob(t)
+	r := testjob.Start(t)
+	cpDir, tokenFile := r.CheckpointDir, r.TokenFile
 	addr := r.ControlAddr()
 	ctx := context.Background()
 	run := func(cmd string, args ...string) (string, error) {
@@ -82,7 +32,7 @@ func TestStatusSavepointStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"job cli-test: running", "numbers", "count", "OPERATOR", "checkpoints:", "completed", "restarts: 0", "lag:", "numbers[0] gen-0"} {
+	for _, want := range []string{"job "+testjob.Name+": running", "numbers", "count", "OPERATOR", "checkpoints:", "completed", "restarts: 0", "lag:", "numbers[0] gen-0"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)
 		}
@@ -92,7 +42,7 @@ func TestStatusSavepointStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	var st control.Status
-	if err := json.Unmarshal([]byte(out), &st); err != nil || st.Job != "cli-test" || len(st.Graph.Nodes) != 3 {
+	if err := json.Unmarshal([]byte(out), &st); err != nil || st.Job != testjob.Name || len(st.Graph.Nodes) != 3 {
 		t.Fatalf("status --json: %v, %+v", err, st)
 	}
 
@@ -157,9 +107,9 @@ func TestStatusSavepointStop(t *testing.T) {
 
 // TestStopWithoutSavepoint stops a job through `exactly stop`.
 func TestStopWithoutSavepoint(t *testing.T) {
-	r, _, tokenFile, _ := startJob(t)
+	r := testjob.Start(t)
 	var out strings.Builder
-	if err := runControl(context.Background(), "stop", []string{"--addr", r.ControlAddr(), "--token-file", tokenFile}, &out); err != nil {
+	if err := runControl(context.Background(), "stop", []string{"--addr", r.ControlAddr(), "--token-file", r.TokenFile}, &out); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "stopping") {
