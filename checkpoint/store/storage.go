@@ -2,11 +2,11 @@ package store
 
 import (
 	"cmp"
-	"slices"
 	"context"
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 

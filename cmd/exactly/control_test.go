@@ -32,7 +32,7 @@ func TestStatusSavepointStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"job "+testjob.Name+": running", "numbers", "count", "OPERATOR", "checkpoints:", "completed", "restarts: 0", "lag:", "numbers[0] gen-0"} {
+	for _, want := range []string{"job " + testjob.Name + ": running", "numbers", "count", "OPERATOR", "checkpoints:", "completed", "restarts: 0", "lag:", "numbers[0] gen-0"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)
 		}
