@@ -1,6 +1,9 @@
 package runtime
 
 import (
+	"cmp"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,10 +31,86 @@ type SplitLag struct {
 }
 
 // taskTimes accumulates where a task's time goes, in nanoseconds, over
-// the attempts of a process.
+// the attempts of a process; busy includes backpressured.
 type taskTimes struct {
 	busy, backpressured, idle atomic.Int64
 }
+
+// TaskTimes is where a task's time went in this process (see
+// [Metrics.TaskTimes]).
+type TaskTimes struct {
+	// Busy is the time spent working: handling records, barriers and
+	// timers, polling a source that had records.
+	Busy time.Duration
+	// Backpressured is the time spent waiting for room in a full channel
+	// to a consumer.
+	Backpressured time.Duration
+	// Idle is the time spent waiting for input.
+	Idle time.Duration
+}
+
+// TaskTimes returns, for every task by name ("head[s]", the head
+// operator of its chain and its subtask), where its time went.
+func (m *Metrics) TaskTimes() map[string]TaskTimes {
+	out := map[string]TaskTimes{}
+	m.times.Range(func(name, t any) bool {
+		tt := t.(*taskTimes)
+		bp := tt.backpressured.Load()
+		out[name.(string)] = TaskTimes{Busy: time.Duration(max(tt.busy.Load()-bp, 0)), Backpressured: time.Duration(bp), Idle: time.Duration(tt.idle.Load())}
+		return true
+	})
+	return out
+}
+
+// SourceLag is the lag of one split of a source subtask.
+type SourceLag struct {
+	// Source is the source operator's name, Subtask the subtask reading
+	// the split.
+	Source  string
+	Subtask int
+	SplitLag
+}
+
+// SourceLag returns the lag of every split whose source tells it, sorted
+// by source, subtask and split.
+func (m *Metrics) SourceLag() []SourceLag {
+	o := &m.obs
+	o.mu.Lock()
+	lag := maps.Clone(o.lag)
+	o.mu.Unlock()
+	out := []SourceLag{}
+	for k, r := range lag {
+		for _, l := range r.Lag() {
+			out = append(out, SourceLag{Source: k.source, Subtask: k.subtask, SplitLag: l})
+		}
+	}
+	slices.SortFunc(out, func(a, b SourceLag) int {
+		return cmp.Or(cmp.Compare(a.Source, b.Source), cmp.Compare(a.Subtask, b.Subtask), cmp.Compare(a.Split, b.Split))
+	})
+	return out
+}
+
+// CommitLatencies returns, for every sink, the time from the completion
+// of the newest checkpoint all its subtasks committed to the last of
+// those commits returning.
+func (m *Metrics) CommitLatencies() map[string]time.Duration {
+	o := &m.obs
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := map[string]time.Duration{}
+	for i := len(o.checkpoints) - 1; i >= 0; i-- {
+		for _, c := range o.checkpoints[i].Commits {
+			if _, ok := out[c.Sink]; !ok && c.Committed == c.Subtasks {
+				out[c.Sink] = time.Duration(c.LatencyMillis) * time.Millisecond
+			}
+		}
+	}
+	return out
+}
+
+// RecordsOutByOperator returns the records every operator emitted, on
+// all its outputs, over its subtasks and attempts.
+func (m *Metrics) RecordsOutByOperator() map[string]int64 { return counts(&m.out) }
 
 // taskTimes returns the times of the task named name, created at its
 // first attempt.

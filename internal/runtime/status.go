@@ -33,7 +33,6 @@ func (j *Job) Status() control.Status {
 	}
 	st.Checkpoints.Completed = j.metrics.Completed.Load()
 	st.Checkpoints.Aborted = j.metrics.Aborted.Load()
-	var lag map[lagKey]LagReporter
 	o.mu.Lock()
 	st.State, st.Error = o.state, o.lastErr
 	st.Checkpoints.History = make([]control.Checkpoint, len(o.checkpoints))
@@ -43,7 +42,6 @@ func (j *Job) Status() control.Status {
 		st.Checkpoints.History[i] = c
 	}
 	st.Restarts = slices.Clone(o.restarts)
-	lag = maps.Clone(o.lag)
 	completedAt := maps.Clone(o.completedAt)
 	o.mu.Unlock()
 	st.Checkpoints.Pending = pendingCommits(st.Checkpoints.History, completedAt, time.Now())
@@ -51,14 +49,9 @@ func (j *Job) Status() control.Status {
 		st.Restarts = []control.Restart{}
 	}
 	st.Lag = []control.SplitLag{}
-	for k, r := range lag {
-		for _, l := range r.Lag() {
-			st.Lag = append(st.Lag, control.SplitLag{Source: k.source, Subtask: k.subtask, Split: l.Split, Lag: l.Lag, Unit: l.Unit})
-		}
+	for _, l := range j.metrics.SourceLag() {
+		st.Lag = append(st.Lag, control.SplitLag{Source: l.Source, Subtask: l.Subtask, Split: l.Split, Lag: l.Lag, Unit: l.Unit})
 	}
-	slices.SortFunc(st.Lag, func(a, b control.SplitLag) int {
-		return cmp.Or(cmp.Compare(a.Source, b.Source), cmp.Compare(a.Subtask, b.Subtask), cmp.Compare(a.Split, b.Split))
-	})
 	return st
 }
 
@@ -122,6 +115,7 @@ func (j *Job) operatorStatus() []control.Operator {
 		}
 	}
 	m := &j.metrics
+	times := m.TaskTimes()
 	ops := make([]control.Operator, 0, len(j.g.Operators))
 	for i, op := range j.g.Operators {
 		o := control.Operator{Name: op.Name, RecordsIn: m.Records(op.Name), RecordsOut: load(&m.out, op.Name), LateRecords: m.LateRecords(op.Name), Subtasks: []control.Subtask{}}
@@ -129,12 +123,8 @@ func (j *Job) operatorStatus() []control.Operator {
 		for s := range j.g.Operators[h].Parallelism {
 			key := fmt.Sprintf("%s[%d]", j.g.Operators[h].Name, s)
 			sub := control.Subtask{Index: s, Task: names[first[h]+s]}
-			if t, ok := m.times.Load(key); ok {
-				tt := t.(*taskTimes)
-				bp := tt.backpressured.Load()
-				sub.BusyMillis = time.Duration(max(tt.busy.Load()-bp, 0)).Milliseconds()
-				sub.BackpressuredMillis = time.Duration(bp).Milliseconds()
-				sub.IdleMillis = time.Duration(tt.idle.Load()).Milliseconds()
+			if tt, ok := times[key]; ok {
+				sub.BusyMillis, sub.BackpressuredMillis, sub.IdleMillis = tt.Busy.Milliseconds(), tt.Backpressured.Milliseconds(), tt.Idle.Milliseconds()
 			}
 			o.Subtasks = append(o.Subtasks, sub)
 		}
