@@ -150,7 +150,11 @@ func printStatus(out io.Writer, st control.Status) {
 		for _, c := range cp.History[max(0, n-5):] {
 			var commits []string
 			for _, k := range c.Commits {
-				commits = append(commits, fmt.Sprintf("%s %d/%d in %dms", k.Sink, k.Committed, k.Subtasks, k.LatencyMillis))
+				if k.Committed < k.Subtasks {
+					commits = append(commits, fmt.Sprintf("%s %d/%d pending", k.Sink, k.Committed, k.Subtasks))
+				} else {
+					commits = append(commits, fmt.Sprintf("%s %d/%d in %dms", k.Sink, k.Committed, k.Subtasks, k.LatencyMillis))
+				}
 			}
 			status := c.Status
 			if c.Reason != "" {
