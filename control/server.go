@@ -56,36 +56,17 @@ func Serve(ln net.Listener, job Job, cfg Config) *Server {
 	s := &Server{job: job, cfg: cfg, addr: ln.Addr().String(), sampler: newSampler(job.Status, cfg.SampleInterval)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/v1/job", s.get(func(st Status) any { return st }))
-	mux.HandleFunc("GET /api/v1/graph", s.get(func(st Status) any {
-		return struct {
-			Version int   `json:"version"`
-			Graph   Graph `json:"graph"`
-		}{Version, st.Graph}
-	}))
-	mux.HandleFunc("GET /api/v1/operators", s.get(func(st Status) any {
-		return struct {
-			Version   int        `json:"version"`
-			Operators []Operator `json:"operators"`
-		}{Version, st.Operators}
-	}))
-	mux.HandleFunc("GET /api/v1/checkpoints", s.get(func(st Status) any {
-		return struct {
-			Version     int         `json:"version"`
-			Checkpoints Checkpoints `json:"checkpoints"`
-		}{Version, st.Checkpoints}
-	}))
-	mux.HandleFunc("GET /api/v1/restarts", s.get(func(st Status) any {
-		return struct {
-			Version  int       `json:"version"`
-			Restarts []Restart `json:"restarts"`
-		}{Version, st.Restarts}
-	}))
-	mux.HandleFunc("GET /api/v1/lag", s.get(func(st Status) any {
-		return struct {
-			Version int        `json:"version"`
-			Lag     []SplitLag `json:"lag"`
-		}{Version, st.Lag}
-	}))
+	// Each part of the status at its own path, as {"version": 1, "<part>": ...}.
+	parts := map[string]func(Status) any{
+		"graph":       func(st Status) any { return st.Graph },
+		"operators":   func(st Status) any { return st.Operators },
+		"checkpoints": func(st Status) any { return st.Checkpoints },
+		"restarts":    func(st Status) any { return st.Restarts },
+		"lag":         func(st Status) any { return st.Lag },
+	}
+	for name, part := range parts {
+		mux.HandleFunc("GET /api/v1/"+name, s.get(func(st Status) any { return map[string]any{"version": Version, name: part(st)} }))
+	}
 	mux.HandleFunc("POST /api/v1/savepoint", s.savepoint)
 	mux.HandleFunc("POST /api/v1/stop", s.stop)
 	mux.HandleFunc("GET /metrics", s.metrics)

@@ -128,6 +128,14 @@ func TestRefusals(t *testing.T) {
 	if sp, stops, with := job.calls(); sp != 0 || stops != 0 || with != 0 {
 		t.Fatalf("refused calls reached the job: %d savepoints, %d stops, %d stops with a savepoint", sp, stops, with)
 	}
+	// Each part of the status is at its own path, in its own object.
+	for _, part := range []string{"graph", "operators", "checkpoints", "restarts", "lag"} {
+		_, body, _ := request(t, "GET", base+"/api/v1/"+part, "")
+		var got map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(body), &got); err != nil || len(got) != 2 || string(got["version"]) != "1" || got[part] == nil {
+			t.Errorf("GET /api/v1/%s: %v %s, want {\"version\": 1, %q: ...}", part, err, body, part)
+		}
+	}
 	// Reading needs no token, on either server.
 	for _, u := range []string{base, noToken} {
 		for _, p := range []string{"/", "/web/app.js", "/web/style.css", "/api/v1/job", "/api/v1/graph", "/api/v1/operators", "/api/v1/checkpoints", "/api/v1/restarts", "/api/v1/lag"} {

@@ -128,7 +128,8 @@ function drawCheckpoints(cp) {
     cell(tr, c.status === "in_progress" ? "…" : c.duration_ms + " ms", true);
     cell(tr, c.alignment_ms + " ms", true);
     cell(tr, bytes(c.state_bytes + c.shared_bytes), true);
-    cell(tr, c.commits.map((k) => `${k.sink} ${k.committed}/${k.subtasks} in ${k.latency_ms} ms`).join(", "));
+    cell(tr, c.commits.map((k) => k.committed < k.subtasks ? `${k.sink} ${k.committed}/${k.subtasks} pending` :
+      `${k.sink} ${k.committed}/${k.subtasks} in ${k.latency_ms} ms`).join(", "));
   });
   $("pending").textContent = cp.pending_commits.length === 0 ? "No pending commits." :
     "Pending commits: " + cp.pending_commits.map((p) => `${p.sink} (checkpoint ${p.checkpoint}, ${p.waiting} subtasks, ${p.since_ms} ms)`).join(", ");
