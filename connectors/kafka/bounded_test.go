@@ -52,16 +52,23 @@ func openSplit(t *testing.T, src *kafka.Source[string], split string, pos []byte
 	return r
 }
 
+// topicOf3000 creates a topic of one partition named after prefix and
+// writes 3000 records into it; it returns the brokers and the topic.
+func topicOf3000(t *testing.T, prefix string) (brokers, topic string) {
+	t.Helper()
+	brokers = testenv.Kafka(t)
+	topic = uniqueName(prefix)
+	createTopic(t, admin(t, brokers), topic, 1)
+	produceInput(t, brokers, topic, 1, 3000)
+	return brokers, topic
+}
+
 // TestBoundedEndFixedAtFirstOpen (issue 10, case 8): a bounded split ends
 // at the end offset seen when it was first opened, also when it is opened
 // again at a checkpointed position after more records arrived (a restore
 // after a failover).
 func TestBoundedEndFixedAtFirstOpen(t *testing.T) {
-	brokers := testenv.Kafka(t)
-	adm := admin(t, brokers)
-	topic := uniqueName("bounded")
-	createTopic(t, adm, topic, 1)
-	produceInput(t, brokers, topic, 1, 3000)
+	brokers, topic := topicOf3000(t, "bounded")
 	src, err := kafka.NewSource(kafka.SourceOptions{Conn: kafka.Conn{Brokers: []string{brokers}}, Topics: []string{topic}, Bounded: true}, kafka.String())
 	if err != nil {
 		t.Fatal(err)
@@ -127,11 +134,7 @@ func TestUnboundedRestoreOfBoundedRun(t *testing.T) {
 // first fetch, then the offsets between its position and the end of the
 // log, and for a bounded split its fixed end.
 func TestSourceLag(t *testing.T) {
-	brokers := testenv.Kafka(t)
-	adm := admin(t, brokers)
-	topic := uniqueName("lag")
-	createTopic(t, adm, topic, 1)
-	produceInput(t, brokers, topic, 1, 3000)
+	brokers, topic := topicOf3000(t, "lag")
 	split := topic + "/0"
 	for _, bounded := range []bool{false, true} {
 		src, err := kafka.NewSource(kafka.SourceOptions{Conn: kafka.Conn{Brokers: []string{brokers}}, Topics: []string{topic}, Bounded: bounded}, kafka.String())
