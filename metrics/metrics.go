@@ -23,7 +23,14 @@
 //	exactly_checkpoint_duration_seconds            histogram of the checkpoints completed in this process
 //	exactly_restarts_total                         restarts after failures inside the process
 //	exactly_operator_records_total{operator}       records an operator handled, replays included
+//	exactly_operator_records_out_total{operator}   records an operator emitted on all its outputs
 //	exactly_operator_late_records_total{operator}  records too late for the windows (dropped or side output)
+//	exactly_task_busy_seconds_total{task}          a task's time working (task: "head[subtask]" of its chain)
+//	exactly_task_backpressured_seconds_total{task} its time waiting for room in a full channel to a consumer
+//	exactly_task_idle_seconds_total{task}          its time waiting for input
+//	exactly_sink_commit_latency_seconds{sink}      from the completion of the newest checkpoint the sink
+//	                                               committed to the last of its subtasks' commits
+//	exactly_source_lag{source,subtask,split,unit}  input of a split not read yet, for sources that tell it
 //
 // Counters count from the process's start: after a crash and restart from a
 // checkpoint they begin again at 0, which Prometheus treats as a counter
@@ -33,11 +40,28 @@
 package metrics
 
 import (
+	"net/http"
+	"strconv"
+
 	"github.com/exactlyonce/exactly/stream"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/exactlyonce/exactly/internal/runtime"
 )
+
+// Handler returns a handler that serves the metrics of the job named job
+// to Prometheus, with the process collector's series beside them. Its
+// signature is that of stream.ControlOptions.Metrics, so that a job's
+// control server serves GET /metrics:
+//
+//	opts.Control = stream.ControlOptions{Addr: "127.0.0.1:8081", Metrics: metrics.Handler}
+func Handler(job string, m *stream.Metrics) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), NewCollector(job, m))
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+}
 
 // Collector is a prometheus.Collector of one job's metrics.
 type Collector struct {
@@ -45,7 +69,9 @@ type Collector struct {
 	completed, aborted, restarts, skipped          *prometheus.Desc
 	lastID, lastDuration, lastCompletion, lastSize *prometheus.Desc
 	durations                                      *prometheus.Desc
-	records, late                                  *prometheus.Desc
+	records, late, recordsOut                      *prometheus.Desc
+	busy, backpressured, idle                      *prometheus.Desc
+	commitLatency, lag                             *prometheus.Desc
 }
 
 // NewCollector returns a collector of m, the metrics of the job named job
@@ -67,12 +93,19 @@ func NewCollector(job string, m *stream.Metrics) *Collector {
 		durations:      desc("checkpoint_duration_seconds", "Time from trigger to metadata written of the checkpoints completed in this process."),
 		records:        desc("operator_records_total", "Records an operator handled, over its subtasks; records replayed after a restart count again.", "operator"),
 		late:           desc("operator_late_records_total", "Records an event-time operator found too late, behind the watermark: dropped or sent to a side output.", "operator"),
+		recordsOut:     desc("operator_records_out_total", "Records an operator emitted on all its outputs, over its subtasks.", "operator"),
+		busy:           desc("task_busy_seconds_total", "Time a task (the head operator of its chain and its subtask) spent working: records, barriers, timers.", "task"),
+		backpressured:  desc("task_backpressured_seconds_total", "Time a task spent waiting for room in a full channel to a consumer.", "task"),
+		idle:           desc("task_idle_seconds_total", "Time a task spent waiting for input.", "task"),
+		commitLatency:  desc("sink_commit_latency_seconds", "Time from the completion of the newest checkpoint a sink committed to the last of its subtasks' commits returning.", "sink"),
+		lag:            desc("source_lag", "Input of a source split not read yet, in the unit of the unit label.", "source", "subtask", "split", "unit"),
 	}
 }
 
 // Describe sends the descriptors of every series c collects.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.completed, c.aborted, c.restarts, c.skipped, c.lastID, c.lastDuration, c.lastCompletion, c.lastSize, c.durations, c.records, c.late} {
+	for _, d := range []*prometheus.Desc{c.completed, c.aborted, c.restarts, c.skipped, c.lastID, c.lastDuration, c.lastCompletion, c.lastSize, c.durations, c.records, c.late,
+		c.recordsOut, c.busy, c.backpressured, c.idle, c.commitLatency, c.lag} {
 		ch <- d
 	}
 }
@@ -102,5 +135,19 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for op, n := range m.LateRecordsByOperator() {
 		ch <- prometheus.MustNewConstMetric(c.late, prometheus.CounterValue, float64(n), op)
+	}
+	for op, n := range m.RecordsOutByOperator() {
+		ch <- prometheus.MustNewConstMetric(c.recordsOut, prometheus.CounterValue, float64(n), op)
+	}
+	for task, t := range m.TaskTimes() {
+		ch <- prometheus.MustNewConstMetric(c.busy, prometheus.CounterValue, t.Busy.Seconds(), task)
+		ch <- prometheus.MustNewConstMetric(c.backpressured, prometheus.CounterValue, t.Backpressured.Seconds(), task)
+		ch <- prometheus.MustNewConstMetric(c.idle, prometheus.CounterValue, t.Idle.Seconds(), task)
+	}
+	for sink, d := range m.CommitLatencies() {
+		ch <- prometheus.MustNewConstMetric(c.commitLatency, prometheus.GaugeValue, d.Seconds(), sink)
+	}
+	for _, l := range m.SourceLag() {
+		ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(l.Lag), l.Source, strconv.Itoa(l.Subtask), l.Split, l.Unit)
 	}
 }

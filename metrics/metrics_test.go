@@ -109,13 +109,26 @@ func TestCollectorServesTheJobsMetrics(t *testing.T) {
 		fmt.Sprintf(`exactly_checkpoint_duration_seconds_bucket{job_name="totals",le="+Inf"} %d`, m.Completed.Load()),
 		fmt.Sprintf(`exactly_operator_records_total{job_name="totals",operator="orders"} %d`, events),
 		fmt.Sprintf(`exactly_operator_records_total{job_name="totals",operator="running-totals"} %d`, events),
+		fmt.Sprintf(`exactly_operator_records_out_total{job_name="totals",operator="orders"} %d`, events),
+		fmt.Sprintf(`exactly_operator_records_out_total{job_name="totals",operator="running-totals"} %d`, events),
+		`exactly_operator_records_out_total{job_name="totals",operator="files"} 0`,
+		// The bounded input was read to its end: no lag is left.
+		`exactly_source_lag{job_name="totals",source="orders",split="gen-0",subtask="0",unit="records"} 0`,
+		`exactly_source_lag{job_name="totals",source="orders",split="gen-7",subtask="1",unit="records"} 0`,
 	} {
 		if !slices.Contains(lines, want) {
 			t.Errorf("scrape lacks the line %q; got:\n%s", want, body)
 		}
 	}
-	for _, gauge := range []string{"exactly_checkpoint_last_duration_seconds", "exactly_checkpoint_last_completion_timestamp_seconds", "exactly_checkpoint_last_size_bytes"} {
-		if !slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, gauge+`{job_name="totals"} `) }) {
+	for _, gauge := range []string{"exactly_checkpoint_last_duration_seconds", "exactly_checkpoint_last_completion_timestamp_seconds", "exactly_checkpoint_last_size_bytes",
+		`exactly_sink_commit_latency_seconds{job_name="totals",sink="files"`,
+		`exactly_task_busy_seconds_total{job_name="totals",task="orders[1]"`,
+		`exactly_task_backpressured_seconds_total{job_name="totals",task="running-totals[0]"`,
+		`exactly_task_idle_seconds_total{job_name="totals",task="running-totals[1]"`} {
+		if !strings.Contains(gauge, "{") {
+			gauge += `{job_name="totals"`
+		}
+		if !slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, gauge+`} `) }) {
 			t.Errorf("scrape lacks %s; got:\n%s", gauge, body)
 		}
 	}

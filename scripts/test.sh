@@ -3,7 +3,8 @@
 #
 # It starts the services the tests need (PostgreSQL, Kafka, toxiproxy and
 # an S3 server, through scripts/postgres.sh, scripts/kafka.sh,
-# scripts/toxiproxy.sh and scripts/s3.sh, which install what is missing),
+# scripts/toxiproxy.sh and scripts/s3.sh, which install what is missing;
+# scripts/chromium.sh installs the browser of the web page's test),
 # exports their addresses, runs gofmt, go vet and `go test -race ./...`
 # with EXACTLY_REQUIRE_SERVICES=1 (a test that needs a missing service fails
 # instead of skipping), and stops the services at the end.
@@ -43,7 +44,7 @@ start_service() {
 # as KAFKA_PORT+3, where the torture suite puts toxiproxy), so that suite
 # never restarts it under the Kafka tests that run beside it.
 export KAFKA_PROXY_PORT=${KAFKA_PROXY_PORT:-$((${KAFKA_PORT:-29092} + 3))}
-for service in postgres kafka toxiproxy s3; do
+for service in postgres kafka toxiproxy s3 chromium; do
 	if [[ -x "scripts/$service.sh" ]]; then
 		start_service "$service"
 	fi

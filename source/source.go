@@ -44,6 +44,17 @@ type Reader[T any] interface {
 	Close() error
 }
 
+// Lagger is implemented by a [Reader] that can tell how much of its split
+// is left to read; the control API shows it per split. The engine calls
+// Lag from the goroutine that reads, right after each Read.
+type Lagger interface {
+	// Lag returns how far the split's end is ahead of the reader's
+	// position, in unit ("records", "bytes" or "offsets"); ok is false
+	// when it is not known (an unbounded split, a Kafka partition whose
+	// end was not fetched yet).
+	Lag() (lag int64, unit string, ok bool)
+}
+
 // EOF is returned by [Reader.Read] when a split is finished.
 var EOF = io.EOF
 

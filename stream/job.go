@@ -27,6 +27,9 @@ type (
 	Metrics = runtime.Metrics
 	// CheckpointStats describes a completed checkpoint.
 	CheckpointStats = runtime.CheckpointStats
+	// ControlOptions configure the HTTP control API and web page of a
+	// running job ([Options].Control; package control).
+	ControlOptions = runtime.ControlOptions
 	// PanicError is the error of an attempt that a panic in user code (or
 	// an operator) ended; it names the operator subtask.
 	PanicError = runtime.PanicError

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/exactlyonce/exactly/checkpoint"
@@ -35,6 +38,10 @@ type sourceOp[T any] struct {
 	taken map[checkpoint.ID]map[string][]byte
 	// et tracks event time; nil for sources without it.
 	et *EventTime[T]
+	// lags holds the lag of each split whose reader tells it, for Lag,
+	// which other goroutines call.
+	lagMu sync.Mutex
+	lags  map[string]runtime.SplitLag
 }
 
 type splitReader[T any] struct {
@@ -166,6 +173,9 @@ func (s *sourceOp[T]) Poll(ctx context.Context) (int, bool, error) {
 			continue
 		}
 		n, err := sr.r.Read(ctx, s.buf)
+		if l, ok := sr.r.(source.Lagger); ok {
+			s.noteLag(sr.split, l)
+		}
 		if n > 0 {
 			sr.pos = sr.r.Position()
 			s.oc.Records.Add(int64(n))
@@ -199,6 +209,29 @@ func (s *sourceOp[T]) Poll(ctx context.Context) (int, bool, error) {
 		}
 	}
 	return 0, true, nil
+}
+
+// noteLag records the lag l tells of split.
+func (s *sourceOp[T]) noteLag(split string, l source.Lagger) {
+	lag, unit, ok := l.Lag()
+	s.lagMu.Lock()
+	defer s.lagMu.Unlock()
+	if !ok {
+		delete(s.lags, split)
+		return
+	}
+	if s.lags == nil {
+		s.lags = map[string]runtime.SplitLag{}
+	}
+	s.lags[split] = runtime.SplitLag{Split: split, Lag: lag, Unit: unit}
+}
+
+// Lag returns the lag of the splits whose readers tell it
+// (runtime.LagReporter).
+func (s *sourceOp[T]) Lag() []runtime.SplitLag {
+	s.lagMu.Lock()
+	defer s.lagMu.Unlock()
+	return slices.Collect(maps.Values(s.lags))
 }
 
 // Watermark returns the least watermark of the splits that are neither

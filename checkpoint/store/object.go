@@ -417,6 +417,26 @@ func (s *ObjectStore) Latest() (*checkpoint.Metadata, error) {
 	}.pick(all)
 }
 
+// List returns the checkpoints and savepoints the manifest lists as
+// completed, by increasing id.
+func (s *ObjectStore) List() ([]Listed, error) {
+	ctx, cancel := s.ctx()
+	defer cancel()
+	m, _, err := s.readManifest(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []Listed
+	for _, id := range m.Checkpoints {
+		out = append(out, Listed{ID: id, Kind: checkpoint.KindCheckpoint, Dir: s.Dir(id, checkpoint.KindCheckpoint)})
+	}
+	for _, id := range m.Savepoints {
+		out = append(out, Listed{ID: id, Kind: checkpoint.KindSavepoint, Dir: s.Dir(id, checkpoint.KindSavepoint)})
+	}
+	sortListed(out)
+	return out, nil
+}
+
 // Skipped returns how many corrupt completed checkpoints Latest skipped
 // under Options.SkipCorrupt.
 func (s *ObjectStore) Skipped() int64 { return s.skipped.Load() }

@@ -87,6 +87,33 @@ func (s *Store) Latest() (*checkpoint.Metadata, error) {
 	}.pick(all)
 }
 
+// List returns the checkpoints and savepoints of the directory whose
+// metadata was written (completed), by increasing id.
+func (s *Store) List() ([]Listed, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Listed
+	for _, kind := range []checkpoint.Kind{checkpoint.KindCheckpoint, checkpoint.KindSavepoint} {
+		ids, err := s.list(kind)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range ids {
+			dir := s.Dir(id, kind)
+			_, err := s.fs.Stat(filepath.Join(dir, metadataFile))
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // never completed
+			}
+			if err != nil {
+				return nil, ioErr("reading", dir, err)
+			}
+			out = append(out, Listed{ID: id, Kind: kind, Dir: dir})
+		}
+	}
+	sortListed(out)
+	return out, nil
+}
+
 // Skipped returns how many corrupt completed checkpoints [Store.Latest]
 // skipped under Options.SkipCorrupt.
 func (s *Store) Skipped() int64 { return s.skipped.Load() }

@@ -1,10 +1,12 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,6 +41,9 @@ type Storage interface {
 	Latest() (*checkpoint.Metadata, error)
 	// Skipped counts the corrupt checkpoints Latest skipped.
 	Skipped() int64
+	// List returns the completed checkpoints and savepoints, by
+	// increasing id, without reading them (Load does).
+	List() ([]Listed, error)
 	// Load loads and validates the checkpoint or savepoint at a path
 	// returned by Dir or Complete.
 	Load(path string) (*checkpoint.Metadata, error)
@@ -62,6 +67,19 @@ type Storage interface {
 	// verifies it against f (a missing or different file wraps
 	// ErrCorrupt); on error w may hold part of it.
 	ReadSharedAt(dir string, f checkpoint.SharedFile, w io.Writer) error
+}
+
+// Listed is a completed checkpoint or savepoint that [Storage.List] found.
+type Listed struct {
+	ID   checkpoint.ID
+	Kind checkpoint.Kind
+	// Dir is where it is: a path for Load and ReadStateAt.
+	Dir string
+}
+
+// sortListed orders l by id.
+func sortListed(l []Listed) {
+	slices.SortFunc(l, func(a, b Listed) int { return cmp.Compare(a.ID, b.ID) })
 }
 
 var (

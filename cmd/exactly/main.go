@@ -37,6 +37,13 @@ Usage:
   exactly validate FILE   check a pipeline file without running it
   exactly bench [flags]   measure the engine's throughput (see docs/benchmarks.md)
   exactly torture [flags] prove exactly-once under injected faults (see docs/reliability.md)
+  exactly status [flags]  print the status of a running job (its control API)
+  exactly savepoint [flags]
+                          take a savepoint of a running job
+  exactly stop [--savepoint] [flags]
+                          stop a running job, after a savepoint with --savepoint
+  exactly checkpoints ls|inspect DIR_OR_URL
+                          list a job's checkpoints, or tell what one holds (offline)
   exactly version         print the version the binary was built from
 
 Run 'exactly <command> --help' for the flags of a command.
@@ -61,6 +68,10 @@ func main() {
 		err = runBench(ctx, os.Args[2:], os.Stdout)
 	case "torture":
 		err = runTorture(ctx, os.Args[2:], os.Stdout)
+	case "status", "savepoint", "stop":
+		err = runControl(ctx, os.Args[1], os.Args[2:], os.Stdout)
+	case "checkpoints":
+		err = runCheckpoints(os.Args[2:], os.Stdout)
 	case "version", "--version":
 		fmt.Println(version())
 		return

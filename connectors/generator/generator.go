@@ -200,5 +200,14 @@ func (r *reader[T]) Position() []byte {
 	return binary.AppendUvarint(nil, r.emitted)
 }
 
+// Lag returns the events of the split not generated yet; unknown for an
+// unbounded source (source.Lagger).
+func (r *reader[T]) Lag() (int64, string, bool) {
+	if r.src.opts.Count == 0 {
+		return 0, "", false
+	}
+	return int64(r.size - r.emitted), "records", true
+}
+
 // Close does nothing: a generator holds no resources.
 func (r *reader[T]) Close() error { return nil }

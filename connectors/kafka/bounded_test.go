@@ -53,16 +53,23 @@ func openSplit(t *testing.T, src *kafka.Source[string], split string, pos []byte
 	return r
 }
 
+// topicOf3000 creates a topic of one partition named after prefix and
+// writes 3000 records into it; it returns the brokers and the topic.
+func topicOf3000(t *testing.T, prefix string) (brokers, topic string) {
+	t.Helper()
+	brokers = testenv.Kafka(t)
+	topic = kafkatest.UniqueName(prefix)
+	kafkatest.CreateTopic(t, kafkatest.Admin(t, brokers), topic, 1)
+	produceInput(t, brokers, topic, 1, 3000)
+	return brokers, topic
+}
+
 // TestBoundedEndFixedAtFirstOpen (issue 10, case 8): a bounded split ends
 // at the end offset seen when it was first opened, also when it is opened
 // again at a checkpointed position after more records arrived (a restore
 // after a failover).
 func TestBoundedEndFixedAtFirstOpen(t *testing.T) {
-	brokers := testenv.Kafka(t)
-	adm := kafkatest.Admin(t, brokers)
-	topic := kafkatest.UniqueName("bounded")
-	kafkatest.CreateTopic(t, adm, topic, 1)
-	produceInput(t, brokers, topic, 1, 3000)
+	brokers, topic := topicOf3000(t, "bounded")
 	src, err := kafka.NewSource(kafka.SourceOptions{Conn: kafka.Conn{Brokers: []string{brokers}}, Topics: []string{topic}, Bounded: true}, kafka.String())
 	if err != nil {
 		t.Fatal(err)
@@ -121,5 +128,35 @@ func TestUnboundedRestoreOfBoundedRun(t *testing.T) {
 	}
 	if got := readSplit(t, openSplit(t, cont, split, finished), 5); len(got) != 5 || got[0] != "k000:0" {
 		t.Fatalf("with ReadPastBoundedEnd: read %v, want the 5 records after the bounded run's end", got)
+	}
+}
+
+// TestSourceLag checks the lag a split's reader tells: unknown before its
+// first fetch, then the offsets between its position and the end of the
+// log, and for a bounded split its fixed end.
+func TestSourceLag(t *testing.T) {
+	brokers, topic := topicOf3000(t, "lag")
+	split := topic + "/0"
+	for _, bounded := range []bool{false, true} {
+		src, err := kafka.NewSource(kafka.SourceOptions{Conn: kafka.Conn{Brokers: []string{brokers}}, Topics: []string{topic}, Bounded: bounded}, kafka.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := openSplit(t, src, split, nil)
+		l, ok := r.(source.Lagger)
+		if !ok {
+			t.Fatal("the Kafka reader is no source.Lagger")
+		}
+		if _, _, ok := l.Lag(); ok != bounded {
+			t.Errorf("bounded %v: lag known before the first fetch: %v", bounded, ok)
+		}
+		readSplit(t, r, 1000)
+		if lag, unit, ok := l.Lag(); !ok || lag != 2000 || unit != "offsets" {
+			t.Errorf("bounded %v: after 1000 of 3000 records the lag is %d %s (known %v), want 2000 offsets", bounded, lag, unit, ok)
+		}
+		readSplit(t, r, 2000)
+		if lag, _, ok := l.Lag(); !ok || lag != 0 {
+			t.Errorf("bounded %v: at the end the lag is %d (known %v), want 0", bounded, lag, ok)
+		}
 	}
 }

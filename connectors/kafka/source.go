@@ -462,7 +462,7 @@ func (s *Source[V]) open(ctx context.Context, split string, position []byte, sta
 	if err != nil {
 		return nil, fmt.Errorf("kafka: split %s: %w", split, err)
 	}
-	return &reader[V]{s: s, split: split, cl: cl, next: next, end: end}, nil
+	return &reader[V]{s: s, split: split, cl: cl, next: next, end: end, logEnd: -1}, nil
 }
 
 // startOffset resolves a StartOffset to a concrete offset, so that the
@@ -517,6 +517,10 @@ type reader[V any] struct {
 	queued []*kgo.Record // polled, not yet returned
 	err    error         // sticky
 	warned bool          // a skipped record was logged
+	// logEnd is the end of the partition's log as the last fetch that
+	// returned records told it: its last stable offset under
+	// read_committed, its high watermark otherwise; -1 before.
+	logEnd int64
 }
 
 // skip counts a record skipped under SkipDecodeErrors and logs the first
@@ -561,6 +565,7 @@ func (r *reader[V]) Read(ctx context.Context, buf []Record[V]) (int, error) {
 		for _, f := range fs {
 			for _, t := range f.Topics {
 				for _, p := range t.Partitions {
+					r.noteLogEnd(p)
 					if len(r.queued) == 0 {
 						r.queued = p.Records[:len(p.Records):len(p.Records)] // an append copies
 					} else {
@@ -613,6 +618,32 @@ func (r *reader[V]) Read(ctx context.Context, buf []Record[V]) (int, error) {
 		r.queued = r.queued[1:]
 	}
 	return n, nil
+}
+
+// noteLogEnd records the end of the log a fetch of the partition told.
+func (r *reader[V]) noteLogEnd(p kgo.FetchPartition) {
+	end := p.HighWatermark
+	if !r.s.opts.ReadUncommitted && p.LastStableOffset >= 0 {
+		end = p.LastStableOffset
+	}
+	if end >= 0 {
+		r.logEnd = end
+	}
+}
+
+// Lag returns how many offsets of the partition are ahead of the next one
+// to read: to the end of a bounded split, else to the end of the log as
+// the last fetch that returned records told it (transaction markers
+// count). It is unknown before that fetch (source.Lagger).
+func (r *reader[V]) Lag() (int64, string, bool) {
+	end := r.logEnd
+	if r.end >= 0 && (end < 0 || r.end < end) {
+		end = r.end
+	}
+	if end < 0 {
+		return 0, "", false
+	}
+	return max(end-r.next, 0), "offsets", true
 }
 
 // Position returns the next offset to read, and the end offset of a

@@ -3,7 +3,9 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sync"
+	"sync/atomic"
 
 	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/state"
@@ -64,6 +66,8 @@ func (j *Job) build(ctx context.Context, rp *restorePoint, events chan<- event, 
 				writer:  writer,
 				probe:   j.opts.Probe,
 				logger:  j.opts.Logger.With("task", fmt.Sprintf("%s[%d]", op.Name, s)),
+				times:   j.metrics.taskTimes(fmt.Sprintf("%s[%d]", op.Name, s)),
+				obs:     &j.metrics.obs,
 
 				wmInterval: j.opts.WatermarkInterval,
 			}
@@ -123,13 +127,14 @@ func (j *Job) buildMember(ctx context.Context, t *task, i, s int, rp *restorePoi
 				targets = append(targets, ch)
 			}
 		}
-		r := in.NewRouter(ctx, targets, j.opts.BatchSize, j.opts.MaxParallelism)
+		r := in.NewRouter(withBackpressure(ctx, &t.times.backpressured), targets, j.opts.BatchSize, j.opts.MaxParallelism)
 		t.routers = append(t.routers, r)
 		outs[in.Output] = append(outs[in.Output], r)
 	}
+	emitted := counter(&j.metrics.out, spec.Name)
 	sides := make([]Emitter, spec.SideOutputs)
 	for k := range sides {
-		sides[k] = emitterOf(outs[1+k])
+		sides[k] = counted{emitterOf(outs[1+k]), emitted}
 	}
 	oc := OperatorContext{
 		Job:                j.g.Job,
@@ -156,10 +161,25 @@ func (j *Job) buildMember(ctx context.Context, t *task, i, s int, rp *restorePoi
 		oc.Restored = snap
 		oc.SharedFiles = sharedFiles{store: j.store, dir: rp.dir, own: rp.inStorage()}
 	}
-	if err := newOperator(ctx, m, oc, emitterOf(outs[0])); err != nil {
+	if err := newOperator(ctx, m, oc, counted{emitterOf(outs[0]), emitted}); err != nil {
 		return nil, fmt.Errorf("%s[%d]: %w", spec.Name, s, err)
 	}
+	j.observe(m, s)
 	return m, nil
+}
+
+// observe registers what the control API reads of subtask s of m: a
+// sink's commits, a source's lag.
+func (j *Job) observe(m *member, s int) {
+	if m.source != nil {
+		if l, ok := m.source.(LagReporter); ok {
+			j.metrics.obs.setLag(m.spec.Name, s, l)
+		}
+		return
+	}
+	if _, ok := m.op.(CheckpointListener); ok {
+		j.metrics.obs.addSink(m.spec.Name, m.spec.Parallelism)
+	}
 }
 
 // newOperator creates the operator of m; a panic in its constructor (a
@@ -194,6 +214,20 @@ func emitterOf(outs []Emitter) Emitter {
 		return outs[0]
 	}
 	return fanout(outs)
+}
+
+// counted counts the records of the batches it hands on: one reflection
+// call per batch, none per record.
+type counted struct {
+	e Emitter
+	n *atomic.Int64
+}
+
+func (c counted) Emit(batch any) error {
+	if v := reflect.ValueOf(batch); v.Kind() == reflect.Slice {
+		c.n.Add(int64(v.Len()))
+	}
+	return c.e.Emit(batch)
 }
 
 // fanout hands each batch to several consumers in turn.

@@ -61,6 +61,7 @@ func (d *driver) handle(e event) []coordinator.Action {
 	now := time.Now()
 	switch e.kind {
 	case evAck:
+		d.job.metrics.obs.aligned(e.id, e.alignment)
 		return d.job.coord.Ack(now, e.id, e.task, e.states)
 	case evDecline:
 		return d.job.coord.Decline(now, e.id, e.task, e.err.Error())
@@ -105,6 +106,7 @@ func (d *driver) do(ctx context.Context, a coordinator.Action) []coordinator.Act
 		}
 		return j.coord.Begin(time.Now(), id)
 	case coordinator.InjectBarriers:
+		j.metrics.obs.triggered(a.ID, a.Kind, time.Now())
 		for _, t := range d.tasks {
 			if t.members[0].source != nil {
 				t.mail.post(func(m *mailbox) {
@@ -131,6 +133,7 @@ func (d *driver) do(ctx context.Context, a coordinator.Action) []coordinator.Act
 		d.result.final = d.result.final || a.Final
 		j.metrics.Completed.Add(1)
 		if d.persisted != nil && d.persisted.ID == a.ID {
+			j.metrics.obs.completed(d.persisted)
 			j.metrics.LastCheckpoint.Store(d.persisted)
 			j.metrics.CheckpointDurations.Observe(d.persisted.Completed.Sub(d.persisted.Triggered))
 		}
@@ -163,6 +166,7 @@ func (d *driver) do(ctx context.Context, a coordinator.Action) []coordinator.Act
 		d.finished = true
 	case coordinator.Abort:
 		j.metrics.Aborted.Add(1)
+		j.metrics.obs.aborted(a.ID, a.Reason, time.Now())
 		if a.Routine {
 			j.opts.Logger.Info("checkpoint in flight abandoned: the job is stopping or restarting (normal; the last completed checkpoint stands)", "checkpoint", a.ID, "kind", a.Kind)
 		} else {

@@ -1,6 +1,8 @@
 package runtime
 
 import (
+	"time"
+
 	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/internal/coordinator"
 )
@@ -23,4 +25,7 @@ type event struct {
 	id     checkpoint.ID
 	states []coordinator.SubtaskState
 	err    error
+	// alignment is, in an ack, how long the subtask's barrier alignment
+	// held inputs blocked.
+	alignment time.Duration
 }

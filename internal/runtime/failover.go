@@ -8,6 +8,7 @@ import (
 
 	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/checkpoint/store"
+	"github.com/exactlyonce/exactly/control"
 	"github.com/exactlyonce/exactly/internal/coordinator"
 	"github.com/exactlyonce/exactly/sink"
 )
@@ -39,6 +40,8 @@ func (j *Job) drive(ctx context.Context, rp *restorePoint) error {
 		j.opts.Logger.Warn("job failed; restarting from the latest completed checkpoint",
 			"job", j.g.Job, "error", res.err, "restart", d.Attempt, "of", r.MaxAttempts, "backoff", d.Backoff)
 		j.metrics.Restarts.Add(1)
+		j.metrics.obs.restarted(control.Restart{Time: time.Now(), Attempt: d.Attempt, Error: res.err.Error(), BackoffMillis: d.Backoff.Milliseconds()})
+		j.metrics.obs.setState(control.StateRestarting, res.err.Error())
 		select {
 		case <-time.After(d.Backoff):
 		case <-ctx.Done():
@@ -65,6 +68,7 @@ func (j *Job) drive(ctx context.Context, rp *restorePoint) error {
 			}
 			rp = latest
 		}
+		j.metrics.obs.setState(control.StateRunning, "")
 		if rp != nil {
 			j.opts.Logger.Info("restarting from checkpoint", "job", j.g.Job, "checkpoint", rp.md.ID, "restart", d.Attempt)
 		} else {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/checkpoint/store"
+	"github.com/exactlyonce/exactly/control"
 	"github.com/exactlyonce/exactly/internal/coordinator"
 	"github.com/exactlyonce/exactly/sink"
 )
@@ -24,8 +25,13 @@ type Job struct {
 	// the driver goroutine touches it and nextRequest.
 	savepoints  map[uint64]savepointRequest
 	nextRequest uint64
-	done        chan struct{}
+	// ended is closed when the job has ended, before the control server
+	// closes; done after it closes.
+	ended, done chan struct{}
 	err         error
+	cancel      context.CancelCauseFunc // cancels the job's context
+	started     time.Time
+	control     *control.Server // nil without Options.Control.Addr
 
 	metrics Metrics
 	idFloor checkpoint.ID // the restored checkpoint's id: new ids must be higher
@@ -53,6 +59,16 @@ func Start(ctx context.Context, g Graph, opts Options) (*Job, error) {
 	if err := g.validate(opts.MaxParallelism); err != nil {
 		return nil, err
 	}
+	ln, token, err := openControl(opts.Control)
+	if err != nil {
+		return nil, err
+	}
+	started := false
+	defer func() {
+		if !started && ln != nil {
+			_ = ln.Close()
+		}
+	}()
 	// The sources' and sinks' checks run while the storage is opened and
 	// acquired (which may wait for another owner): a failed check ends the
 	// wait and fails the start with every check's error.
@@ -76,7 +92,6 @@ func Start(ctx context.Context, g Graph, opts Options) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	started := false
 	defer func() {
 		if !started {
 			_ = st.Release() // the job never ran; the next start takes over at once
@@ -104,7 +119,7 @@ func Start(ctx context.Context, g Graph, opts Options) (*Job, error) {
 	j := &Job{g: g, opts: opts, store: st, coord: coord, requests: make(chan savepointRequest),
 		metrics:    Metrics{skipped: st.Skipped},
 		owner:      sink.Owner{Incarnation: own.Incarnation, Epoch: own.Epoch},
-		savepoints: map[uint64]savepointRequest{}, done: make(chan struct{})}
+		savepoints: map[uint64]savepointRequest{}, ended: make(chan struct{}), done: make(chan struct{}), started: time.Now()}
 	rp, err := j.initialRestorePoint()
 	if err != nil {
 		return nil, err
@@ -118,6 +133,11 @@ func Start(ctx context.Context, g Graph, opts Options) (*Job, error) {
 	started = true
 	j.logStart(rp, len(names))
 	jctx, cancel := context.WithCancelCause(ctx)
+	j.cancel = cancel
+	j.metrics.obs.setState(control.StateRunning, "")
+	if ln != nil {
+		j.serveControl(ln, token)
+	}
 	renewing := make(chan struct{})
 	go func() {
 		defer close(renewing)
@@ -125,7 +145,11 @@ func Start(ctx context.Context, g Graph, opts Options) (*Job, error) {
 	}()
 	go func() {
 		defer close(j.done)
-		j.err = j.drive(jctx, rp)
+		err := j.drive(jctx, rp)
+		if context.Cause(jctx) == errStopRequested && err == jctx.Err() {
+			err = nil // stopped cleanly by Stop, which is no failure
+		}
+		j.err = err
 		cancel(nil)
 		<-renewing
 		if err := st.Release(); err != nil {
@@ -134,6 +158,13 @@ func Start(ctx context.Context, g Graph, opts Options) (*Job, error) {
 		for id, req := range j.savepoints {
 			req.reply <- savepointResult{err: fmt.Errorf("savepoint request %d: the job ended before it completed", id)}
 		}
+		if j.err != nil && !errors.Is(j.err, context.Canceled) {
+			j.metrics.obs.setState(control.StateFailed, j.err.Error())
+		} else {
+			j.metrics.obs.setState(control.StateFinished, "")
+		}
+		close(j.ended)
+		j.closeControl()
 	}()
 	return j, nil
 }

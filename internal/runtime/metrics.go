@@ -31,6 +31,12 @@ type Metrics struct {
 	records sync.Map // operator name -> *atomic.Int64
 	// late counts records too late for an event-time operator.
 	late sync.Map // operator name -> *atomic.Int64
+	// out counts the records each operator emitted.
+	out sync.Map // operator name -> *atomic.Int64
+	// times holds each task's time ("head[s]" -> *taskTimes).
+	times sync.Map
+	// obs holds what the control API shows besides the counters.
+	obs observations
 }
 
 // CheckpointStats describes a completed checkpoint.
@@ -88,10 +94,7 @@ func (m *Metrics) SkippedCheckpoints() int64 {
 // Records returns the number of records the named operator handled, summed
 // over its subtasks and attempts.
 func (m *Metrics) Records(operator string) int64 {
-	if c, ok := m.records.Load(operator); ok {
-		return c.(*atomic.Int64).Load()
-	}
-	return 0
+	return load(&m.records, operator)
 }
 
 // LateRecords returns the number of records the named event-time operator
@@ -99,10 +102,7 @@ func (m *Metrics) Records(operator string) int64 {
 // window's allowed lateness): dropped, or sent to a side output. Summed
 // over its subtasks and attempts.
 func (m *Metrics) LateRecords(operator string) int64 {
-	if c, ok := m.late.Load(operator); ok {
-		return c.(*atomic.Int64).Load()
-	}
-	return 0
+	return load(&m.late, operator)
 }
 
 // RecordsByOperator returns Records of every operator.
@@ -119,6 +119,14 @@ func counts(counters *sync.Map) map[string]int64 {
 		return true
 	})
 	return out
+}
+
+// load returns the count of name in counters, 0 if there is none.
+func load(counters *sync.Map, name string) int64 {
+	if c, ok := counters.Load(name); ok {
+		return c.(*atomic.Int64).Load()
+	}
+	return 0
 }
 
 func counter(counters *sync.Map, operator string) *atomic.Int64 {

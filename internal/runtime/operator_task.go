@@ -2,7 +2,9 @@ package runtime
 
 import (
 	"context"
+
 	"fmt"
+	"github.com/exactlyonce/exactly/checkpoint"
 	"reflect"
 	"time"
 )
@@ -12,6 +14,10 @@ type inputs struct {
 	chans []chan Message
 	align *aligner
 	cases []reflect.SelectCase
+	// alignID is the newest barrier seen, alignSince when it first
+	// arrived: the alignment time of its checkpoint runs from there.
+	alignID    checkpoint.ID
+	alignSince time.Time
 }
 
 const (
@@ -40,7 +46,9 @@ func (t *task) runOperators(ctx context.Context) error {
 			timer.Reset(time.Until(next))
 			timerC = timer.C
 		}
+		since := t.waiting()
 		which, i, msg := in.receive(ctx, t.mail.wake, timerC)
+		t.awake(since)
 		switch which {
 		case caseDone:
 			return ctx.Err()
@@ -91,13 +99,16 @@ func (t *task) runOperators(ctx context.Context) error {
 				return t.endStream(ctx)
 			}
 			if ok {
-				if err := t.checkpoint(ctx, take); err != nil {
+				if err := t.checkpoint(ctx, take, time.Since(in.alignSince)); err != nil {
 					return err
 				}
 			}
 		default:
+			if msg.barrier.id != in.alignID {
+				in.alignID, in.alignSince = msg.barrier.id, time.Now()
+			}
 			if take, ok := in.align.onBarrier(i, msg.barrier); ok {
-				if err := t.checkpoint(ctx, take); err != nil {
+				if err := t.checkpoint(ctx, take, time.Since(in.alignSince)); err != nil {
 					return err
 				}
 			}

@@ -112,11 +112,15 @@ type Options struct {
 	// Default CheckpointTimeout.
 	CommitTimeout time.Duration
 	// CheckTimeout bounds the checks of the sources' and sinks'
-	// configuration that Start runs before anything else (reachable
+	// configuration that Start runs while it opens its checkpoint storage (reachable
 	// services, existing topics and tables, accepted credentials: see
 	// stream.Checker). A check without an answer within it fails the
 	// start. Default 30s; negative skips the checks.
 	CheckTimeout time.Duration
+	// Control serves the job's control API, its Prometheus metrics and
+	// its web page over HTTP; off unless Control.Addr is set. See
+	// [ControlOptions].
+	Control ControlOptions
 	// Logger receives the job's logs. Default slog.Default().
 	Logger *slog.Logger
 	// Probe, when set, is called at the points of the checkpoint protocol

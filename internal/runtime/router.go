@@ -3,6 +3,8 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
+	"time"
 )
 
 // Message travels on a channel between two tasks: a batch, a barrier, a
@@ -36,6 +38,7 @@ type Router interface {
 // keyGroup maps a record to its key group and is used with [Hash] only.
 func NewRouter[T any](ctx context.Context, p Partitioning, outs []chan<- Message, batchSize, maxParallelism int, keyGroup func(T) int) Router {
 	r := &router[T]{ctx: ctx, p: p, outs: outs, batchSize: batchSize, maxParallelism: maxParallelism, keyGroup: keyGroup}
+	r.waited, _ = ctx.Value(backpressureKey{}).(*atomic.Int64)
 	r.bufs = make([][]T, len(outs))
 	for i := range r.bufs {
 		r.bufs[i] = make([]T, 0, batchSize)
@@ -52,6 +55,9 @@ type router[T any] struct {
 	maxParallelism int
 	keyGroup       func(T) int
 	next           int // rebalance: the consumer that gets the next batch
+	// waited counts the time spent waiting for room in full channels;
+	// nil when the context carried no counter.
+	waited *atomic.Int64
 }
 
 func (r *router[T]) Emit(batch any) error {
@@ -108,9 +114,31 @@ func (r *router[T]) put(i int, m Message) error {
 	select {
 	case r.outs[i] <- m:
 		return nil
+	default:
+	}
+	// The channel is full: the consumer holds the producer back.
+	start := time.Now()
+	defer func() {
+		if r.waited != nil {
+			r.waited.Add(int64(time.Since(start)))
+		}
+	}()
+	select {
+	case r.outs[i] <- m:
+		return nil
 	case <-r.ctx.Done():
 		return r.ctx.Err()
 	}
+}
+
+// backpressureKey is the context key of the counter of the time a task's
+// routers wait for room in full channels.
+type backpressureKey struct{}
+
+// withBackpressure returns ctx carrying waited, which the routers built
+// with it add the time they wait for room to.
+func withBackpressure(ctx context.Context, waited *atomic.Int64) context.Context {
+	return context.WithValue(ctx, backpressureKey{}, waited)
 }
 
 func (r *router[T]) Flush() error {

@@ -33,7 +33,7 @@ func (j *Job) savepoint(ctx context.Context, stop bool) (string, error) {
 	req := savepointRequest{stop: stop, reply: make(chan savepointResult, 1)}
 	select {
 	case j.requests <- req:
-	case <-j.done:
+	case <-j.ended:
 		return "", fmt.Errorf("savepoint: the job has ended: %v", j.err)
 	case <-ctx.Done():
 		return "", ctx.Err()
@@ -41,7 +41,7 @@ func (j *Job) savepoint(ctx context.Context, stop bool) (string, error) {
 	select {
 	case r := <-req.reply:
 		return r.path, r.err
-	case <-j.done:
+	case <-j.ended:
 		return "", fmt.Errorf("savepoint: the job ended before the savepoint completed: %v", j.err)
 	case <-ctx.Done():
 		return "", ctx.Err()

@@ -4,14 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/internal/coordinator"
 )
 
 // checkpoint snapshots every operator of the chain, forwards the barrier and
-// writes the state on another goroutine, which acknowledges when it is durable.
-func (t *task) checkpoint(ctx context.Context, b barrier) error {
+// writes the state on another goroutine, which acknowledges when it is
+// durable. alignment is the time the barrier's alignment held inputs.
+func (t *task) checkpoint(ctx context.Context, b barrier, alignment time.Duration) error {
 	id, kind := b.id, b.kind
 	if b.endOfInput {
 		// Output after the final barrier would go into a transaction that
@@ -76,7 +78,7 @@ func (t *task) checkpoint(ctx context.Context, b barrier) error {
 			}
 			states = append(states, coordinator.SubtaskState{Operator: p.m.spec.Name, Parallelism: p.m.spec.Parallelism, Handle: h})
 		}
-		t.report(ctx, event{kind: evAck, id: id, states: states})
+		t.report(ctx, event{kind: evAck, id: id, states: states, alignment: alignment})
 	})
 	return nil
 }

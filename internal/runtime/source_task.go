@@ -77,6 +77,7 @@ func (t *task) runSource(ctx context.Context) error {
 			timeout = wait.C
 			idle = min(2*idle, idleMax)
 		}
+		since := t.waiting()
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -84,6 +85,7 @@ func (t *task) runSource(ctx context.Context) error {
 			woken = true
 		case <-timeout:
 		}
+		t.awake(since)
 	}
 }
 

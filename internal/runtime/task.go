@@ -44,6 +44,14 @@ type task struct {
 	logger  *slog.Logger
 	// wmInterval is the least time between two watermarks of a source task.
 	wmInterval time.Duration
+	// times accumulates where the task's time goes (busy, idle,
+	// backpressured), for the control API; nil counts nothing (tests
+	// that build tasks by hand).
+	times *taskTimes
+	// woke is when the task last stopped waiting for input.
+	woke time.Time
+	// obs records the commits of the task's sinks; nil records nothing.
+	obs *observations
 
 	notified checkpoint.ID // highest completed checkpoint the operators were told about
 	// inputEnded: the final barrier after the end of the input passed;
@@ -73,6 +81,7 @@ func (t *task) runRecovered(ctx context.Context) (err error) {
 // run runs the task: a source loop or an operator loop (source_task.go,
 // operator_task.go).
 func (t *task) run(ctx context.Context) error {
+	t.woke = time.Now()
 	if t.members[0].source != nil {
 		return t.runSource(ctx)
 	}
@@ -84,7 +93,7 @@ func (t *task) run(ctx context.Context) error {
 func (t *task) drainMailbox(ctx context.Context) (done bool, err error) {
 	barriers, completed, finish := t.mail.take()
 	for _, b := range barriers {
-		if err := t.checkpoint(ctx, b); err != nil {
+		if err := t.checkpoint(ctx, b, 0); err != nil {
 			return false, err
 		}
 		t.probe(ProbeBarrierInjected, b.id)
@@ -122,6 +131,7 @@ func (t *task) notifyComplete(ctx context.Context, id checkpoint.ID) error {
 			return fmt.Errorf("%s: completing checkpoint %d: %w", m.spec.Name, id, err)
 		}
 		if m.source == nil {
+			t.committed(m.spec.Name, id)
 			t.probe(ProbeCommitted, id)
 		}
 	}
@@ -174,4 +184,30 @@ func (t *task) close(ctx context.Context, completed checkpoint.ID, clean bool) e
 func closeRecovered(ctx context.Context, c Closer, completed checkpoint.ID, clean bool) (err error) {
 	defer recoverAs("close", &err)
 	return c.Close(ctx, completed, clean)
+}
+
+// committed records that the task's subtask of sink committed id.
+func (t *task) committed(sink string, id checkpoint.ID) {
+	if t.obs != nil {
+		t.obs.committed(id, sink, time.Now())
+	}
+}
+
+// waiting is called when the task starts to wait for input or mail; it
+// counts the time since it last woke as busy, less the time its routers
+// waited for room meanwhile.
+func (t *task) waiting() time.Time {
+	now := time.Now()
+	if t.times != nil && !t.woke.IsZero() {
+		t.times.busy.Add(int64(now.Sub(t.woke)))
+	}
+	return now
+}
+
+// awake is called when the task stops waiting, since it began to.
+func (t *task) awake(since time.Time) {
+	t.woke = time.Now()
+	if t.times != nil {
+		t.times.idle.Add(int64(t.woke.Sub(since)))
+	}
 }

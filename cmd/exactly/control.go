@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/exactlyonce/exactly/control"
+)
+
+const controlUsage = `Usage: exactly %s [flags]
+
+%s
+
+It talks to the control API of a running job (stream.Options.Control, or
+'exactly run'): see docs/operations.md.
+
+Flags:
+`
+
+// controlCommands are the subcommands that talk to a running job, with
+// what each does.
+var controlCommands = map[string]string{
+	"status":    "Prints the status of a running job: its state, operators with their rates and\nbackpressure, checkpoints, pending commits, restarts and source lag.",
+	"savepoint": "Takes a savepoint of a running job and prints where it is. Needs the job's token.",
+	"stop":      "Stops a running job, committing what its last checkpoint covers; with\n--savepoint, takes a savepoint first and prints where it is. Needs the job's token.",
+}
+
+type controlFlags struct {
+	addr, tokenFile string
+	timeout         time.Duration
+	json, savepoint bool
+}
+
+func parseControlFlags(cmd string, args []string, out io.Writer) (controlFlags, error) {
+	f := controlFlags{addr: "127.0.0.1:8081", timeout: 5 * time.Minute}
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fs.Func("addr", "the job's control address, host:port (default 127.0.0.1:8081)", func(s string) error {
+		if _, _, err := net.SplitHostPort(strings.TrimPrefix(s, "http://")); err != nil {
+			return fmt.Errorf("not host:port: use for instance --addr 127.0.0.1:8081")
+		}
+		f.addr = s
+		return nil
+	})
+	fs.Func("timeout", "how long to wait for the answer (default 5m)", func(s string) error {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("not a positive duration: use for instance --timeout 30s")
+		}
+		f.timeout = d
+		return nil
+	})
+	if cmd != "status" {
+		fs.StringVar(&f.tokenFile, "token-file", "", "file holding the job's control token (the job's Control.TokenFile); required")
+	}
+	if cmd == "status" {
+		fs.BoolVar(&f.json, "json", false, "print the API's JSON instead of a summary")
+	}
+	if cmd == "stop" {
+		fs.BoolVar(&f.savepoint, "savepoint", false, "take a savepoint, commit its output, then stop")
+	}
+	if err := parseFlags(fs, fmt.Sprintf(controlUsage, cmd, controlCommands[cmd]), args, out); err != nil {
+		return f, err
+	}
+	if cmd != "status" && f.tokenFile == "" {
+		return f, fmt.Errorf("%s: --token-file is missing: it changes the job, which needs its token (for instance --token-file /etc/exactly/token)", cmd)
+	}
+	return f, nil
+}
+
+// runControl runs status, savepoint or stop against a running job.
+func runControl(ctx context.Context, cmd string, args []string, out io.Writer) error {
+	f, err := parseControlFlags(cmd, args, out)
+	if err != nil {
+		return err
+	}
+	c := control.Client{Addr: f.addr}
+	if f.tokenFile != "" {
+		if c.Token, err = control.LoadToken(f.tokenFile, ""); err != nil {
+			return fmt.Errorf("%s: --token-file %s: %w", cmd, f.tokenFile, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	switch cmd {
+	case "status":
+		st, err := c.Status(ctx)
+		if err != nil {
+			return fmt.Errorf("status: %w", err)
+		}
+		if f.json {
+			enc := json.NewEncoder(out)
+			enc.SetIndent("", "  ")
+			return enc.Encode(st)
+		}
+		printStatus(out, st)
+	case "savepoint":
+		path, err := c.Savepoint(ctx)
+		if err != nil {
+			return fmt.Errorf("savepoint: %w", err)
+		}
+		fmt.Fprintln(out, path)
+	case "stop":
+		path, err := c.Stop(ctx, f.savepoint)
+		if err != nil {
+			return fmt.Errorf("stop: %w", err)
+		}
+		if path != "" {
+			fmt.Fprintln(out, path)
+		} else {
+			fmt.Fprintln(out, "stopping: the job commits what its last checkpoint covers and ends")
+		}
+	}
+	return nil
+}
+
+// printStatus prints a summary of st.
+func printStatus(out io.Writer, st control.Status) {
+	fmt.Fprintf(out, "job %s: %s since %s (incarnation %s, epoch %d)\n", st.Job, st.State, st.Started.Format(time.RFC3339), st.Incarnation, st.Epoch)
+	if st.Error != "" {
+		fmt.Fprintf(out, "error: %s\n", firstLine(st.Error))
+	}
+	fmt.Fprintf(out, "storage %s", st.Storage)
+	if st.RestoredFrom != 0 {
+		fmt.Fprintf(out, ", restored from checkpoint %d", st.RestoredFrom)
+	}
+	fmt.Fprintln(out)
+	fmt.Fprintln(out)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "OPERATOR\tSUBTASKS\tRECORDS IN\tIN/S\tRECORDS OUT\tOUT/S\tBUSY\tBACKPRESSURED")
+	for _, op := range st.Operators {
+		busy, bp := 0.0, 0.0
+		for _, s := range op.Subtasks {
+			busy, bp = max(busy, s.Busy), max(bp, s.Backpressured)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%d\t%.0f\t%.0f%%\t%.0f%%\n", op.Name, len(op.Subtasks), op.RecordsIn, op.InPerSecond, op.RecordsOut, op.OutPerSecond, 100*busy, 100*bp)
+	}
+	_ = tw.Flush()
+	cp := st.Checkpoints
+	fmt.Fprintf(out, "\ncheckpoints: %d completed, %d aborted in this process\n", cp.Completed, cp.Aborted)
+	if n := len(cp.History); n > 0 {
+		tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tKIND\tSTATUS\tTRIGGERED\tDURATION\tALIGNMENT\tSIZE\tCOMMITS")
+		for _, c := range cp.History[max(0, n-5):] {
+			var commits []string
+			for _, k := range c.Commits {
+				if k.Committed < k.Subtasks {
+					commits = append(commits, fmt.Sprintf("%s %d/%d pending", k.Sink, k.Committed, k.Subtasks))
+				} else {
+					commits = append(commits, fmt.Sprintf("%s %d/%d in %dms", k.Sink, k.Committed, k.Subtasks, k.LatencyMillis))
+				}
+			}
+			status := c.Status
+			if c.Reason != "" {
+				status += " (" + firstLine(c.Reason) + ")"
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%dms\t%dms\t%d B\t%s\n", c.ID, c.Kind, status, c.Triggered.Format(time.TimeOnly), c.DurationMillis, c.AlignmentMillis, c.StateBytes+c.SharedBytes, strings.Join(commits, ", "))
+		}
+		_ = tw.Flush()
+	}
+	for _, p := range cp.Pending {
+		fmt.Fprintf(out, "pending commit: sink %s, checkpoint %d, %d subtasks waiting for %dms\n", p.Sink, p.Checkpoint, p.Waiting, p.SinceMillis)
+	}
+	fmt.Fprintf(out, "\nrestarts: %d\n", len(st.Restarts))
+	for _, r := range st.Restarts {
+		fmt.Fprintf(out, "  %s restart %d: %s\n", r.Time.Format(time.RFC3339), r.Attempt, firstLine(r.Error))
+	}
+	if len(st.Lag) > 0 {
+		fmt.Fprintln(out, "\nlag:")
+		for _, l := range st.Lag {
+			fmt.Fprintf(out, "  %s[%d] %s: %d %s\n", l.Source, l.Subtask, l.Split, l.Lag, l.Unit)
+		}
+	}
+}
+
+// firstLine returns s up to its first newline (a panic's stack follows).
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"strings"
+	"testing"
+
+	"github.com/exactlyonce/exactly/control"
+	"github.com/exactlyonce/exactly/internal/testjob"
+)
+
+// TestStatusSavepointStop runs status, savepoint and stop --savepoint
+// against a running job, then checkpoints ls and inspect on what it left.
+func TestStatusSavepointStop(t *testing.T) {
+	r := testjob.Start(t)
+	cpDir, tokenFile := r.CheckpointDir, r.TokenFile
+	addr := r.ControlAddr()
+	ctx := context.Background()
+	run := func(cmd string, args ...string) (string, error) {
+		var out strings.Builder
+		err := runControl(ctx, cmd, args, &out)
+		return out.String(), err
+	}
+
+	out, err := run("status", "--addr", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"job " + testjob.Name + ": running", "numbers", "count", "OPERATOR", "checkpoints:", "completed", "restarts: 0", "lag:", "numbers[0] gen-0"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = run("status", "--addr", addr, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st control.Status
+	if err := json.Unmarshal([]byte(out), &st); err != nil || st.Job != testjob.Name || len(st.Graph.Nodes) != 3 {
+		t.Fatalf("status --json: %v, %+v", err, st)
+	}
+
+	if _, err := run("savepoint", "--addr", addr); err == nil || !strings.Contains(err.Error(), "--token-file is missing") {
+		t.Errorf("savepoint without --token-file: %v", err)
+	}
+	wrong := filepath.Join(t.TempDir(), "wrong")
+	if err := os.WriteFile(wrong, []byte("not-the-token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run("stop", "--addr", addr, "--token-file", wrong); err == nil || !strings.Contains(err.Error(), "403") {
+		t.Errorf("stop with a wrong token: %v, want a 403", err)
+	}
+
+	out, err = run("savepoint", "--addr", addr, "--token-file", tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := strings.TrimSpace(out)
+	if _, err := os.Stat(filepath.Join(sp, "_metadata")); err != nil || !strings.HasPrefix(sp, cpDir) {
+		t.Fatalf("savepoint printed %q: %v", sp, err)
+	}
+	out, err = run("stop", "--addr", addr, "--token-file", tokenFile, "--savepoint")
+	if err != nil {
+		t.Fatal(err)
+	}
+	final := strings.TrimSpace(out)
+	if err := r.Wait(); err != nil {
+		t.Fatalf("after stop --savepoint the job ended with %v", err)
+	}
+	if _, err := run("status", "--addr", addr, "--timeout", "5s"); err == nil || !strings.Contains(err.Error(), "is the job running") {
+		t.Errorf("status of an ended job: %v", err)
+	}
+
+	var ls strings.Builder
+	if err := runCheckpoints([]string{"ls", cpDir}, &ls); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"savepoint", "checkpoint", "cli-test", sp, final} {
+		if !strings.Contains(ls.String(), want) {
+			t.Errorf("checkpoints ls lacks %q:\n%s", want, ls.String())
+		}
+	}
+	var insp strings.Builder
+	if err := runCheckpoints([]string{"inspect", final}, &insp); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"savepoint", "operator numbers (parallelism 1)", "position of split gen-0", "position of split gen-1",
+		"operator count", "key groups [0, 128)", "state bytes per key group (16 groups)", "operator out", "pending committable"} {
+		if !strings.Contains(insp.String(), want) {
+			t.Errorf("checkpoints inspect lacks %q:\n%s", want, insp.String())
+		}
+	}
+	var js strings.Builder
+	if err := runCheckpoints([]string{"inspect", cpDir, "--json"}, &js); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(js.String(), `"kind": "savepoint"`) {
+		t.Errorf("inspect of the storage should show the latest, the final savepoint:\n%.600s", js.String())
+	}
+}
+
+// TestStopWithoutSavepoint stops a job through `exactly stop`.
+func TestStopWithoutSavepoint(t *testing.T) {
+	r := testjob.Start(t)
+	var out strings.Builder
+	if err := runControl(context.Background(), "stop", []string{"--addr", r.ControlAddr(), "--token-file", r.TokenFile}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "stopping") {
+		t.Errorf("stop printed %q", out.String())
+	}
+	if err := r.Wait(); err != nil {
+		t.Fatalf("a job stopped through the API ended with %v, want nil", err)
+	}
+}
+
+// TestControlFlagErrors checks that each bad flag is one line naming the
+// flag, the value and a valid example.
+func TestControlFlagErrors(t *testing.T) {
+	for _, tc := range []struct {
+		cmd  string
+		args []string
+		want []string
+	}{
+		{"status", []string{"--addr", "nowhere"}, []string{`"nowhere"`, "-addr", "--addr 127.0.0.1:8081"}},
+		{"savepoint", []string{"--timeout", "soon", "--token-file", "t"}, []string{`"soon"`, "-timeout", "--timeout 30s"}},
+		{"stop", []string{"--timeout", "-1s", "--token-file", "t"}, []string{`"-1s"`, "--timeout 30s"}},
+		{"stop", nil, []string{"--token-file is missing", "--token-file /etc/exactly/token"}},
+		{"status", []string{"--savepoint"}, []string{"-savepoint", "exactly status --help"}},
+		{"status", []string{"extra"}, []string{`unexpected argument "extra"`}},
+	} {
+		_, err := parseControlFlags(tc.cmd, tc.args, new(strings.Builder))
+		if err == nil || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s %q: %v, want a one-line error", tc.cmd, tc.args, err)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s %q: %q lacks %q", tc.cmd, tc.args, err, w)
+			}
+		}
+	}
+	var help strings.Builder
+	if _, err := parseControlFlags("stop", []string{"--help"}, &help); !errors.Is(err, flag.ErrHelp) || !strings.Contains(help.String(), "-savepoint") {
+		t.Errorf("stop --help: %v\n%s", err, help.String())
+	}
+}
+
+// TestCheckpointsErrors checks the refusals of checkpoints ls|inspect, and
+// that a directory that is no checkpoint storage is left untouched.
+func TestCheckpointsErrors(t *testing.T) {
+	plain := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "the subcommand is nothing"},
+		{[]string{"rm", plain}, `the subcommand is "rm"`},
+		{[]string{"ls"}, "DIR_OR_URL is missing"},
+		{[]string{"ls", filepath.Join(plain, "missing")}, "no such file"},
+		{[]string{"ls", plain}, "not a job's checkpoint directory"},
+		{[]string{"inspect", plain, "--id", "x"}, `invalid value "x" for flag -id: not a checkpoint id: use a positive number, such as --id 12`},
+	} {
+		err := runCheckpoints(tc.args, new(strings.Builder))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("checkpoints %q: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	if entries, _ := os.ReadDir(plain); len(entries) != 0 {
+		t.Errorf("checkpoints wrote into a directory that is no checkpoint storage: %v", entries)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	v := version()
+	if !strings.HasPrefix(v, "exactly ") || !strings.Contains(v, goruntime.Version()) {
+		t.Errorf("version() = %q, want exactly … and the Go version", v)
+	}
+}
