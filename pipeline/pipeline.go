@@ -100,6 +100,16 @@ type RunOptions struct {
 	// Probe, when set, sees the points of the checkpoint protocol (crash
 	// tests kill the process there).
 	Probe func(stream.ProbePoint, checkpoint.ID)
+	// RestoreFrom is a savepoint or checkpoint to start from when the
+	// pipeline's checkpoint storage holds none of its own
+	// (stream.Options.RestoreFrom).
+	RestoreFrom string
+	// Control serves the running job's control API and web page
+	// (stream.Options.Control); off when Control.Addr is empty.
+	Control stream.ControlOptions
+	// Started, when set, is called once the job runs, with the address of
+	// its control API ("" without one).
+	Started func(controlAddr string)
 }
 
 // options returns the engine's options of a run of the pipeline.
@@ -113,6 +123,8 @@ func (p *Pipeline) options(o RunOptions) stream.Options {
 		Parallelism:         c.Parallelism,
 		Logger:              o.Logger,
 		Probe:               o.Probe,
+		RestoreFrom:         o.RestoreFrom,
+		Control:             o.Control,
 	}
 }
 
@@ -125,7 +137,14 @@ func (p *Pipeline) Run(ctx context.Context, o RunOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := j.Run(ctx, p.options(o)); err != nil {
+	r, err := j.Start(ctx, p.options(o))
+	if err == nil {
+		if o.Started != nil {
+			o.Started(r.ControlAddr())
+		}
+		err = r.Wait()
+	}
+	if err != nil {
 		return fmt.Errorf("pipeline %q: %w", p.Name(), err)
 	}
 	return nil

@@ -11,7 +11,9 @@ import (
 	"strings"
 
 	"github.com/exactlyonce/exactly/internal/crashtest"
+	"github.com/exactlyonce/exactly/metrics"
 	"github.com/exactlyonce/exactly/pipeline"
+	"github.com/exactlyonce/exactly/stream"
 )
 
 const runUsage = `Usage: exactly run PIPELINE.yaml [flags]
@@ -69,6 +71,10 @@ func runPipeline(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	level := fs.String("log-level", "info", "the least level of the logs written to stderr: debug, info, warn or error")
 	format := fs.String("log-format", "text", "the logs' format: text or json")
+	from := fs.String("from", "", "a savepoint or checkpoint directory (or URL) to start from when the pipeline's checkpoint storage holds none of its own")
+	control := fs.String("control-addr", "127.0.0.1:8081", `the address of the job's control API and web page (exactly status, savepoint, stop); "" serves none`)
+	tokenFile := fs.String("token-file", "", "a file holding the bearer token that savepoint and stop need through the control API")
+	tokenEnv := fs.String("token-env", "", "the name of an environment variable holding that token, instead of --token-file")
 	path, err := pipelineArgs(fs, runUsage, args, out)
 	if err != nil {
 		return err
@@ -93,7 +99,16 @@ func runPipeline(ctx context.Context, args []string, out io.Writer) error {
 	fmt.Fprint(out, p.Describe())
 	// crashtest.Probe is nil except in a child of a crash test, which
 	// kills the process at a point of the checkpoint protocol.
-	if err := p.Run(ctx, pipeline.RunOptions{Logger: slog.New(h), Probe: crashtest.Probe()}); err != nil {
+	ro := pipeline.RunOptions{Logger: slog.New(h), Probe: crashtest.Probe(), RestoreFrom: *from,
+		Started: func(addr string) {
+			if addr != "" {
+				fmt.Fprintf(out, "control API and web page: http://%s/ (exactly status --addr %s)\n", addr, addr)
+			}
+		}}
+	if *control != "" {
+		ro.Control = stream.ControlOptions{Addr: *control, TokenFile: *tokenFile, TokenEnv: *tokenEnv, Metrics: metrics.Handler}
+	}
+	if err := p.Run(ctx, ro); err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			return fmt.Errorf("run: pipeline %q interrupted: run it again to resume from its last checkpoint", p.Name())
 		}

@@ -65,7 +65,7 @@ func TestRunPipelineCrashIsExactlyOnce(t *testing.T) {
 	dir := os.Getenv("EXACTLY_PIPELINE_CRASH_DIR")
 	if crashtest.IsChild() {
 		t.Chdir(dir)
-		if err := runPipeline(context.Background(), []string{"pipeline.yaml", "--log-level", "error"}, io.Discard); err != nil {
+		if err := runPipeline(context.Background(), []string{"pipeline.yaml", "--log-level", "error", "--control-addr", "127.0.0.1:0"}, io.Discard); err != nil {
 			t.Fatal(err)
 		}
 		return
@@ -89,7 +89,7 @@ func TestRunPipelineCrashIsExactlyOnce(t *testing.T) {
 	writePipeline(t, ref)
 	t.Chdir(ref)
 	t.Setenv("RATE", "0")
-	if err := runPipeline(context.Background(), []string{"pipeline.yaml", "--log-level", "error"}, io.Discard); err != nil {
+	if err := runPipeline(context.Background(), []string{"pipeline.yaml", "--log-level", "error", "--control-addr", "127.0.0.1:0"}, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	want := windowRows(t, filepath.Join(ref, "orders.db"))

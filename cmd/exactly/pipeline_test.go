@@ -41,11 +41,13 @@ func TestRunRunsAPipeline(t *testing.T) {
 	}
 	t.Chdir(t.TempDir())
 	var out strings.Builder
-	if err := runPipeline(context.Background(), []string{example, "--log-level", "warn"}, &out); err != nil {
+	if err := runPipeline(context.Background(), []string{example, "--log-level", "warn", "--control-addr", "127.0.0.1:0"}, &out); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), `pipeline "orders-per-minute": finished, output committed`) {
-		t.Errorf("run output:\n%s", out.String())
+	for _, want := range []string{`pipeline "orders-per-minute": finished, output committed`, "control API and web page: http://127.0.0.1:"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("run output does not say %q:\n%s", want, out.String())
+		}
 	}
 	if _, err := os.Stat("orders.db"); err != nil {
 		t.Errorf("no output database: %v", err)
@@ -58,7 +60,7 @@ func TestPipelineCommandErrorsAreOneLine(t *testing.T) {
 		want string
 	}{
 		{[]string{}, "run: the pipeline file is missing: exactly run pipeline.yaml"},
-		{[]string{"--log-level", "warn"}, "run: the pipeline file is missing: exactly run pipeline.yaml"},
+		{[]string{"--log-level", "warn", "--control-addr", "127.0.0.1:0"}, "run: the pipeline file is missing: exactly run pipeline.yaml"},
 		{[]string{"p.yaml", "--log-level", "loud"}, `run: --log-level is "loud": use debug, info, warn or error, such as --log-level warn`},
 		{[]string{"p.yaml", "--log-format", "xml"}, `run: --log-format is "xml": use text or json, such as --log-format json`},
 		{[]string{"p.yaml", "--nope"}, "run: flag provided but not defined: -nope (run 'exactly run --help' for its flags)"},
@@ -79,7 +81,7 @@ func TestRunInterruptedSaysItResumes(t *testing.T) {
 	t.Chdir(t.TempDir())
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	err = runPipeline(ctx, []string{example, "--log-level", "error"}, new(strings.Builder))
+	err = runPipeline(ctx, []string{example, "--log-level", "error", "--control-addr", "127.0.0.1:0"}, new(strings.Builder))
 	want := `run: pipeline "orders-per-minute" interrupted: run it again to resume from its last checkpoint`
 	if err == nil || err.Error() != want {
 		t.Errorf("error %v, want %s", err, want)
