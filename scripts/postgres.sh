@@ -173,6 +173,17 @@ create_database() {
 	# The tests create throwaway roles with passwords of their own
 	# (internal/secretscan scans logs for them).
 	psql_admin -c "ALTER ROLE $user CREATEROLE" >&2
+	if [[ -z $(psql_admin -tAc "SELECT 1 FROM pg_database WHERE datname = '$database'") ]]; then
+		psql_admin -c "CREATE DATABASE $database OWNER $user" >&2
+	fi
+}
+
+# enable_tls turns TLS on with the generated certificate (see make_tls),
+# creates the TLS-only role and reloads the server's configuration;
+# idempotent.
+enable_tls() {
+	make_tls
+	write_hba
 	if [[ -z $(psql_admin -tAc "SELECT 1 FROM pg_roles WHERE rolname = '$tls_user'") ]]; then
 		psql_admin -c "CREATE ROLE $tls_user LOGIN PASSWORD '$password'" >&2
 	fi
@@ -184,18 +195,8 @@ create_database() {
 		-c "GRANT ALL ON ALL TABLES IN SCHEMA public TO $tls_user" \
 		-c "ALTER DEFAULT PRIVILEGES FOR ROLE $user IN SCHEMA public GRANT ALL ON TABLES TO $tls_user" \
 		-c "ALTER DEFAULT PRIVILEGES FOR ROLE $tls_user IN SCHEMA public GRANT ALL ON TABLES TO $user" >&2
-}
-
-# enable_tls turns TLS on with the generated certificate (see make_tls) and
-# reloads the server's configuration; idempotent.
-enable_tls() {
-	make_tls
-	write_hba
 	psql_admin -c "ALTER SYSTEM SET ssl = on" -c "ALTER SYSTEM SET ssl_cert_file = '$tls/server.crt'" \
 		-c "ALTER SYSTEM SET ssl_key_file = '$tls/server.key'" -c "SELECT pg_reload_conf()" >/dev/null
-	if [[ -z $(psql_admin -tAc "SELECT 1 FROM pg_database WHERE datname = '$database'") ]]; then
-		psql_admin -c "CREATE DATABASE $database OWNER $user" >&2
-	fi
 }
 
 case ${1:-} in
@@ -226,7 +227,7 @@ status)
 	;;
 clean)
 	running && pg_ctl stop -m fast -w >&2
-	rm -rf "$data" "$log"
+	rm -rf "$data" "$log" "$tls"
 	;;
 *)
 	echo "usage: $0 start|stop|kill|restart-immediate|status|clean" >&2
