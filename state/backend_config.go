@@ -48,6 +48,32 @@ type BackendConfig struct {
 	// opens (state is restored from the checkpoint) and removes it when it
 	// closes.
 	Dir string
+	// MemoryBudget is the memory, in bytes, that the Pebble backend uses
+	// for caches in each keyed operator subtask: half for the database's
+	// block cache (bloom filters, indexes and data blocks of its files),
+	// half for the write-back caches of its value states, counted in the
+	// bytes of the values' encodings (see docs/state.md, Tuning). 0 means
+	// DefaultMemoryBudget; at least MinMemoryBudget otherwise. The block
+	// cache lives outside the Go heap (Pebble allocates it with C's
+	// malloc), so GOMEMLIMIT does not see it: a process with n keyed
+	// subtasks on Pebble uses about n × MemoryBudget besides its Go heap's
+	// other contents. The heap backend ignores it.
+	MemoryBudget int64
+}
+
+// DefaultMemoryBudget is the Pebble backend's memory budget per keyed
+// operator subtask when BackendConfig.MemoryBudget is 0: 256 MiB.
+const DefaultMemoryBudget = 256 << 20
+
+// MinMemoryBudget is the smallest BackendConfig.MemoryBudget: 4 MiB.
+const MinMemoryBudget = 4 << 20
+
+// budget returns the memory budget with the default filled in.
+func (c BackendConfig) budget() int64 {
+	if c.MemoryBudget == 0 {
+		return DefaultMemoryBudget
+	}
+	return c.MemoryBudget
 }
 
 // Validate checks the configuration; its errors name the field and the fix.
@@ -58,6 +84,9 @@ func (c BackendConfig) Validate() error {
 	case PebbleBackend:
 		if c.Dir == "" {
 			return fmt.Errorf("state: BackendConfig.Dir is empty: the Pebble backend needs a directory for its databases: set Dir to a directory of this job's own")
+		}
+		if c.MemoryBudget != 0 && c.MemoryBudget < MinMemoryBudget {
+			return fmt.Errorf("state: BackendConfig.MemoryBudget %d is below the minimum of %d bytes (4 MiB): set it to at least MinMemoryBudget, or 0 for the default of 256 MiB", c.MemoryBudget, MinMemoryBudget)
 		}
 		return nil
 	}
@@ -82,10 +111,10 @@ func OpenKeyedBackend[K comparable](c BackendConfig, operator string, subtask in
 		return b, nil
 	}
 	dir := filepath.Join(c.Dir, url.PathEscape(operator)+"-"+strconv.Itoa(subtask))
-	db, err := kv.Open(dir)
+	db, err := kv.Open(dir, kv.Options{CacheBytes: c.budget() / 2})
 	if err != nil {
 		return nil, fmt.Errorf("state: operator %q subtask %d: %w: check BackendConfig.Dir %q", operator, subtask, err, c.Dir)
 	}
-	b.disk = newDiskStore(db, b)
+	b.disk = newDiskStore(db, b, c.budget()-c.budget()/2)
 	return b, nil
 }
