@@ -59,6 +59,13 @@ type BackendConfig struct {
 	// subtasks on Pebble uses about n × MemoryBudget besides its Go heap's
 	// other contents. The heap backend ignores it.
 	MemoryBudget int64
+	// DownloadConcurrency is the number of shared files of an incremental
+	// checkpoint that a subtask's restore downloads at a time, each
+	// verified by its checksum. 0 means DefaultDownloadConcurrency (4).
+	// Raise it when the object store's latency, not its bandwidth, bounds
+	// a restore; lower it to 1 to download one file at a time. Both
+	// backends restore incremental checkpoints, so both use it.
+	DownloadConcurrency int
 }
 
 // DefaultMemoryBudget is the Pebble backend's memory budget per keyed
@@ -78,6 +85,9 @@ func (c BackendConfig) budget() int64 {
 
 // Validate checks the configuration; its errors name the field and the fix.
 func (c BackendConfig) Validate() error {
+	if c.DownloadConcurrency < 0 {
+		return fmt.Errorf("state: BackendConfig.DownloadConcurrency %d is negative: set it to 0 for the default of %d downloads at a time, or to a positive number", c.DownloadConcurrency, DefaultDownloadConcurrency)
+	}
 	switch c.Kind {
 	case HeapBackend:
 		return nil
@@ -107,6 +117,7 @@ func OpenKeyedBackend[K comparable](c BackendConfig, operator string, subtask in
 		return nil, err
 	}
 	b := newHeapBackend(keyCodec, maxParallelism, owned)
+	b.downloads = c.DownloadConcurrency
 	if c.Kind == HeapBackend {
 		return b, nil
 	}

@@ -35,6 +35,7 @@ type config struct {
 	system      string
 	backend     string
 	budgetMiB   int64
+	downloads   int
 	stateGB     float64
 	work        workload
 	rate        float64
@@ -58,6 +59,7 @@ func main() {
 	flag.StringVar(&c.system, "system", "exactly", "exactly, or flink (bench/peers/flink, RocksDB with incremental checkpoints)")
 	flag.StringVar(&c.backend, "state", "pebble", "exactly's keyed-state backend: pebble or heap")
 	flag.Int64Var(&c.budgetMiB, "memory-budget-mib", 0, "pebble: state.BackendConfig.MemoryBudget per subtask, MiB; 0: the default (256 MiB)")
+	flag.IntVar(&c.downloads, "download-concurrency", 0, "state.BackendConfig.DownloadConcurrency: shared files a subtask's restore downloads at a time; 0: the default (4)")
 	flag.Float64Var(&c.stateGB, "state-gb", 1, "logical state to reach, GiB: keys × --value-bytes")
 	flag.IntVar(&c.work.ValueBytes, "value-bytes", 1024, "bytes of every value")
 	flag.Uint64Var(&c.work.UpdatesPerInsert, "updates-per-insert", 1, "updates of existing keys after each new key")
@@ -98,6 +100,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("--state is %q: use pebble or heap", c.backend)
 	case c.budgetMiB < 0:
 		return fmt.Errorf("--memory-budget-mib is %d: use 0 for the default or a size in MiB", c.budgetMiB)
+	case c.downloads < 0:
+		return fmt.Errorf("--download-concurrency is %d: use 0 for the default or a positive number", c.downloads)
 	case c.stateGB <= 0:
 		return fmt.Errorf("--state-gb is %v: use a positive size", c.stateGB)
 	case c.work.ValueBytes < 8:
