@@ -119,6 +119,7 @@ type KeyedBackend[K comparable] struct {
 	ttl            ttlClocks     // the clocks of the states with a TTL (ttl.go)
 	ttls           []ttlTable    // the states with a TTL, in registration order
 	sweepIn        int           // SetCurrentKey calls left before the next cleanup step
+	downloads      int           // shared files a restore downloads at a time; 0: the default
 }
 
 // NewKeyedBackend returns an empty heap backend (see OpenKeyedBackend for the others)

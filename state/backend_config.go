@@ -48,16 +48,55 @@ type BackendConfig struct {
 	// opens (state is restored from the checkpoint) and removes it when it
 	// closes.
 	Dir string
+	// MemoryBudget is the memory, in bytes, that the Pebble backend uses
+	// for caches in each keyed operator subtask: half for the database's
+	// block cache (bloom filters, indexes and data blocks of its files),
+	// half for the write-back caches of its value states, counted in the
+	// bytes of the values' encodings (see docs/state.md, Tuning). 0 means
+	// DefaultMemoryBudget; at least MinMemoryBudget otherwise. The block
+	// cache lives outside the Go heap (Pebble allocates it with C's
+	// malloc), so GOMEMLIMIT does not see it: a process with n keyed
+	// subtasks on Pebble uses about n × MemoryBudget besides its Go heap's
+	// other contents. The heap backend ignores it.
+	MemoryBudget int64
+	// DownloadConcurrency is the number of shared files of an incremental
+	// checkpoint that a subtask's restore downloads at a time, each
+	// verified by its checksum. 0 means DefaultDownloadConcurrency (4).
+	// Raise it when the object store's latency, not its bandwidth, bounds
+	// a restore; lower it to 1 to download one file at a time. Both
+	// backends restore incremental checkpoints, so both use it.
+	DownloadConcurrency int
+}
+
+// DefaultMemoryBudget is the Pebble backend's memory budget per keyed
+// operator subtask when BackendConfig.MemoryBudget is 0: 256 MiB.
+const DefaultMemoryBudget = 256 << 20
+
+// MinMemoryBudget is the smallest BackendConfig.MemoryBudget: 4 MiB.
+const MinMemoryBudget = 4 << 20
+
+// budget returns the memory budget with the default filled in.
+func (c BackendConfig) budget() int64 {
+	if c.MemoryBudget == 0 {
+		return DefaultMemoryBudget
+	}
+	return c.MemoryBudget
 }
 
 // Validate checks the configuration; its errors name the field and the fix.
 func (c BackendConfig) Validate() error {
+	if c.DownloadConcurrency < 0 {
+		return fmt.Errorf("state: BackendConfig.DownloadConcurrency %d is negative: set it to 0 for the default of %d downloads at a time, or to a positive number", c.DownloadConcurrency, DefaultDownloadConcurrency)
+	}
 	switch c.Kind {
 	case HeapBackend:
 		return nil
 	case PebbleBackend:
 		if c.Dir == "" {
 			return fmt.Errorf("state: BackendConfig.Dir is empty: the Pebble backend needs a directory for its databases: set Dir to a directory of this job's own")
+		}
+		if c.MemoryBudget != 0 && c.MemoryBudget < MinMemoryBudget {
+			return fmt.Errorf("state: BackendConfig.MemoryBudget %d is below the minimum of %d bytes (4 MiB): set it to at least MinMemoryBudget, or 0 for the default of 256 MiB", c.MemoryBudget, MinMemoryBudget)
 		}
 		return nil
 	}
@@ -78,14 +117,15 @@ func OpenKeyedBackend[K comparable](c BackendConfig, operator string, subtask in
 		return nil, err
 	}
 	b := newHeapBackend(keyCodec, maxParallelism, owned)
+	b.downloads = c.DownloadConcurrency
 	if c.Kind == HeapBackend {
 		return b, nil
 	}
 	dir := filepath.Join(c.Dir, url.PathEscape(operator)+"-"+strconv.Itoa(subtask))
-	db, err := kv.Open(dir)
+	db, err := kv.Open(dir, kv.Options{CacheBytes: c.budget() / 2})
 	if err != nil {
 		return nil, fmt.Errorf("state: operator %q subtask %d: %w: check BackendConfig.Dir %q", operator, subtask, err, c.Dir)
 	}
-	b.disk = newDiskStore(db, b)
+	b.disk = newDiskStore(db, b, c.budget()-c.budget()/2)
 	return b, nil
 }

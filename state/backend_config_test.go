@@ -19,6 +19,11 @@ func TestBackendConfigValidate(t *testing.T) {
 		{BackendConfig{Kind: PebbleBackend, Dir: "/x"}, ""},
 		{BackendConfig{Kind: PebbleBackend}, "BackendConfig.Dir is empty"},
 		{BackendConfig{Kind: 7}, "BackendConfig.Kind BackendKind(7) is unknown"},
+		{BackendConfig{Kind: PebbleBackend, Dir: "/x", MemoryBudget: MinMemoryBudget}, ""},
+		{BackendConfig{Kind: PebbleBackend, Dir: "/x", MemoryBudget: 1000}, "BackendConfig.MemoryBudget 1000 is below the minimum"},
+		{BackendConfig{Kind: PebbleBackend, Dir: "/x", MemoryBudget: -1}, "BackendConfig.MemoryBudget -1 is below the minimum"},
+		{BackendConfig{DownloadConcurrency: 16}, ""},
+		{BackendConfig{Kind: PebbleBackend, Dir: "/x", DownloadConcurrency: -2}, "BackendConfig.DownloadConcurrency -2 is negative"},
 	} {
 		err := c.config.Validate()
 		if (err == nil) != (c.want == "") || (err != nil && !strings.Contains(err.Error(), c.want)) {

@@ -1,6 +1,8 @@
 package state
 
 import (
+	"bytes"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -83,6 +85,39 @@ func benchTTLMapStatePut(b *testing.B, kind BackendKind) {
 		uk := i % entries
 		v, _ := s.Get(uk)
 		s.Put(uk, v+1)
+		i++
+	}
+}
+
+// BenchmarkValueStateGrowing is state-bench's workload in one subtask:
+// every other operation inserts a new key (a read that finds nothing,
+// then a write), the others update a key drawn uniformly from those
+// inserted, each writing a 1 KiB value. The state grows by 512 bytes per
+// operation, so run it with a fixed -benchtime (1000000x: 500,000 keys,
+// 488 MiB of values) to compare backends and versions at one state size.
+func BenchmarkValueStateGrowing(b *testing.B) { benchBackends(b, benchValueStateGrowing) }
+
+func benchValueStateGrowing(b *testing.B, kind BackendKind) {
+	backend := newBackend(b, kind, Uint64Codec{}, DefaultMaxParallelism, KeyGroupRange{0, DefaultMaxParallelism})
+	s, err := NewValueState[uint64, []byte](backend.Scope(), "value", BytesCodec{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	value := make([]byte, 1024)
+	i := uint64(0)
+	for b.Loop() {
+		key := i / 2
+		if i%2 == 1 {
+			key = rng.Uint64N(i/2 + 1)
+		}
+		backend.SetCurrentKey(key)
+		old, _ := s.Value()
+		if len(old) > 0 {
+			value[0] = old[0] + 1
+		}
+		value[1] = byte(i)
+		s.Update(bytes.Clone(value))
 		i++
 	}
 }

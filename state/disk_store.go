@@ -41,11 +41,22 @@ type diskStore[K comparable] struct {
 	ttl     map[uint32]diskTTLTable
 	ttlIDs  []uint32
 	sweepAt []byte
+	// values is the memory of the value states' write-back caches.
+	values valueCache
 }
 
-func newDiskStore[K comparable](db *kv.DB, b *KeyedBackend[K]) *diskStore[K] {
+// valueCache is the memory the write-back caches of a subtask's value
+// states use, and may use: the cost of their entries (see
+// cachedValue.cost), against their share of BackendConfig.MemoryBudget.
+type valueCache struct{ used, limit int64 }
+
+// full reports whether the caches used up their budget: the next miss
+// empties them all.
+func (c valueCache) full() bool { return c.used >= c.limit }
+
+func newDiskStore[K comparable](db *kv.DB, b *KeyedBackend[K], valueCacheBytes int64) *diskStore[K] {
 	return &diskStore[K]{db: db, b: b, keyEnc: appendFunc(b.keyCodec), nextID: 1, stale: true,
-		local: kv.NewLocalFiles(db.Dir())}
+		local: kv.NewLocalFiles(db.Dir()), values: valueCache{limit: valueCacheBytes}}
 }
 
 func (d *diskStore[K]) keyChanged() { d.stale = true }

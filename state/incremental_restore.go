@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -78,7 +77,7 @@ func (b *KeyedBackend[K]) adoptDB(dbs []checkpoint.DBFiles, files checkpoint.Sha
 	if err != nil {
 		return fail(err)
 	}
-	if err := download(dir, db.Files, files, b.localFiles()); err != nil {
+	if err := download(dir, db.Files, files, b.localFiles(), b.downloads); err != nil {
 		os.RemoveAll(dir)
 		return fail(err)
 	}
@@ -155,7 +154,7 @@ func (b *KeyedBackend[K]) restoreDB(db checkpoint.DBFiles, keys KeyGroupRange, f
 	if err != nil {
 		return err
 	}
-	if err := download(dir, db.Files, files, b.localFiles()); err != nil {
+	if err := download(dir, db.Files, files, b.localFiles(), b.downloads); err != nil {
 		os.RemoveAll(dir)
 		return err
 	}
@@ -194,38 +193,6 @@ func (b *KeyedBackend[K]) restoreFrom(src *kv.Files, sections []capturedSection[
 	return nil
 }
 
-// download writes the database files into dir: the inline ones from the
-// snapshot, the shared ones from local when they match (nil: no local
-// copies), else read (and verified) from files and kept in local.
-func download(dir string, dbFiles []checkpoint.DBFile, files checkpoint.SharedFiles, local *kv.LocalFiles) error {
-	for _, f := range dbFiles {
-		path := filepath.Join(dir, f.Name)
-		if f.Shared.Name == "" {
-			if err := os.WriteFile(path, f.Data, 0o644); err != nil {
-				return err
-			}
-			continue
-		}
-		if local != nil {
-			found, err := local.Fetch(f.Shared.Name, f.Shared.Size, f.Shared.CRC32C, path)
-			if err != nil {
-				return err
-			}
-			if found {
-				continue
-			}
-		}
-		if err := downloadFile(files, f.Shared, path); err != nil {
-			return err
-		}
-		if local != nil {
-			// As in upload.share: a copy not kept is downloaded next time.
-			_ = local.Keep(f.Shared.Name, path)
-		}
-	}
-	return nil
-}
-
 // localFiles returns the Pebble backend's local copies, nil for the heap
 // backend.
 func (b *KeyedBackend[K]) localFiles() *kv.LocalFiles {
@@ -233,17 +200,6 @@ func (b *KeyedBackend[K]) localFiles() *kv.LocalFiles {
 		return nil
 	}
 	return &b.disk.local
-}
-
-// downloadFile streams the shared file f from files into a new file at
-// path. It is not synced: a crash removes the download directory, and the
-// database is never reused after one.
-func downloadFile(files checkpoint.SharedFiles, f checkpoint.SharedFile, path string) error {
-	dst, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	return errors.Join(files.ReadShared(f, dst), dst.Close())
 }
 
 // dbSections returns readers of a database's states, in name order: the

@@ -387,7 +387,7 @@ func checkpointEntries(t *testing.T, snap checkpoint.SubtaskSnapshot, files chec
 	}
 	db := snap.DBs[0]
 	dir := t.TempDir()
-	if err := download(dir, db.Files, files, nil); err != nil {
+	if err := download(dir, db.Files, files, nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	src, err := kv.OpenFiles(dir)

@@ -3,19 +3,22 @@ package state
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
 // TestValueCacheWriteBack: with a write-back cache far smaller than the
-// keys, a value state on the Pebble backend reads back every value and
-// clear it was given, across the cache's write-backs, and its snapshot
-// restores into the heap backend to the same values.
+// keys (a budget of 1 byte empties it at every miss, 300 bytes hold a few
+// entries, 8 KiB most of the keys), a value state on the Pebble backend
+// reads back every value and clear it was given, across the cache's
+// write-backs, and its snapshot restores into the heap backend to the
+// same values.
 func TestValueCacheWriteBack(t *testing.T) {
-	for _, capacity := range []int{1, 3, 64} {
-		t.Run(fmt.Sprint(capacity), func(t *testing.T) {
+	for _, limit := range []int64{1, 300, 8 << 10} {
+		t.Run(fmt.Sprint(limit), func(t *testing.T) {
 			f := newFixture(t, PebbleBackend, 8, KeyGroupRange{0, 8})
-			f.count.store.(*diskValues[string, int64]).capacity = capacity
-			rng := rand.New(rand.NewPCG(1, uint64(capacity)))
+			f.b.disk.values.limit = limit
+			rng := rand.New(rand.NewPCG(1, uint64(limit)))
 			model := map[string]int64{}
 			for i := range 2000 {
 				k := fmt.Sprintf("k%d", rng.IntN(40))
@@ -37,6 +40,75 @@ func TestValueCacheWriteBack(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestValueCacheBoundedInBytes: the value caches of a subtask stay within
+// their share of the memory budget whatever the size of the values, and
+// small values fill it: with 64 KiB values a budget of 1 MiB holds at most
+// 16 of them at a time (plus the one a miss adds), with 8-byte values it
+// holds thousands, and the cost the caches count is the sum of their
+// entries'. Two value states share the budget.
+func TestValueCacheBoundedInBytes(t *testing.T) {
+	const limit = 1 << 20
+	for _, c := range []struct{ size, keys int }{{8, 5000}, {64 << 10, 100}} {
+		size := c.size
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			b := newBackend(t, PebbleBackend, StringCodec{}, 8, KeyGroupRange{0, 8})
+			b.disk.values.limit = limit
+			x := must(NewValueState[string, string](b.Scope(), "x", StringCodec{}))
+			y := must(NewValueState[string, string](b.Scope(), "y", StringCodec{}))
+			caches := []*diskValues[string, string]{x.store.(*diskValues[string, string]), y.store.(*diskValues[string, string])}
+			value := strings.Repeat("v", size)
+			most := 0
+			for i := range 4 * c.keys {
+				b.SetCurrentKey(fmt.Sprint("k", i/2%c.keys))
+				if i%2 == 0 {
+					x.Update(value)
+				} else if v, _ := y.Value(); v == "" {
+					y.Update(value)
+				}
+				used, entries := b.disk.values.used, 0
+				for _, c := range caches {
+					entries += len(c.cache)
+				}
+				if i%97 == 0 {
+					checkCacheCosts(t, caches, used)
+				}
+				// One entry beyond the limit at most: the one a miss added.
+				if used > limit+2*int64(size)+256 {
+					t.Fatalf("step %d: the caches hold %d bytes, above the budget of %d", i, used, limit)
+				}
+				most = max(most, entries)
+			}
+			perEntry := 2*size + 128 // the value, its encoding, the key and the entry
+			if want := limit / perEntry; most < want {
+				t.Errorf("the caches held at most %d entries of %d bytes, want at least %d", most, size, want)
+			}
+			if size > 1<<10 && most > limit/size+1 {
+				t.Errorf("the caches held %d entries of %d bytes, more than a budget of %d allows", most, size, limit)
+			}
+		})
+	}
+}
+
+// checkCacheCosts checks that each cache counts the cost of its entries,
+// and that the budget counts used, their sum.
+func checkCacheCosts(t *testing.T, caches []*diskValues[string, string], used int64) {
+	t.Helper()
+	var total int64
+	for _, c := range caches {
+		var sum int64
+		for _, e := range c.cache {
+			sum += e.cost
+		}
+		if sum != c.bytes {
+			t.Fatalf("a cache counts %d bytes, its entries cost %d", c.bytes, sum)
+		}
+		total += sum
+	}
+	if total != used {
+		t.Fatalf("the budget counts %d bytes, the caches hold %d", used, total)
 	}
 }
 

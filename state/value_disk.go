@@ -1,14 +1,11 @@
 package state
 
 import (
+	"unsafe"
+
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/exactlyonce/exactly/internal/format"
 )
-
-// valueCacheEntries bounds the values a value state of the Pebble backend
-// keeps in its write-back cache, per subtask. When the cache is full its
-// changes are written to the database and it starts empty again.
-const valueCacheEntries = 1 << 16
 
 // diskValues keeps a value state's values in the Pebble backend's database,
 // one database entry per key holding the value's encoding, behind a
@@ -16,20 +13,21 @@ const valueCacheEntries = 1 << 16
 // the last write-back, or writing it, touches no database (two map
 // operations instead of a Pebble read and write per record). The changes
 // are written back in one batch at every snapshot (capture, before the
-// backend takes its view of the database) and when the cache fills.
+// backend takes its view of the database) and when the value caches of
+// the subtask exceed their share of the memory budget (see valueCache).
 //
 // With a TTL, the database entry holds the expiry (8 bytes, big-endian)
 // before the value's encoding, and the cache the expiry and the encoding
 // of every value it read.
 type diskValues[K comparable, V any] struct {
-	t        diskTable[K]
-	codec    Codec[V]
-	enc      func([]byte, V) ([]byte, error)
-	ttl      *ttlConfig // nil without a TTL
-	cache    map[K]*cachedValue[V]
-	capacity int    // valueCacheEntries; tests lower it
-	dirty    int    // entries of cache changed since the last write-back
-	buf      []byte // scratch for a database value with an expiry
+	t     diskTable[K]
+	codec Codec[V]
+	enc   func([]byte, V) ([]byte, error)
+	ttl   *ttlConfig // nil without a TTL
+	cache map[K]*cachedValue[V]
+	bytes int64  // the cost of the entries of cache (see cachedValue.cost)
+	dirty int    // entries of cache changed since the last write-back
+	buf   []byte // scratch for a database value with an expiry
 }
 
 // cachedValue is a key's value as the state holds it: v and its encoding
@@ -40,25 +38,36 @@ type cachedValue[V any] struct {
 	exp   int64 // the expiry, with a TTL
 	ok    bool
 	dirty bool // changed since the last write-back
+	// base is the entry's fixed cost: its key's database key, the entry
+	// and its slot in the map; cost adds the size of v's encoding (the
+	// estimate of v's) and raw's capacity.
+	base, cost int64
 }
 
+// cacheSlotBytes is what a map slot costs beyond its key and value
+// pointer: Go's maps keep a control byte and spare slots.
+const cacheSlotBytes = 16
+
 func newDiskValues[K comparable, V any](t diskTable[K], codec Codec[V], ttl *ttlConfig) *diskValues[K, V] {
-	return &diskValues[K, V]{t: t, codec: codec, enc: appendFunc(codec), ttl: ttl, cache: map[K]*cachedValue[V]{}, capacity: valueCacheEntries}
+	return &diskValues[K, V]{t: t, codec: codec, enc: appendFunc(codec), ttl: ttl, cache: map[K]*cachedValue[V]{}}
 }
 
 // entry returns the current key's cache entry, reading the database on a
-// miss.
+// miss. A miss first empties every value cache of the subtask if they
+// used up their budget.
 func (s *diskValues[K, V]) entry() *cachedValue[V] {
 	k := s.t.d.b.current
 	if e, ok := s.cache[k]; ok {
 		return e
 	}
-	if len(s.cache) >= s.capacity {
-		s.writeBack()
-		clear(s.cache)
+	if s.t.d.values.full() {
+		s.t.d.b.dropValueCaches()
 	}
+	key := s.t.key(nil)
 	e := &cachedValue[V]{}
-	e.ok = s.t.d.get(s.t.key(nil), func(raw []byte) (err error) {
+	e.base = int64(len(key)) + int64(unsafe.Sizeof(k)+unsafe.Sizeof(e)+unsafe.Sizeof(*e)) + cacheSlotBytes
+	size := 0
+	e.ok = s.t.d.get(key, func(raw []byte) (err error) {
 		if s.ttl != nil {
 			if e.exp, raw, err = splitExpiry(raw); err != nil {
 				return err
@@ -66,11 +75,35 @@ func (s *diskValues[K, V]) entry() *cachedValue[V] {
 			// Kept: a read that renews the value writes it back.
 			e.raw = append(e.raw[:0], raw...)
 		}
+		size = len(raw)
 		e.v, err = s.codec.Decode(raw)
 		return err
 	})
 	s.cache[k] = e
+	s.charge(e, size)
 	return e
+}
+
+// charge sets e's cost for a value whose encoding has size bytes.
+func (s *diskValues[K, V]) charge(e *cachedValue[V], size int) {
+	cost := e.base + int64(size) + int64(cap(e.raw))
+	s.bytes += cost - e.cost
+	s.t.d.values.used += cost - e.cost
+	e.cost = cost
+}
+
+// dropCache writes the cache's changes back and empties it.
+func (s *diskValues[K, V]) dropCache() {
+	s.writeBack()
+	s.forget()
+}
+
+// forget empties the cache without writing it back.
+func (s *diskValues[K, V]) forget() {
+	clear(s.cache)
+	s.dirty = 0
+	s.t.d.values.used -= s.bytes
+	s.bytes = 0
 }
 
 // get deletes an expired value, and renews one if reads renew.
@@ -98,6 +131,7 @@ func (s *diskValues[K, V]) set(v V) {
 		s.t.d.fail("encoding a value", err)
 	}
 	e.v, e.raw, e.ok = v, raw, true
+	s.charge(e, len(raw))
 	if s.ttl != nil {
 		e.exp = s.ttl.stamp()
 	}
@@ -108,6 +142,7 @@ func (s *diskValues[K, V]) clear() {
 	e := s.entry()
 	var zero V
 	e.v, e.ok = zero, false
+	s.charge(e, 0)
 	s.markDirty(e)
 }
 
@@ -119,7 +154,10 @@ func (s *diskValues[K, V]) markDirty(e *cachedValue[V]) {
 }
 
 // writeBacker is a table of the Pebble backend with a write-back cache.
-type writeBacker interface{ writeBack() }
+type writeBacker interface {
+	writeBack()
+	dropCache()
+}
 
 // writeBackCaches writes the changes of every table's write-back cache to
 // the database, before a snapshot reads it.
@@ -127,6 +165,16 @@ func (b *KeyedBackend[K]) writeBackCaches() {
 	for _, name := range b.names {
 		if w, ok := b.tables[name].(writeBacker); ok {
 			w.writeBack()
+		}
+	}
+}
+
+// dropValueCaches writes back and empties the write-back cache of every
+// table.
+func (b *KeyedBackend[K]) dropValueCaches() {
+	for _, name := range b.names {
+		if w, ok := b.tables[name].(writeBacker); ok {
+			w.dropCache()
 		}
 	}
 }
@@ -236,7 +284,7 @@ func (s *diskValues[K, V]) stage(r *sectionReader[K], count int) (func(), error)
 			return nil, err
 		}
 	}
-	return func() { clear(s.cache); s.dirty = 0 }, nil
+	return s.forget, nil
 }
 
 // restoredExpiry reads an entry's expiry for the state (see
@@ -252,8 +300,7 @@ func (s *diskValues[K, V]) cutoff() int64 { return s.ttl.now() }
 // restamp writes the cache back and drops it, so that it holds no expiry
 // the database's rewrite changes.
 func (s *diskValues[K, V]) restamp() {
-	s.writeBack()
-	clear(s.cache)
+	s.dropCache()
 	s.t.rewrite(func(value []byte) ([]byte, bool, error) { return restampValue(s.ttl, value) })
 }
 

@@ -31,7 +31,7 @@ func runExactly(ctx context.Context, c config) (err error) {
 			err = errors.Join(err, removeCheckpoints(context.Background(), c.checkpoints))
 		}()
 	}
-	jc := jobConfig{Backend: c.backend, StateDir: stateDir, Parallelism: c.parallelism, Rate: c.rate, Events: c.work.events()}
+	jc := jobConfig{Backend: c.backend, StateDir: stateDir, MemoryBudget: c.budget(), Downloads: c.downloads, Parallelism: c.parallelism, Rate: c.rate, Events: c.work.events()}
 	if c.restoreOnly {
 		if err := measureRestore(ctx, c, jc, restoreDir); err != nil {
 			return err

@@ -69,6 +69,11 @@ type jobConfig struct {
 	Backend string
 	// StateDir is the Pebble backend's directory.
 	StateDir string
+	// MemoryBudget is the Pebble backend's memory budget per subtask.
+	MemoryBudget int64
+	// Downloads is the number of shared files a subtask's restore
+	// downloads at a time.
+	Downloads int
 	// Parallelism of the source and of the keyed operator.
 	Parallelism int
 	// Rate limits the events per second; 0 means as fast as possible.
@@ -91,8 +96,9 @@ func buildJob(w workload, c jobConfig) (*stream.Job, error) {
 	j := stream.New("state-bench")
 	switch c.Backend {
 	case "pebble":
-		j.SetStateBackend(state.BackendConfig{Kind: state.PebbleBackend, Dir: filepath.Clean(c.StateDir)})
+		j.SetStateBackend(state.BackendConfig{Kind: state.PebbleBackend, Dir: filepath.Clean(c.StateDir), MemoryBudget: c.MemoryBudget, DownloadConcurrency: c.Downloads})
 	case "heap":
+		j.SetStateBackend(state.BackendConfig{DownloadConcurrency: c.Downloads})
 	default:
 		return nil, fmt.Errorf("--state is %q: use pebble or heap", c.Backend)
 	}

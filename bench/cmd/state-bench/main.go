@@ -26,12 +26,16 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/exactlyonce/exactly/state"
 )
 
 // config is the benchmark's flags.
 type config struct {
 	system      string
 	backend     string
+	budgetMiB   int64
+	downloads   int
 	stateGB     float64
 	work        workload
 	rate        float64
@@ -54,6 +58,8 @@ func main() {
 	var c config
 	flag.StringVar(&c.system, "system", "exactly", "exactly, or flink (bench/peers/flink, RocksDB with incremental checkpoints)")
 	flag.StringVar(&c.backend, "state", "pebble", "exactly's keyed-state backend: pebble or heap")
+	flag.Int64Var(&c.budgetMiB, "memory-budget-mib", 0, "pebble: state.BackendConfig.MemoryBudget per subtask, MiB; 0: the default (256 MiB)")
+	flag.IntVar(&c.downloads, "download-concurrency", 0, "state.BackendConfig.DownloadConcurrency: shared files a subtask's restore downloads at a time; 0: the default (4)")
 	flag.Float64Var(&c.stateGB, "state-gb", 1, "logical state to reach, GiB: keys × --value-bytes")
 	flag.IntVar(&c.work.ValueBytes, "value-bytes", 1024, "bytes of every value")
 	flag.Uint64Var(&c.work.UpdatesPerInsert, "updates-per-insert", 1, "updates of existing keys after each new key")
@@ -92,6 +98,10 @@ func (c *config) validate() error {
 		return fmt.Errorf("--system is %q: use exactly or flink", c.system)
 	case c.backend != "pebble" && c.backend != "heap":
 		return fmt.Errorf("--state is %q: use pebble or heap", c.backend)
+	case c.budgetMiB < 0:
+		return fmt.Errorf("--memory-budget-mib is %d: use 0 for the default or a size in MiB", c.budgetMiB)
+	case c.downloads < 0:
+		return fmt.Errorf("--download-concurrency is %d: use 0 for the default or a positive number", c.downloads)
 	case c.stateGB <= 0:
 		return fmt.Errorf("--state-gb is %v: use a positive size", c.stateGB)
 	case c.work.ValueBytes < 8:
@@ -116,6 +126,14 @@ func (c *config) validate() error {
 	return nil
 }
 
+// budget returns the Pebble backend's memory budget per subtask.
+func (c config) budget() int64 {
+	if c.budgetMiB == 0 {
+		return state.DefaultMemoryBudget
+	}
+	return c.budgetMiB << 20
+}
+
 // run runs the benchmark that c selects.
 func run(ctx context.Context, c config) error {
 	if err := os.MkdirAll(c.dir, 0o755); err != nil {
@@ -126,6 +144,9 @@ func run(ctx context.Context, c config) error {
 		limit = bytesStr(l)
 	}
 	backend := c.backend
+	if backend == "pebble" {
+		backend = fmt.Sprintf("pebble, memory budget %s per subtask", bytesStr(c.budget()))
+	}
 	if c.system == "flink" {
 		backend = "rocksdb, incremental checkpoints"
 	}

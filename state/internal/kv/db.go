@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 )
 
 // DB is a Pebble database that holds one subtask's keyed state. It is used
@@ -20,6 +21,7 @@ import (
 type DB struct {
 	dir      string
 	instance string // random id of this database instance
+	opts     Options
 	db       *pebble.DB
 	// closing is held for reading while a view is read, and for writing
 	// by Close, which so waits for the views being read.
@@ -30,8 +32,21 @@ type DB struct {
 	views   map[*View]struct{}
 }
 
+// Options are the tuning of a database.
+type Options struct {
+	// CacheBytes is the size of the database's block cache (uncompressed
+	// blocks of its files). Pebble allocates it outside the Go heap when
+	// built with cgo, so GOMEMLIMIT does not count it. At least
+	// MinCacheBytes.
+	CacheBytes int64
+}
+
+// MinCacheBytes is the smallest block cache a database is opened with: a
+// smaller CacheBytes is raised to it.
+const MinCacheBytes = 1 << 20
+
 // Open creates a fresh database in dir, removing whatever dir held.
-func Open(dir string) (*DB, error) {
+func Open(dir string, o Options) (*DB, error) {
 	if dir == "" {
 		return nil, errors.New("kv: the database directory is empty")
 	}
@@ -45,16 +60,30 @@ func Open(dir string) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := pebble.Open(dir, options())
+	db, err := open(dir, o)
 	if err != nil {
 		return nil, fmt.Errorf("kv: opening a Pebble database in %s: %w", dir, err)
 	}
-	return &DB{dir: dir, instance: instance, db: db, views: make(map[*View]struct{})}, nil
+	return &DB{dir: dir, instance: instance, opts: o, db: db, views: make(map[*View]struct{})}, nil
 }
 
-// options are the options of every writable database.
-func options() *pebble.Options {
-	return &pebble.Options{DisableWAL: true, Logger: quietLogger{}, MaxManifestFileSize: maxManifestFileSize}
+// bloomBitsPerKey is the size of the bloom filter of every file, per key:
+// 10 bits make about 1% of the reads of an absent key look into a file.
+const bloomBitsPerKey = 10
+
+// open opens the writable database in dir with its own block cache of
+// o.CacheBytes and a bloom filter in the files of every level, so that a
+// point read of a key that is not in the database (every insert reads
+// first) reads almost no file.
+func open(dir string, o Options) (*pebble.DB, error) {
+	cache := pebble.NewCache(max(o.CacheBytes, MinCacheBytes))
+	// The database holds its own reference to the cache.
+	defer cache.Unref()
+	opts := &pebble.Options{DisableWAL: true, Logger: quietLogger{}, MaxManifestFileSize: maxManifestFileSize, Cache: cache}
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(bloomBitsPerKey)
+	}
+	return pebble.Open(dir, opts)
 }
 
 // Settle flushes the memtable and compacts the whole database, so that no
@@ -92,7 +121,7 @@ func (d *DB) Adopt(dir string) error {
 		err = os.Rename(dir, d.dir)
 	}
 	if err == nil {
-		if d.db, err = pebble.Open(d.dir, options()); err == nil {
+		if d.db, err = open(d.dir, d.opts); err == nil {
 			return nil
 		}
 	}
@@ -102,7 +131,7 @@ func (d *DB) Adopt(dir string) error {
 	if rerr := os.RemoveAll(d.dir); rerr != nil {
 		return errors.Join(err, rerr)
 	}
-	db, oerr := pebble.Open(d.dir, options())
+	db, oerr := open(d.dir, d.opts)
 	if oerr != nil {
 		return errors.Join(err, oerr)
 	}

@@ -1,0 +1,108 @@
+package state
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/state/internal/kv"
+)
+
+// DefaultDownloadConcurrency is the number of shared files a restore
+// downloads at a time per subtask when BackendConfig.DownloadConcurrency
+// is 0.
+const DefaultDownloadConcurrency = 4
+
+// download writes the database files into dir: the inline ones from the
+// snapshot, the shared ones from local when they match (nil: no local
+// copies), else read (and verified) from files and kept in local, up to
+// concurrency of them at a time (0: DefaultDownloadConcurrency). After a
+// failed file no other starts; download waits for those in flight and
+// returns the errors. On error dir holds partial files: remove it.
+func download(dir string, dbFiles []checkpoint.DBFile, files checkpoint.SharedFiles, local *kv.LocalFiles, concurrency int) error {
+	var shared []checkpoint.DBFile
+	for _, f := range dbFiles {
+		if f.Shared.Name != "" {
+			shared = append(shared, f)
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(dir, f.Name), f.Data, 0o644); err != nil {
+			return err
+		}
+	}
+	if concurrency <= 0 {
+		concurrency = DefaultDownloadConcurrency
+	}
+	return inParallel(len(shared), concurrency, func(i int) error {
+		return fetchShared(filepath.Join(dir, shared[i].Name), shared[i].Shared, files, local)
+	})
+}
+
+// fetchShared puts the shared file f at path: from local when it holds f,
+// else downloaded from files and then kept in local.
+func fetchShared(path string, f checkpoint.SharedFile, files checkpoint.SharedFiles, local *kv.LocalFiles) error {
+	if local != nil {
+		found, err := local.Fetch(f.Name, f.Size, f.CRC32C, path)
+		if err != nil || found {
+			return err
+		}
+	}
+	if err := downloadFile(files, f, path); err != nil {
+		return err
+	}
+	if local != nil {
+		// As in upload.share: a copy not kept is downloaded next time.
+		_ = local.Keep(f.Name, path)
+	}
+	return nil
+}
+
+// inParallel calls do(0), …, do(n-1), at most limit of them at a time,
+// and starts no call once one failed; it returns when every started call
+// returned, with their errors.
+func inParallel(n, limit int, do func(i int) error) error {
+	var (
+		next   atomic.Int64
+		failed atomic.Bool
+		mu     sync.Mutex
+		errs   []error
+		wg     sync.WaitGroup
+	)
+	for range min(n, limit) {
+		wg.Go(func() {
+			for !failed.Load() {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := do(i); err != nil {
+					failed.Store(true)
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// downloadFile streams the shared file f from files into a new file at
+// path, removed again if the download fails. It is not synced: a crash
+// removes the download directory, and the database is never reused after
+// one.
+func downloadFile(files checkpoint.SharedFiles, f checkpoint.SharedFile, path string) error {
+	dst, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	err = errors.Join(files.ReadShared(f, dst), dst.Close())
+	if err != nil {
+		return errors.Join(err, os.Remove(path))
+	}
+	return nil
+}
