@@ -1,7 +1,6 @@
 package cluster_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -26,6 +25,7 @@ import (
 	"github.com/exactlyonce/exactly/connectors/kafka"
 	"github.com/exactlyonce/exactly/internal/kafkatest"
 	"github.com/exactlyonce/exactly/internal/testenv"
+	"github.com/exactlyonce/exactly/internal/testlog"
 	"github.com/exactlyonce/exactly/state"
 	"github.com/exactlyonce/exactly/stream"
 )
@@ -400,7 +400,7 @@ type instances struct {
 type instance struct {
 	name string
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *testlog.Buffer
 	done chan error
 	// ends is set when the test ended the process on purpose.
 	ends atomic.Bool
@@ -479,7 +479,7 @@ func (c *instances) start(name string) *instance {
 	c.t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestClusterInstance$", "-test.v")
 	cmd.Env = append(append(os.Environ(), c.env...), envInstance+"="+name)
-	buf := &syncBuffer{}
+	buf := &testlog.Buffer{}
 	cmd.Stdout, cmd.Stderr = buf, buf
 	if err := cmd.Start(); err != nil {
 		c.t.Fatal(err)
@@ -543,22 +543,4 @@ func (c *instances) dumpLogs() {
 	for _, in := range c.all {
 		c.t.Logf("--- instance %s ---\n%s", in.name, in.out.String())
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a process's writes while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

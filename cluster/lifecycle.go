@@ -110,19 +110,7 @@ func (l *lifecycle) assigned(tasks []Task) []action {
 // returned actions end with answerRevoke when no revoked task is running;
 // otherwise exited returns it once the last one has exited.
 func (l *lifecycle) revoked(tasks []Task) []action {
-	var acts []action
-	for _, t := range sorted(tasks) {
-		r := l.tasks[t]
-		if r == nil {
-			continue
-		}
-		r.again = false
-		l.revoking[t] = true
-		if !r.stopping {
-			r.stopping = true
-			acts = append(acts, action{kind: stopTask, task: t})
-		}
-	}
+	acts := l.stopRuns(tasks, true)
 	if len(l.revoking) == 0 {
 		acts = append(acts, action{kind: answerRevoke})
 	}
@@ -130,7 +118,11 @@ func (l *lifecycle) revoked(tasks []Task) []action {
 }
 
 // lost handles tasks this instance no longer owns without a revocation.
-func (l *lifecycle) lost(tasks []Task) []action {
+func (l *lifecycle) lost(tasks []Task) []action { return l.stopRuns(tasks, false) }
+
+// stopRuns stops the runs of tasks that are not stopping already and
+// forgets any start again; with awaited, a revocation waits for their exits.
+func (l *lifecycle) stopRuns(tasks []Task, awaited bool) []action {
 	var acts []action
 	for _, t := range sorted(tasks) {
 		r := l.tasks[t]
@@ -138,6 +130,9 @@ func (l *lifecycle) lost(tasks []Task) []action {
 			continue
 		}
 		r.again = false
+		if awaited {
+			l.revoking[t] = true
+		}
 		if !r.stopping {
 			r.stopping = true
 			acts = append(acts, action{kind: stopTask, task: t})
@@ -202,18 +197,7 @@ func (l *lifecycle) exited(t Task, err error) []action {
 }
 
 // stopAll stops every running task cleanly.
-func (l *lifecycle) stopAll() []action {
-	var acts []action
-	for _, t := range l.running() {
-		r := l.tasks[t]
-		r.again = false
-		if !r.stopping {
-			r.stopping = true
-			acts = append(acts, action{kind: stopTask, task: t})
-		}
-	}
-	return acts
-}
+func (l *lifecycle) stopAll() []action { return l.stopRuns(l.running(), false) }
 
 // running lists the tasks with a run, sorted.
 func (l *lifecycle) running() []Task {

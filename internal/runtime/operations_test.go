@@ -1,7 +1,6 @@
 package runtime_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -20,6 +18,7 @@ import (
 	"github.com/exactlyonce/exactly/checkpoint/store"
 	"github.com/exactlyonce/exactly/connectors/file"
 	"github.com/exactlyonce/exactly/internal/runtime"
+	"github.com/exactlyonce/exactly/internal/testlog"
 	"github.com/exactlyonce/exactly/internal/testwait"
 	"github.com/exactlyonce/exactly/internal/vfs"
 	"github.com/exactlyonce/exactly/sink"
@@ -189,7 +188,7 @@ func TestStuckTaskFailsOver(t *testing.T) {
 		dir := t.TempDir()
 		out := newTxSink()
 		out.stuck.Store(true)
-		logs := &syncBuffer{}
+		logs := &testlog.Buffer{}
 		opts := stream.Options{
 			CheckpointDir:               dir,
 			CheckpointInterval:          10 * time.Millisecond,
@@ -307,24 +306,6 @@ func TestCorruptNewestCheckpointStops(t *testing.T) {
 		}
 		out.check(t, n)
 	})
-}
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // timersJob passes every number through and registers, per key (the

@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/exactlyonce/exactly/internal/testlog"
 	"github.com/exactlyonce/exactly/stream"
 )
 
@@ -24,7 +25,7 @@ func TestStartIsLogged(t *testing.T) {
 			"job started from the beginning of its input",
 			"job started from its latest checkpoint",
 		} {
-			logs := &syncBuffer{}
+			logs := &testlog.Buffer{}
 			opts := stream.Options{CheckpointDir: dir, CheckpointInterval: 10 * time.Millisecond,
 				Logger: slog.New(slog.NewTextHandler(logs, nil))}
 			if err := intsJob(100, out).Run(context.Background(), opts); err != nil {

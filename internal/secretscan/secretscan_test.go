@@ -1,7 +1,6 @@
 package secretscan_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -9,7 +8,6 @@ import (
 	"net"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -18,6 +16,7 @@ import (
 	"github.com/exactlyonce/exactly/connectors/kafka"
 	"github.com/exactlyonce/exactly/connectors/postgres"
 	"github.com/exactlyonce/exactly/internal/testenv"
+	"github.com/exactlyonce/exactly/internal/testlog"
 	"github.com/exactlyonce/exactly/stream"
 )
 
@@ -67,7 +66,7 @@ func TestNoSecretInLogsOrErrors(t *testing.T) {
 		return u.String()
 	}
 
-	var logs syncBuffer
+	var logs testlog.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	var said []string // every error the runs returned
 
@@ -170,22 +169,4 @@ func random(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return hex.EncodeToString(b)
-}
-
-// syncBuffer is a bytes.Buffer for a logger that several goroutines use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
