@@ -29,27 +29,27 @@ const crashN1, crashN2 = 9000, 6000
 func crashTime1(i int) time.Time { return time.UnixMilli(int64(i)) }
 func crashTime2(i int) time.Time { return time.UnixMilli(int64(i) * 3 / 2) }
 
-// mod8 is the key of the crash tests' records.
+// mod8 is the key of most crash tests' records.
 func mod8(i int) int64 { return int64(i % 8) }
 
 // twoInputCrashTest runs the operator that build adds to a job of the two
-// inputs keyed by mod8, with its state in backend, under kills, and checks
+// inputs keyed by key, with its state in backend, under kills, and checks
 // its committed output against a failure-free run's. The failure-free run
 // must produce at least minLines lines.
-func twoInputCrashTest(t *testing.T, backend state.BackendKind, minLines int,
+func twoInputCrashTest(t *testing.T, backend state.BackendKind, minLines int, key func(int) int64,
 	build func(a, b stream.KeyedStream[int64, int]) stream.Stream[string]) {
 	if testing.Short() {
 		t.Skip("crash test: skipped with -short")
 	}
 	dir := crashDir(t, "EXACTLY_TWO_INPUT_CRASH_DIR")
 	if crashtest.IsChild() {
-		if err := runTwoInputCrashJob(dir, backend, true, build); err != nil {
+		if err := runTwoInputCrashJob(dir, backend, true, key, build); err != nil {
 			t.Fatal(err)
 		}
 		return
 	}
 	ref := t.TempDir()
-	if err := runTwoInputCrashJob(ref, backend, false, build); err != nil {
+	if err := runTwoInputCrashJob(ref, backend, false, key, build); err != nil {
 		t.Fatalf("failure-free run: %v", err)
 	}
 	want := readCommittedLines(t, filepath.Join(ref, "out"))
@@ -68,9 +68,9 @@ func twoInputCrashTest(t *testing.T, backend state.BackendKind, minLines int,
 }
 
 // runTwoInputCrashJob runs the two inputs, paced or not, through the
-// operator build adds into a file sink in dir/out, resuming from the
+// operator build adds (keyed by key) into a file sink in dir/out, resuming from the
 // checkpoints in dir.
-func runTwoInputCrashJob(dir string, backend state.BackendKind, paced bool, build func(a, b stream.KeyedStream[int64, int]) stream.Stream[string]) error {
+func runTwoInputCrashJob(dir string, backend state.BackendKind, paced bool, key func(int) int64, build func(a, b stream.KeyedStream[int64, int]) stream.Stream[string]) error {
 	out, err := file.NewSink(filepath.Join(dir, "out"), func(dst []byte, line string) []byte { return append(dst, line...) }, file.SinkOptions{})
 	if err != nil {
 		return err
@@ -78,7 +78,7 @@ func runTwoInputCrashJob(dir string, backend state.BackendKind, paced bool, buil
 	j := stream.New("two-inputs")
 	a := stream.SourceWithEventTime(j, "in1", pacedSource{n: crashN1, paced: paced}, stream.EventTime[int]{Timestamp: crashTime1})
 	b := stream.SourceWithEventTime(j, "in2", pacedSource{n: crashN2, paced: paced}, stream.EventTime[int]{Timestamp: crashTime2})
-	stream.SinkTo(build(stream.KeyBy(a, mod8, state.Int64Codec{}), stream.KeyBy(b, mod8, state.Int64Codec{})), "out", out)
+	stream.SinkTo(build(stream.KeyBy(a, key, state.Int64Codec{}), stream.KeyBy(b, key, state.Int64Codec{})), "out", out)
 	if backend == state.PebbleBackend {
 		j.SetStateBackend(state.BackendConfig{Kind: backend, Dir: filepath.Join(dir, "pebble")})
 	}
@@ -94,13 +94,13 @@ func runTwoInputCrashJob(dir string, backend state.BackendKind, paced bool, buil
 // count and sum of each input's values, shared keyed state emitted by an
 // event-time timer.
 func TestCoProcessCrashExactlyOnce(t *testing.T) {
-	twoInputCrashTest(t, state.HeapBackend, 700, coBucketSums)
+	twoInputCrashTest(t, state.HeapBackend, 700, mod8, coBucketSums)
 }
 
 // TestCoProcessCrashExactlyOncePebble is TestCoProcessCrashExactlyOnce
 // with the state in the Pebble backend.
 func TestCoProcessCrashExactlyOncePebble(t *testing.T) {
-	twoInputCrashTest(t, state.PebbleBackend, 700, coBucketSums)
+	twoInputCrashTest(t, state.PebbleBackend, 700, mod8, coBucketSums)
 }
 
 // bucketSums are the counts and sums of a key's 100 ms bucket.
