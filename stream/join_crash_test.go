@@ -34,7 +34,9 @@ func TestIntervalJoinCrashExactlyOncePebble(t *testing.T) {
 // windowPairs joins records in sliding windows of 20 ms every 10 ms.
 func windowPairs(a, b stream.KeyedStream[int64, int]) stream.Stream[string] {
 	return stream.WindowJoin(a, b, "join", stream.Sliding(20*time.Millisecond, 10*time.Millisecond), crashInputs,
-		func(k int64, w stream.Window, a, b int) string { return fmt.Sprintf("%d,%d,%d,%d", k, w.Start.UnixMilli(), a, b) },
+		func(k int64, w stream.Window, a, b int) string {
+			return fmt.Sprintf("%d,%d,%d,%d", k, w.Start.UnixMilli(), a, b)
+		},
 		stream.Parallelism(2))
 }
 
