@@ -82,12 +82,19 @@ func runTwoInputCrashJob(dir string, backend state.BackendKind, paced bool, key 
 	if backend == state.PebbleBackend {
 		j.SetStateBackend(state.BackendConfig{Kind: backend, Dir: filepath.Join(dir, "pebble")})
 	}
-	return j.Run(context.Background(), stream.Options{
+	return j.Run(context.Background(), crashRunOptions(dir))
+}
+
+// crashRunOptions are the options of a deterministic crash job resuming
+// from the checkpoints in dir: a checkpoint every 50 ms, the watermark sent
+// after every read, the crash harness's probe.
+func crashRunOptions(dir string) stream.Options {
+	return stream.Options{
 		CheckpointDir:      filepath.Join(dir, "checkpoints"),
 		CheckpointInterval: 50 * time.Millisecond,
 		WatermarkInterval:  time.Nanosecond,
 		Probe:              crashtest.Probe(),
-	})
+	}
 }
 
 // TestCoProcessCrashExactlyOnce: per key and 100 ms of event time, the

@@ -60,6 +60,21 @@ func runCoModel[OUT comparable](t *testing.T, m coModel[OUT], backend state.Back
 	return st
 }
 
+// runCoModels runs the model of each configuration on backend as a
+// subtest; wantLate: the runs must have met late records.
+func runCoModels[C any, OUT comparable](t *testing.T, configs []C, model func(C) coModel[OUT], backend state.BackendKind, seeds int, wantLate bool) {
+	if backend == state.PebbleBackend && testing.Short() {
+		t.Skip("opens many Pebble databases; skipped with -short")
+	}
+	for _, c := range configs {
+		t.Run(fmt.Sprintf("%+v", c), func(t *testing.T) {
+			if st := runCoModel(t, model(c), backend, seeds); wantLate && st.late == 0 {
+				t.Errorf("no late record: %+v", st)
+			}
+		})
+	}
+}
+
 func runCoModelOnce[OUT comparable](t *testing.T, m coModel[OUT], backend state.BackendKind, seed uint64) (outputs, lates, restarts int) {
 	rng := rand.New(rand.NewPCG(seed, 0xc0))
 	key := func(r modelRec) int64 { return r.Key }

@@ -1,45 +1,13 @@
 package stream_test
 
 import (
-	"context"
-	"encoding/binary"
 	"fmt"
-	"io"
 	"os"
 	"time"
 
-	"github.com/exactlyonce/exactly/source"
 	"github.com/exactlyonce/exactly/state"
 	"github.com/exactlyonce/exactly/stream"
 )
-
-// fixed is a source of the given records from one split, one per read,
-// like clicks, of any type.
-type fixed[T any] []T
-
-func (f fixed[T]) Splits(context.Context) ([]string, error) { return []string{"0"}, nil }
-
-func (f fixed[T]) Open(_ context.Context, _ string, pos []byte) (source.Reader[T], error) {
-	next, _ := binary.Uvarint(pos)
-	return &fixedReader[T]{recs: f, next: int(next)}, nil
-}
-
-type fixedReader[T any] struct {
-	recs fixed[T]
-	next int
-}
-
-func (r *fixedReader[T]) Read(_ context.Context, buf []T) (int, error) {
-	if r.next == len(r.recs) {
-		return 0, io.EOF
-	}
-	buf[0] = r.recs[r.next]
-	r.next++
-	return 1, nil
-}
-
-func (r *fixedReader[T]) Position() []byte { return binary.AppendUvarint(nil, uint64(r.next)) }
-func (r *fixedReader[T]) Close() error     { return nil }
 
 // clickTime is a click's event time.
 func clickTime(c click) time.Time { return c.At }

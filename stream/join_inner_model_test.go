@@ -1,7 +1,6 @@
 package stream
 
 import (
-	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -82,21 +81,11 @@ func innerModel(ttl *state.TTL) coModel[joined] {
 // state TTL (renewed on write, or on read and write), and that the TTL
 // leaves no state once the watermark passed every record by it.
 func TestInnerJoinModel(t *testing.T) {
-	for _, ttl := range []*state.TTL{
-		nil,
-		{After: 15 * time.Millisecond},
-		{After: 5 * time.Millisecond, Update: state.TTLOnReadAndWrite},
-	} {
-		t.Run(fmt.Sprintf("ttl=%v", ttl), func(t *testing.T) { runCoModel(t, innerModel(ttl), state.HeapBackend, 30) })
-	}
+	ttls := []*state.TTL{nil, {After: 15 * time.Millisecond}, {After: 5 * time.Millisecond, Update: state.TTLOnReadAndWrite}}
+	runCoModels(t, ttls, innerModel, state.HeapBackend, 30, false)
 }
 
 // TestInnerJoinModelPebble is TestInnerJoinModel with the state on disk.
 func TestInnerJoinModelPebble(t *testing.T) {
-	if testing.Short() {
-		t.Skip("opens many Pebble databases; skipped with -short")
-	}
-	for _, ttl := range []*state.TTL{nil, {After: 15 * time.Millisecond}} {
-		t.Run(fmt.Sprintf("ttl=%v", ttl), func(t *testing.T) { runCoModel(t, innerModel(ttl), state.PebbleBackend, 3) })
-	}
+	runCoModels(t, []*state.TTL{nil, {After: 15 * time.Millisecond}}, innerModel, state.PebbleBackend, 3, false)
 }

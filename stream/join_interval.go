@@ -68,35 +68,19 @@ func newIntervalJoin[K comparable, A, B, OUT any](ctx *Context[K], iv Interval, 
 		Process: func(ctx *Context[K], v either[A, B], out *Output[OUT]) error {
 			if v.second {
 				t := in.Time2(v.b).UnixNano()
-				if t <= ctx.watermark {
-					ctx.oc.LateRecords.Add(1)
-					return nil
-				}
-				for t1, as := range waiting1.All() {
+				arrive(ctx, t, v.b, waiting2, waiting1, addSigned(t, upper), func(t1 int64, a A) {
 					if iv.contains(t1 - t) {
-						for _, a := range as {
-							out.Emit(join(ctx.Key(), a, v.b))
-						}
+						out.Emit(join(ctx.Key(), a, v.b))
 					}
-				}
-				waiting2.Compute(t, func(bs []B, _ bool) []B { return append(bs[:len(bs):len(bs)], v.b) })
-				ctx.RegisterEventTimer(time.Unix(0, addSigned(t, upper)))
+				})
 				return nil
 			}
 			t := in.Time1(v.a).UnixNano()
-			if t <= ctx.watermark {
-				ctx.oc.LateRecords.Add(1)
-				return nil
-			}
-			for t2, bs := range waiting2.All() {
+			arrive(ctx, t, v.a, waiting1, waiting2, addSigned(t, -lower), func(t2 int64, b B) {
 				if iv.contains(t - t2) {
-					for _, b := range bs {
-						out.Emit(join(ctx.Key(), v.a, b))
-					}
+					out.Emit(join(ctx.Key(), v.a, b))
 				}
-			}
-			waiting1.Compute(t, func(as []A, _ bool) []A { return append(as[:len(as):len(as)], v.a) })
-			ctx.RegisterEventTimer(time.Unix(0, addSigned(t, -lower)))
+			})
 			return nil
 		},
 		// The timer at when is due for the first input's records at
@@ -109,6 +93,25 @@ func newIntervalJoin[K comparable, A, B, OUT any](ctx *Context[K], iv Interval, 
 			return nil
 		},
 	}, nil
+}
+
+// arrive handles the record v at t of one input of an interval join: a
+// late record is counted and dropped; otherwise match is called with
+// every record waiting in the other input's map, and v waits in its own
+// until the watermark reaches cleanup.
+func arrive[K comparable, V, W any](ctx *Context[K], t int64, v V, own *state.MapState[K, int64, []V], other *state.MapState[K, int64, []W],
+	cleanup int64, match func(at int64, w W)) {
+	if t <= ctx.watermark {
+		ctx.oc.LateRecords.Add(1)
+		return
+	}
+	for at, ws := range other.All() {
+		for _, w := range ws {
+			match(at, w)
+		}
+	}
+	own.Compute(t, func(vs []V, _ bool) []V { return append(vs[:len(vs):len(vs)], v) })
+	ctx.RegisterEventTimer(time.Unix(0, cleanup))
 }
 
 // addSigned returns a+b, saturating at the bounds of int64.

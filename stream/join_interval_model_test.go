@@ -91,22 +91,11 @@ var modelIntervals = []Interval{
 // state is left once the watermark passed every record's time by the
 // interval, against the reference, for inclusive and exclusive bounds.
 func TestIntervalJoinModel(t *testing.T) {
-	for _, iv := range modelIntervals {
-		t.Run(fmt.Sprintf("%+v", iv), func(t *testing.T) {
-			if st := runCoModel(t, intervalModel(iv), state.HeapBackend, 30); st.late == 0 {
-				t.Errorf("no late record: %+v", st)
-			}
-		})
-	}
+	runCoModels(t, modelIntervals, intervalModel, state.HeapBackend, 30, true)
 }
 
 // TestIntervalJoinModelPebble is TestIntervalJoinModel with the state on
 // disk.
 func TestIntervalJoinModelPebble(t *testing.T) {
-	if testing.Short() {
-		t.Skip("opens many Pebble databases; skipped with -short")
-	}
-	for _, iv := range modelIntervals[:2] {
-		t.Run(fmt.Sprintf("%+v", iv), func(t *testing.T) { runCoModel(t, intervalModel(iv), state.PebbleBackend, 3) })
-	}
+	runCoModels(t, modelIntervals[:2], intervalModel, state.PebbleBackend, 3, false)
 }

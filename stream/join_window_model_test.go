@@ -1,7 +1,6 @@
 package stream
 
 import (
-	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -140,21 +139,10 @@ var modelJoinWindows = []Windows{
 // TestWindowJoinModel checks the pairs per window, the late records, and
 // that no state is left once every window fired, against the reference.
 func TestWindowJoinModel(t *testing.T) {
-	for _, w := range modelJoinWindows {
-		t.Run(fmt.Sprintf("%+v", w), func(t *testing.T) {
-			if st := runCoModel(t, windowJoinModel(w), state.HeapBackend, 30); st.late == 0 {
-				t.Errorf("no late record: %+v", st)
-			}
-		})
-	}
+	runCoModels(t, modelJoinWindows, windowJoinModel, state.HeapBackend, 30, true)
 }
 
 // TestWindowJoinModelPebble is TestWindowJoinModel with the state on disk.
 func TestWindowJoinModelPebble(t *testing.T) {
-	if testing.Short() {
-		t.Skip("opens many Pebble databases; skipped with -short")
-	}
-	for _, w := range modelJoinWindows[1:3] {
-		t.Run(fmt.Sprintf("%+v", w), func(t *testing.T) { runCoModel(t, windowJoinModel(w), state.PebbleBackend, 3) })
-	}
+	runCoModels(t, modelJoinWindows[1:3], windowJoinModel, state.PebbleBackend, 3, false)
 }
