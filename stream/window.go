@@ -148,7 +148,7 @@ func WindowAggregate[K comparable, T, A, OUT any](ks KeyedStream[K, T], name str
 func (w Windows) invalid() string {
 	switch {
 	case w.session && w.gap <= 0:
-		return fmt.Sprintf("Session gap %v must be positive", w.gap)
+		return fmt.Sprintf("Session gap %v must be positive: use Session(gap) with a positive duration", w.gap)
 	case !w.session && (w.size <= 0 || w.slide <= 0):
 		return fmt.Sprintf("window size %v and slide %v must be positive: use Tumbling(size), Sliding(size, slide) or Session(gap) with positive durations", w.size, w.slide)
 	}
