@@ -5,7 +5,10 @@
 // a stream by key and [Process] runs a function with keyed state and
 // processing-time and event-time timers on it; [WindowAggregate] aggregates
 // it per event-time window ([Tumbling], [Sliding], [Session]), with
-// [AllowedLateness] for late records; [SideOutput] takes a second stream
+// [AllowedLateness] for late records; [CoProcess] runs a function of two
+// keyed streams sharing keyed state and timers, on which the joins are
+// built: [IntervalJoin] and [WindowJoin] on event time, [InnerJoin]
+// without time bounds (its state bounded by [StateTTL]); [SideOutput] takes a second stream
 // out of a process function (an [OutputTag] it emits to with [EmitTo]);
 // [Union] merges streams; [SinkTo] writes a stream to an exactly-once
 // sink. [Job.Run] executes the job. docs/operators.md describes every

@@ -30,31 +30,34 @@ func at(mm int) time.Time { return time.Date(2026, 1, 2, 12, mm, 0, 0, time.UTC)
 // clicks is a source of fixed clicks from one split, one per read: with
 // the watermark sent after each ([stream.Options].WatermarkInterval of a
 // nanosecond), an example's output is the same every run.
-type clicks []click
+type clicks = fixed[click]
 
-func (c clicks) Splits(context.Context) ([]string, error) { return []string{"0"}, nil }
+// fixed is a source of the given records from one split, one per read.
+type fixed[T any] []T
 
-func (c clicks) Open(_ context.Context, _ string, pos []byte) (source.Reader[click], error) {
+func (f fixed[T]) Splits(context.Context) ([]string, error) { return []string{"0"}, nil }
+
+func (f fixed[T]) Open(_ context.Context, _ string, pos []byte) (source.Reader[T], error) {
 	next, _ := binary.Uvarint(pos)
-	return &clickReader{clicks: c, next: int(next)}, nil
+	return &fixedReader[T]{recs: f, next: int(next)}, nil
 }
 
-type clickReader struct {
-	clicks clicks
-	next   int
+type fixedReader[T any] struct {
+	recs fixed[T]
+	next int
 }
 
-func (r *clickReader) Read(_ context.Context, buf []click) (int, error) {
-	if r.next == len(r.clicks) {
+func (r *fixedReader[T]) Read(_ context.Context, buf []T) (int, error) {
+	if r.next == len(r.recs) {
 		return 0, io.EOF
 	}
-	buf[0] = r.clicks[r.next]
+	buf[0] = r.recs[r.next]
 	r.next++
 	return 1, nil
 }
 
-func (r *clickReader) Position() []byte { return binary.AppendUvarint(nil, uint64(r.next)) }
-func (r *clickReader) Close() error     { return nil }
+func (r *fixedReader[T]) Position() []byte { return binary.AppendUvarint(nil, uint64(r.next)) }
+func (r *fixedReader[T]) Close() error     { return nil }
 
 // fileSink returns an exactly-once file sink writing lines to dir/name.
 func fileSink[T any](dir, name string, line func(T) string) *file.Sink[T] {

@@ -87,7 +87,7 @@ func (j *Job) Sources() map[string]any {
 }
 
 // SetStateBackend chooses where the keyed state of the job's keyed
-// operators ([Process], [WindowAggregate]) lives: by default on the heap;
+// operators ([Process], [WindowAggregate], [CoProcess], the joins) lives: by default on the heap;
 // state.BackendConfig{Kind: state.PebbleBackend, Dir: dir} keeps it on disk
 // under dir, which is then required. Checkpoints are the same either way,
 // so a job can change backends between runs. See docs/state.md.
@@ -100,8 +100,9 @@ func (j *Job) SetStateBackend(c state.BackendConfig) { j.stateBackend = c }
 //
 //   - [SourceOption]: [Source], [SourceWithEventTime].
 //   - [TransformOption]: [Map], [Filter], [FlatMap].
-//   - [KeyedOption]: [Process].
+//   - [KeyedOption]: [Process], [CoProcess], [IntervalJoin], [WindowJoin].
 //   - [WindowOption]: [WindowAggregate] ([AllowedLateness], [LateRecords]).
+//   - [JoinOption]: [InnerJoin] ([StateTTL]).
 //   - [SinkOption]: [SinkTo].
 //
 // [Parallelism] is an option of every kind; [Name] of transforms only

@@ -25,6 +25,8 @@ func TestMisplacedOptionDoesNotCompile(t *testing.T) {
 		{"name on a source", `stream.Source(j, "nums", src, stream.Name("x"))`, "does not implement stream.SourceOption"},
 		{"name on a keyed operator", `stream.Process(stream.KeyBy(nums, func(v int) int { return v }, state.IntCodec{}), "p", setup, stream.Name("x"))`, "does not implement stream.KeyedOption"},
 		{"lateness on a process function", `stream.Process(stream.KeyBy(nums, func(v int) int { return v }, state.IntCodec{}), "p", setup, stream.AllowedLateness(time.Second))`, "does not implement stream.KeyedOption"},
+		{"state TTL on an interval join", `k := stream.KeyBy(nums, func(v int) int { return v }, state.IntCodec{}); stream.IntervalJoin(k, k, "j", stream.Interval{}, stream.JoinInputs[int, int]{}, func(int, int, int) int { return 0 }, stream.StateTTL(state.TTL{After: time.Second}))`, "does not implement stream.KeyedOption"},
+		{"lateness on an inner join", `k := stream.KeyBy(nums, func(v int) int { return v }, state.IntCodec{}); stream.InnerJoin(k, k, "j", stream.JoinInputs[int, int]{}, func(int, int, int) int { return 0 }, stream.AllowedLateness(time.Second))`, "does not implement stream.JoinOption"},
 		{"lateness on a map", `stream.Map(nums, func(v int) int { return v }, stream.AllowedLateness(time.Second))`, "does not implement stream.TransformOption"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

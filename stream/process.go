@@ -84,17 +84,25 @@ func (o *Output[T]) Emit(v T) { o.buf = append(o.buf, v) }
 // the state is checkpointed under it.
 func Process[K comparable, IN, OUT any](ks KeyedStream[K, IN], name string,
 	setup func(ctx *Context[K]) (ProcessFunc[K, IN, OUT], error), opts ...KeyedOption) Stream[OUT] {
-	j := ks.s.job
 	if setup == nil {
-		j.fail("Process %q: the setup function is nil", name)
+		ks.s.job.fail("Process %q: the setup function is nil: give the function that declares the state and returns the ProcessFunc", name)
 	}
+	return keyedProcess(ks.s.job, name, []runtime.Input{ks.input()}, ks.key, ks.codec, setup, opts)
+}
+
+// keyedProcess adds a keyed operator running the process function that
+// setup returns, reading the hash-partitioned inputs, whose records are
+// keyed by key. Every input of a task, however many operators feed it, is
+// aligned and its watermarks merged by the runtime alike.
+func keyedProcess[K comparable, IN, OUT any](j *Job, name string, inputs []runtime.Input, key func(IN) K, codec state.Codec[K],
+	setup func(ctx *Context[K]) (ProcessFunc[K, IN, OUT], error), opts []KeyedOption) Stream[OUT] {
 	var nd *node
 	nd = &node{sideOutputs: true, spec: runtime.OperatorSpec{
 		Name:   name,
 		Keyed:  true,
-		Inputs: []runtime.Input{ks.input()},
+		Inputs: inputs,
 		New: func(ctx context.Context, oc runtime.OperatorContext, out runtime.Emitter) (runtime.Operator, error) {
-			return newProcessOp(oc, ks, setup, out, j.stateBackend, nd.sides)
+			return newProcessOp(oc, key, codec, setup, out, j.stateBackend, nd.sides)
 		},
 	}}
 	return Stream[OUT]{job: j, op: j.add(nd, options(opts, KeyedOption.applyKeyed))}
@@ -109,9 +117,9 @@ type processOp[K comparable, IN, OUT any] struct {
 	due    []state.Timer[K]
 }
 
-func newProcessOp[K comparable, IN, OUT any](oc runtime.OperatorContext, ks KeyedStream[K, IN],
+func newProcessOp[K comparable, IN, OUT any](oc runtime.OperatorContext, key func(IN) K, codec state.Codec[K],
 	setup func(*Context[K]) (ProcessFunc[K, IN, OUT], error), out runtime.Emitter, sb state.BackendConfig, sides []sideTag) (_ *processOp[K, IN, OUT], err error) {
-	backend, err := state.OpenKeyedBackend(sb, oc.Operator, oc.Subtask, ks.codec, oc.MaxParallelism, oc.KeyGroups)
+	backend, err := state.OpenKeyedBackend(sb, oc.Operator, oc.Subtask, codec, oc.MaxParallelism, oc.KeyGroups)
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +128,7 @@ func newProcessOp[K comparable, IN, OUT any](oc runtime.OperatorContext, ks Keye
 			err = errors.Join(err, backend.Close())
 		}
 	}()
-	p := &processOp[K, IN, OUT]{key: ks.key, out: out}
+	p := &processOp[K, IN, OUT]{key: key, out: out}
 	p.ctx = Context[K]{backend: backend, oc: oc, watermark: runtime.MinWatermark}
 	fn, err := setup(&p.ctx)
 	if err != nil {

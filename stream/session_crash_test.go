@@ -124,12 +124,7 @@ func runSessionCrashJob(dir string, backend state.BackendKind, paced bool) error
 	if backend == state.PebbleBackend {
 		j.SetStateBackend(state.BackendConfig{Kind: backend, Dir: filepath.Join(dir, "pebble")})
 	}
-	return j.Run(context.Background(), stream.Options{
-		CheckpointDir:      filepath.Join(dir, "checkpoints"),
-		CheckpointInterval: 50 * time.Millisecond,
-		WatermarkInterval:  time.Nanosecond,
-		Probe:              crashtest.Probe(),
-	})
+	return j.Run(context.Background(), crashRunOptions(dir))
 }
 
 // sessionOut is a result of the session crash test.

@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"fmt"
 	"math"
 	"reflect"
 	"time"
@@ -118,12 +119,11 @@ func WindowAggregate[K comparable, T, A, OUT any](ks KeyedStream[K, T], name str
 		o.applyWindow(&c)
 	}
 	wd := windowing[K, T, A, OUT]{agg: agg, timestamp: timestamp, lateness: int64(c.lateness)}
+	wd.result = func(key K, w Window, acc A, out *Output[OUT]) { out.Emit(agg.Result(key, w, acc)) }
 	j := ks.s.job
 	switch {
-	case w.session && w.gap <= 0:
-		j.fail("WindowAggregate %q: Session gap %v must be positive", name, w.gap)
-	case !w.session && (w.size <= 0 || w.slide <= 0):
-		j.fail("WindowAggregate %q: window size %v and slide %v must be positive: use Tumbling(size), Sliding(size, slide) or Session(gap) with positive durations", name, w.size, w.slide)
+	case w.invalid() != "":
+		j.fail("WindowAggregate %q: %s", name, w.invalid())
 	case timestamp == nil:
 		j.fail("WindowAggregate %q: the timestamp function is nil", name)
 	case agg.Add == nil || agg.Result == nil || agg.Codec == nil:
@@ -141,14 +141,28 @@ func WindowAggregate[K comparable, T, A, OUT any](ks KeyedStream[K, T], name str
 			j.fail("WindowAggregate %q: LateRecords tag is a %T, but the window's input records are %v: make the tag with NewOutputTag[%v]", name, c.late, in, in)
 		}
 	}
-	if w.session {
-		return Process(ks, name, func(ctx *Context[K]) (ProcessFunc[K, T, OUT], error) {
-			return newSessionWindows(ctx, wd, int64(w.gap))
-		}, c.keyed...)
+	return Process(ks, name, wd.setup(w), c.keyed...)
+}
+
+// invalid says what is wrong with w, or returns "".
+func (w Windows) invalid() string {
+	switch {
+	case w.session && w.gap <= 0:
+		return fmt.Sprintf("Session gap %v must be positive: use Session(gap) with a positive duration", w.gap)
+	case !w.session && (w.size <= 0 || w.slide <= 0):
+		return fmt.Sprintf("window size %v and slide %v must be positive: use Tumbling(size), Sliding(size, slide) or Session(gap) with positive durations", w.size, w.slide)
 	}
-	return Process(ks, name, func(ctx *Context[K]) (ProcessFunc[K, T, OUT], error) {
+	return ""
+}
+
+// setup returns the setup of the process function of the windows w.
+func (wd windowing[K, T, A, OUT]) setup(w Windows) func(ctx *Context[K]) (ProcessFunc[K, T, OUT], error) {
+	if w.session {
+		return func(ctx *Context[K]) (ProcessFunc[K, T, OUT], error) { return newSessionWindows(ctx, wd, int64(w.gap)) }
+	}
+	return func(ctx *Context[K]) (ProcessFunc[K, T, OUT], error) {
 		return newFixedWindows(ctx, wd, int64(w.size), int64(w.slide))
-	}, c.keyed...)
+	}
 }
 
 // windowing is what every kind of window does alike: late records,
@@ -158,6 +172,9 @@ type windowing[K comparable, T, A, OUT any] struct {
 	timestamp func(T) time.Time
 	lateness  int64
 	late      *OutputTag[T]
+	// result emits what a window that fires outputs: agg.Result's value
+	// for WindowAggregate, the pairs of a WindowJoin.
+	result func(key K, w Window, acc A, out *Output[OUT])
 }
 
 // expired reports whether a window ending at end (exclusive) is past its
@@ -183,7 +200,7 @@ func (wd *windowing[K, T, A, OUT]) lateRecord(ctx *Context[K], v T, out *Output[
 // fire emits the result of the window [start, end) with pane p and
 // returns the pane after the firing.
 func (wd *windowing[K, T, A, OUT]) fire(ctx *Context[K], start, end int64, p pane[A], out *Output[OUT]) pane[A] {
-	out.Emit(wd.agg.Result(ctx.Key(), Window{Start: time.Unix(0, start), End: time.Unix(0, end), Firing: p.firings}, p.acc))
+	wd.result(ctx.Key(), Window{Start: time.Unix(0, start), End: time.Unix(0, end), Firing: p.firings}, p.acc, out)
 	p.firings++
 	p.pending = false
 	return p

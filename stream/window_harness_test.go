@@ -59,7 +59,33 @@ func newHarness[K comparable, IN, OUT, SIDE any](t *testing.T, key func(IN) K, c
 	build func(KeyedStream[K, IN]) Stream[OUT]) *harness[K, IN, OUT, SIDE] {
 	j := New("harness")
 	ks := KeyBy(Source(j, "in", source.Source[IN](nullSource[IN]{})), key, codec)
-	s := build(ks)
+	return startHarness[K, IN, OUT, SIDE](t, j, build(ks), key, codec, backend, parallelism)
+}
+
+// newCoHarness returns a harness for the two-input keyed operator that
+// build adds to a job reading records of types A and B; send it records
+// with first and second.
+func newCoHarness[K comparable, A, B, OUT, SIDE any](t *testing.T, keyA func(A) K, keyB func(B) K, codec state.Codec[K], backend state.BackendKind, parallelism int,
+	build func(KeyedStream[K, A], KeyedStream[K, B]) Stream[OUT]) *harness[K, either[A, B], OUT, SIDE] {
+	j := New("harness")
+	ka := KeyBy(Source(j, "in1", source.Source[A](nullSource[A]{})), keyA, codec)
+	kb := KeyBy(Source(j, "in2", source.Source[B](nullSource[B]{})), keyB, codec)
+	key := func(v either[A, B]) K {
+		if v.second {
+			return keyB(v.b)
+		}
+		return keyA(v.a)
+	}
+	return startHarness[K, either[A, B], OUT, SIDE](t, j, build(ka, kb), key, codec, backend, parallelism)
+}
+
+// first and second are records of the first and second input of a
+// two-input operator.
+func first[A, B any](a A) either[A, B]  { return either[A, B]{a: a} }
+func second[A, B any](b B) either[A, B] { return either[A, B]{b: b, second: true} }
+
+// startHarness starts the harness of the operator producing s.
+func startHarness[K comparable, IN, OUT, SIDE any](t *testing.T, j *Job, s Stream[OUT], key func(IN) K, codec state.Codec[K], backend state.BackendKind, parallelism int) *harness[K, IN, OUT, SIDE] {
 	h := &harness[K, IN, OUT, SIDE]{t: t, j: j, op: s.op, key: key, codec: codec}
 	if backend == state.PebbleBackend {
 		h.backend = state.BackendConfig{Kind: backend, Dir: filepath.Join(t.TempDir(), "pebble")}
@@ -153,4 +179,27 @@ func (h *harness[K, IN, OUT, SIDE]) restart(parallelism int) {
 	}
 	h.close()
 	h.start(parallelism, snaps)
+}
+
+// stateEmpty reports whether no subtask holds keyed state or timers.
+func (h *harness[K, IN, OUT, SIDE]) stateEmpty() bool {
+	h.t.Helper()
+	for _, op := range h.subs {
+		blobs, err := op.(interface {
+			stateBlobs() (map[int][]byte, error)
+		}).stateBlobs()
+		if err != nil {
+			h.t.Fatalf("snapshot: %v", err)
+		}
+		if len(blobs) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// stateBlobs encodes the operator's keyed state and timers per key group,
+// leaving out the key groups without any.
+func (p *processOp[K, IN, OUT]) stateBlobs() (map[int][]byte, error) {
+	return p.ctx.backend.Snapshot()()
 }
