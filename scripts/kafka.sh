@@ -20,7 +20,9 @@
 # KAFKA_PORT+2, that advertises 127.0.0.1:KAFKA_PROXY_PORT, so a client that
 # bootstraps through a TCP proxy listening there, forwarding to the PROXY
 # listener, makes every broker connection through the proxy; the torture
-# suite uses this with toxiproxy). The listeners are written at every start.
+# suite uses this with toxiproxy), KAFKA_READY_TIMEOUT (seconds a start waits
+# for the broker to register, default 240: on a loaded 2-core machine a
+# restart took over 90). The listeners are written at every start.
 # start is idempotent: a running broker is reused.
 #
 # The default ports lie below Linux's ephemeral range (32768-60999): there, a
@@ -149,7 +151,7 @@ format() {
 }
 
 wait_ready() {
-	local deadline=$((SECONDS + 90))
+	local deadline=$((SECONDS + ${KAFKA_READY_TIMEOUT:-240}))
 	while ((SECONDS < deadline)); do
 		if ! running; then
 			log "broker exited; last log lines:"
@@ -162,7 +164,7 @@ wait_ready() {
 		fi
 		sleep 0.3
 	done
-	log "broker not ready after 90s; see $log"
+	log "broker not ready after ${KAFKA_READY_TIMEOUT:-240}s (KAFKA_READY_TIMEOUT); see $log"
 	return 1
 }
 
