@@ -315,6 +315,20 @@ func (in *injector) heal() error {
 	return errors.Join(errs...)
 }
 
+// servicesUp starts the services the run restarts (idempotent: a running
+// one is left alone), so that the sinks can be checked after a restart
+// fault that did not finish in time.
+func (in *injector) servicesUp() error {
+	var errs []error
+	if slices.Contains(in.groups, groupKafka) {
+		errs = append(errs, in.script(in.kafkaEnv, "kafka.sh", "start"))
+	}
+	if slices.Contains(in.groups, groupPostgres) {
+		errs = append(errs, in.script(nil, "postgres.sh", "start"))
+	}
+	return errors.Join(errs...)
+}
+
 // sleep waits d; it reports false when ctx ended first.
 func sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)

@@ -101,6 +101,9 @@ type Report struct {
 	Outcomes map[string]int
 	// Sinks is the checker's verdict per sink.
 	Sinks []SinkResult
+	// Failure is why the run failed besides the sinks' anomalies (a rule
+	// broken, a fault that could not be made or healed); "" when it did not.
+	Failure string
 	// Duration is the run's wall time.
 	Duration time.Duration
 }
@@ -156,8 +159,11 @@ func (r *Report) Print(w io.Writer) {
 		return
 	}
 	verdict := "PASS"
-	if r.Anomalies() > 0 {
+	if r.Anomalies() > 0 || r.Failure != "" {
 		verdict = "FAIL"
+	}
+	if r.Failure != "" {
+		fmt.Fprintf(w, "the run failed, the sinks were checked all the same: %s\n", r.Failure)
 	}
 	fmt.Fprintf(w, "anomalies: %d — %s\n", r.Anomalies(), verdict)
 }
@@ -290,36 +296,56 @@ func Run(ctx context.Context, c Config, command func(context.Context) *exec.Cmd)
 		rep.Checkpoints = strings.Count(string(progress), "c")
 		rep.Failovers = strings.Count(string(progress), "r")
 	}
+	finished := err == nil
 	err = errors.Join(err, in.err, in.heal())
 	if err != nil {
-		return rep, fmt.Errorf("torture: seed %d: %w", c.Seed, err)
+		err = fmt.Errorf("torture: seed %d: %w", c.Seed, err)
+		// A job that finished its input is checked even when a rule broke
+		// or a fault failed (a service restart that did not come back in
+		// time): the sinks tell whether exactly-once held, and the run's
+		// data is deleted afterwards. The services are started first.
+		if finished && in.servicesUp() == nil {
+			rep.Failure = err.Error()
+			if cerr := checkSinks(ctx, c, jc, rep, logf); cerr != nil {
+				err = errors.Join(err, cerr)
+			}
+		}
+		return rep, err
 	}
+	if err := checkSinks(ctx, c, jc, rep, logf); err != nil {
+		return rep, err
+	}
+	rep.Duration = time.Since(began)
+	return rep, nil
+}
 
+// checkSinks checks every sink of the finished job against the expected
+// output and records the verdicts in rep.
+func checkSinks(ctx context.Context, c Config, jc jobConfig, rep *Report, logf func(string, ...any)) error {
 	x := NewExpected(c.Workload)
 	logf("torture: job finished; checking the sinks")
 	rep.Windows = len(x.windows)
 	res, err := CheckKafka(ctx, x, sinkKafka, c.Kafka, jc.Output, jc.TxnPrefix)
 	if err != nil {
-		return rep, fmt.Errorf("torture: checking Kafka: %w", err)
+		return fmt.Errorf("torture: checking Kafka: %w", err)
 	}
 	rep.Sinks = append(rep.Sinks, res)
 	for _, s := range []struct{ name, table string }{{sinkFenced, jc.Fenced}, {sinkPrepared, jc.Prepared}} {
 		res, err := CheckPostgres(ctx, x, "postgres "+strings.TrimPrefix(s.name, "pg-"), c.Postgres, s.table, jobName, s.name)
 		if err != nil {
-			return rep, fmt.Errorf("torture: checking PostgreSQL table %s: %w", s.table, err)
+			return fmt.Errorf("torture: checking PostgreSQL table %s: %w", s.table, err)
 		}
 		rep.Sinks = append(rep.Sinks, res)
 	}
 	if res, err = CheckFiles(x, sinkFiles, jc.Files); err != nil {
-		return rep, fmt.Errorf("torture: checking files: %w", err)
+		return fmt.Errorf("torture: checking files: %w", err)
 	}
 	rep.Sinks = append(rep.Sinks, res)
 	if res, err = CheckKafkaWindows(ctx, x, sinkWindows, c.Kafka, jc.Windows, jc.WindowsTxn); err != nil {
-		return rep, fmt.Errorf("torture: checking the windowed Kafka topic: %w", err)
+		return fmt.Errorf("torture: checking the windowed Kafka topic: %w", err)
 	}
 	rep.Sinks = append(rep.Sinks, res)
-	rep.Duration = time.Since(began)
-	return rep, nil
+	return nil
 }
 
 // setupFaults prepares the fault injector: the toxiproxy proxies (and the
