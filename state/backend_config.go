@@ -42,11 +42,14 @@ type BackendConfig struct {
 	// Kind is HeapBackend (the default) or PebbleBackend.
 	Kind BackendKind
 	// Dir is the directory in which PebbleBackend keeps the database of
-	// each keyed operator subtask, in Dir/<operator>-<subtask> (the
-	// operator's name path-escaped). Required for PebbleBackend; give
-	// every job its own. A subtask wipes its database directory when it
-	// opens (state is restored from the checkpoint) and removes it when it
-	// closes.
+	// each keyed operator subtask, in Dir/<operator>-<subtask>.<instance>
+	// (the operator's name path-escaped, the instance a random id of each
+	// opening) with a lock file beside it. Required for PebbleBackend;
+	// give every job its own. A subtask opens a fresh database (its state
+	// is restored from the checkpoint), removes it when it closes, and
+	// removes those that killed processes left behind, never one that a
+	// live process holds: a zombie of the job that shares Dir with its
+	// successor cannot touch the successor's database.
 	Dir string
 	// MemoryBudget is the memory, in bytes, that the Pebble backend uses
 	// for caches in each keyed operator subtask: half for the database's

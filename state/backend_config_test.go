@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/exactlyonce/exactly/internal/vfs"
 	"github.com/exactlyonce/exactly/state/internal/kv"
 )
 
@@ -38,23 +39,46 @@ func TestBackendConfigValidate(t *testing.T) {
 	}
 }
 
-// TestPebbleDirectory: a subtask's database is Dir/<operator>-<subtask>,
-// wiped when opened and removed when closed.
+// TestPebbleDirectory: a subtask's database is a fresh directory of its
+// own, Dir/<operator>-<subtask>.<instance>, removed with its lock file
+// when closed. Opening removes what a killed process left behind, never
+// the database of a live one (a zombie's, or its successor's).
 func TestPebbleDirectory(t *testing.T) {
 	dir := t.TempDir()
-	db := filepath.Join(dir, "sum%2Fby-key-3")
-	if err := os.MkdirAll(db, 0o755); err != nil {
+	base := filepath.Join(dir, "sum%2Fby-key-3")
+	abandoned, live := base+".0123456789abcdef", base+".fedcba9876543210"
+	for _, d := range []string{abandoned, abandoned + ".checkpoint-4", live} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "left-over"), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(abandoned+".lock", nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(db, "left-over"), []byte("x"), 0o644); err != nil {
+	held, err := vfs.Default.TryLock(live + ".lock")
+	if err != nil {
 		t.Fatal(err)
 	}
+	defer held.Close()
+
 	b, err := OpenKeyedBackend(BackendConfig{Kind: PebbleBackend, Dir: dir}, "sum/by-key", 3, StringCodec{}, 8, KeyGroupRange{0, 8})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(db, "left-over")); !os.IsNotExist(err) {
-		t.Errorf("open left the old contents: %v", err)
+	own := b.disk.db.Dir()
+	if !strings.HasPrefix(own, base+".") || own == live {
+		t.Fatalf("the database is in %s, want a new directory %s.<instance>", own, base)
+	}
+	for _, gone := range []string{abandoned, abandoned + ".checkpoint-4", abandoned + ".lock"} {
+		if _, err := os.Stat(gone); !os.IsNotExist(err) {
+			t.Errorf("open left the abandoned %s: %v", filepath.Base(gone), err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(live, "left-over")); err != nil {
+		t.Errorf("open touched the database of a live process: %v", err)
 	}
 	s := must(NewValueState[string, int](b.Scope(), "n", IntCodec{}))
 	b.SetCurrentKey("a")
@@ -63,8 +87,13 @@ func TestPebbleDirectory(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(db); !os.IsNotExist(err) {
-		t.Errorf("Close left the database directory: %v", err)
+	for _, gone := range []string{own, own + ".lock"} {
+		if _, err := os.Stat(gone); !os.IsNotExist(err) {
+			t.Errorf("Close left %s: %v", filepath.Base(gone), err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(live, "left-over")); err != nil {
+		t.Errorf("Close touched the database of a live process: %v", err)
 	}
 	if _, err := encode(); !errors.Is(err, kv.ErrViewReleased) {
 		t.Errorf("encoding after Close: %v, want ErrViewReleased", err)
@@ -79,5 +108,46 @@ func TestPebbleSnapshotEncodesOnce(t *testing.T) {
 	}
 	if _, err := encode(); !errors.Is(err, kv.ErrViewReleased) {
 		t.Errorf("second encoding: %v, want ErrViewReleased", err)
+	}
+}
+
+// TestPebbleTwoInstancesShareDir: two openings of one subtask's database
+// on the same Dir — a zombie and the successor that took its work over,
+// running the same job on one machine — keep apart: the second leaves the
+// first's database alone, and the first's Close leaves the second's, which
+// still writes and checkpoints. (Before instance directories, the
+// successor wiped the zombie's database, and the zombie's Close removed
+// the successor's, whose flushes then failed and stalled its writes.)
+func TestPebbleTwoInstancesShareDir(t *testing.T) {
+	c := BackendConfig{Kind: PebbleBackend, Dir: t.TempDir()}
+	open := func() (*KeyedBackend[string], *ValueState[string, int]) {
+		b, err := OpenKeyedBackend(c, "sum", 0, StringCodec{}, 8, KeyGroupRange{0, 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b, must(NewValueState[string, int](b.Scope(), "n", IntCodec{}))
+	}
+	zombie, zs := open()
+	zombie.SetCurrentKey("a")
+	zs.Update(1)
+	successor, ss := open()
+	zombie.SetCurrentKey("b")
+	zs.Update(2)
+	if _, err := zombie.Snapshot()(); err != nil {
+		t.Fatalf("the zombie's snapshot after the successor opened: %v", err)
+	}
+	if err := zombie.Close(); err != nil {
+		t.Fatal(err)
+	}
+	successor.SetCurrentKey("a")
+	ss.Update(3)
+	if _, err := successor.Snapshot()(); err != nil {
+		t.Fatalf("the successor's snapshot after the zombie closed: %v", err)
+	}
+	if v, ok := ss.Value(); !ok || v != 3 {
+		t.Errorf("the successor reads a = %v, %v, want 3", v, ok)
+	}
+	if err := successor.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -56,7 +56,7 @@ func (c valueCache) full() bool { return c.used >= c.limit }
 
 func newDiskStore[K comparable](db *kv.DB, b *KeyedBackend[K], valueCacheBytes int64) *diskStore[K] {
 	return &diskStore[K]{db: db, b: b, keyEnc: appendFunc(b.keyCodec), nextID: 1, stale: true,
-		local: kv.NewLocalFiles(db.Dir()), values: valueCache{limit: valueCacheBytes}}
+		local: kv.NewLocalFiles(db.Base()), values: valueCache{limit: valueCacheBytes}}
 }
 
 func (d *diskStore[K]) keyChanged() { d.stale = true }

@@ -180,7 +180,8 @@ func TestDownloadFailureFailsRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kept := map[string]bool{filepath.Base(to.b.disk.db.Dir()): true, filepath.Base(to.b.disk.local.Dir()): true}
+	own := filepath.Base(to.b.disk.db.Dir())
+	kept := map[string]bool{own: true, own + ".lock": true, filepath.Base(to.b.disk.local.Dir()): true}
 	for _, e := range entries {
 		if !kept[e.Name()] {
 			t.Errorf("the failed restore left %s in the state directory", e.Name())

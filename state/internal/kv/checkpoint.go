@@ -14,7 +14,8 @@ import (
 
 // Scratch directories sit next to the database's directory, named after it
 // with these infixes: checkpoints being uploaded, and downloaded
-// checkpoints being restored. Open and Close remove them.
+// checkpoints being restored. Close removes them, Open those of abandoned
+// instances.
 const (
 	checkpointInfix = ".checkpoint-"
 	downloadInfix   = ".download-"

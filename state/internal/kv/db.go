@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 
@@ -19,8 +20,10 @@ import (
 // subtask runs, since the state is restored from a checkpoint after every
 // restart.
 type DB struct {
-	dir      string
-	instance string // random id of this database instance
+	base     string    // the subtask's path, which names its directories
+	dir      string    // this instance's directory: base.<instance>
+	lock     io.Closer // held on dir's lock file while the database is open
+	instance string    // random id of this database instance
 	opts     Options
 	db       *pebble.DB
 	// closing is held for reading while a view is read, and for writing
@@ -45,26 +48,31 @@ type Options struct {
 // smaller CacheBytes is raised to it.
 const MinCacheBytes = 1 << 20
 
-// Open creates a fresh database in dir, removing whatever dir held.
-func Open(dir string, o Options) (*DB, error) {
-	if dir == "" {
+// Open creates a fresh database in a new directory of its own next to
+// base (see instance_dir.go), and removes the databases of base that
+// processes killed before closing them left behind.
+func Open(base string, o Options) (*DB, error) {
+	if base == "" {
 		return nil, errors.New("kv: the database directory is empty")
-	}
-	if err := os.RemoveAll(dir); err != nil {
-		return nil, fmt.Errorf("kv: wiping %s: %w", dir, err)
-	}
-	if err := removeScratch(dir); err != nil {
-		return nil, err
 	}
 	instance, err := newInstanceID()
 	if err != nil {
 		return nil, err
 	}
+	lock, err := lockInstance(base, instance)
+	if err != nil {
+		return nil, err
+	}
+	dir := instanceDir(base, instance)
+	if err := removeAbandoned(base, instance); err != nil {
+		return nil, errors.Join(err, unlockInstance(dir, lock))
+	}
 	db, err := open(dir, o)
 	if err != nil {
-		return nil, fmt.Errorf("kv: opening a Pebble database in %s: %w", dir, err)
+		err = fmt.Errorf("kv: opening a Pebble database in %s: %w", dir, err)
+		return nil, errors.Join(err, os.RemoveAll(dir), unlockInstance(dir, lock))
 	}
-	return &DB{dir: dir, instance: instance, opts: o, db: db, views: make(map[*View]struct{})}, nil
+	return &DB{base: base, dir: dir, lock: lock, instance: instance, opts: o, db: db, views: make(map[*View]struct{})}, nil
 }
 
 // bloomBitsPerKey is the size of the bloom filter of every file, per key:
@@ -147,6 +155,10 @@ const maxManifestFileSize = 1 << 20
 // Dir returns the database's directory.
 func (d *DB) Dir() string { return d.dir }
 
+// Base returns the subtask's path, shared by its databases in every
+// process: the local files of its checkpoints are kept next to it.
+func (d *DB) Base() string { return d.base }
+
 // Get calls use with the value of key and reports whether key is present.
 // The value is valid only during the call.
 func (d *DB) Get(key []byte, use func(value []byte) error) (bool, error) {
@@ -202,15 +214,24 @@ func (d *DB) Close() error {
 	clear(d.views)
 	d.viewsMu.Unlock()
 	if d.db == nil { // a failed Adopt
-		return errors.Join(err, os.RemoveAll(d.dir), removeScratch(d.dir))
+		return errors.Join(err, d.remove())
 	}
 	if cerr := d.db.Close(); cerr != nil {
 		return errors.Join(err, fmt.Errorf("kv: closing the database in %s: %w", d.dir, cerr))
 	}
-	if rerr := os.RemoveAll(d.dir); rerr != nil {
-		return errors.Join(err, fmt.Errorf("kv: removing %s: %w", d.dir, rerr))
+	return errors.Join(err, d.remove())
+}
+
+// remove removes the closed database's directory and scratch directories,
+// then its lock file, and releases the lock.
+func (d *DB) remove() error {
+	if err := os.RemoveAll(d.dir); err != nil {
+		return errors.Join(fmt.Errorf("kv: removing %s: %w", d.dir, err), d.lock.Close())
 	}
-	return errors.Join(err, removeScratch(d.dir))
+	if err := removeScratch(d.dir); err != nil {
+		return errors.Join(err, d.lock.Close())
+	}
+	return unlockInstance(d.dir, d.lock)
 }
 
 // quietLogger drops Pebble's informational messages and keeps its errors

@@ -69,7 +69,12 @@ func (l LocalFiles) Fetch(name string, size int64, crc uint32, dst string) (bool
 	if err := os.Link(path, dst); err == nil {
 		return true, nil
 	}
-	return true, copyFile(path, dst)
+	err = copyFile(path, dst)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Another process's Retain removed it since: download it instead.
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // Retain removes the kept files that keep says no to.
