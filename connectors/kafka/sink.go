@@ -20,15 +20,15 @@ import (
 // Sink writes records to Kafka. It implements [sink.Sink].
 //
 // Fencing (see [sink.Committer.Fence]) rests on the producer epochs of the
-// sink's transactional ids: a new owner's Fence bumps every idle id, its
-// AbortLingering every id, so that no committable of an earlier owner but
-// the restored ones can be committed afterwards (docs/kafka.md, "Owners and
-// zombies").
+// sink's transactional ids: a new owner's Fence bumps the idle ids of the
+// owners before it, its AbortLingering every id of theirs with an open
+// transaction, so that no committable of an earlier owner but the restored
+// ones can be committed afterwards (docs/kafka.md, "Owners and zombies").
 //
 // With ExactlyOnce each writer subtask writes into a Kafka transaction
-// under one of PoolSize transactional ids "{prefix}-{subtask}-{slot}" (slots
-// 0 … PoolSize-1 for an owner of odd epoch, PoolSize … 2·PoolSize-1 for
-// an even one, so that a zombie never touches its successor's ids).
+// under one of PoolSize transactional ids "{prefix}-{subtask}-{slot}" of
+// its owner epoch e (slots PoolSize·e … PoolSize·e+PoolSize-1), so that a
+// zombie, however many owners behind, never touches a newer owner's ids.
 // Prepare flushes the open transaction; the committable records the
 // transactional id, the producer id and epoch, the transaction protocol
 // version (1, or 2 under KIP-890) and one record of the transaction. Commit

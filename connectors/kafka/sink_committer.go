@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/exactlyonce/exactly/checkpoint"
@@ -127,41 +128,62 @@ func (c *committer[T]) Abort(ctx context.Context, cm sink.Committable) error {
 }
 
 // Fence fences earlier owners' producers before anything is committed: it
-// bumps the producer epoch (InitProducerID) of every transactional id of
-// the sink that holds no open transaction, so that an old instance (a
-// zombie) can write no new transaction under it. Ids holding an open
-// transaction are left alone: one of them may hold a transaction of the
-// restored checkpoint, which the engine commits next, and bumping the
-// epoch would abort it (Kafka's InitProducerID aborts the open
+// bumps the producer epoch (InitProducerID) of the sink's transactional
+// ids of the fencedEpochs owner epochs before this owner's that hold no
+// open transaction, so that the previous owner, or a zombie before it,
+// can write no new transaction under a producer it has open. Ids holding
+// an open transaction are left alone: one of them may hold a transaction
+// of the restored checkpoint, which the engine commits next, and bumping
+// the epoch would abort it (Kafka's InitProducerID aborts the open
 // transaction; keeping it needs KIP-939, not available here). They are
-// fenced by AbortLingering, after those commits.
+// fenced by AbortLingering, after those commits. Ids of this owner's
+// epoch and of later ones are never touched: when a later owner exists,
+// this process is the zombie.
 //
 // Kafka records no owner of its own: the producer epochs of the sink's
 // transactional ids are its fencing state, so Fence cannot find a newer
 // owner (it never fails with [sink.ErrFenced]) and no progress of another
-// incarnation ([sink.ErrForeignProgress]): a rerun from scratch with empty
-// checkpoint storage uses the same ids and fences the earlier run's
-// transactions, as it should.
+// incarnation ([sink.ErrForeignProgress]).
 func (c *committer[T]) Fence(ctx context.Context, id checkpoint.ID) error {
 	if c.admin == nil {
 		return nil
 	}
-	if err := c.fenceIDs(ctx, []string{c.prefix}, false, id); err != nil {
+	idle := func(t kadm.ListedTransaction, slot int) bool { return !openState(t.State) && c.recent(slot) }
+	if err := c.fenceIDs(ctx, []string{c.prefix}, idle, id); err != nil {
 		return fmt.Errorf("kafka: sink %q: fence earlier owners (as owner %s, restoring checkpoint %d): %w", c.name, c.owner, id, err)
 	}
 	return nil
 }
 
+// recent reports whether slot belongs to the pool of one of the fencedEpochs
+// owner epochs before this committer's.
+func (c *committer[T]) recent(slot int) bool {
+	e := slotEpoch(c.s.opts.PoolSize, slot)
+	return e < c.owner.Epoch && e+fencedEpochs >= c.owner.Epoch
+}
+
+// earlier reports whether slot belongs to the pool of an owner epoch before
+// this committer's.
+func (c *committer[T]) earlier(slot int) bool {
+	return slotEpoch(c.s.opts.PoolSize, slot) < c.owner.Epoch
+}
+
 // fenceIDs bumps the producer epoch of the transactional ids under
-// prefixes that the brokers know; with open false only of those that hold
-// no open transaction.
-func (c *committer[T]) fenceIDs(ctx context.Context, prefixes []string, open bool, restored checkpoint.ID) error {
+// prefixes that the brokers know and that choose, given the id's listing
+// and slot, picks.
+func (c *committer[T]) fenceIDs(ctx context.Context, prefixes []string, choose func(t kadm.ListedTransaction, slot int) bool, restored checkpoint.ID) error {
 	ids, err := c.admin.sinkIDs(ctx, prefixes...)
 	if err != nil {
 		return err
 	}
 	for _, t := range ids {
-		if openState(t.State) && !open {
+		picked := false
+		for _, p := range prefixes {
+			if slot, ok := idSlot(p, t.TxnID); ok && choose(t, slot) {
+				picked = true
+			}
+		}
+		if !picked {
 			continue
 		}
 		if t.State == "Ongoing" || t.State == "PrepareEpochFence" {
@@ -174,14 +196,16 @@ func (c *committer[T]) fenceIDs(ctx context.Context, prefixes []string, open boo
 	return nil
 }
 
-// AbortLingering bumps the producer epoch of every transactional id of the
+// AbortLingering bumps the producer epoch of the transactional ids of the
 // form "{prefix}-{subtask}-{slot}" that the brokers know, for any subtask,
-// including subtasks that no longer exist: it aborts the open transactions
-// of earlier attempts and fences every producer of an earlier owner. After
-// it, no committable an earlier owner prepared can be committed except
-// those of the restored checkpoint, which are committed already: their
-// EndTxn presents an old epoch and fails with [sink.ErrFenced]. When the
-// restored checkpoint held transactions under the default prefix of
+// including subtasks that no longer exist, of every owner epoch before
+// this owner's that holds an open transaction, and of the fencedEpochs
+// epochs before it whatever their state: it aborts the open transactions
+// of earlier attempts and fences the producers of the previous owners.
+// After it, no committable an earlier owner prepared can be committed
+// except those of the restored checkpoint, which are committed already:
+// their EndTxn presents an old epoch and fails with [sink.ErrFenced]. When
+// the restored checkpoint held transactions under the default prefix of
 // versions before 2026-12, the ids under that prefix are fenced too.
 func (c *committer[T]) AbortLingering(ctx context.Context, id checkpoint.ID) error {
 	if c.admin == nil {
@@ -191,7 +215,13 @@ func (c *committer[T]) AbortLingering(ctx context.Context, id checkpoint.ID) err
 	if c.legacySeen {
 		prefixes = append(prefixes, c.legacy)
 	}
-	if err := c.fenceIDs(ctx, prefixes, true, id); err != nil {
+	lingering := func(t kadm.ListedTransaction, slot int) bool {
+		if c.legacySeen && ownID(c.legacy, t.TxnID) {
+			return true
+		}
+		return c.earlier(slot) && (openState(t.State) || c.recent(slot))
+	}
+	if err := c.fenceIDs(ctx, prefixes, lingering, id); err != nil {
 		return fmt.Errorf("kafka: sink %q: abort lingering transactions after restoring checkpoint %d: %w", c.name, id, err)
 	}
 	c.s.mu.Lock()

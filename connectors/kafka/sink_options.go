@@ -93,8 +93,8 @@ type SinkOptions struct {
 	// for upgrading.
 	TransactionalIDPrefix string
 	// PoolSize is the number of transactional ids per subtask and owner
-	// epoch parity (the sink uses 2 × PoolSize ids per subtask), so the
-	// number of transactions a subtask can have open or prepared and not
+	// epoch (every owner of the job, a process that took it over, has ids
+	// of its own; see docs/kafka.md), so the number of transactions a subtask can have open or prepared and not
 	// yet committed: one open, one per checkpoint not yet completed. When
 	// all are taken the writer fails and the job restarts. Default 5;
 	// raise it if checkpoints often fail or time out in a row.

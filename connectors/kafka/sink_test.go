@@ -80,7 +80,7 @@ func bytesSink(t *testing.T, brokers, topic, prefix string) *kafka.Sink[string] 
 func prepare(t *testing.T, s *kafka.Sink[string], subtask int, cp checkpoint.ID, values ...string) sink.Committable {
 	t.Helper()
 	ctx := context.Background()
-	w, err := s.NewWriter(ctx, sink.WriterInfo{Job: "t", Sink: "out", Subtask: subtask, Parallelism: subtask + 1})
+	w, err := s.NewWriter(ctx, sink.WriterInfo{Job: "t", Sink: "out", Subtask: subtask, Parallelism: subtask + 1, Owner: writerOwner})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,10 +95,18 @@ func prepare(t *testing.T, s *kafka.Sink[string], subtask int, cp checkpoint.ID,
 	return sink.Committable{Checkpoint: cp, Subtask: subtask, Data: data}
 }
 
+// writerOwner is the owner of the job whose writers prepare the sink
+// tests' transactions, restorerOwner the next owner, whose committers
+// commit and abort them (a new process restoring the checkpoint).
+var (
+	writerOwner   = sink.Owner{Incarnation: "inc", Epoch: 1}
+	restorerOwner = sink.Owner{Incarnation: "inc", Epoch: 2}
+)
+
 // committer opens a committer of s, as a new process would.
 func committer(t *testing.T, s *kafka.Sink[string]) sink.Committer {
 	t.Helper()
-	c, err := s.NewCommitter(context.Background(), sink.CommitterInfo{Job: "t", Sink: "out"})
+	c, err := s.NewCommitter(context.Background(), sink.CommitterInfo{Job: "t", Sink: "out", Owner: restorerOwner})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +209,7 @@ func TestAbortLingeringLowerParallelism(t *testing.T) {
 		prepare(t, s, sub, 7, fmt.Sprintf("prepared-%d", sub))
 	}
 	// An open, unprepared transaction of subtask 2.
-	w, err := s.NewWriter(ctx, sink.WriterInfo{Job: "t", Sink: "out", Subtask: 2, Parallelism: 3})
+	w, err := s.NewWriter(ctx, sink.WriterInfo{Job: "t", Sink: "out", Subtask: 2, Parallelism: 3, Owner: writerOwner})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -88,11 +88,10 @@ func (h *versionHook) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _
 func (w *writer[T]) claim() (id string, ok bool) {
 	w.s.mu.Lock()
 	defer w.s.mu.Unlock()
-	// An owner of odd epoch uses the pool's first PoolSize slots, one of
-	// even epoch the next PoolSize: a zombie (a previous owner, paused and
-	// resumed) that opens a producer runs InitProducerID on an id of its
-	// own set and cannot abort the new owner's transactions on the other.
-	base := w.s.opts.PoolSize * int((w.info.Owner.Epoch+1)%2)
+	// The owner's epoch has a pool of its own (see poolBase): a zombie that
+	// opens a producer runs InitProducerID on an id of its own pool and
+	// cannot abort a newer owner's transactions.
+	base := poolBase(w.s.opts.PoolSize, w.info.Owner.Epoch)
 	for i := range w.s.opts.PoolSize {
 		slot := (w.next + i) % w.s.opts.PoolSize
 		if id := txnID(w.prefix, w.info.Subtask, base+slot); !w.s.busy[id] {

@@ -457,13 +457,42 @@ func txnID(prefix string, subtask, slot int) string {
 
 // ownID reports whether id has the form txnID(prefix, subtask, slot).
 func ownID(prefix, id string) bool {
+	_, ok := idSlot(prefix, id)
+	return ok
+}
+
+// idSlot returns the slot of id, of the form txnID(prefix, subtask, slot).
+func idSlot(prefix, id string) (int, bool) {
 	rest, ok := strings.CutPrefix(id, prefix+"-")
 	if !ok {
-		return false
+		return 0, false
 	}
 	sub, slot, ok := strings.Cut(rest, "-")
-	return ok && digits(sub) && digits(slot)
+	if !ok || !digits(sub) || !digits(slot) {
+		return 0, false
+	}
+	n, err := strconv.Atoi(slot)
+	return n, err == nil
 }
+
+// The pool of a subtask's transactional ids is owner epoch e's own: its
+// slots are PoolSize·e … PoolSize·e+PoolSize−1, so that no owner, however
+// many epochs behind (a zombie that a SIGSTOP or a long pause kept alive
+// across takeovers), ever runs InitProducerID on an id of another owner's
+// and aborts a transaction that owner prepared (docs/kafka.md, "Owners and
+// zombies").
+
+// poolBase returns the first slot of the pool of owner epoch epoch.
+func poolBase(poolSize int, epoch uint64) int { return poolSize * int(epoch) }
+
+// slotEpoch returns the owner epoch whose pool holds slot.
+func slotEpoch(poolSize, slot int) uint64 { return uint64(slot / poolSize) }
+
+// fencedEpochs is how many owner epochs before its own a new owner fences
+// the idle ids of: enough for the previous owner and a zombie before it,
+// and a bounded number of InitProducerID calls per start however long the
+// job's history. Open transactions of any earlier epoch are aborted.
+const fencedEpochs = 2
 
 // digits reports whether s is a non-empty string of decimal digits.
 func digits(s string) bool {
