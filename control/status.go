@@ -93,7 +93,7 @@ type Edge struct {
 	// Output is the producer's output it reads: 0 its main output, i > 0
 	// its side output i.
 	Output int `json:"output"`
-	// Partitioning is "forward", "rebalance" or "hash".
+	// Partitioning is "forward", "rebalance", "hash" or "broadcast".
 	Partitioning string `json:"partitioning"`
 }
 

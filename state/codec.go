@@ -31,6 +31,12 @@ type CheckedAppender[T any] interface {
 	AppendChecked(dst []byte, v T) ([]byte, error)
 }
 
+// AppendChecked appends the encoding of v by c to dst, reporting the
+// values c cannot encode when c is a [CheckedAppender].
+func AppendChecked[T any](c Codec[T], dst []byte, v T) ([]byte, error) {
+	return appendFunc(c)(dst, v)
+}
+
 // appendFunc returns an encoding function for c that reports errors when c can.
 func appendFunc[T any](c Codec[T]) func([]byte, T) ([]byte, error) {
 	if ca, ok := c.(CheckedAppender[T]); ok {

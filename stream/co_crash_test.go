@@ -33,23 +33,22 @@ func crashTime2(i int) time.Time { return time.UnixMilli(int64(i) * 3 / 2) }
 func mod8(i int) int64 { return int64(i % 8) }
 
 // twoInputCrashTest runs the operator that build adds to a job of the two
-// inputs keyed by key, with its state in backend, under kills, and checks
-// its committed output against a failure-free run's. The failure-free run
-// must produce at least minLines lines.
-func twoInputCrashTest(t *testing.T, backend state.BackendKind, minLines int, key func(int) int64,
-	build func(a, b stream.KeyedStream[int64, int]) stream.Stream[string]) {
+// inputs, with its state in backend, under kills, and checks its committed
+// output against a failure-free run's. The failure-free run must produce
+// at least minLines lines.
+func twoInputCrashTest(t *testing.T, backend state.BackendKind, minLines int, build func(a, b stream.Stream[int]) stream.Stream[string]) {
 	if testing.Short() {
 		t.Skip("crash test: skipped with -short")
 	}
 	dir := crashDir(t, "EXACTLY_TWO_INPUT_CRASH_DIR")
 	if crashtest.IsChild() {
-		if err := runTwoInputCrashJob(dir, backend, true, key, build); err != nil {
+		if err := runTwoInputCrashJob(dir, backend, true, build); err != nil {
 			t.Fatal(err)
 		}
 		return
 	}
 	ref := t.TempDir()
-	if err := runTwoInputCrashJob(ref, backend, false, key, build); err != nil {
+	if err := runTwoInputCrashJob(ref, backend, false, build); err != nil {
 		t.Fatalf("failure-free run: %v", err)
 	}
 	want := readCommittedLines(t, filepath.Join(ref, "out"))
@@ -68,9 +67,9 @@ func twoInputCrashTest(t *testing.T, backend state.BackendKind, minLines int, ke
 }
 
 // runTwoInputCrashJob runs the two inputs, paced or not, through the
-// operator build adds (keyed by key) into a file sink in dir/out, resuming from the
+// operator build adds into a file sink in dir/out, resuming from the
 // checkpoints in dir.
-func runTwoInputCrashJob(dir string, backend state.BackendKind, paced bool, key func(int) int64, build func(a, b stream.KeyedStream[int64, int]) stream.Stream[string]) error {
+func runTwoInputCrashJob(dir string, backend state.BackendKind, paced bool, build func(a, b stream.Stream[int]) stream.Stream[string]) error {
 	out, err := file.NewSink(filepath.Join(dir, "out"), func(dst []byte, line string) []byte { return append(dst, line...) }, file.SinkOptions{})
 	if err != nil {
 		return err
@@ -78,7 +77,7 @@ func runTwoInputCrashJob(dir string, backend state.BackendKind, paced bool, key 
 	j := stream.New("two-inputs")
 	a := stream.SourceWithEventTime(j, "in1", pacedSource{n: crashN1, paced: paced}, stream.EventTime[int]{Timestamp: crashTime1})
 	b := stream.SourceWithEventTime(j, "in2", pacedSource{n: crashN2, paced: paced}, stream.EventTime[int]{Timestamp: crashTime2})
-	stream.SinkTo(build(stream.KeyBy(a, key, state.Int64Codec{}), stream.KeyBy(b, key, state.Int64Codec{})), "out", out)
+	stream.SinkTo(build(a, b), "out", out)
 	if backend == state.PebbleBackend {
 		j.SetStateBackend(state.BackendConfig{Kind: backend, Dir: filepath.Join(dir, "pebble")})
 	}
@@ -97,17 +96,25 @@ func crashRunOptions(dir string) stream.Options {
 	}
 }
 
+// keyedBoth returns the build of a two-input crash test whose operator,
+// built by build, reads both inputs keyed by key.
+func keyedBoth(key func(int) int64, build func(a, b stream.KeyedStream[int64, int]) stream.Stream[string]) func(a, b stream.Stream[int]) stream.Stream[string] {
+	return func(a, b stream.Stream[int]) stream.Stream[string] {
+		return build(stream.KeyBy(a, key, state.Int64Codec{}), stream.KeyBy(b, key, state.Int64Codec{}))
+	}
+}
+
 // TestCoProcessCrashExactlyOnce: per key and 100 ms of event time, the
 // count and sum of each input's values, shared keyed state emitted by an
 // event-time timer.
 func TestCoProcessCrashExactlyOnce(t *testing.T) {
-	twoInputCrashTest(t, state.HeapBackend, 700, mod8, coBucketSums)
+	twoInputCrashTest(t, state.HeapBackend, 700, keyedBoth(mod8, coBucketSums))
 }
 
 // TestCoProcessCrashExactlyOncePebble is TestCoProcessCrashExactlyOnce
 // with the state in the Pebble backend.
 func TestCoProcessCrashExactlyOncePebble(t *testing.T) {
-	twoInputCrashTest(t, state.PebbleBackend, 700, mod8, coBucketSums)
+	twoInputCrashTest(t, state.PebbleBackend, 700, keyedBoth(mod8, coBucketSums))
 }
 
 // bucketSums are the counts and sums of a key's 100 ms bucket.

@@ -90,18 +90,6 @@ func connect[K comparable, A, B, OUT any](a KeyedStream[K, A], b KeyedStream[K, 
 		j.fail("%s %q: the inputs are keyed with different codecs (%T and %T): key both with the same codec, so that equal keys meet in one subtask", kind, name, a.codec, b.codec)
 	}
 	keyA, keyB := a.key, b.key
-	left := transform(a.s, "co-in1", func(in []A, out []either[A, B]) []either[A, B] {
-		for _, v := range in {
-			out = append(out, either[A, B]{a: v})
-		}
-		return out
-	}, nil)
-	right := transform(b.s, "co-in2", func(in []B, out []either[A, B]) []either[A, B] {
-		for _, v := range in {
-			out = append(out, either[A, B]{b: v, second: true})
-		}
-		return out
-	}, nil)
 	key := func(v either[A, B]) K {
 		if v.second {
 			return keyB(v.b)
@@ -109,8 +97,32 @@ func connect[K comparable, A, B, OUT any](a KeyedStream[K, A], b KeyedStream[K, 
 		return keyA(v.a)
 	}
 	inputs := []runtime.Input{
-		KeyedStream[K, either[A, B]]{s: left, key: key, codec: a.codec}.input(),
-		KeyedStream[K, either[A, B]]{s: right, key: key, codec: a.codec}.input(),
+		KeyedStream[K, either[A, B]]{s: tagFirst[A, B](a.s, "co-in1"), key: key, codec: a.codec}.input(),
+		KeyedStream[K, either[A, B]]{s: tagSecond[A](b.s, "co-in2"), key: key, codec: a.codec}.input(),
 	}
-	return keyedProcess(j, name, inputs, key, a.codec, setup, opts)
+	return keyedProcess[OUT](j, runtime.OperatorSpec{Name: name, Inputs: inputs}, opts, func(oc runtime.OperatorContext, out runtime.Emitter, sides []sideTag) (runtime.Operator, error) {
+		return newProcessOp(oc, key, a.codec, setup, out, j.stateBackend, sides)
+	})
+}
+
+// tagFirst tags the records of s as the first input of a two-input
+// operator, in s's producer's task; kind names the transform.
+func tagFirst[A, B any](s Stream[A], kind string) Stream[either[A, B]] {
+	return transform(s, kind, func(in []A, out []either[A, B]) []either[A, B] {
+		for _, v := range in {
+			out = append(out, either[A, B]{a: v})
+		}
+		return out
+	}, nil)
+}
+
+// tagSecond tags the records of s as the second input of a two-input
+// operator, like tagFirst.
+func tagSecond[A, B any](s Stream[B], kind string) Stream[either[A, B]] {
+	return transform(s, kind, func(in []B, out []either[A, B]) []either[A, B] {
+		for _, v := range in {
+			out = append(out, either[A, B]{b: v, second: true})
+		}
+		return out
+	}, nil)
 }

@@ -24,11 +24,11 @@ func intervalPairs(a, b stream.KeyedStream[int64, int]) stream.Stream[string] {
 }
 
 func TestIntervalJoinCrashExactlyOnce(t *testing.T) {
-	twoInputCrashTest(t, state.HeapBackend, 3000, mod8, intervalPairs)
+	twoInputCrashTest(t, state.HeapBackend, 3000, keyedBoth(mod8, intervalPairs))
 }
 
 func TestIntervalJoinCrashExactlyOncePebble(t *testing.T) {
-	twoInputCrashTest(t, state.PebbleBackend, 3000, mod8, intervalPairs)
+	twoInputCrashTest(t, state.PebbleBackend, 3000, keyedBoth(mod8, intervalPairs))
 }
 
 // windowPairs joins records in sliding windows of 20 ms every 10 ms.
@@ -41,11 +41,11 @@ func windowPairs(a, b stream.KeyedStream[int64, int]) stream.Stream[string] {
 }
 
 func TestWindowJoinCrashExactlyOnce(t *testing.T) {
-	twoInputCrashTest(t, state.HeapBackend, 10000, mod8, windowPairs)
+	twoInputCrashTest(t, state.HeapBackend, 10000, keyedBoth(mod8, windowPairs))
 }
 
 func TestWindowJoinCrashExactlyOncePebble(t *testing.T) {
-	twoInputCrashTest(t, state.PebbleBackend, 10000, mod8, windowPairs)
+	twoInputCrashTest(t, state.PebbleBackend, 10000, keyedBoth(mod8, windowPairs))
 }
 
 // innerPairs joins the records with equal values mod 3000, every record
@@ -60,9 +60,9 @@ func innerPairs(a, b stream.KeyedStream[int64, int]) stream.Stream[string] {
 func mod3000(i int) int64 { return int64(i % 3000) }
 
 func TestInnerJoinCrashExactlyOnce(t *testing.T) {
-	twoInputCrashTest(t, state.HeapBackend, 18000, mod3000, innerPairs)
+	twoInputCrashTest(t, state.HeapBackend, 18000, keyedBoth(mod3000, innerPairs))
 }
 
 func TestInnerJoinCrashExactlyOncePebble(t *testing.T) {
-	twoInputCrashTest(t, state.PebbleBackend, 18000, mod3000, innerPairs)
+	twoInputCrashTest(t, state.PebbleBackend, 18000, keyedBoth(mod3000, innerPairs))
 }

@@ -32,6 +32,9 @@ type Context[K comparable] struct {
 	backend   *state.KeyedBackend[K]
 	oc        runtime.OperatorContext
 	watermark int64 // the operator's input watermark, UnixNano
+	// broadcast holds the broadcast states of a BroadcastProcess
+	// operator's subtask; nil in other operators.
+	broadcast *broadcastStates
 }
 
 // Key returns the key of the record or timer being processed.
@@ -87,24 +90,25 @@ func Process[K comparable, IN, OUT any](ks KeyedStream[K, IN], name string,
 	if setup == nil {
 		ks.s.job.fail("Process %q: the setup function is nil: give the function that declares the state and returns the ProcessFunc", name)
 	}
-	return keyedProcess(ks.s.job, name, []runtime.Input{ks.input()}, ks.key, ks.codec, setup, opts)
+	j := ks.s.job
+	spec := runtime.OperatorSpec{Name: name, Inputs: []runtime.Input{ks.input()}}
+	return keyedProcess[OUT](j, spec, opts, func(oc runtime.OperatorContext, out runtime.Emitter, sides []sideTag) (runtime.Operator, error) {
+		return newProcessOp(oc, ks.key, ks.codec, setup, out, j.stateBackend, sides)
+	})
 }
 
-// keyedProcess adds a keyed operator running the process function that
-// setup returns, reading the hash-partitioned inputs, whose records are
-// keyed by key. Every input of a task, however many operators feed it, is
-// aligned and its watermarks merged by the runtime alike.
-func keyedProcess[K comparable, IN, OUT any](j *Job, name string, inputs []runtime.Input, key func(IN) K, codec state.Codec[K],
-	setup func(ctx *Context[K]) (ProcessFunc[K, IN, OUT], error), opts []KeyedOption) Stream[OUT] {
-	var nd *node
-	nd = &node{sideOutputs: true, spec: runtime.OperatorSpec{
-		Name:   name,
-		Keyed:  true,
-		Inputs: inputs,
-		New: func(ctx context.Context, oc runtime.OperatorContext, out runtime.Emitter) (runtime.Operator, error) {
-			return newProcessOp(oc, key, codec, setup, out, j.stateBackend, nd.sides)
-		},
-	}}
+// keyedProcess adds the keyed operator spec describes, reading its
+// hash-partitioned (or broadcast) inputs, whose subtasks newOp creates
+// with the operator's side output tags. Every input of a task, however
+// many operators feed it, is aligned and its watermarks merged by the
+// runtime alike.
+func keyedProcess[OUT any](j *Job, spec runtime.OperatorSpec, opts []KeyedOption,
+	newOp func(oc runtime.OperatorContext, out runtime.Emitter, sides []sideTag) (runtime.Operator, error)) Stream[OUT] {
+	nd := &node{sideOutputs: true, spec: spec}
+	nd.spec.Keyed = true
+	nd.spec.New = func(ctx context.Context, oc runtime.OperatorContext, out runtime.Emitter) (runtime.Operator, error) {
+		return newOp(oc, out, nd.sides)
+	}
 	return Stream[OUT]{job: j, op: j.add(nd, options(opts, KeyedOption.applyKeyed))}
 }
 

@@ -17,6 +17,8 @@ const (
 	Rebalance
 	// Hash sends each record to the subtask owning its key group.
 	Hash
+	// Broadcast sends every record to every consumer subtask.
+	Broadcast
 )
 
 func (p Partitioning) String() string {
@@ -27,6 +29,8 @@ func (p Partitioning) String() string {
 		return "rebalance"
 	case Hash:
 		return "hash"
+	case Broadcast:
+		return "broadcast"
 	}
 	return fmt.Sprintf("partitioning(%d)", int(p))
 }
@@ -56,6 +60,12 @@ type OperatorSpec struct {
 	Parallelism int
 	// Keyed says that the operator's state is partitioned by key group.
 	Keyed bool
+	// BroadcastState says that subtask 0 of the keyed operator checkpoints
+	// broadcast state (operator entries that format.IsBroadcastState
+	// marks), which every subtask holds alike: a restore gives it to every
+	// subtask, not only to those whose key groups overlap subtask 0's as
+	// the operator's other entries.
+	BroadcastState bool
 	// Inputs lists the operator's input edges; empty for sources.
 	Inputs []Input
 	// SideOutputs is the number of outputs the operator has besides its

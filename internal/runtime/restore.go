@@ -5,6 +5,7 @@ import (
 
 	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/checkpoint/store"
+	"github.com/exactlyonce/exactly/internal/format"
 	"github.com/exactlyonce/exactly/state"
 )
 
@@ -95,6 +96,18 @@ func (rp *restorePoint) snapshotFor(spec *OperatorSpec, keys state.KeyGroupRange
 	out := &checkpoint.SubtaskSnapshot{}
 	for _, h := range op.Subtasks {
 		overlaps := h.KeyGroupStart < keys.End && keys.Start < h.KeyGroupEnd
+		if !overlaps && spec.BroadcastState && h.Subtask == 0 {
+			snap, err := rp.read(h)
+			if err != nil {
+				return nil, err
+			}
+			for _, e := range snap.Entries {
+				if format.IsBroadcastState(e) {
+					out.Entries = append(out.Entries, e)
+				}
+			}
+			continue
+		}
 		if !overlaps && (spec.Restore != nil || !hasEntries(h)) {
 			continue
 		}

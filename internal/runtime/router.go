@@ -72,6 +72,13 @@ func (r *router[T]) Emit(batch any) error {
 		i := r.next
 		r.next = (r.next + 1) % len(r.outs)
 		return r.append(i, records)
+	case Broadcast:
+		for i := range r.outs {
+			if err := r.append(i, records); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	n := len(r.outs)
 	for _, rec := range records {

@@ -91,6 +91,25 @@ func TestRebalanceDealsBatchesRoundRobin(t *testing.T) {
 	}
 }
 
+func TestBroadcastRouterSendsEveryRecordToEveryConsumer(t *testing.T) {
+	cs, outs := channels(3, 10)
+	r := NewRouter[int](context.Background(), Broadcast, outs, 2, 128, nil)
+	buf := []int{1, 2, 3}
+	if err := r.Emit(buf); err != nil {
+		t.Fatal(err)
+	}
+	buf[0] = 99 // the emitter may reuse its buffer after Emit returns
+	if err := r.Broadcast(endOfStream); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range cs {
+		recs, _, tail := drain(c)
+		if !slices.Equal(recs, []int{1, 2, 3}) || len(tail) != 1 || !tail[0].eos {
+			t.Errorf("consumer %d got %v, then %+v; want 1 2 3, then the end of the stream", i, recs, tail)
+		}
+	}
+}
+
 func TestForwardRouterBatchesAndKeepsOrder(t *testing.T) {
 	cs, outs := channels(1, 10)
 	r := NewRouter[int](context.Background(), Forward, outs, 4, 128, nil)
