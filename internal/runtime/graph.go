@@ -60,6 +60,11 @@ type OperatorSpec struct {
 	Parallelism int
 	// Keyed says that the operator's state is partitioned by key group.
 	Keyed bool
+	// OwnTask makes the operator head a task of its own even behind a
+	// forward edge, which would otherwise chain it into its producer's
+	// task: an [AsyncOperator] must, so that its task waits for its
+	// completions.
+	OwnTask bool
 	// BroadcastState says that subtask 0 of the keyed operator checkpoints
 	// broadcast state (operator entries that format.IsBroadcastState
 	// marks), which every subtask holds alike: a restore gives it to every
@@ -153,7 +158,7 @@ func (g *Graph) chainedTo() []int {
 	chain := make([]int, len(g.Operators))
 	for i, op := range g.Operators {
 		chain[i] = -1
-		if len(op.Inputs) == 1 && op.Inputs[0].Partitioning == Forward {
+		if len(op.Inputs) == 1 && op.Inputs[0].Partitioning == Forward && !op.OwnTask {
 			chain[i] = op.Inputs[0].From
 		}
 	}

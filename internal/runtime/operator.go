@@ -20,7 +20,8 @@ type Emitter interface {
 // Operator is one subtask of a non-source operator.
 //
 // Operators may also implement [Snapshotter], [CheckpointListener],
-// [TimerOperator] and [Closer]; the runtime finds them by type assertion.
+// [TimerOperator], [AsyncOperator] and [Closer]; the runtime finds them by
+// type assertion.
 type Operator interface {
 	// Process handles one batch, a []T of the operator's input type. The
 	// batch is only valid during the call.
@@ -63,6 +64,18 @@ type TimerOperator interface {
 	NextTimer() (time.Time, bool)
 	// FireTimers fires every timer due at now.
 	FireTimers(ctx context.Context, now time.Time) error
+}
+
+// AsyncOperator is an operator whose work completes off its task's
+// goroutine (asynchronous I/O). Its spec sets OwnTask, so that it heads
+// its task, which waits on Completions beside its inputs and, when it
+// fires, calls EmitCompleted on the task's goroutine.
+type AsyncOperator interface {
+	// Completions fires when work completed since the last EmitCompleted.
+	Completions() <-chan struct{}
+	// EmitCompleted emits the results that completed and may be emitted
+	// now.
+	EmitCompleted(ctx context.Context) error
 }
 
 // Closer is an operator that holds resources.

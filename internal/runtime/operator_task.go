@@ -24,6 +24,7 @@ const (
 	caseDone = iota
 	caseMail
 	caseTimer
+	caseAsync
 	caseInputs
 )
 
@@ -40,6 +41,11 @@ func (t *task) runOperators(ctx context.Context) error {
 			timerOps = append(timerOps, to)
 		}
 	}
+	var completions <-chan struct{}
+	async, _ := head.(AsyncOperator)
+	if async != nil {
+		completions = async.Completions()
+	}
 	for {
 		var timerC <-chan time.Time
 		if next, ok := nextTimer(timerOps); ok && !t.inputEnded {
@@ -47,11 +53,19 @@ func (t *task) runOperators(ctx context.Context) error {
 			timerC = timer.C
 		}
 		since := t.waiting()
-		which, i, msg := in.receive(ctx, t.mail.wake, timerC)
+		which, i, msg := in.receive(ctx, t.mail.wake, timerC, completions)
 		t.awake(since)
 		switch which {
 		case caseDone:
 			return ctx.Err()
+		case caseAsync:
+			if err := async.EmitCompleted(ctx); err != nil {
+				return fmt.Errorf("%s: %w", t.name, err)
+			}
+			if err := t.flush(); err != nil {
+				return err
+			}
+			continue
 		case caseMail:
 			if _, err := t.drainMailbox(ctx); err != nil {
 				return err
@@ -117,8 +131,9 @@ func (t *task) runOperators(ctx context.Context) error {
 }
 
 // receive waits for the next event of a task with inputs: cancellation, mail,
-// a timer, or a message on an input that is neither blocked nor finished.
-func (in *inputs) receive(ctx context.Context, mail <-chan struct{}, timer <-chan time.Time) (which, input int, m Message) {
+// a timer, completed asynchronous work, or a message on an input that is
+// neither blocked nor finished.
+func (in *inputs) receive(ctx context.Context, mail <-chan struct{}, timer <-chan time.Time, async <-chan struct{}) (which, input int, m Message) {
 	if len(in.chans) == 1 && in.align.readable(0) {
 		select {
 		case <-ctx.Done():
@@ -127,6 +142,8 @@ func (in *inputs) receive(ctx context.Context, mail <-chan struct{}, timer <-cha
 			return caseMail, 0, m
 		case <-timer:
 			return caseTimer, 0, m
+		case <-async:
+			return caseAsync, 0, m
 		case m = <-in.chans[0]:
 			return caseInputs, 0, m
 		}
@@ -142,6 +159,10 @@ func (in *inputs) receive(ctx context.Context, mail <-chan struct{}, timer <-cha
 	in.cases[caseTimer].Chan = reflect.Value{}
 	if timer != nil {
 		in.cases[caseTimer].Chan = reflect.ValueOf(timer)
+	}
+	in.cases[caseAsync].Chan = reflect.Value{}
+	if async != nil {
+		in.cases[caseAsync].Chan = reflect.ValueOf(async)
 	}
 	for i, c := range in.chans {
 		in.cases[caseInputs+i].Chan = reflect.Value{}
