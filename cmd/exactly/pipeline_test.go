@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,4 +87,78 @@ func TestRunInterruptedSaysItResumes(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Errorf("error %v, want %s", err, want)
 	}
+}
+
+// TestRunFrom: --from starts a pipeline from a checkpoint outside its own
+// checkpoint storage (a savepoint, or storage moved aside). The first run
+// finished its input; its storage is then moved away, so the pipeline's
+// own is empty. From the first run's last checkpoint, which holds the
+// generator's end, the second run reads nothing and adds no row; a
+// --from that is not a checkpoint fails and names itself.
+func TestRunFrom(t *testing.T) {
+	example, err := filepath.Abs("../../examples/orders-sqlite.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{example, "--log-level", "error", "--control-addr", "127.0.0.1:0"}
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if err := runPipeline(context.Background(), args, new(strings.Builder)); err != nil {
+		t.Fatal(err)
+	}
+	rows := sqliteRows(t, "orders.db", "orders_per_minute")
+	if rows == 0 {
+		t.Fatal("the first run committed no row")
+	}
+	if err := os.Rename("orders-per-minute-checkpoints", "moved-aside"); err != nil {
+		t.Fatal(err)
+	}
+	checkpoints, err := filepath.Glob(filepath.Join(dir, "moved-aside", "chk-*"))
+	if err != nil || len(checkpoints) == 0 {
+		t.Fatalf("the first run left no checkpoint: %v", err)
+	}
+	last := checkpoints[len(checkpoints)-1]
+	if err := runPipeline(context.Background(), append(args, "--from", last), new(strings.Builder)); err != nil {
+		t.Fatal(err)
+	}
+	if n := sqliteRows(t, "orders.db", "orders_per_minute"); n != rows {
+		t.Errorf("after the run from the finished run's checkpoint the table has %d rows, want the first run's %d", n, rows)
+	}
+	if _, err := os.Stat("orders-per-minute-checkpoints"); err != nil {
+		t.Errorf("the run from --from kept no checkpoint storage of its own: %v", err)
+	}
+	missing := filepath.Join(dir, "no-such-checkpoint")
+	if err := os.RemoveAll("orders-per-minute-checkpoints"); err != nil {
+		t.Fatal(err)
+	}
+	err = runPipeline(context.Background(), append(args, "--from", missing), new(strings.Builder))
+	if err == nil || !strings.Contains(err.Error(), missing) {
+		t.Errorf("--from a missing directory: %v, want an error naming it", err)
+	}
+}
+
+// sqliteRows counts the rows of table in the SQLite database at path; a
+// missing database or table has none.
+func sqliteRows(t *testing.T, path, table string) int {
+	t.Helper()
+	if _, err := os.Stat(path); os.IsNotExist(err) {
+		return 0
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var exists int
+	if err := db.QueryRow(`SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?`, table).Scan(&exists); err != nil {
+		t.Fatal(err)
+	}
+	if exists == 0 {
+		return 0
+	}
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM ` + table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
