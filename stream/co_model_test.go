@@ -38,6 +38,9 @@ type coModel[OUT any] struct {
 	// record's time by more than emptyAfter ms.
 	empty      bool
 	emptyAfter int64
+	// lateSide[i]: the late records of input i go to the side output the
+	// harness collects (build takes it); the others are dropped.
+	lateSide [3]bool
 }
 
 // coStats counts what the runs of a configuration exercised.
@@ -81,6 +84,7 @@ func runCoModelOnce[OUT comparable](t *testing.T, m coModel[OUT], backend state.
 	h := newCoHarness[int64, modelRec, modelRec, OUT, modelRec](t, key, key, state.Int64Codec{}, backend, 1+rng.IntN(3), m.build)
 	ref := m.ref()
 	var want []OUT
+	var wantSide []modelRec
 	late := 0
 	clock, newest, wm := int64(1000), int64(math.MinInt64), int64(math.MinInt64)
 	n := 100 + rng.IntN(200)
@@ -92,6 +96,9 @@ func runCoModelOnce[OUT comparable](t *testing.T, m coModel[OUT], backend state.
 		want = append(want, out...)
 		if isLate {
 			late++
+			if m.lateSide[input] {
+				wantSide = append(wantSide, r)
+			}
 		}
 		if input == 1 {
 			h.record(first[modelRec, modelRec](r))
@@ -127,6 +134,13 @@ func runCoModelOnce[OUT comparable](t *testing.T, m coModel[OUT], backend state.
 	}
 	if h.late.Load() != int64(late) {
 		t.Errorf("seed %d: LateRecords = %d, want %d", seed, h.late.Load(), late)
+	}
+	byID := func(a, b modelRec) int { return cmp.Compare(a.ID, b.ID) }
+	gotSide := h.side.got
+	slices.SortFunc(gotSide, byID)
+	slices.SortFunc(wantSide, byID)
+	if !slices.Equal(gotSide, wantSide) {
+		t.Errorf("seed %d: late records on the side output differ\n got: %v\nwant: %v", seed, gotSide, wantSide)
 	}
 	return len(want), late, restarts
 }

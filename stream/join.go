@@ -22,6 +22,24 @@ type JoinInputs[A, B any] struct {
 	// Required.
 	Codec1 state.Codec[A]
 	Codec2 state.Codec[B]
+	// Late1 and Late2, when set, receive the late records of each input
+	// (records at or behind the watermark when they arrive; see
+	// [IntervalJoin] and [WindowJoin]) as side outputs of the join's
+	// stream: take them with [SideOutput]. Unset, late records are
+	// dropped; either way they are counted in [Metrics].LateRecords.
+	// [InnerJoin] has no late records.
+	Late1 OutputTag[A]
+	Late2 OutputTag[B]
+}
+
+// emitLate sends the late record v of either input to that input's side
+// output, if the join has one (EmitTo drops a record of an unset tag).
+func emitLate[A, B, OUT any](in JoinInputs[A, B], v either[A, B], out *Output[OUT]) {
+	if v.second {
+		EmitTo(out, in.Late2, v.b)
+	} else {
+		EmitTo(out, in.Late1, v.a)
+	}
 }
 
 // invalid says what is missing from in for a join of the kind (needing

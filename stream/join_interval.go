@@ -33,8 +33,9 @@ func (iv Interval) contains(d int64) bool {
 // that no record it could match can still come: a record of the first
 // input at t until the watermark reaches t - Lower, one of the second at
 // t until it reaches t + Upper. A record at or behind the watermark when
-// it arrives is late: its matches may be gone, so it is dropped and
-// counted in [Metrics].LateRecords. name must be unique and stable: the
+// it arrives is late: its matches may be gone, so it is counted in
+// [Metrics].LateRecords, and dropped or sent to the side output of
+// [JoinInputs].Late1 or Late2. name must be unique and stable: the
 // waiting records are checkpointed under it.
 func IntervalJoin[K comparable, A, B, OUT any](a KeyedStream[K, A], b KeyedStream[K, B], name string, within Interval,
 	in JoinInputs[A, B], join func(key K, a A, b B) OUT, opts ...KeyedOption) Stream[OUT] {
@@ -66,8 +67,18 @@ func newIntervalJoin[K comparable, A, B, OUT any](ctx *Context[K], iv Interval, 
 	lower, upper := int64(iv.Lower), int64(iv.Upper)
 	return ProcessFunc[K, either[A, B], OUT]{
 		Process: func(ctx *Context[K], v either[A, B], out *Output[OUT]) error {
+			var t int64
 			if v.second {
-				t := in.Time2(v.b).UnixNano()
+				t = in.Time2(v.b).UnixNano()
+			} else {
+				t = in.Time1(v.a).UnixNano()
+			}
+			if t <= ctx.watermark {
+				ctx.oc.LateRecords.Add(1)
+				emitLate(in, v, out)
+				return nil
+			}
+			if v.second {
 				arrive(ctx, t, v.b, waiting2, waiting1, addSigned(t, upper), func(t1 int64, a A) {
 					if iv.contains(t1 - t) {
 						out.Emit(join(ctx.Key(), a, v.b))
@@ -75,7 +86,6 @@ func newIntervalJoin[K comparable, A, B, OUT any](ctx *Context[K], iv Interval, 
 				})
 				return nil
 			}
-			t := in.Time1(v.a).UnixNano()
 			arrive(ctx, t, v.a, waiting1, waiting2, addSigned(t, -lower), func(t2 int64, b B) {
 				if iv.contains(t - t2) {
 					out.Emit(join(ctx.Key(), v.a, b))
@@ -95,16 +105,12 @@ func newIntervalJoin[K comparable, A, B, OUT any](ctx *Context[K], iv Interval, 
 	}, nil
 }
 
-// arrive handles the record v at t of one input of an interval join: a
-// late record is counted and dropped; otherwise match is called with
-// every record waiting in the other input's map, and v waits in its own
-// until the watermark reaches cleanup.
+// arrive handles the record v at t, not late, of one input of an
+// interval join: match is called with every record waiting in the other
+// input's map, and v waits in its own until the watermark reaches
+// cleanup.
 func arrive[K comparable, V, W any](ctx *Context[K], t int64, v V, own *state.MapState[K, int64, []V], other *state.MapState[K, int64, []W],
 	cleanup int64, match func(at int64, w W)) {
-	if t <= ctx.watermark {
-		ctx.oc.LateRecords.Add(1)
-		return
-	}
 	for at, ws := range other.All() {
 		for _, w := range ws {
 			match(at, w)

@@ -70,8 +70,14 @@ func intervalModel(iv Interval) coModel[joined] {
 	return coModel[joined]{
 		spread: 25, ooo: 10, compare: compareJoined,
 		build: func(a, b KeyedStream[int64, modelRec]) Stream[joined] {
-			return IntervalJoin(a, b, "join", iv, modelInputs, func(k int64, a, b modelRec) joined { return joined{Key: k, ID1: a.ID, ID2: b.ID} })
+			in := modelInputs
+			in.Late1, in.Late2 = NewOutputTag[modelRec]("late1"), NewOutputTag[modelRec]("late2")
+			out := IntervalJoin(a, b, "join", iv, in, func(k int64, a, b modelRec) joined { return joined{Key: k, ID1: a.ID, ID2: b.ID} })
+			SideOutput(out, in.Late1)
+			SideOutput(out, in.Late2)
+			return out
 		},
+		lateSide: [3]bool{1: true, 2: true},
 		ref:   func() coRef[joined] { return &intervalRef{iv: iv, wm: math.MinInt64} },
 		empty: true, emptyAfter: max(abs(iv.Lower), abs(iv.Upper)).Milliseconds() + 1,
 	}

@@ -15,8 +15,9 @@ import (
 // passes the window's end. Session windows are the sessions of both
 // inputs' records together: a record of either input extends or merges
 // them. A pair in several sliding windows is emitted once per window. A
-// record arriving after every window it belongs to fired is late: dropped
-// and counted in [Metrics].LateRecords. A key's records of one window are
+// record arriving after every window it belongs to fired is late: counted
+// in [Metrics].LateRecords, and dropped or sent to the side output of
+// [JoinInputs].Late1 or Late2. A key's records of one window are
 // one value of checkpointed state, rewritten by each record on the Pebble
 // backend: keep windows of one key to thousands of records, not millions.
 // name must be unique and stable: the open windows are checkpointed under
@@ -47,6 +48,7 @@ func WindowJoin[K comparable, A, B, OUT any](a KeyedStream[K, A], b KeyedStream[
 				}
 			}
 		},
+		late: func(v either[A, B], out *Output[OUT]) { emitLate(in, v, out) },
 	}
 	return connect(a, b, "WindowJoin", name, wd.setup(w), opts)
 }

@@ -117,11 +117,18 @@ func refPairs(key, start, end int64, recs []refSide) []joined {
 func windowJoinModel(w Windows) coModel[joined] {
 	return coModel[joined]{
 		spread: 20 + (w.size + w.gap).Milliseconds(), ooo: 10, compare: compareJoined,
+		// Only the first input's late records have a side output: the
+		// second's are dropped.
 		build: func(a, b KeyedStream[int64, modelRec]) Stream[joined] {
-			return WindowJoin(a, b, "join", w, modelInputs, func(k int64, w Window, a, b modelRec) joined {
+			in := modelInputs
+			in.Late1 = NewOutputTag[modelRec]("late1")
+			out := WindowJoin(a, b, "join", w, in, func(k int64, w Window, a, b modelRec) joined {
 				return joined{Key: k, ID1: a.ID, ID2: b.ID, Start: w.Start.UnixMilli(), End: w.End.UnixMilli()}
 			})
+			SideOutput(out, in.Late1)
+			return out
 		},
+		lateSide: [3]bool{1: true},
 		ref: func() coRef[joined] {
 			return &windowJoinRef{w: w, wm: math.MinInt64, open: map[int64][]refSide{}, fixed: map[int64]map[int64][]refSide{}}
 		},

@@ -135,7 +135,7 @@ func WindowAggregate[K comparable, T, A, OUT any](ks KeyedStream[K, T], name str
 	}
 	if c.late != nil {
 		if tag, ok := c.late.(OutputTag[T]); ok {
-			wd.late = &tag
+			wd.late = func(v T, out *Output[OUT]) { EmitTo(out, tag, v) }
 		} else {
 			in := reflect.TypeFor[T]()
 			j.fail("WindowAggregate %q: LateRecords tag is a %T, but the window's input records are %v: make the tag with NewOutputTag[%v]", name, c.late, in, in)
@@ -171,7 +171,8 @@ type windowing[K comparable, T, A, OUT any] struct {
 	agg       Aggregate[K, T, A, OUT]
 	timestamp func(T) time.Time
 	lateness  int64
-	late      *OutputTag[T]
+	// late, when set, sends a late record to its side output.
+	late func(v T, out *Output[OUT])
 	// result emits what a window that fires outputs: agg.Result's value
 	// for WindowAggregate, the pairs of a WindowJoin.
 	result func(key K, w Window, acc A, out *Output[OUT])
@@ -193,7 +194,7 @@ func (wd *windowing[K, T, A, OUT]) cleanupAt(end int64) time.Time {
 func (wd *windowing[K, T, A, OUT]) lateRecord(ctx *Context[K], v T, out *Output[OUT]) {
 	ctx.oc.LateRecords.Add(1)
 	if wd.late != nil {
-		EmitTo(out, *wd.late, v)
+		wd.late(v, out)
 	}
 }
 
