@@ -78,8 +78,8 @@ func intervalModel(iv Interval) coModel[joined] {
 			return out
 		},
 		lateSide: [3]bool{1: true, 2: true},
-		ref:   func() coRef[joined] { return &intervalRef{iv: iv, wm: math.MinInt64} },
-		empty: true, emptyAfter: max(abs(iv.Lower), abs(iv.Upper)).Milliseconds() + 1,
+		ref:      func() coRef[joined] { return &intervalRef{iv: iv, wm: math.MinInt64} },
+		empty:    true, emptyAfter: max(abs(iv.Lower), abs(iv.Upper)).Milliseconds() + 1,
 	}
 }
 
