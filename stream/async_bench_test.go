@@ -45,4 +45,3 @@ func BenchmarkAsyncMap(b *testing.B) {
 		})
 	}
 }
-
