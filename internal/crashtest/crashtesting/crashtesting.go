@@ -43,3 +43,18 @@ func Run(t testing.TB, o crashtest.Options) crashtest.Report {
 	}
 	return rep
 }
+
+// RunLive is Run for a job whose input outlasts most of the kill
+// schedule: it logs the report and fails the test when fewer than minLive
+// kills landed while the job still had input (before a child first
+// finished), since kills after the end only test the restore of a
+// finished job.
+func RunLive(t testing.TB, o crashtest.Options, minLive int) crashtest.Report {
+	t.Helper()
+	rep := Run(t, o)
+	t.Log(rep)
+	if rep.KillsBeforeDone < minLive {
+		t.Errorf("only %d kills landed while the job still had input, want at least %d: %v", rep.KillsBeforeDone, minLive, rep)
+	}
+	return rep
+}

@@ -43,14 +43,10 @@ func TestCrashRecoveryIsExactlyOnce(t *testing.T) {
 		}
 		return
 	}
-	rep := crashtesting.Run(t, crashtest.Options{Kills: 25, MaxDelay: 1500 * time.Millisecond, Env: []string{"EXACTLY_DEMO_DIR=" + dir},
-		FinalEnv: []string{envUnthrottled + "=1"}})
-	t.Log(rep)
+	rep := crashtesting.RunLive(t, crashtest.Options{Kills: 25, MaxDelay: 1500 * time.Millisecond, Env: []string{"EXACTLY_DEMO_DIR=" + dir},
+		FinalEnv: []string{envUnthrottled + "=1"}}, 20)
 	if rep.ByKind["metadata-written"] == 0 {
 		t.Errorf("no kill between checkpoint completion and commit: %v", rep)
-	}
-	if rep.KillsBeforeDone < 20 {
-		t.Errorf("only %d kills landed while the job still had input: %v", rep.KillsBeforeDone, rep)
 	}
 	vr, err := Verify(cfg)
 	if err != nil {
