@@ -105,7 +105,7 @@ func JoinGroup(ctx context.Context, opts GroupOptions, ev GroupEvents) (*Members
 	// The member is for the assignment only: the tasks read their
 	// partitions from their checkpointed positions with their own clients.
 	cl.PauseFetchTopics(opts.Topics...)
-	if _, err := (&Source[[]byte]{opts: SourceOptions{Conn: opts.Conn, Topics: opts.Topics}}).Splits(ctx); err != nil {
+	if _, err := listTopics(ctx, opts.Conn, opts.Topics, "GroupOptions.Topics"); err != nil {
 		cl.Close()
 		return nil, err
 	}

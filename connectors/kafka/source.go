@@ -357,19 +357,9 @@ func NewSource[V any](opts SourceOptions, decode Deserializer[V]) (*Source[V], e
 // Splits lists the partitions of the topics, sorted. A listed topic that
 // does not exist is an error.
 func (s *Source[V]) Splits(ctx context.Context) ([]string, error) {
-	cl, err := s.opts.Conn.newClient(ctx)
+	td, err := listTopics(ctx, s.opts.Conn, s.opts.Topics, "SourceOptions.Topics")
 	if err != nil {
 		return nil, err
-	}
-	defer cl.Close()
-	td, err := kadm.NewClient(cl).ListTopics(ctx, s.opts.Topics...)
-	if err != nil {
-		return nil, s.opts.Conn.explain(err)
-	}
-	for _, t := range s.opts.Topics {
-		if d, ok := td[t]; !ok || d.Err != nil {
-			return nil, fmt.Errorf("kafka: source topic %q does not exist or is not readable (%v): create it, or fix SourceOptions.Topics", t, d.Err)
-		}
 	}
 	var ids []string
 	for _, d := range td.Sorted() {
@@ -393,6 +383,27 @@ func (s *Source[V]) Splits(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("kafka: no topic matches SourceOptions.TopicRegex %q", s.opts.TopicRegex)
 	}
 	return ids, nil
+}
+
+// listTopics describes the topics, or every topic when none is listed; a
+// listed topic that does not exist or cannot be read is an error that
+// names field, the option listing it.
+func listTopics(ctx context.Context, conn Conn, topics []string, field string) (kadm.TopicDetails, error) {
+	cl, err := conn.newClient(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	td, err := kadm.NewClient(cl).ListTopics(ctx, topics...)
+	if err != nil {
+		return nil, conn.explain(err)
+	}
+	for _, t := range topics {
+		if d, ok := td[t]; !ok || d.Err != nil {
+			return nil, fmt.Errorf("kafka: topic %q does not exist or is not readable (%v): create it, or fix %s", t, d.Err, field)
+		}
+	}
+	return td, nil
 }
 
 // parseSplit parses "{topic}/{partition}".
