@@ -3,7 +3,6 @@ package stream_test
 import (
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -75,8 +74,8 @@ func TestSwitchStateBackendAcrossRuns(t *testing.T) {
 		if i < 2 {
 			untilCheckpoints(t, r, &done, 2, time.Minute, cancel)
 			if run.backend.Kind == state.PebbleBackend {
-				if _, err := os.Stat(filepath.Join(run.backend.Dir, "sums-0")); err != nil {
-					t.Fatalf("run %d: the Pebble database of sums[0]: %v", i, err)
+				if dbs, err := filepath.Glob(filepath.Join(run.backend.Dir, "sums-0.*.lock")); err != nil || len(dbs) != 1 {
+					t.Fatalf("run %d: the Pebble database of sums[0]: %v, %v", i, dbs, err)
 				}
 			}
 			cancel()
