@@ -271,3 +271,31 @@ func TestObjectStoreTimeoutPerRequest(t *testing.T) {
 		t.Fatalf("Latest = %v, %v; want checkpoint %d", got, err, id)
 	}
 }
+
+// TestObjectStoreOutageDoesNotUseUpTheWait: an owner that died just
+// before the storage stopped answering (a server restarting) is taken
+// over once its lease is seen to pass after the storage answers again.
+// The outage took most of Acquire's wait, and the wait for the lease
+// counted it: the start failed with "another instance of the job is
+// running" although none was (TestCrashOnObjectStorage of package
+// postgres, whose S3 server restarts under it, failed so in CI). The
+// server's clock is frozen, so only this process's clock can end the
+// lease.
+func TestObjectStoreOutageDoesNotUseUpTheWait(t *testing.T) {
+	const lease = 200 * time.Millisecond
+	b := newHookBucket()
+	frozen := time.Now()
+	b.memBucket.now = func() time.Time { return frozen }
+	f := objectFixture{b: b, prefix: "jobs/outage"}
+	dead := f.open(t, Options{})
+	acquireObject(t, dead, OwnershipOptions{Lease: lease, Wait: time.Second, Holder: "dead"})
+
+	next := f.open(t, Options{})
+	b.mu.Lock()
+	b.failGet[next.key(manifestKey)] = 30 // about 300 ms of the 400 ms wait, at a poll of 10 ms
+	b.mu.Unlock()
+	own, err := next.Acquire(context.Background(), OwnershipOptions{Lease: lease, Wait: 2 * lease, Holder: "next", Poll: 10 * time.Millisecond})
+	if err != nil || own.Epoch != 2 {
+		t.Fatalf("Acquire after an outage of most of the wait = %+v, %v; want the dead owner taken over (epoch 2)", own, err)
+	}
+}

@@ -79,14 +79,17 @@ func (s *ObjectStore) writeManifest(ctx context.Context, m format.Manifest, etag
 // does not rest on the lease: an owner that is taken over early fails its
 // next write of the manifest.
 // Storage that does not answer (a server restarting) is waited for as
-// long as a live owner, opts.Wait.
+// long as a live owner, opts.Wait; a live owner is waited for opts.Wait
+// from the first answer, so that an outage of the storage does not use up
+// the time in which a dead owner's lease is seen to expire.
 func (s *ObjectStore) Acquire(ctx context.Context, opts OwnershipOptions) (Ownership, error) {
 	opts = opts.withDefaults()
 	if opts.Lease <= 0 {
 		return Ownership{}, fmt.Errorf("checkpoint/store: ownership lease %v: must be positive, for example 10s", opts.Lease)
 	}
 	where := s.b.url(s.key(manifestKey))
-	start := opts.Now()
+	start := opts.Now() // until the first answer, then the first answer's time
+	answered := false
 	var seenTag string
 	var seenAt time.Time
 	var seen format.Manifest // the last manifest read
@@ -118,6 +121,9 @@ func (s *ObjectStore) Acquire(ctx context.Context, opts OwnershipOptions) (Owner
 				return Ownership{}, fmt.Errorf("checkpoint/store: waiting for %s to answer: %w", where, err)
 			}
 			continue
+		}
+		if !answered {
+			answered, start = true, now
 		}
 		if etag != seenTag || seenAt.IsZero() {
 			seenTag, seenAt = etag, now
