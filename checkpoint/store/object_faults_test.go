@@ -30,6 +30,11 @@ type hookBucket struct {
 	writtenButPrecondition map[string]int
 	// failGet: the next n gets of key fail with a network error.
 	failGet map[string]int
+	// outage, when non-nil, is asked before each get of key, with the
+	// number of earlier gets of key: true fails this one with a network
+	// error.
+	outage func(key string, call int) bool
+	gets   map[string]int
 }
 
 func (b *hookBucket) list(ctx context.Context, prefix string) ([]string, error) {
@@ -61,8 +66,12 @@ func (b *hookBucket) put(ctx context.Context, key string, body io.Reader, size i
 
 func (b *hookBucket) get(ctx context.Context, key string) ([]byte, string, error) {
 	b.mu.Lock()
-	if b.failGet[key] > 0 {
-		b.failGet[key]--
+	call := b.gets[key]
+	b.gets[key]++
+	if b.failGet[key] > 0 || (b.outage != nil && b.outage(key, call)) {
+		if b.failGet[key] > 0 {
+			b.failGet[key]--
+		}
 		b.mu.Unlock()
 		return nil, "", errors.New("connection reset by peer")
 	}
@@ -71,7 +80,7 @@ func (b *hookBucket) get(ctx context.Context, key string) ([]byte, string, error
 }
 
 func newHookBucket() *hookBucket {
-	return &hookBucket{memBucket: newMemBucket(), writtenButPrecondition: map[string]int{}, failGet: map[string]int{}}
+	return &hookBucket{memBucket: newMemBucket(), writtenButPrecondition: map[string]int{}, failGet: map[string]int{}, gets: map[string]int{}}
 }
 
 // TestObjectStoreSweepAfterRelease: a sweep that runs after the store
@@ -297,5 +306,54 @@ func TestObjectStoreOutageDoesNotUseUpTheWait(t *testing.T) {
 	own, err := next.Acquire(context.Background(), OwnershipOptions{Lease: lease, Wait: 2 * lease, Holder: "next", Poll: 10 * time.Millisecond})
 	if err != nil || own.Epoch != 2 {
 		t.Fatalf("Acquire after an outage of most of the wait = %+v, %v; want the dead owner taken over (epoch 2)", own, err)
+	}
+}
+
+// TestObjectStoreOutageAfterAnAnswer: the storage answers (the dead
+// owner's manifest is seen), then stops answering for longer than the
+// wait for a live owner (versitygw takes about 2 s to restart; the wait is
+// twice a 1 s lease), then answers again: the dead owner is taken over.
+// The wait used to count the outage and fail with "another instance of
+// the job is running" (CI: TestCrashOnObjectStorage of package postgres).
+// An outage longer than opts.Outage still fails, naming the storage.
+func TestObjectStoreOutageAfterAnAnswer(t *testing.T) {
+	const lease = 200 * time.Millisecond
+	for _, tc := range []struct {
+		name   string
+		outage time.Duration
+		ok     bool
+	}{
+		{"shorter than Outage", 0, true},
+		{"longer than Outage", 300 * time.Millisecond, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newHookBucket()
+			frozen := time.Now()
+			b.memBucket.now = func() time.Time { return frozen } // only this process's clock ends the lease
+			f := objectFixture{b: b, prefix: "jobs/outage-after"}
+			dead := f.open(t, Options{})
+			acquireObject(t, dead, OwnershipOptions{Lease: lease, Wait: time.Second, Holder: "dead"})
+
+			next := f.open(t, Options{})
+			key := next.key(manifestKey)
+			b.mu.Lock()
+			first := b.gets[key]
+			b.outage = func(k string, call int) bool {
+				// One answer, then 60 failed reads: about 600 ms at a poll
+				// of 10 ms, more than the 400 ms wait.
+				return k == key && call > first && call <= first+60
+			}
+			b.mu.Unlock()
+			own, err := next.Acquire(context.Background(), OwnershipOptions{Lease: lease, Wait: 2 * lease, Outage: tc.outage, Holder: "next", Poll: 10 * time.Millisecond})
+			if tc.ok {
+				if err != nil || own.Epoch != 2 {
+					t.Fatalf("Acquire through an outage longer than the wait = %+v, %v; want the dead owner taken over (epoch 2)", own, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), "did not answer for 300ms") || !strings.Contains(err.Error(), "owned by dead") {
+				t.Fatalf("Acquire through an outage longer than Outage: %v; want an error naming the outage and the owner seen", err)
+			}
+		})
 	}
 }

@@ -78,18 +78,23 @@ func (s *ObjectStore) writeManifest(ctx context.Context, m format.Manifest, etag
 // local directory), at once when it died more than a lease ago. Safety
 // does not rest on the lease: an owner that is taken over early fails its
 // next write of the manifest.
-// Storage that does not answer (a server restarting) is waited for as
-// long as a live owner, opts.Wait; a live owner is waited for opts.Wait
-// from the first answer, so that an outage of the storage does not use up
-// the time in which a dead owner's lease is seen to expire.
+// Storage that does not answer (a server restarting) is waited for
+// opts.Outage from the first failed read of each outage. A live owner is
+// waited for opts.Wait of the time in which the storage answers: an outage
+// neither uses up the time in which a dead owner's lease is seen to
+// expire nor ends the wait by itself.
 func (s *ObjectStore) Acquire(ctx context.Context, opts OwnershipOptions) (Ownership, error) {
 	opts = opts.withDefaults()
 	if opts.Lease <= 0 {
 		return Ownership{}, fmt.Errorf("checkpoint/store: ownership lease %v: must be positive, for example 10s", opts.Lease)
 	}
 	where := s.b.url(s.key(manifestKey))
-	start := opts.Now() // until the first answer, then the first answer's time
-	answered := false
+	// waited is the time of the wait for a live owner so far: the time
+	// between consecutive answers of the storage. lastAnswer is the last
+	// read that answered, zero during an outage; outageStart is the first
+	// failed read of the current outage.
+	var waited time.Duration
+	var lastAnswer, outageStart time.Time
 	var seenTag string
 	var seenAt time.Time
 	var seen format.Manifest // the last manifest read
@@ -100,31 +105,36 @@ func (s *ObjectStore) Acquire(ctx context.Context, opts OwnershipOptions) (Owner
 		cancel()
 		now := opts.Now()
 		if err != nil {
-			// The storage may be restarting: wait for it as for a live
-			// owner, but not for a corrupt manifest.
+			// The storage may be restarting: wait for it, but not for a
+			// corrupt manifest.
 			if errors.Is(err, ErrCorrupt) {
 				return Ownership{}, err
 			}
-			if opts.Wait >= 0 && now.Sub(start) >= opts.Wait {
+			lastAnswer = time.Time{}
+			if outageStart.IsZero() {
+				outageStart = now
+			}
+			if opts.Outage >= 0 && now.Sub(outageStart) >= opts.Outage {
+				err = fmt.Errorf("checkpoint/store: %s did not answer for %v: %w", where, opts.Outage, err)
 				if seenTag != "" && !seen.Released {
-					// A live owner was seen: that is the answer, not the
-					// failed read that ended the wait.
-					return Ownership{}, errors.Join(ownedBy(where, seen, opts.Wait), err)
+					// A live owner was seen before the outage: say so too.
+					return Ownership{}, errors.Join(err, ownedBy(where, seen, waited))
 				}
 				return Ownership{}, err
 			}
 			if !unreachableLogged {
 				unreachableLogged = true
-				s.log.Warn("checkpoint/store: the checkpoint storage does not answer; retrying", "where", where, "wait", opts.Wait, "err", err)
+				s.log.Warn("checkpoint/store: the checkpoint storage does not answer; retrying", "where", where, "wait", opts.Outage, "err", err)
 			}
 			if err := pause(ctx, opts.Poll); err != nil {
 				return Ownership{}, fmt.Errorf("checkpoint/store: waiting for %s to answer: %w", where, err)
 			}
 			continue
 		}
-		if !answered {
-			answered, start = true, now
+		if !lastAnswer.IsZero() {
+			waited += now.Sub(lastAnswer)
 		}
+		lastAnswer, outageStart = now, time.Time{}
 		if etag != seenTag || seenAt.IsZero() {
 			seenTag, seenAt = etag, now
 		}
@@ -132,7 +142,7 @@ func (s *ObjectStore) Acquire(ctx context.Context, opts OwnershipOptions) (Owner
 		lease := time.Duration(cur.LeaseNS)
 		if etag == "" || cur.Released || now.Sub(seenAt) >= lease || s.stale(etag, lease) {
 			o, err := s.tryAcquire(cur, etag, opts)
-			if err != nil && !errors.Is(err, ErrCorrupt) && (opts.Wait < 0 || opts.Now().Sub(start) < opts.Wait) {
+			if err != nil && !errors.Is(err, ErrCorrupt) && (opts.Wait < 0 || waited < opts.Wait) {
 				s.log.Warn("checkpoint/store: taking ownership failed; retrying", "where", where, "err", err)
 				if err := pause(ctx, opts.Poll); err != nil {
 					return Ownership{}, fmt.Errorf("checkpoint/store: taking ownership of %s: %w", where, err)
@@ -152,8 +162,8 @@ func (s *ObjectStore) Acquire(ctx context.Context, opts OwnershipOptions) (Owner
 			}
 			continue // another process wrote the manifest meanwhile: look again
 		}
-		if opts.Wait >= 0 && now.Sub(start) >= opts.Wait {
-			return Ownership{}, ownedBy(where, cur, opts.Wait)
+		if opts.Wait >= 0 && waited >= opts.Wait {
+			return Ownership{}, ownedBy(where, cur, waited)
 		}
 		if !waitLogged {
 			waitLogged = true

@@ -32,6 +32,9 @@ var ErrNotOwner = errors.New("checkpoint/store: this process no longer owns the 
 // Defaults of [OwnershipOptions].
 const (
 	DefaultLease = 10 * time.Second
+	// DefaultOutageWait is how long Acquire waits through one outage of
+	// object storage.
+	DefaultOutageWait = time.Minute
 	// lockWait bounds the wait for _lock, which is held only around a few
 	// small file operations; a holder that keeps it longer is paused.
 	lockWait = 30 * time.Second
@@ -50,6 +53,12 @@ type OwnershipOptions struct {
 	// before it fails. Default 0: twice the lease. Negative: wait until ctx
 	// ends (a standby instance).
 	Wait time.Duration
+	// Outage is how long Acquire on object storage waits for storage that
+	// does not answer (a server restarting), counted from the first failed
+	// read of each outage; the wait for a live owner's lease stands still
+	// meanwhile. Default DefaultOutageWait (one minute), or until ctx ends
+	// when Wait is negative. A local directory has no outages.
+	Outage time.Duration
 	// Holder describes this process in the owner file and in errors.
 	// Default "host <hostname> pid <pid>".
 	Holder string
@@ -138,6 +147,12 @@ func (o OwnershipOptions) withDefaults() OwnershipOptions {
 	}
 	if o.Wait == 0 {
 		o.Wait = 2 * o.Lease
+	}
+	if o.Outage == 0 {
+		o.Outage = DefaultOutageWait
+		if o.Wait < 0 {
+			o.Outage = -1
+		}
 	}
 	if o.Holder == "" {
 		host, _ := os.Hostname()
