@@ -32,7 +32,13 @@ func (j *Job) drive(ctx context.Context, rp *restorePoint) error {
 		} else {
 			res = j.attempt(ctx, rp)
 		}
-		d := recovery.AttemptEnded(coordinator.AttemptEnd{Failure: j.classify(ctx, res.err), Checkpointed: res.checkpointed,
+		failure := j.classify(ctx, res.err)
+		if failure == coordinator.Permanent {
+			if err := j.zombie(res.err); err != nil {
+				return err
+			}
+		}
+		d := recovery.AttemptEnded(coordinator.AttemptEnd{Failure: failure, Checkpointed: res.checkpointed,
 			Final: res.final, OutcomeUnknown: res.outcomeUnknown, CommitPending: res.closeErr != nil})
 		if !d.Restart {
 			return j.endError(ctx, res, d)
@@ -52,8 +58,8 @@ func (j *Job) drive(ctx context.Context, rp *restorePoint) error {
 		// owner while it failed (it was paused) must not, or it would abort
 		// the new owner's transactions. Its renewal loop notices the loss at
 		// its next tick; the restart asks now.
-		if err := j.store.Renew(); errors.Is(err, store.ErrNotOwner) {
-			return fmt.Errorf("exactly: job %q stopped before restarting: %w (after: %w)", j.g.Job, err, res.err)
+		if err := j.zombie(res.err); err != nil {
+			return err
 		}
 		switch d.Restore {
 		case coordinator.RestoreCompleted:
@@ -64,6 +70,9 @@ func (j *Job) drive(ctx context.Context, rp *restorePoint) error {
 			}
 			latest, err := j.latestAbove(rp)
 			if err != nil {
+				if zerr := j.zombie(err); zerr != nil {
+					return zerr
+				}
 				return fmt.Errorf("exactly: job %q failed: %w (after: %w)", j.g.Job, err, res.err)
 			}
 			rp = latest
@@ -75,6 +84,22 @@ func (j *Job) drive(ctx context.Context, rp *restorePoint) error {
 			j.opts.Logger.Info("restarting from the beginning of the input: no checkpoint completed yet", "job", j.g.Job, "restart", d.Attempt)
 		}
 	}
+}
+
+// zombie returns a fencing error wrapping err when this process no longer
+// owns the job's checkpoint storage, nil otherwise. It is asked before a
+// restart and before a failure ends the job: a process that lost the job
+// while it was paused must not restart (its restore would abort the new
+// owner's transactions), and its failures are its loss of the job, not
+// damage to report — the newer owner's retention removes checkpoint files
+// that the zombie's restore still reads, which looks like a corrupt
+// checkpoint (the torture suite's zombie fault on object storage).
+func (j *Job) zombie(err error) error {
+	rerr := j.store.Renew()
+	if !errors.Is(rerr, store.ErrNotOwner) {
+		return nil
+	}
+	return fmt.Errorf("exactly: job %q stopped: %w (after: %w)", j.g.Job, rerr, err)
 }
 
 // classify tells the recovery decision how an attempt ended.

@@ -10,12 +10,17 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/checkpoint/store"
 	"github.com/exactlyonce/exactly/connectors/file"
+	"github.com/exactlyonce/exactly/internal/format"
+	"github.com/exactlyonce/exactly/internal/testwait"
+	"github.com/exactlyonce/exactly/source"
 	"github.com/exactlyonce/exactly/stream"
 )
 
@@ -242,3 +247,89 @@ func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
 }
+
+// TestZombieFailureIsItsFencing: a process whose restore fails
+// permanently after another process took the job over (here a corrupt
+// checkpoint, as when the newer owner's retention removed files that the
+// zombie's restore was downloading: the torture suite's zombie fault on
+// object storage hit it in CI) stops with the ownership error, not with
+// the failure: it is a zombie, and the checkpoint is not damaged. It used
+// to report the corrupt checkpoint. The first attempt fails after a
+// checkpoint; the restart finds the process still the owner; the takeover
+// happens during the second attempt's restore, which then fails. The
+// lease is long, so the renewal loop does not notice the takeover first.
+func TestZombieFailureIsItsFencing(t *testing.T) {
+	dir, out := t.TempDir(), t.TempDir()
+	sk, err := file.NewSink(out, func(dst []byte, v int) []byte { return strconv.AppendInt(dst, int64(v), 10) }, file.SinkOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var done testwait.Counter
+	src := &failingSource{fail: make(chan struct{}), takeover: func() error { return takeOver(dir) }}
+	j := stream.New("zombie-failure")
+	stream.SinkTo(stream.Source(j, "numbers", src), "out", sk)
+	r, err := j.Start(context.Background(), stream.Options{CheckpointDir: dir, CheckpointInterval: 10 * time.Millisecond,
+		OwnershipLease: time.Hour, Restart: stream.RestartStrategy{MaxAttempts: 2, InitialBackoff: time.Millisecond},
+		Probe: testwait.Checkpoints(&done, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, done.Reached(1), time.Minute, "a completed checkpoint", nil)
+	close(src.fail)
+	err = r.Wait()
+	if !errors.Is(err, store.ErrNotOwner) {
+		t.Fatalf("the zombie's job ended with %v; want the ownership error (store.ErrNotOwner)", err)
+	}
+	t.Logf("the zombie stopped with: %v", err)
+}
+
+// takeOver writes a higher epoch into the _owner file of the checkpoint
+// directory dir, as another process taking the job over does.
+func takeOver(dir string) error {
+	path := filepath.Join(dir, "_owner")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	rec, err := format.DecodeOwner(path, b)
+	if err != nil {
+		return err
+	}
+	if b, err = format.EncodeOwner(format.OwnerRecord{Epoch: rec.Epoch + 1, Holder: "the new owner", Renewed: time.Now().UnixNano(), LeaseNS: int64(time.Minute)}); err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
+// failingSource reads nothing; once fail is closed its reader fails (a
+// transient error), and the next Open runs takeover and fails with a
+// corrupt checkpoint error.
+type failingSource struct {
+	fail     chan struct{}
+	takeover func() error
+	opens    atomic.Int32
+}
+
+func (*failingSource) Splits(context.Context) ([]string, error) { return []string{"0"}, nil }
+func (s *failingSource) Open(context.Context, string, []byte) (source.Reader[int], error) {
+	if s.opens.Add(1) == 1 {
+		return failingReader{s.fail}, nil
+	}
+	if err := s.takeover(); err != nil {
+		return nil, err
+	}
+	return nil, fmt.Errorf("shared object is missing: %w", checkpoint.ErrCorrupt)
+}
+
+type failingReader struct{ fail <-chan struct{} }
+
+func (r failingReader) Read(context.Context, []int) (int, error) {
+	select {
+	case <-r.fail:
+		return 0, errors.New("the broker went away")
+	default:
+		return 0, nil
+	}
+}
+func (failingReader) Position() []byte { return []byte{0} }
+func (failingReader) Close() error     { return nil }
