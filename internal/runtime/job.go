@@ -122,6 +122,9 @@ func Start(ctx context.Context, g Graph, opts Options) (*Job, error) {
 		savepoints: map[uint64]savepointRequest{}, ended: make(chan struct{}), done: make(chan struct{}), started: time.Now()}
 	rp, err := j.initialRestorePoint()
 	if err != nil {
+		if zerr := j.zombie(err); zerr != nil {
+			return nil, zerr // taken over while it read the checkpoint (it was paused)
+		}
 		return nil, err
 	}
 	if rp != nil {

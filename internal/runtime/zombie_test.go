@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -19,7 +20,9 @@ import (
 	"github.com/exactlyonce/exactly/checkpoint/store"
 	"github.com/exactlyonce/exactly/connectors/file"
 	"github.com/exactlyonce/exactly/internal/format"
+	"github.com/exactlyonce/exactly/internal/runtime"
 	"github.com/exactlyonce/exactly/internal/testwait"
+	"github.com/exactlyonce/exactly/internal/vfs"
 	"github.com/exactlyonce/exactly/source"
 	"github.com/exactlyonce/exactly/stream"
 )
@@ -333,3 +336,41 @@ func (r failingReader) Read(context.Context, []int) (int, error) {
 }
 func (failingReader) Position() []byte { return []byte{0} }
 func (failingReader) Close() error     { return nil }
+
+// TestZombieStartIsItsFencing: a process taken over while it starts (it
+// was paused between taking ownership and reading its latest checkpoint,
+// whose files the new owner's retention then removed) stops with the
+// ownership error, not with a corrupt checkpoint. In CI a zombie on object
+// storage reported "shared object is missing, but checkpoint 28 refers to
+// it" (TestTortureObjectStorage). Here the checkpoint is damaged and the
+// takeover happens when the start opens its metadata.
+func TestZombieStartIsItsFencing(t *testing.T) {
+	dir := t.TempDir()
+	out := &txSink{prepared: map[string][]int{}, done: map[string]bool{}}
+	if err := intsJob(100, out).Run(context.Background(), stream.Options{CheckpointDir: dir, CheckpointInterval: 10 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	metadata, err := filepath.Glob(filepath.Join(dir, "chk-*", "_metadata"))
+	if err != nil || len(metadata) == 0 {
+		t.Fatalf("no checkpoint metadata in %s (%v)", dir, err)
+	}
+	for _, m := range metadata {
+		if err := os.WriteFile(m, []byte("damaged"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var once sync.Once
+	fsys := vfs.WithErrors(vfs.Default, func(op, name string) error {
+		if op == vfs.OpOpen && filepath.Base(name) == "_metadata" {
+			var err error
+			once.Do(func() { err = takeOver(dir) })
+			return err
+		}
+		return nil
+	})
+	_, err = intsJob(100, out).Start(context.Background(), runtime.WithFS(stream.Options{CheckpointDir: dir, OwnershipLease: time.Hour}, fsys))
+	if !errors.Is(err, store.ErrNotOwner) {
+		t.Fatalf("the zombie's start failed with %v; want the ownership error (store.ErrNotOwner)", err)
+	}
+	t.Logf("the zombie's start failed with: %v", err)
+}
