@@ -89,6 +89,21 @@ type Writer[T any] interface {
 	Close() error
 }
 
+// WatermarkWriter is a [Writer] told the event time of its input: a sink
+// that carries watermarks to a downstream job (a Kafka topic between two
+// stages, kafka.SinkOptions.Watermarks) writes them into its
+// transactions. The engine calls it from the goroutine that writes.
+type WatermarkWriter interface {
+	// Watermark reports that the writer's input watermark advanced to wm
+	// (nanoseconds since the Unix epoch), or that an idle input is active
+	// again at wm: no record at or before wm follows.
+	Watermark(wm int64)
+	// Idle reports that the writer's input became idle: its watermark does
+	// not advance until the next Watermark call, and consumers should not
+	// wait for it.
+	Idle()
+}
+
 // Committer makes prepared transactions visible or removes them.
 // A Committer is used by one goroutine at a time.
 type Committer interface {

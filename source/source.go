@@ -55,6 +55,25 @@ type Lagger interface {
 	Lag() (lag int64, unit string, ok bool)
 }
 
+// WatermarkReader is a [Reader] that knows its split's watermark itself
+// instead of deriving it from the event times of its records: a Kafka
+// topic written by an upstream job carries that job's watermarks
+// (kafka.SourceOptions.Upstreams). Read through stream.SourceWithEventTime
+// (required), the split's watermark is the reader's; the event time's
+// MaxOutOfOrderness and IdleTimeout do not apply to it. The engine calls
+// both methods from the goroutine that reads.
+type WatermarkReader interface {
+	// Watermark returns the split's watermark, in nanoseconds since the
+	// Unix epoch (math.MinInt64 before there is one), and whether the
+	// split is idle: nothing it reads until its next watermark can hold
+	// event time back.
+	Watermark() (wm int64, idle bool)
+	// ResumeWatermark gives a reader opened at a checkpointed position the
+	// split's watermark at that checkpoint: the reader's watermark does
+	// not go below it.
+	ResumeWatermark(wm int64)
+}
+
 // EOF is returned by [Reader.Read] when a split is finished.
 var EOF = io.EOF
 

@@ -13,6 +13,7 @@ import (
 	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/internal/format"
 	"github.com/exactlyonce/exactly/internal/runtime"
+	"github.com/exactlyonce/exactly/sink"
 	"github.com/exactlyonce/exactly/source"
 )
 
@@ -55,6 +56,10 @@ type splitReader[T any] struct {
 	// a record was last read from it (for idleness).
 	newest   int64
 	lastRead time.Time
+	// wr is r when it tells the split's watermark itself; newest then
+	// holds the split's watermark, checkpointed and handed back to the
+	// reader at a restore.
+	wr source.WatermarkReader
 }
 
 func newSourceOp[T any](ctx context.Context, oc runtime.OperatorContext, src source.Source[T], et *EventTime[T], out runtime.Emitter) (*sourceOp[T], error) {
@@ -98,6 +103,9 @@ func newSourceOp[T any](ctx context.Context, oc runtime.OperatorContext, src sou
 			return nil, err
 		}
 		s.readers = append(s.readers, sr)
+		if ok && sr.wr != nil {
+			sr.wr.ResumeWatermark(p.Newest)
+		}
 	}
 	return s, nil
 }
@@ -121,6 +129,10 @@ func (s *sourceOp[T]) open(ctx context.Context, sr *splitReader[T], isNew bool) 
 	}
 	if err != nil {
 		return fmt.Errorf("opening split %q: %w", sr.split, err)
+	}
+	if sr.wr, _ = sr.r.(source.WatermarkReader); sr.wr != nil && s.et == nil {
+		err := fmt.Errorf("split %q carries the watermarks of an upstream job (kafka.SourceOptions.Upstreams), which only a source with event time uses: read it with stream.SourceWithEventTime, or leave Upstreams 0", sr.split)
+		return sink.Permanent(errors.Join(err, sr.r.Close())) // restarting cannot fix the job
 	}
 	// A split not read before the next checkpoint must still restore at the
 	// position it was opened at (a "latest" Kafka offset resolved now, not
@@ -179,7 +191,7 @@ func (s *sourceOp[T]) Poll(ctx context.Context) (int, bool, error) {
 		if n > 0 {
 			sr.pos = sr.r.Position()
 			s.oc.Records.Add(int64(n))
-			if s.et != nil {
+			if s.et != nil && sr.wr == nil {
 				sr.lastRead = time.Now()
 				for _, v := range s.buf[:n] {
 					sr.newest = max(sr.newest, s.et.Timestamp(v).UnixNano())
@@ -237,7 +249,8 @@ func (s *sourceOp[T]) Lag() []runtime.SplitLag {
 // Watermark returns the least watermark of the splits that are neither
 // finished nor idle; when there is none, it returns the greatest watermark of
 // all splits and idle. A split's watermark trails its newest event time by
-// MaxOutOfOrderness (and 1ns: a record at exactly that bound is on time).
+// MaxOutOfOrderness (and 1ns: a record at exactly that bound is on time),
+// unless its reader tells it (source.WatermarkReader).
 func (s *sourceOp[T]) Watermark() (int64, bool) {
 	if s.et == nil {
 		return runtime.MinWatermark, false
@@ -245,12 +258,18 @@ func (s *sourceOp[T]) Watermark() (int64, bool) {
 	least, greatest, active := runtime.MaxWatermark, runtime.MinWatermark, false
 	now := time.Now()
 	for _, sr := range s.readers {
-		wm := runtime.MinWatermark
-		if sr.newest != runtime.MinWatermark {
+		wm, idle := runtime.MinWatermark, false
+		switch {
+		case sr.wr != nil:
+			wm, idle = sr.wr.Watermark()
+		case sr.newest != runtime.MinWatermark:
 			wm = sr.newest - int64(s.et.MaxOutOfOrderness) - 1
+			fallthrough
+		default:
+			idle = s.et.IdleTimeout > 0 && now.Sub(sr.lastRead) >= s.et.IdleTimeout
 		}
 		greatest = max(greatest, wm)
-		if sr.done || (s.et.IdleTimeout > 0 && now.Sub(sr.lastRead) >= s.et.IdleTimeout) {
+		if sr.done || idle {
 			continue
 		}
 		active = true
@@ -265,6 +284,9 @@ func (s *sourceOp[T]) Watermark() (int64, bool) {
 func (s *sourceOp[T]) Snapshot(_ context.Context, id checkpoint.ID) (func() (checkpoint.SubtaskSnapshot, error), error) {
 	var snap checkpoint.SubtaskSnapshot
 	for _, sr := range s.readers {
+		if sr.wr != nil {
+			sr.newest, _ = sr.wr.Watermark()
+		}
 		snap.Entries = append(snap.Entries, format.EncodeSplitPosition(format.SplitPosition{Split: sr.split, Pos: sr.pos, Done: sr.done, Newest: sr.newest}))
 	}
 	if s.taken != nil {

@@ -131,6 +131,13 @@ func (s *Sink[T]) NewWriter(ctx context.Context, info sink.WriterInfo) (sink.Wri
 	if err := s.checkCluster(ctx, admin); err != nil {
 		return nil, fmt.Errorf("kafka: sink %q: %w", info.Sink, err)
 	}
+	if s.opts.Watermarks {
+		td, err := listTopics(ctx, s.opts.Conn, []string{s.opts.Topic}, "SinkOptions.Topic")
+		if err != nil {
+			return nil, fmt.Errorf("kafka: sink %q: %w", info.Sink, err)
+		}
+		w.marks = &markWriter{id: info.Job + "/" + info.Sink + "/" + strconv.Itoa(info.Subtask), partitions: int32(len(td[s.opts.Topic].Partitions))}
+	}
 	if s.opts.Guarantee == ExactlyOnce {
 		w.bgCtx, w.bgCancel = context.WithCancel(context.WithoutCancel(ctx))
 		w.openAhead()
@@ -222,8 +229,12 @@ func (s *Sink[T]) checkTimeout(ctx context.Context, cl *kgo.Client) error {
 // producerOpts returns the options of a producer client; txnID is nil
 // for a non-transactional one.
 func (s *Sink[T]) producerOpts(txnID *string, extra ...kgo.Opt) []kgo.Opt {
+	var partitioner kgo.Partitioner = kgo.StickyKeyPartitioner(nil)
+	if s.opts.Watermarks {
+		partitioner = controlPartitioner{partitioner}
+	}
 	o := append([]kgo.Opt{
-		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
+		kgo.RecordPartitioner(partitioner),
 		kgo.ProducerLinger(5 * time.Millisecond),
 		kgo.ProducerBatchMaxBytes(1 << 20),
 		kgo.UnknownTopicRetries(2),

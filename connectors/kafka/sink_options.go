@@ -115,6 +115,18 @@ type SinkOptions struct {
 	// Kafka's own producer), "gzip", "snappy", "lz4" or "zstd". Compression
 	// costs CPU in the job and saves network and disk.
 	Compression string
+	// Watermarks carries the job's event time to a downstream job that
+	// reads Topic (a stage of a job split at a repartition topic): in
+	// every transaction in which the sink's input watermark changed, the
+	// sink writes it, after the transaction's records, as a control record
+	// into every partition of Topic, which must be set. The downstream
+	// source takes the least watermark of its upstream writers
+	// (SourceOptions.Upstreams). The sink's input must have event time
+	// (stream.SourceWithEventTime upstream), and an input partition that
+	// may stay empty needs an IdleTimeout there, or it holds the
+	// downstream's watermark back, as it would inside one job. See
+	// docs/kafka.md, "Watermarks between jobs". Default false.
+	Watermarks bool
 }
 
 // compressions maps SinkOptions.Compression to franz-go's codecs.
@@ -155,6 +167,7 @@ func (o *SinkOptions) validate() error {
 		{!knownCompression, "Compression", strconv.Quote(o.Compression), `use "none", "gzip", "snappy", "lz4" or "zstd"`},
 		{o.TransactionalIDPrefix != "" && !validPrefix.MatchString(o.TransactionalIDPrefix), "TransactionalIDPrefix", strconv.Quote(o.TransactionalIDPrefix),
 			"use letters, digits, '.', '_' and '-', at most 200 bytes"},
+		{o.Watermarks && o.Topic == "", "Watermarks", o.Watermarks, "set SinkOptions.Topic too: the watermarks go into every partition of that topic"},
 	}
 	for _, c := range checks {
 		if c.bad {

@@ -59,6 +59,57 @@ type writer[T any] struct {
 	// last is the offset of the last acknowledged record in evidence's
 	// partition (committable.Last).
 	last atomic.Int64
+	// marks carries the input's watermark with SinkOptions.Watermarks;
+	// nil without.
+	marks *markWriter
+}
+
+// markWriter is what a writer with SinkOptions.Watermarks knows of its
+// input's watermark and of what it wrote.
+type markWriter struct {
+	id         string // the writer's id in its control records
+	partitions int32  // of SinkOptions.Topic, when the writer opened
+	mark       upstreamMark
+	heard      bool // mark was set
+	written    upstreamMark
+	wrote      bool // written was written
+}
+
+// Watermark records the input's watermark (sink.WatermarkWriter); the
+// next Prepare writes it.
+func (w *writer[T]) Watermark(wm int64) {
+	if w.marks != nil {
+		w.marks.mark, w.marks.heard = upstreamMark{wm: wm}, true
+	}
+}
+
+// Idle records that the input is idle (sink.WatermarkWriter); the next
+// Prepare writes it.
+func (w *writer[T]) Idle() {
+	if w.marks != nil {
+		w.marks.mark.idle, w.marks.heard = true, true
+	}
+}
+
+// writeWatermark writes the input's watermark into every partition of
+// the topic, unless it is the one written last (docs in watermarks.go).
+func (w *writer[T]) writeWatermark(ctx context.Context) error {
+	m := w.marks
+	if m == nil || !m.heard || (m.wrote && m.written == m.mark) {
+		return nil
+	}
+	if w.cl == nil {
+		if err := w.begin(ctx); err != nil {
+			return err
+		}
+	}
+	value := encodeWatermark(m.id, m.mark.wm, m.mark.idle)
+	for p := range m.partitions {
+		r := &kgo.Record{Topic: w.s.opts.Topic, Partition: p, Headers: []kgo.RecordHeader{{Key: watermarkHeader, Value: value}}}
+		w.cl.Produce(ctx, r, w.acked)
+	}
+	m.written, m.wrote = m.mark, true
+	return nil
 }
 
 // producer is a transactional client under one id of the pool, with a
@@ -282,6 +333,9 @@ func (w *writer[T]) failed() error {
 // transaction's producer is opened in the background if it is not already
 // (see writer).
 func (w *writer[T]) Prepare(ctx context.Context, id checkpoint.ID) ([]byte, error) {
+	if err := w.writeWatermark(ctx); err != nil {
+		return nil, err
+	}
 	if w.cl == nil || w.s.opts.Guarantee == NoGuarantee {
 		return nil, w.failed()
 	}

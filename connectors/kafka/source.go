@@ -181,6 +181,16 @@ type SourceOptions struct {
 	// their earliest offset. Default 10s; negative disables discovery.
 	// Bounded sources never discover.
 	DiscoveryInterval time.Duration
+	// Upstreams, when positive, reads the watermarks that an upstream
+	// job's Kafka sink writes into the topics (SinkOptions.Watermarks):
+	// it is the number of the upstream's writers (its tasks times its
+	// sink's parallelism), and a partition's watermark is the least of
+	// theirs, none until every one has been heard from. The source must
+	// be read through stream.SourceWithEventTime, whose MaxOutOfOrderness
+	// and IdleTimeout then do not apply. Default 0: the watermark comes
+	// from the records' event times. Control records are skipped either
+	// way. See docs/kafka.md, "Watermarks between jobs".
+	Upstreams int
 }
 
 // DefaultDiscoveryInterval is the default of SourceOptions.DiscoveryInterval.
@@ -228,6 +238,9 @@ func (o *SourceOptions) validate() (*regexp.Regexp, error) {
 	if o.DecodeErrors > DeadLetterDecodeErrors {
 		return nil, fmt.Errorf("kafka: SourceOptions.DecodeErrors = %v: use FailOnDecodeError, SkipDecodeErrors or DeadLetterDecodeErrors", o.DecodeErrors)
 	}
+	if o.Upstreams < 0 {
+		return nil, fmt.Errorf("kafka: SourceOptions.Upstreams = %d is negative: use 0, or the number of writers of the upstream job", o.Upstreams)
+	}
 	if o.PollTimeout < 0 {
 		return nil, fmt.Errorf("kafka: SourceOptions.PollTimeout = %v is negative: use 0 (default 1ms) or a positive duration", o.PollTimeout)
 	}
@@ -244,7 +257,10 @@ func (o *SourceOptions) validate() (*regexp.Regexp, error) {
 // source.Discoverer. Each partition is one split, with id
 // "{topic}/{partition}"; splits are listed sorted by topic, then partition.
 // A split's position is the next offset to read, 8 bytes big-endian,
-// followed with Bounded by the split's end offset, 8 bytes big-endian.
+// followed with Bounded by the split's end offset, 8 bytes big-endian;
+// with Upstreams by the end offset (-1 when unbounded) and what each
+// upstream writer said last (see docs/kafka.md, "Watermarks between
+// jobs").
 //
 // Partition p of a topic is read by subtask (hash(topic) + p) mod
 // parallelism, so each topic's partitions spread evenly over the subtasks.
@@ -296,7 +312,7 @@ func (s *Source[V]) CheckpointComplete(ctx context.Context, id checkpoint.ID, po
 	var offsets kadm.Offsets
 	for split, pos := range positions {
 		topic, part, err := parseSplit(split)
-		next, _, perr := decodePosition(split, pos)
+		next, _, _, perr := decodePosition(split, pos)
 		if err != nil || perr != nil || len(pos) == 0 {
 			continue
 		}
@@ -428,7 +444,7 @@ func (s *Source[V]) open(ctx context.Context, split string, position []byte, sta
 	if err != nil {
 		return nil, err
 	}
-	next, end, err := decodePosition(split, position)
+	next, end, marks, err := decodePosition(split, position)
 	if err != nil {
 		return nil, err
 	}
@@ -473,7 +489,15 @@ func (s *Source[V]) open(ctx context.Context, split string, position []byte, sta
 	if err != nil {
 		return nil, fmt.Errorf("kafka: split %s: %w", split, err)
 	}
-	return &reader[V]{s: s, split: split, cl: cl, next: next, end: end, logEnd: -1}, nil
+	r := &reader[V]{s: s, split: split, cl: cl, next: next, end: end, logEnd: -1}
+	if s.opts.Upstreams > 0 {
+		if r.upstream, err = restoreUpstreamWatermarks(s.opts.Upstreams, marks); err != nil {
+			cl.Close()
+			return nil, fmt.Errorf("kafka: split %s: the restored position: %w", split, err)
+		}
+		return watermarkedReader[V]{r}, nil
+	}
+	return r, nil
 }
 
 // startOffset resolves a StartOffset to a concrete offset, so that the
@@ -532,6 +556,34 @@ type reader[V any] struct {
 	// returned records told it: its last stable offset under
 	// read_committed, its high watermark otherwise; -1 before.
 	logEnd int64
+	// upstream is the partition's watermark told by upstream writers,
+	// with SourceOptions.Upstreams; nil without.
+	upstream *upstreamWatermarks
+}
+
+// watermarkedReader is a reader with SourceOptions.Upstreams: it tells its
+// split's watermark (source.WatermarkReader).
+type watermarkedReader[V any] struct{ *reader[V] }
+
+// Watermark implements source.WatermarkReader.
+func (r watermarkedReader[V]) Watermark() (int64, bool) { return r.upstream.watermark() }
+
+// ResumeWatermark implements source.WatermarkReader.
+func (r watermarkedReader[V]) ResumeWatermark(wm int64) { r.upstream.resume(wm) }
+
+// control handles a control record of an upstream writer.
+func (r *reader[V]) control(kr *kgo.Record, value []byte) error {
+	if r.upstream == nil {
+		return nil
+	}
+	writer, m, err := decodeWatermark(value)
+	if err == nil {
+		err = r.upstream.heard(writer, m)
+	}
+	if err != nil {
+		return fmt.Errorf("kafka: record %s offset %d: watermark of an upstream job: %w", r.split, kr.Offset, err)
+	}
+	return nil
 }
 
 // skip counts a record skipped under SkipDecodeErrors and logs the first
@@ -593,6 +645,15 @@ func (r *reader[V]) Read(ctx context.Context, buf []Record[V]) (int, error) {
 		if r.end >= 0 && kr.Offset >= r.end {
 			r.next, r.queued = r.end, nil
 			break
+		}
+		if wm, ok := controlWatermark(kr); ok {
+			if err := r.control(kr, wm); err != nil {
+				r.err = err
+				return n, err
+			}
+			r.next = kr.Offset + 1
+			r.queued = r.queued[1:]
+			continue
 		}
 		v, err := r.s.decode(kr.Value)
 		rec := &buf[n]
@@ -658,34 +719,46 @@ func (r *reader[V]) Lag() (int64, string, bool) {
 }
 
 // Position returns the next offset to read, and the end offset of a
-// bounded split.
+// bounded split; with SourceOptions.Upstreams, also what each upstream
+// writer said last (see positionMarks).
 func (r *reader[V]) Position() []byte {
 	pos := binary.BigEndian.AppendUint64(make([]byte, 0, 16), uint64(r.next))
+	if r.upstream != nil {
+		pos = binary.BigEndian.AppendUint64(pos, uint64(r.end))
+		return r.upstream.appendMarks(pos)
+	}
 	if r.end >= 0 {
 		pos = binary.BigEndian.AppendUint64(pos, uint64(r.end))
 	}
 	return pos
 }
 
-// decodePosition parses a position of split: the next offset and the end
-// offset of a bounded split, -1 when it has none. An empty position gives
-// (0, -1).
-func decodePosition(split string, pos []byte) (next, end int64, err error) {
+// decodePosition parses a position of split: the next offset, the end
+// offset of a bounded split (-1 when it has none) and the upstream
+// writers' marks it holds (nil when none). An empty position gives
+// (0, -1, nil).
+func decodePosition(split string, pos []byte) (next, end int64, marks map[string]upstreamMark, err error) {
 	end = -1
-	switch len(pos) {
-	case 0:
-	case 16:
+	switch {
+	case len(pos) == 0:
+	case len(pos) > 16 && string(pos[16:16+len(positionMarks)]) == positionMarks:
+		if marks, err = parseMarks(pos[16+len(positionMarks):]); err != nil {
+			return 0, 0, nil, fmt.Errorf("kafka: split %s: position %x: %w: pass nil or a value returned by Reader.Position", split, pos, err)
+		}
+		end = int64(binary.BigEndian.Uint64(pos[8:16]))
+		next = int64(binary.BigEndian.Uint64(pos[:8]))
+	case len(pos) == 16:
 		end = int64(binary.BigEndian.Uint64(pos[8:]))
-		fallthrough
-	case 8:
+		next = int64(binary.BigEndian.Uint64(pos[:8]))
+	case len(pos) == 8:
 		next = int64(binary.BigEndian.Uint64(pos[:8]))
 	default:
-		return 0, 0, fmt.Errorf("kafka: split %s: position %x is neither an 8-byte offset nor offset and end offset (16 bytes): pass nil or a value returned by Reader.Position", split, pos)
+		return 0, 0, nil, fmt.Errorf("kafka: split %s: position %x is neither an 8-byte offset nor offset and end offset (16 bytes): pass nil or a value returned by Reader.Position", split, pos)
 	}
 	if next < 0 || end < -1 {
-		return 0, 0, fmt.Errorf("kafka: split %s: position %x holds a negative offset: pass nil or a value returned by Reader.Position", split, pos)
+		return 0, 0, nil, fmt.Errorf("kafka: split %s: position %x holds a negative offset: pass nil or a value returned by Reader.Position", split, pos)
 	}
-	return next, end, nil
+	return next, end, marks, nil
 }
 
 // Close closes the client.

@@ -155,6 +155,24 @@ func (s *Operator[T]) Process(ctx context.Context, batch any) error {
 	return s.writer.Write(ctx, in)
 }
 
+// Watermark hands the sink's input watermark to a writer that carries
+// watermarks downstream (sink.WatermarkWriter).
+func (s *Operator[T]) Watermark(_ context.Context, wm int64) error {
+	if w, ok := s.writer.(sink.WatermarkWriter); ok {
+		w.Watermark(wm)
+	}
+	return nil
+}
+
+// Idle tells a writer that carries watermarks that the sink's input became
+// idle.
+func (s *Operator[T]) Idle(context.Context) error {
+	if w, ok := s.writer.(sink.WatermarkWriter); ok {
+		w.Idle()
+	}
+	return nil
+}
+
 // Snapshot prepares the open transaction and checkpoints every committable
 // not yet committed.
 func (s *Operator[T]) Snapshot(ctx context.Context, id checkpoint.ID) (func() (checkpoint.SubtaskSnapshot, error), error) {

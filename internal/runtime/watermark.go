@@ -70,6 +70,14 @@ type WatermarkOperator interface {
 	Watermark(ctx context.Context, wm int64) error
 }
 
+// IdleListener is an operator told when its task became idle (every input
+// idle, see watermarkMerger): the watermark it last got does not advance
+// until the next Watermark call, which also says the task is active again.
+type IdleListener interface {
+	// Idle reports that the operator's input became idle.
+	Idle(ctx context.Context) error
+}
+
 // watermarkMerger combines the watermarks of a task's inputs into the task's
 // own: the least watermark of the inputs that are neither idle nor finished.
 // When every input is idle, the task is idle and its watermark becomes the
@@ -187,6 +195,13 @@ func (t *task) forward(ctx context.Context, r mergeResult) error {
 		}
 	}
 	if r.idle {
+		for _, m := range t.members {
+			if il, ok := m.op.(IdleListener); ok {
+				if err := il.Idle(ctx); err != nil {
+					return fmt.Errorf("%s[%d]: idle: %w", m.spec.Name, t.subtask, err)
+				}
+			}
+		}
 		return t.broadcast(idleMessage)
 	}
 	return nil

@@ -1,0 +1,241 @@
+package kafka
+
+import (
+	"encoding/binary"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Watermarks between two jobs (stages) that a Kafka topic connects.
+//
+// An upstream sink with SinkOptions.Watermarks writes, in each of its
+// transactions whose watermark differs from the last one it wrote, one
+// control record into every partition of its topic: no key, no value, and
+// the header watermarkHeader, whose value is
+//
+//	byte 0     version (1)
+//	byte 1     flags: bit 0 set when the writer's input is idle
+//	bytes 2-9  the watermark, int64 big-endian, nanoseconds since the epoch
+//	bytes 10-  the writer's id, "<job>/<sink>/<subtask>"
+//
+// The control record follows every record the transaction wrote before
+// it, so a read_committed reader of the partition has read everything the
+// writer wrote at or before the watermark when it reads the watermark. A
+// downstream source with SourceOptions.Upstreams takes, per partition, the
+// least watermark of the writers that are not idle, and none until it has
+// heard from every writer it expects (upstreamWatermarks). Control records
+// are never handed to the Deserializer, whatever the source's options.
+const watermarkHeader = "exactly-watermark"
+
+// watermarkVersion is the first byte of a watermark header's value.
+const watermarkVersion = 1
+
+// encodeWatermark returns a watermark header's value.
+func encodeWatermark(writer string, wm int64, idle bool) []byte {
+	b := make([]byte, 10, 10+len(writer))
+	b[0] = watermarkVersion
+	if idle {
+		b[1] = 1
+	}
+	binary.BigEndian.PutUint64(b[2:], uint64(wm))
+	return append(b, writer...)
+}
+
+// upstreamMark is what one upstream writer said last.
+type upstreamMark struct {
+	wm   int64
+	idle bool
+}
+
+// decodeWatermark parses a watermark header's value.
+func decodeWatermark(v []byte) (writer string, m upstreamMark, err error) {
+	switch {
+	case len(v) < 11:
+		return "", m, fmt.Errorf("header %s is %d bytes, want at least 11", watermarkHeader, len(v))
+	case v[0] != watermarkVersion:
+		return "", m, fmt.Errorf("header %s has version %d, this build reads version %d: upgrade the job to the version of its upstream", watermarkHeader, v[0], watermarkVersion)
+	case v[1]&^1 != 0:
+		return "", m, fmt.Errorf("header %s has unknown flags %#x", watermarkHeader, v[1])
+	}
+	return string(v[10:]), upstreamMark{wm: int64(binary.BigEndian.Uint64(v[2:10])), idle: v[1]&1 != 0}, nil
+}
+
+// controlWatermark returns the value of r's watermark header, if r is a
+// control record.
+func controlWatermark(r *kgo.Record) ([]byte, bool) {
+	if len(r.Headers) != 1 || r.Headers[0].Key != watermarkHeader || r.Key != nil || len(r.Value) != 0 {
+		return nil, false
+	}
+	return r.Headers[0].Value, true
+}
+
+// upstreamWatermarks is the watermark of one partition written by several
+// upstream writers: the least of the watermarks of the writers that are
+// not idle, or the greatest when all are idle (the partition is idle
+// then), and MinWatermark until every one of the want writers has been
+// heard from. It never goes back, nor below floor, the watermark a restore
+// resumes at. It is a pure state machine.
+type upstreamWatermarks struct {
+	want  int
+	floor int64
+	marks map[string]upstreamMark
+	enc   []byte // the marks as appendMarks appends them; nil when stale
+}
+
+func newUpstreamWatermarks(want int) *upstreamWatermarks {
+	return &upstreamWatermarks{want: want, floor: math.MinInt64, marks: map[string]upstreamMark{}}
+}
+
+// restoreUpstreamWatermarks returns the watermark of a partition whose
+// checkpointed position held marks (nil when it held none): a writer that
+// will not write again (finished, or idle and unchanged) is known as it
+// was, instead of holding the watermark back for ever.
+func restoreUpstreamWatermarks(want int, marks map[string]upstreamMark) (*upstreamWatermarks, error) {
+	u := newUpstreamWatermarks(want)
+	for _, w := range slices.Sorted(maps.Keys(marks)) {
+		if err := u.heard(w, marks[w]); err != nil {
+			return nil, err
+		}
+	}
+	return u, nil
+}
+
+// positionMarks starts, after the 16 bytes of offset and end offset, the
+// marks of the upstream writers in a position of a source with
+// SourceOptions.Upstreams: then, per writer in order of id, the id's
+// length (uvarint), the id, the flags byte and the watermark (8 bytes
+// big-endian), as in the header.
+const positionMarks = "wm1"
+
+// appendMarks appends the writers' marks to a position. The engine asks
+// for the position after every read: the encoding is kept until a mark
+// changes.
+func (u *upstreamWatermarks) appendMarks(pos []byte) []byte {
+	if u.enc == nil {
+		u.enc = []byte(positionMarks)
+		for _, w := range slices.Sorted(maps.Keys(u.marks)) {
+			m := u.marks[w]
+			u.enc = binary.AppendUvarint(u.enc, uint64(len(w)))
+			u.enc = append(u.enc, w...)
+			var flags byte
+			if m.idle {
+				flags = 1
+			}
+			u.enc = binary.BigEndian.AppendUint64(append(u.enc, flags), uint64(m.wm))
+		}
+	}
+	return append(pos, u.enc...)
+}
+
+// parseMarks parses what appendMarks appended after positionMarks.
+func parseMarks(b []byte) (map[string]upstreamMark, error) {
+	marks := map[string]upstreamMark{}
+	for len(b) > 0 {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || uint64(len(b)-k) < n+9 {
+			return nil, fmt.Errorf("the watermarks of the upstream writers are truncated")
+		}
+		w := string(b[k : k+int(n)])
+		b = b[k+int(n):]
+		if b[0]&^1 != 0 {
+			return nil, fmt.Errorf("the watermark of upstream writer %q has unknown flags %#x", w, b[0])
+		}
+		marks[w] = upstreamMark{idle: b[0]&1 != 0, wm: int64(binary.BigEndian.Uint64(b[1:9]))}
+		b = b[9:]
+	}
+	return marks, nil
+}
+
+// heard records what writer said. A writer's watermark never goes back; a
+// writer more than want is an error naming them all.
+func (u *upstreamWatermarks) heard(writer string, m upstreamMark) error {
+	old, known := u.marks[writer]
+	if !known && len(u.marks) == u.want {
+		writers := slices.Sorted(maps.Keys(u.marks))
+		return fmt.Errorf("watermarks from writer %q and %d others (%s), but SourceOptions.Upstreams = %d: set Upstreams to the number of writers of the upstream job (its tasks times its sink's parallelism)",
+			writer, len(writers), strings.Join(writers, ", "), u.want)
+	}
+	if known {
+		m.wm = max(m.wm, old.wm)
+	}
+	if !known || m != old {
+		u.marks[writer], u.enc = m, nil
+	}
+	u.floor = max(u.floor, u.current())
+	return nil
+}
+
+// resume raises the floor to wm.
+func (u *upstreamWatermarks) resume(wm int64) { u.floor = max(u.floor, wm) }
+
+// watermark returns the partition's watermark and whether it is idle.
+func (u *upstreamWatermarks) watermark() (int64, bool) {
+	if len(u.marks) < u.want {
+		return u.floor, false
+	}
+	return u.floor, u.allIdle()
+}
+
+// current is the watermark the writers' marks give, MinWatermark until
+// every writer has been heard from.
+func (u *upstreamWatermarks) current() int64 {
+	if len(u.marks) < u.want {
+		return math.MinInt64
+	}
+	least, greatest := int64(math.MaxInt64), int64(math.MinInt64)
+	for _, m := range u.marks {
+		greatest = max(greatest, m.wm)
+		if !m.idle {
+			least = min(least, m.wm)
+		}
+	}
+	if u.allIdle() {
+		return greatest
+	}
+	return least
+}
+
+func (u *upstreamWatermarks) allIdle() bool {
+	for _, m := range u.marks {
+		if !m.idle {
+			return false
+		}
+	}
+	return len(u.marks) > 0
+}
+
+// controlPartitioner is the sink's partitioner with SinkOptions.Watermarks:
+// a control record goes to the partition it names, every other record
+// where the inner partitioner puts it.
+type controlPartitioner struct{ inner kgo.Partitioner }
+
+// ForTopic implements kgo.Partitioner.
+func (p controlPartitioner) ForTopic(topic string) kgo.TopicPartitioner {
+	return controlTopicPartitioner{p.inner.ForTopic(topic)}
+}
+
+type controlTopicPartitioner struct{ inner kgo.TopicPartitioner }
+
+func (p controlTopicPartitioner) RequiresConsistency(r *kgo.Record) bool {
+	_, control := controlWatermark(r)
+	return control || p.inner.RequiresConsistency(r)
+}
+
+func (p controlTopicPartitioner) Partition(r *kgo.Record, n int) int {
+	if _, control := controlWatermark(r); control {
+		return int(r.Partition)
+	}
+	return p.inner.Partition(r, n)
+}
+
+// OnNewBatch passes the new batch on to a sticky inner partitioner.
+func (p controlTopicPartitioner) OnNewBatch() {
+	if nb, ok := p.inner.(kgo.TopicPartitionerOnNewBatch); ok {
+		nb.OnNewBatch()
+	}
+}

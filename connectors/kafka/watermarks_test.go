@@ -1,0 +1,189 @@
+package kafka
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestUpstreamWatermarks runs the partition's watermark through scripts
+// of what its upstream writers say.
+func TestUpstreamWatermarks(t *testing.T) {
+	const minWM = math.MinInt64
+	type step struct {
+		writer string
+		wm     int64
+		idle   bool
+		resume bool // resume at wm instead of hearing writer
+		want   int64
+		idleP  bool // the partition is idle
+	}
+	for _, tc := range []struct {
+		name  string
+		want  int
+		steps []step
+	}{
+		{"none until every writer is heard from", 2, []step{
+			{writer: "a", wm: 10, want: minWM},
+			{writer: "a", wm: 20, want: minWM},
+			{writer: "b", wm: 15, want: 15},
+			{writer: "b", wm: 30, want: 20},
+			{writer: "a", wm: 40, want: 30},
+		}},
+		{"a writer's watermark does not go back", 2, []step{
+			{writer: "a", wm: 10, want: minWM},
+			{writer: "b", wm: 20, want: 10},
+			{writer: "a", wm: 5, want: 10},
+			{writer: "a", wm: 25, want: 20},
+		}},
+		{"idle writers do not hold the watermark back", 3, []step{
+			{writer: "a", wm: 10, want: minWM},
+			{writer: "b", wm: 50, want: minWM},
+			{writer: "c", wm: minWM, idle: true, want: 10},
+			{writer: "a", wm: 10, idle: true, want: 50},
+			{writer: "b", wm: 50, idle: true, want: 50, idleP: true},
+			{writer: "a", wm: 20, want: 50}, // active again, behind: the watermark stays
+			{writer: "a", wm: 60, want: 60},
+		}},
+		{"a restore's watermark is the floor", 2, []step{
+			{resume: true, wm: 100, want: 100},
+			{writer: "a", wm: 10, want: 100},
+			{writer: "b", wm: 20, want: 100},
+			{writer: "a", wm: 200, want: 100},
+			{writer: "b", wm: 150, want: 150},
+		}},
+		{"negative event times", 1, []step{
+			{writer: "a", wm: -50, want: -50},
+			{writer: "a", wm: -10, want: -10},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := newUpstreamWatermarks(tc.want)
+			for i, s := range tc.steps {
+				if s.resume {
+					u.resume(s.wm)
+				} else if err := u.heard(s.writer, upstreamMark{wm: s.wm, idle: s.idle}); err != nil {
+					t.Fatalf("step %d: %v", i, err)
+				}
+				wm, idle := u.watermark()
+				if wm != s.want || idle != s.idleP {
+					t.Fatalf("step %d (%+v): watermark %d idle %v, want %d idle %v", i, s, wm, idle, s.want, s.idleP)
+				}
+			}
+		})
+	}
+}
+
+// TestUpstreamWatermarksTooManyWriters: a writer beyond
+// SourceOptions.Upstreams is an error naming the writers and the fix,
+// never silently part of the minimum.
+func TestUpstreamWatermarksTooManyWriters(t *testing.T) {
+	u := newUpstreamWatermarks(2)
+	for _, w := range []string{"job.t.0/out/0", "job.t.1/out/0"} {
+		if err := u.heard(w, upstreamMark{wm: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := u.heard("job.t.2/out/0", upstreamMark{wm: 1})
+	if err == nil || !strings.Contains(err.Error(), `writer "job.t.2/out/0" and 2 others (job.t.0/out/0, job.t.1/out/0)`) || !strings.Contains(err.Error(), "SourceOptions.Upstreams = 2") {
+		t.Fatalf("third writer of two: %v", err)
+	}
+}
+
+// TestWatermarkHeader: what the sink writes, the source reads; damaged
+// headers are errors, never a watermark.
+func TestWatermarkHeader(t *testing.T) {
+	for _, m := range []upstreamMark{{wm: 1_700_000_000_000_000_000}, {wm: math.MinInt64, idle: true}, {wm: -3}} {
+		w, got, err := decodeWatermark(encodeWatermark("job/sink/3", m.wm, m.idle))
+		if err != nil || w != "job/sink/3" || got != m {
+			t.Fatalf("round trip of %+v: %q %+v %v", m, w, got, err)
+		}
+	}
+	good := encodeWatermark("w", 5, false)
+	for name, v := range map[string][]byte{
+		"short":         good[:10],
+		"version 2":     append([]byte{2}, good[1:]...),
+		"unknown flags": append([]byte{1, 2}, good[2:]...),
+	} {
+		if _, _, err := decodeWatermark(v); err == nil {
+			t.Errorf("%s: decoded", name)
+		}
+	}
+	control := &kgo.Record{Headers: []kgo.RecordHeader{{Key: watermarkHeader, Value: good}}}
+	if _, ok := controlWatermark(control); !ok {
+		t.Error("a control record is not recognized")
+	}
+	for name, r := range map[string]*kgo.Record{
+		"with a key":        {Key: []byte("k"), Headers: control.Headers},
+		"with a value":      {Value: []byte("v"), Headers: control.Headers},
+		"other header":      {Headers: []kgo.RecordHeader{{Key: "trace", Value: good}}},
+		"two headers":       {Headers: append([]kgo.RecordHeader{{Key: "trace"}}, control.Headers...)},
+		"plain data record": {Key: []byte("k"), Value: []byte("v")},
+	} {
+		if _, ok := controlWatermark(r); ok {
+			t.Errorf("%s: taken for a control record", name)
+		}
+	}
+}
+
+// TestControlPartitioner: control records go to the partition they name,
+// keyed records where Kafka's default partitioner puts them.
+func TestControlPartitioner(t *testing.T) {
+	p := controlPartitioner{kgo.StickyKeyPartitioner(nil)}.ForTopic("t")
+	plain := kgo.StickyKeyPartitioner(nil).ForTopic("t")
+	for i := range int32(6) {
+		r := &kgo.Record{Partition: i, Headers: []kgo.RecordHeader{{Key: watermarkHeader, Value: encodeWatermark("w", 1, false)}}}
+		if got := p.Partition(r, 6); got != int(i) || !p.RequiresConsistency(r) {
+			t.Errorf("control record for partition %d went to %d (consistent %v)", i, got, p.RequiresConsistency(r))
+		}
+	}
+	for _, k := range []string{"a", "b", "order-17", "x"} {
+		r := &kgo.Record{Key: []byte(k)}
+		if got, want := p.Partition(r, 6), plain.Partition(r, 6); got != want {
+			t.Errorf("key %q went to %d, Kafka's partitioner says %d", k, got, want)
+		}
+	}
+}
+
+// TestPositionKeepsUpstreamMarks: a split's checkpointed position holds
+// what every upstream writer said, so that a restore knows a writer that
+// will not write again (finished at the end of event time, or idle): with
+// only the watermark as a floor, a restored partition waited for ever to
+// hear from a finished writer. Damaged marks are an error.
+func TestPositionKeepsUpstreamMarks(t *testing.T) {
+	u := newUpstreamWatermarks(2)
+	for w, m := range map[string]upstreamMark{"up.0/mid/0": {wm: math.MaxInt64}, "up.1/mid/0": {wm: 40, idle: true}} {
+		if err := u.heard(w, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := &reader[string]{next: 17, end: -1, upstream: u}
+	pos := r.Position()
+	next, end, marks, err := decodePosition("mid/0", pos)
+	if err != nil || next != 17 || end != -1 || len(marks) != 2 {
+		t.Fatalf("decodePosition(%x) = %d %d %v %v", pos, next, end, marks, err)
+	}
+	restored, err := restoreUpstreamWatermarks(2, marks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wm, idle := restored.watermark(); wm != math.MaxInt64 || idle {
+		t.Fatalf("restored watermark %d idle %v, want the end of event time, not idle", wm, idle)
+	}
+	if _, err := restoreUpstreamWatermarks(1, marks); err == nil || !strings.Contains(err.Error(), "SourceOptions.Upstreams = 1") {
+		t.Fatalf("restoring 2 writers' marks with Upstreams 1: %v", err)
+	}
+	for _, cut := range []int{len(pos) - 1, len(pos) - 9, 20} {
+		if _, _, _, err := decodePosition("mid/0", pos[:cut]); err == nil {
+			t.Errorf("a position cut to %d of %d bytes decoded", cut, len(pos))
+		}
+	}
+	// Positions without marks read as before.
+	for _, p := range [][]byte{nil, pos[:8], pos[:16]} {
+		if _, _, m, err := decodePosition("mid/0", p); err != nil || m != nil {
+			t.Errorf("decodePosition(%x): marks %v, %v", p, m, err)
+		}
+	}
+}
