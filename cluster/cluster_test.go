@@ -38,6 +38,7 @@ const (
 	envGroup    = "EXACTLY_CLUSTER_GROUP"
 	envCkpt     = "EXACTLY_CLUSTER_CHECKPOINTS"
 	envRekeyed  = "EXACTLY_CLUSTER_REKEYED" // the repartition topic of the two-stage job; empty for one stage
+	envWindows  = "EXACTLY_CLUSTER_WINDOWS" // "1": the two-stage job's second stage counts per event-time window
 )
 
 const (
@@ -45,6 +46,15 @@ const (
 	clusterPerKey = 250
 	// rekeyGroups is the number of keys of the two-stage job's second stage.
 	rekeyGroups = 8
+	// inputPartitions is the number of partitions of the input topic: the
+	// first stage's tasks, each one writer of the repartition topic.
+	inputPartitions = 6
+	// Record "k:i" happens at i seconds of event time; the windowed second
+	// stage counts each group's records per clusterWindow.
+	clusterWindow = 10 * time.Second
+	// endOfInput is the event time (in seconds) of one last record per key
+	// of the windowed job's input, which closes every window of the others.
+	endOfInput = 100_000
 	// produceEvery paces the input so that records flow through every fault.
 	produceEvery = 6 * time.Millisecond
 	// sessionTimeout is the group's, the least the broker allows by default.
@@ -63,7 +73,7 @@ func TestClusterInstance(t *testing.T) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	conn := kafka.Conn{Brokers: []string{brokers}, ClientID: os.Getenv(envInstance)}
-	in, rekeyed := os.Getenv(envIn), os.Getenv(envRekeyed)
+	in, rekeyed, windows := os.Getenv(envIn), os.Getenv(envRekeyed), os.Getenv(envWindows) == "1"
 	topics := []string{in}
 	if rekeyed != "" {
 		topics = append(topics, rekeyed)
@@ -76,8 +86,11 @@ func TestClusterInstance(t *testing.T) {
 			OwnershipLease:     ownershipLease,
 		},
 	}, func(name string, task cluster.Task) (*stream.Job, error) {
-		if task.Topic == in && rekeyed != "" {
-			return rekeyJob(name, conn, task, rekeyed)
+		switch {
+		case task.Topic == in && rekeyed != "":
+			return rekeyJob(name, conn, task, rekeyed, windows)
+		case windows:
+			return windowJob(name, conn, task, os.Getenv(envOut))
 		}
 		return countJob(name, conn, task, os.Getenv(envOut))
 	})
@@ -91,13 +104,14 @@ func TestClusterInstance(t *testing.T) {
 // keyed by its group "gM", M = NN mod rekeyGroups. The Kafka sink's
 // partitioner sends each group to one partition, read by one task of the
 // second stage; its transactions commit at the task's checkpoints, and
-// the second stage reads read_committed.
-func rekeyJob(name string, conn kafka.Conn, task cluster.Task, rekeyed string) (*stream.Job, error) {
+// the second stage reads read_committed. With windows the task reads
+// event time and its sink writes its watermarks into the topic.
+func rekeyJob(name string, conn kafka.Conn, task cluster.Task, rekeyed string, windows bool) (*stream.Job, error) {
 	src, err := kafka.NewSource(task.SourceOptions(kafka.SourceOptions{Conn: conn}), kafka.String())
 	if err != nil {
 		return nil, err
 	}
-	snk, err := kafka.NewSink(kafka.SinkOptions{Conn: conn, Topic: rekeyed, TransactionTimeout: time.Minute},
+	snk, err := kafka.NewSink(kafka.SinkOptions{Conn: conn, Topic: rekeyed, TransactionTimeout: time.Minute, Watermarks: windows},
 		func(v string) (kafka.Message, error) {
 			k, _, _ := strings.Cut(v, ":")
 			n, err := strconv.Atoi(strings.TrimPrefix(k, "k"))
@@ -107,8 +121,57 @@ func rekeyJob(name string, conn kafka.Conn, task cluster.Task, rekeyed string) (
 		return nil, err
 	}
 	j := stream.New(name)
-	values := stream.Map(stream.Source(j, "in", src), func(r kafka.Record[string]) string { return r.Value })
+	var in stream.Stream[kafka.Record[string]]
+	if windows {
+		// An input partition without keys goes idle instead of holding
+		// the second stage's event time back.
+		in = stream.SourceWithEventTime(j, "in", src, stream.EventTime[kafka.Record[string]]{
+			Timestamp: func(r kafka.Record[string]) time.Time { return eventTime(r.Value) }, IdleTimeout: 3 * time.Second})
+	} else {
+		in = stream.Source(j, "in", src)
+	}
+	values := stream.Map(in, func(r kafka.Record[string]) string { return r.Value })
 	stream.SinkTo(values, "rekeyed", snk)
+	return j, nil
+}
+
+// eventTime is the event time of record "k:i": i seconds.
+func eventTime(v string) time.Time {
+	_, i, _ := strings.Cut(v, ":")
+	n, _ := strconv.Atoi(i)
+	return time.Unix(int64(n), 0)
+}
+
+// windowJob builds one task of the windowed job's second stage: its
+// partition of the repartition topic, whose watermark is the least of the
+// first stage's tasks' → a count per group and clusterWindow of event
+// time → the output topic, as "gM@start:count".
+func windowJob(name string, conn kafka.Conn, task cluster.Task, out string) (*stream.Job, error) {
+	src, err := kafka.NewSource(task.SourceOptions(kafka.SourceOptions{Conn: conn, Upstreams: inputPartitions}), kafka.String())
+	if err != nil {
+		return nil, err
+	}
+	snk, err := kafka.NewSink(kafka.SinkOptions{Conn: conn, Topic: out, TransactionTimeout: time.Minute},
+		func(v string) (kafka.Message, error) {
+			g, _, _ := strings.Cut(v, "@")
+			return kafka.Message{Key: []byte(g), Value: []byte(v)}, nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	j := stream.New(name)
+	timestamp := func(r kafka.Record[string]) time.Time { return eventTime(r.Value) }
+	in := stream.SourceWithEventTime(j, "in", src, stream.EventTime[kafka.Record[string]]{Timestamp: timestamp})
+	keyed := stream.KeyBy(in, func(r kafka.Record[string]) string { return string(r.Key) }, state.StringCodec{})
+	counts := stream.WindowAggregate(keyed, "windows", stream.Tumbling(clusterWindow), timestamp,
+		stream.Aggregate[string, kafka.Record[string], int, string]{
+			Add:   func(n int, _ kafka.Record[string]) int { return n + 1 },
+			Codec: state.IntCodec{},
+			Result: func(g string, w stream.Window, n int) string {
+				return g + "@" + strconv.FormatInt(w.Start.Unix(), 10) + ":" + strconv.Itoa(n)
+			},
+		})
+	stream.SinkTo(counts, "out", snk)
 	return j, nil
 }
 
@@ -154,11 +217,11 @@ func countJob(name string, conn kafka.Conn, task cluster.Task, out string) (*str
 // zombie), stop two cleanly. The committed output must be exactly that of
 // a failure-free run: every "k:c" once.
 func TestClusterMovesTasks(t *testing.T) {
-	want := map[string]int{}
+	var want []string
 	for k := range clusterKeys {
-		want[fmt.Sprintf("k%02d", k)] = clusterPerKey
+		want = append(want, counts(fmt.Sprintf("k%02d", k), clusterPerKey)...)
 	}
-	breakInstances(t, false, want)
+	breakInstances(t, oneStage, want)
 }
 
 // TestClusterMovesStages runs the same faults on a job of two stages:
@@ -166,22 +229,57 @@ func TestClusterMovesTasks(t *testing.T) {
 // transactions), the second counts per new key. Each group's count must
 // run from 1 to its number of records exactly once.
 func TestClusterMovesStages(t *testing.T) {
-	want := map[string]int{}
-	for k := range clusterKeys {
-		want["g"+strconv.Itoa(k%rekeyGroups)] += clusterPerKey
+	var want []string
+	for g := range rekeyGroups {
+		want = append(want, counts("g"+strconv.Itoa(g), clusterPerKey*clusterKeys/rekeyGroups)...)
 	}
-	breakInstances(t, true, want)
+	breakInstances(t, twoStages, want)
 }
 
-// breakInstances runs the faults of TestClusterMovesTasks on the one- or
-// two-stage job and checks that the committed output counts want[k]
-// records for each key k, each count once.
-func breakInstances(t *testing.T, twoStages bool, want map[string]int) {
+// TestClusterMovesWindows runs the same faults on the two-stage job whose
+// second stage counts each group's records per 10 s tumbling window of
+// event time. Its watermark comes through the repartition topic from the
+// six tasks of the first stage, which move between instances, restart
+// from their checkpoints and are paused with b: every window must fire
+// exactly once with all its records (3 keys × 10 s = 30), none late.
+func TestClusterMovesWindows(t *testing.T) {
+	var want []string
+	per := clusterKeys / rekeyGroups * int(clusterWindow/time.Second)
+	for g := range rekeyGroups {
+		for w := 0; w < clusterPerKey; w += int(clusterWindow / time.Second) {
+			want = append(want, fmt.Sprintf("g%d@%d:%d", g, w, per))
+		}
+	}
+	breakInstances(t, windowedStages, want)
+}
+
+// counts returns "key:1" … "key:n".
+func counts(key string, n int) []string {
+	out := make([]string, n)
+	for c := range n {
+		out[c] = key + ":" + strconv.Itoa(c+1)
+	}
+	return out
+}
+
+// The jobs breakInstances runs.
+type clusterJob int
+
+const (
+	oneStage       clusterJob = iota // a running count per key
+	twoStages                        // re-key, then a running count per group
+	windowedStages                   // re-key, then a count per group and window
+)
+
+// breakInstances runs the faults of TestClusterMovesTasks on job and
+// checks that the committed output holds every value of want exactly
+// once, and nothing else.
+func breakInstances(t *testing.T, job clusterJob, want []string) {
 	brokers := testenv.Kafka(t)
 	endpoint := testenv.S3(t)
 	adm := kafkatest.Admin(t, brokers)
 	in, out, group := kafkatest.UniqueName("cluster-in"), kafkatest.UniqueName("cluster-out"), kafkatest.UniqueName("cluster-group")
-	kafkatest.CreateTopic(t, adm, in, 6)
+	kafkatest.CreateTopic(t, adm, in, inputPartitions)
 	// As many output partitions as input partitions: the output is keyed
 	// by the input's key, so output partition p holds the counts of input
 	// partition p, and a task's output can be watched on its own.
@@ -193,10 +291,13 @@ func breakInstances(t *testing.T, twoStages bool, want map[string]int) {
 	t.Cleanup(func() { _, _ = adm.DeleteGroup(context.Background(), group) })
 
 	env := []string{envIn + "=" + in, envOut + "=" + out, envGroup + "=" + group, envCkpt + "=" + ckpt, testenv.ParentHoldsLock}
-	if twoStages {
+	if job != oneStage {
 		rekeyed := kafkatest.UniqueName("cluster-rekeyed")
 		kafkatest.CreateTopic(t, adm, rekeyed, 4)
 		env = append(env, envRekeyed+"="+rekeyed)
+	}
+	if job == windowedStages {
+		env = append(env, envWindows+"=1")
 	}
 	c := &instances{t: t, env: env}
 	t.Cleanup(func() {
@@ -207,7 +308,7 @@ func breakInstances(t *testing.T, twoStages bool, want map[string]int) {
 	})
 
 	produced := make(chan error, 1)
-	go func() { produced <- produce(brokers, in) }()
+	go func() { produced <- produce(brokers, in, job == windowedStages) }()
 
 	a, b, cc := c.start("a"), c.start("b"), c.start("c")
 	progress := func(what string) { waitForOutput(t, c, adm, out, what) }
@@ -226,7 +327,7 @@ func breakInstances(t *testing.T, twoStages bool, want map[string]int) {
 	a.reaped(t)
 	before := committedEnds(t, adm, out)
 	progress("output after a was killed")
-	if !twoStages {
+	if job == oneStage {
 		logRecovery(t, adm, out, moving, before, killed)
 	}
 
@@ -257,8 +358,8 @@ func breakInstances(t *testing.T, twoStages bool, want map[string]int) {
 	if err := <-produced; err != nil {
 		t.Fatal(err)
 	}
-	recs := kafkatest.ReadCommitted(t, brokers, out, clusterKeys*clusterPerKey, 2*time.Minute)
-	checkCounts(t, recs, want)
+	recs := kafkatest.ReadCommitted(t, brokers, out, len(want), 2*time.Minute)
+	checkOnce(t, recs, want)
 	c.stopAll(t)
 	// The pause must have made b a zombie: its tasks were taken over, and
 	// when it resumed it found itself fenced. Without that the test would
@@ -279,8 +380,8 @@ func (c *instances) taskStarts() int {
 }
 
 // produce writes clusterPerKey records "k:i" per key, keyed by "k",
-// paced by produceEvery.
-func produce(brokers, topic string) error {
+// paced by produceEvery; with end, then one record "k:endOfInput" per key.
+func produce(brokers, topic string, end bool) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.DefaultProduceTopic(topic))
 	if err != nil {
 		return err
@@ -288,7 +389,14 @@ func produce(brokers, topic string) error {
 	defer cl.Close()
 	tick := time.NewTicker(produceEvery)
 	defer tick.Stop()
-	for i := range clusterPerKey {
+	last := clusterPerKey
+	if end {
+		last++
+	}
+	for i := range last {
+		if i == clusterPerKey {
+			i = endOfInput
+		}
 		for k := range clusterKeys {
 			<-tick.C
 			key := fmt.Sprintf("k%02d", k)
@@ -350,24 +458,21 @@ func logRecovery(t *testing.T, adm *kadm.Client, out string, moving []int32, bef
 		strings.Join(parts, ", "), sessionTimeout, ownershipLease)
 }
 
-// checkCounts verifies that out holds "k:c" for every key k of want and
-// every c in [1, want[k]] exactly once, and nothing else.
-func checkCounts(t *testing.T, out []*kgo.Record, want map[string]int) {
+// checkOnce verifies that out holds every value of want exactly once,
+// and nothing else.
+func checkOnce(t *testing.T, out []*kgo.Record, want []string) {
 	t.Helper()
 	seen := map[string]int{}
 	for _, r := range out {
 		seen[string(r.Value)]++
 	}
 	bad := 0
-	for k, n := range want {
-		for c := 1; c <= n; c++ {
-			v := k + ":" + strconv.Itoa(c)
-			if seen[v] != 1 && bad < 20 {
-				t.Errorf("output %q seen %d times, want once", v, seen[v])
-				bad++
-			}
-			delete(seen, v)
+	for _, v := range want {
+		if seen[v] != 1 && bad < 20 {
+			t.Errorf("output %q seen %d times, want once", v, seen[v])
+			bad++
 		}
+		delete(seen, v)
 	}
 	for v, n := range seen {
 		if bad < 30 {
@@ -375,7 +480,7 @@ func checkCounts(t *testing.T, out []*kgo.Record, want map[string]int) {
 			bad++
 		}
 	}
-	t.Logf("committed output: %d records, want %d", len(out), clusterKeys*clusterPerKey)
+	t.Logf("committed output: %d records, want %d", len(out), len(want))
 }
 
 func removePrefix(t *testing.T, location string) {
