@@ -119,6 +119,35 @@ func ExampleWindowJoin() {
 	//   ann 12:30-12:45: impression 12:30, click 12:40
 }
 
+// A cogroup writes a left outer join: each impression of a quarter of an
+// hour with the clicks of the same quarter, or alone when there was none.
+func ExampleWindowCoGroup() {
+	dir, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(dir)
+
+	j, impressions, clicked := impressionsAndClicks("cogroup")
+	rows := stream.WindowCoGroup(impressions, clicked, "quarters", stream.Tumbling(15*time.Minute), clickInputs,
+		func(user string, w stream.Window, is, cs []click, out *stream.Output[string]) {
+			for _, i := range is {
+				if len(cs) == 0 {
+					out.Emit(fmt.Sprintf("%s %s: impression %s, no click", user, w.Start.Format("15:04"), i.At.Format("15:04")))
+				}
+				for _, c := range cs {
+					out.Emit(fmt.Sprintf("%s %s: impression %s, click %s", user, w.Start.Format("15:04"), i.At.Format("15:04"), c.At.Format("15:04")))
+				}
+			}
+		})
+	stream.SinkTo(rows, "out", fileSink(dir, "out", func(s string) string { return s }))
+	runExample(j, dir)
+	printCommitted(dir, "out")
+	// Output:
+	// out:
+	//   ann 12:00: impression 12:00, click 12:05
+	//   ann 12:30: impression 12:30, click 12:31
+	//   ann 12:30: impression 12:30, click 12:40
+	//   bob 12:00: impression 12:02, no click
+}
+
 // order and address are the records of the inner join's example.
 type order struct{ Customer, Item string }
 type address struct{ Customer, City string }

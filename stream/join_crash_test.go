@@ -66,3 +66,25 @@ func TestInnerJoinCrashExactlyOnce(t *testing.T) {
 func TestInnerJoinCrashExactlyOncePebble(t *testing.T) {
 	twoInputCrashTest(t, state.PebbleBackend, 18000, keyedBoth(mod3000, innerPairs))
 }
+
+// leftOuterPairs is a left outer join written with WindowCoGroup, in
+// tumbling windows of 10 ms: each first-input record with its matches, or
+// alone.
+func leftOuterPairs(a, b stream.KeyedStream[int64, int]) stream.Stream[string] {
+	return stream.WindowCoGroup(a, b, "cogroup", stream.Tumbling(30*time.Millisecond), crashInputs,
+		func(k int64, w stream.Window, as, bs []int, out *stream.Output[string]) {
+			for _, a := range as {
+				for _, b := range bs {
+					out.Emit(fmt.Sprintf("%d,%d,%d,%d", k, w.Start.UnixMilli(), a, b))
+				}
+				if len(bs) == 0 {
+					out.Emit(fmt.Sprintf("%d,%d,%d,-", k, w.Start.UnixMilli(), a))
+				}
+			}
+		},
+		stream.Parallelism(2))
+}
+
+func TestWindowCoGroupCrashExactlyOnce(t *testing.T) {
+	twoInputCrashTest(t, state.HeapBackend, 10000, keyedBoth(mod8, leftOuterPairs))
+}

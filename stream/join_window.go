@@ -24,11 +24,25 @@ import (
 // it.
 func WindowJoin[K comparable, A, B, OUT any](a KeyedStream[K, A], b KeyedStream[K, B], name string, w Windows,
 	in JoinInputs[A, B], join func(key K, w Window, a A, b B) OUT, opts ...KeyedOption) Stream[OUT] {
-	j := a.s.job
-	if w.invalid() != "" {
-		j.fail("WindowJoin %q: %s", name, w.invalid())
+	checkJoin(a.s.job, "WindowJoin", name, in, true, join == nil)
+	pairs := func(key K, w Window, p windowPairs[A, B], out *Output[OUT]) {
+		for _, a := range p.first {
+			for _, b := range p.second {
+				out.Emit(join(key, w, a, b))
+			}
+		}
 	}
-	checkJoin(j, "WindowJoin", name, in, true, join == nil)
+	return windowBoth(a, b, "WindowJoin", name, w, in, pairs, 0, opts)
+}
+
+// windowBoth keeps both inputs' records of each key per window and calls
+// result with them when the window fires (again for late firings within
+// lateness): the machinery of WindowJoin and WindowCoGroup.
+func windowBoth[K comparable, A, B, OUT any](a KeyedStream[K, A], b KeyedStream[K, B], kind, name string, w Windows,
+	in JoinInputs[A, B], result func(key K, w Window, p windowPairs[A, B], out *Output[OUT]), lateness time.Duration, opts []KeyedOption) Stream[OUT] {
+	if w.invalid() != "" {
+		a.s.job.fail("%s %q: %s", kind, name, w.invalid())
+	}
 	wd := windowing[K, either[A, B], windowPairs[A, B], OUT]{
 		agg: Aggregate[K, either[A, B], windowPairs[A, B], OUT]{
 			Add:   windowPairs[A, B].add,
@@ -41,16 +55,11 @@ func WindowJoin[K comparable, A, B, OUT any](a KeyedStream[K, A], b KeyedStream[
 			}
 			return in.Time1(v.a)
 		},
-		result: func(key K, w Window, p windowPairs[A, B], out *Output[OUT]) {
-			for _, a := range p.first {
-				for _, b := range p.second {
-					out.Emit(join(key, w, a, b))
-				}
-			}
-		},
-		late: func(v either[A, B], out *Output[OUT]) { emitLate(in, v, out) },
+		result:   result,
+		late:     func(v either[A, B], out *Output[OUT]) { emitLate(in, v, out) },
+		lateness: int64(lateness),
 	}
-	return connect(a, b, "WindowJoin", name, wd.setup(w), opts)
+	return connect(a, b, kind, name, wd.setup(w), opts)
 }
 
 // windowPairs are the records of both inputs of a key in one window.

@@ -19,6 +19,10 @@ type windowJoinRef struct {
 	open map[int64][]refSide // sessions: a key's waiting records
 	// fixed windows: a key's windows by start, their records
 	fixed map[int64]map[int64][]refSide
+	// outer makes it the reference of a full outer join: a window's
+	// records without a match in the other input are emitted alone, the
+	// other side's id -1.
+	outer bool
 }
 
 // refSide is a record of one input (1 or 2), its time in ns.
@@ -61,7 +65,7 @@ func (m *windowJoinRef) watermark(wm int64) []joined {
 		var keep []refSide
 		for _, s := range sessionsOf(recs, int64(m.w.gap)) {
 			if s.end-1 <= m.wm {
-				out = append(out, refPairs(key, s.start, s.end, s.recs)...)
+				out = append(out, m.pairs(key, s.start, s.end, s.recs)...)
 			} else {
 				keep = append(keep, s.recs...)
 			}
@@ -71,9 +75,31 @@ func (m *windowJoinRef) watermark(wm int64) []joined {
 	for key, windows := range m.fixed {
 		for start, recs := range windows {
 			if end := start + int64(m.w.size); end-1 <= m.wm {
-				out = append(out, refPairs(key, start, end, recs)...)
+				out = append(out, m.pairs(key, start, end, recs)...)
 				delete(windows, start)
 			}
+		}
+	}
+	return out
+}
+
+// pairs returns what a window emits: its pairs, and for an outer join
+// the records of an input the other input has none beside.
+func (m *windowJoinRef) pairs(key, start, end int64, recs []refSide) []joined {
+	out := refPairs(key, start, end, recs)
+	if !m.outer {
+		return out
+	}
+	var has [3]bool
+	for _, r := range recs {
+		has[r.input] = true
+	}
+	for _, r := range recs {
+		switch {
+		case r.input == 1 && !has[2]:
+			out = append(out, joined{Key: key, ID1: r.r.ID, ID2: -1, Start: start / 1e6, End: end / 1e6})
+		case r.input == 2 && !has[1]:
+			out = append(out, joined{Key: key, ID1: -1, ID2: r.r.ID, Start: start / 1e6, End: end / 1e6})
 		}
 	}
 	return out
@@ -134,6 +160,48 @@ func windowJoinModel(w Windows) coModel[joined] {
 		},
 		empty: true, emptyAfter: (w.size + w.gap).Milliseconds(),
 	}
+}
+
+// coGroupModel is the model of a full outer join written with
+// WindowCoGroup: the pairs of each window, and each record alone when the
+// other input has no record in the window.
+func coGroupModel(w Windows) coModel[joined] {
+	m := windowJoinModel(w)
+	m.build = func(a, b KeyedStream[int64, modelRec]) Stream[joined] {
+		in := modelInputs
+		in.Late1 = NewOutputTag[modelRec]("late1")
+		out := WindowCoGroup(a, b, "cogroup", w, in, func(k int64, w Window, as, bs []modelRec, out *Output[joined]) {
+			emit := func(id1, id2 int) {
+				out.Emit(joined{Key: k, ID1: id1, ID2: id2, Start: w.Start.UnixMilli(), End: w.End.UnixMilli()})
+			}
+			for _, a := range as {
+				for _, b := range bs {
+					emit(a.ID, b.ID)
+				}
+				if len(bs) == 0 {
+					emit(a.ID, -1)
+				}
+			}
+			if len(as) == 0 {
+				for _, b := range bs {
+					emit(-1, b.ID)
+				}
+			}
+		})
+		SideOutput(out, in.Late1)
+		return out
+	}
+	m.ref = func() coRef[joined] {
+		return &windowJoinRef{w: w, wm: math.MinInt64, open: map[int64][]refSide{}, fixed: map[int64]map[int64][]refSide{}, outer: true}
+	}
+	return m
+}
+
+// TestWindowCoGroupModel checks a full outer join written with
+// WindowCoGroup: the pairs per window, the records without a match, the
+// late records, and that no state is left, against the reference.
+func TestWindowCoGroupModel(t *testing.T) {
+	runCoModels(t, modelJoinWindows, coGroupModel, state.HeapBackend, 30, true)
 }
 
 var modelJoinWindows = []Windows{
