@@ -219,8 +219,14 @@ func TestControlAPIOnARunningJob(t *testing.T) {
 	if st.Operators[0].RecordsIn == 0 || st.Operators[0].RecordsOut == 0 || st.Operators[2].RecordsIn == 0 || len(st.Operators[0].Subtasks) != 2 {
 		t.Fatalf("operators %+v: want records in and out of the source, in of the sink, 2 source subtasks", st.Operators)
 	}
-	if len(st.Restarts) != 1 || !strings.Contains(st.Restarts[0].Error, "boom") {
-		t.Fatalf("restarts %+v: want the deliberate failure", st.Restarts)
+	// The deliberate failure is the first restart; a loaded machine may
+	// add transient ones (CI saw a PostgreSQL connection closed under a
+	// prepare once), which the job survives as it should.
+	if len(st.Restarts) == 0 || !strings.Contains(st.Restarts[0].Error, "boom") {
+		t.Fatalf("restarts %+v: want the deliberate failure first", st.Restarts)
+	}
+	if len(st.Restarts) > 1 {
+		t.Logf("restarts besides the deliberate one: %+v", st.Restarts[1:])
 	}
 	committed := false
 	for _, c := range st.Checkpoints.History {
