@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/exactlyonce/exactly/internal/runtime"
@@ -31,6 +32,25 @@ type AsyncOptions struct {
 	// Backoff is the wait before the second attempt, doubled before each
 	// next one. Default 100ms.
 	Backoff time.Duration
+	// Failures, when set, is an OutputTag[AsyncFailure[IN]] (IN the
+	// input's type): a request that failed every attempt (or panicked)
+	// sends its record, the error and the attempts to that side output,
+	// in its place among the results, instead of failing the job; take
+	// it with [SideOutput] and give it a sink (a dead-letter stream,
+	// exactly-once like any output). Default nil: a failed request fails
+	// the job.
+	Failures any
+}
+
+// AsyncFailure is a record whose [AsyncMap] request failed every attempt,
+// on the side output of [AsyncOptions].Failures.
+type AsyncFailure[IN any] struct {
+	// Input is the record.
+	Input IN
+	// Err is the last attempt's error message.
+	Err string
+	// Attempts is how many times the request was tried.
+	Attempts int
 }
 
 // Defaults of AsyncOptions.
@@ -91,14 +111,24 @@ func AsyncMap[IN, OUT any](s Stream[IN], name string, codec state.Codec[IN], fn 
 	case codec == nil:
 		j.fail("AsyncMap %q: the codec is nil: give the input's codec, with which the records in flight are checkpointed", name)
 	}
-	nd := &node{inherit: true, spec: runtime.OperatorSpec{
+	var failures *OutputTag[AsyncFailure[IN]]
+	if o.Failures != nil {
+		tag, ok := o.Failures.(OutputTag[AsyncFailure[IN]])
+		if !ok {
+			in := reflect.TypeFor[IN]()
+			j.fail("AsyncMap %q: AsyncOptions.Failures is a %T, but the input's records are %v: make the tag with NewOutputTag[AsyncFailure[%v]]", name, o.Failures, in, in)
+		}
+		failures = &tag
+	}
+	nd := &node{inherit: true, sideOutputs: true}
+	nd.spec = runtime.OperatorSpec{
 		Name:    name,
 		Inputs:  []runtime.Input{s.input()},
 		OwnTask: true,
 		New: func(ctx context.Context, oc runtime.OperatorContext, out runtime.Emitter) (runtime.Operator, error) {
-			return newAsyncOp(oc, codec, fn, o, out)
+			return newAsyncOp(oc, codec, fn, o, out, failures, nd.sides)
 		},
-	}}
+	}
 	return Stream[OUT]{job: j, op: j.add(nd, options(opts, TransformOption.applyTransform))}
 }
 

@@ -30,20 +30,26 @@ type asyncOp[IN, OUT any] struct {
 	ctx       context.Context // the requests'; cancelled by Close
 	cancel    context.CancelFunc
 	running   sync.WaitGroup
+	// failures is AsyncOptions.Failures' tag, nil when failed requests
+	// fail the operator; sides buffers the side outputs.
+	failures *OutputTag[AsyncFailure[IN]]
+	sides    sideOutputs
 }
 
 // asyncRequest is one input record's request. result and err are set
 // before done.
 type asyncRequest[IN, OUT any] struct {
-	in     IN
-	result OUT
-	err    error
-	done   atomic.Bool
+	in       IN
+	result   OUT
+	err      error
+	attempts int // how many times the request was tried
+	done     atomic.Bool
 }
 
-func newAsyncOp[IN, OUT any](oc runtime.OperatorContext, codec state.Codec[IN], fn func(context.Context, IN) (OUT, error), o AsyncOptions, out runtime.Emitter) (*asyncOp[IN, OUT], error) {
+func newAsyncOp[IN, OUT any](oc runtime.OperatorContext, codec state.Codec[IN], fn func(context.Context, IN) (OUT, error), o AsyncOptions, out runtime.Emitter,
+	failures *OutputTag[AsyncFailure[IN]], sides []sideTag) (*asyncOp[IN, OUT], error) {
 	a := &asyncOp[IN, OUT]{name: oc.Operator, codec: codec, fn: fn, o: o, out: out, oc: oc,
-		completed: make(chan struct{}, 1), buf: make([]OUT, 0, oc.BatchSize)}
+		completed: make(chan struct{}, 1), buf: make([]OUT, 0, oc.BatchSize), failures: failures, sides: newSideOutputs(sides, oc.BatchSize)}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	if oc.Restored == nil {
 		return a, nil
@@ -78,7 +84,7 @@ func (a *asyncOp[IN, OUT]) issue(in IN) {
 	a.running.Add(1)
 	go func() {
 		defer a.running.Done()
-		r.result, r.err = a.call(in)
+		r.result, r.attempts, r.err = a.call(in)
 		r.done.Store(true)
 		select {
 		case a.completed <- struct{}{}:
@@ -88,8 +94,9 @@ func (a *asyncOp[IN, OUT]) issue(in IN) {
 }
 
 // call runs fn on in, Attempts times at most, with Timeout per attempt
-// and Backoff, doubled each time, between two.
-func (a *asyncOp[IN, OUT]) call(in IN) (out OUT, err error) {
+// and Backoff, doubled each time, between two; it returns the result and
+// how many attempts it took.
+func (a *asyncOp[IN, OUT]) call(in IN) (out OUT, attempts int, err error) {
 	backoff := a.o.Backoff
 	for attempt := 1; ; attempt++ {
 		out, err = a.attempt(in)
@@ -97,7 +104,7 @@ func (a *asyncOp[IN, OUT]) call(in IN) (out OUT, err error) {
 			if err != nil {
 				err = fmt.Errorf("AsyncMap %q: the request failed %d times, the last time with: %w", a.name, attempt, err)
 			}
-			return out, err
+			return out, attempt, err
 		}
 		select {
 		case <-time.After(backoff):
@@ -153,7 +160,9 @@ func (a *asyncOp[IN, OUT]) Completions() <-chan struct{} { return a.completed }
 
 // EmitCompleted emits the results of the completed requests: in input
 // order up to the first one still in flight, or, Unordered, all of them.
-// A request that failed fails the operator.
+// A request that failed goes to the Failures side output, or fails the
+// operator without one. A request cut short because the operator closes
+// is never a failure: Close comes only after the last EmitCompleted.
 func (a *asyncOp[IN, OUT]) EmitCompleted(context.Context) error {
 	a.buf = a.buf[:0]
 	kept := a.queue[:0]
@@ -163,18 +172,22 @@ func (a *asyncOp[IN, OUT]) EmitCompleted(context.Context) error {
 		case blocked || !r.done.Load():
 			kept = append(kept, r)
 			blocked = blocked || !a.o.Unordered
-		case r.err != nil:
+		case r.err != nil && a.failures == nil:
 			return r.err
+		case r.err != nil:
+			emitSide(&a.sides, *a.failures, AsyncFailure[IN]{Input: r.in, Err: r.err.Error(), Attempts: r.attempts})
 		default:
 			a.buf = append(a.buf, r.result)
 		}
 	}
 	clear(a.queue[len(kept):])
 	a.queue = kept
-	if len(a.buf) == 0 {
-		return nil
+	if len(a.buf) > 0 {
+		if err := a.out.Emit(a.buf); err != nil {
+			return err
+		}
 	}
-	return a.out.Emit(a.buf)
+	return a.sides.flush(a.oc.SideOutputs)
 }
 
 // Watermark emits every result before the watermark goes on: it waits

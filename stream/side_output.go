@@ -21,8 +21,11 @@ func NewOutputTag[T any](name string) OutputTag[T] { return OutputTag[T]{name: n
 // EmitTo sends v to the side output tag of the operator whose process
 // function received out. Records emitted to a tag that no [SideOutput]
 // took are dropped, as the main output is when nothing reads it.
-func EmitTo[OUT, T any](out *Output[OUT], tag OutputTag[T], v T) {
-	s := &out.sides
+func EmitTo[OUT, T any](out *Output[OUT], tag OutputTag[T], v T) { emitSide(&out.sides, tag, v) }
+
+// emitSide buffers v for the side output tag of s; a tag no SideOutput
+// took drops it.
+func emitSide[T any](s *sideOutputs, tag OutputTag[T], v T) {
 	for i, name := range s.names {
 		if name != tag.name {
 			continue
@@ -41,8 +44,9 @@ func EmitTo[OUT, T any](out *Output[OUT], tag OutputTag[T], v T) {
 
 // SideOutput returns the records emitted to tag by the operator producing
 // s (see [EmitTo]) as a stream of its own, for example to give the late
-// records of a window ([LateRecords]) a sink. s must be the main output of
-// a [Process] or [WindowAggregate]. The side output travels with the main
+// records of a window ([LateRecords]) or the failed requests of an
+// [AsyncMap] ([AsyncOptions].Failures) a sink. s must be the main output
+// of a [Process], a [WindowAggregate], a join or an AsyncMap. The side output travels with the main
 // output: its records are covered by the same checkpoints, so a sink on it
 // is exactly-once like any other.
 func SideOutput[OUT, T any](s Stream[OUT], tag OutputTag[T]) Stream[T] {
@@ -53,7 +57,7 @@ func SideOutput[OUT, T any](s Stream[OUT], tag OutputTag[T]) Stream[T] {
 		j.fail("SideOutput of %q: the output tag has no name: make it with NewOutputTag(name)", nd.spec.Name)
 		return Stream[T]{job: j, op: s.op}
 	case !nd.sideOutputs || s.output != 0:
-		j.fail("SideOutput %q of %q: only the main output of Process or WindowAggregate has side outputs", tag.name, nd.spec.Name)
+		j.fail("SideOutput %q of %q: only the main output of Process, WindowAggregate, a join or AsyncMap has side outputs", tag.name, nd.spec.Name)
 		return Stream[T]{job: j, op: s.op}
 	}
 	typ := reflect.TypeFor[T]()
