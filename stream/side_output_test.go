@@ -79,7 +79,7 @@ func TestSideOutputErrors(t *testing.T) {
 	}{
 		{"side output of a map", func(nums stream.Stream[int], _ stream.KeyedStream[int, int]) stream.Stream[int] {
 			return stream.SideOutput(stream.Map(nums, func(v int) int { return v }), stream.NewOutputTag[int]("x"))
-		}, `only the main output of Process or WindowAggregate has side outputs`},
+		}, `only the main output of Process, WindowAggregate, a join or AsyncMap has side outputs`},
 		{"side output of a side output", func(_ stream.Stream[int], ks stream.KeyedStream[int, int]) stream.Stream[int] {
 			return stream.SideOutput(stream.SideOutput(process(ks), stream.NewOutputTag[int]("a")), stream.NewOutputTag[int]("b"))
 		}, `SideOutput "b" of "p": only the main output`},
