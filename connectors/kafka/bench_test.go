@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -54,7 +55,7 @@ func BenchmarkKafkaToKafka(b *testing.B) {
 		b.Run(g.String(), func(b *testing.B) {
 			for range b.N {
 				b.ReportMetric(benchThroughput(b, brokers, g), "events/s")
-				p50, p99 := benchLatency(b, brokers, g)
+				p50, p99 := benchLatency(b, brokers, g, 1)
 				b.ReportMetric(float64(p50.Milliseconds()), "p50-ms")
 				b.ReportMetric(float64(p99.Milliseconds()), "p99-ms")
 			}
@@ -101,21 +102,50 @@ func benchThroughput(b *testing.B, brokers string, g kafka.Guarantee) float64 {
 	return benchBacklog / took.Seconds()
 }
 
-// benchLatency feeds the running job at benchRate for benchSpan and
-// returns the p50 and p99 of the time from production to visibility.
-func benchLatency(b *testing.B, brokers string, g kafka.Guarantee) (p50, p99 time.Duration) {
+// BenchmarkStagesVisibility measures the visibility latency of a job
+// split into stages at Kafka topics, exactly-once with 1 s checkpoints:
+// one, two and three map jobs in a chain, each committing at its own
+// checkpoints, so that each stage adds up to one checkpoint interval.
+//
+//	go test -run '^$' -bench StagesVisibility -benchtime 1x ./connectors/kafka/
+func BenchmarkStagesVisibility(b *testing.B) {
+	brokers := testenv.Kafka(b)
+	for _, stages := range []int{1, 2, 3} {
+		b.Run(strconv.Itoa(stages), func(b *testing.B) {
+			for range b.N {
+				p50, p99 := benchLatency(b, brokers, kafka.ExactlyOnce, stages)
+				b.ReportMetric(float64(p50.Milliseconds()), "p50-ms")
+				b.ReportMetric(float64(p99.Milliseconds()), "p99-ms")
+			}
+		})
+	}
+}
+
+// benchLatency feeds a chain of stages map jobs (in → job → topic → job
+// … → out, each job with its own checkpoints and transactions) at
+// benchRate for benchSpan and returns the p50 and p99 of the time from
+// production to visibility at the end of the chain.
+func benchLatency(b *testing.B, brokers string, g kafka.Guarantee, stages int) (p50, p99 time.Duration) {
 	adm := kafkatest.Admin(b, brokers)
-	in, out := kafkatest.UniqueName("lat-in"), kafkatest.UniqueName("lat-out")
-	kafkatest.CreateTopic(b, adm, in, 4)
-	kafkatest.CreateTopic(b, adm, out, 4)
+	topics := []string{kafkatest.UniqueName("lat-in")}
+	for range stages {
+		topics = append(topics, kafkatest.UniqueName("lat-out"))
+	}
+	for _, t := range topics {
+		kafkatest.CreateTopic(b, adm, t, 4)
+	}
+	b.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), topics...) })
+	in, out := topics[0], topics[stages]
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	j := mapJob(b, brokers, in, out, g, false)
-	done := make(chan error, 1)
-	go func() {
-		done <- j.Run(ctx, stream.Options{CheckpointDir: filepath.Join(b.TempDir(), "ckpt"), CheckpointInterval: time.Second})
-	}()
-	time.Sleep(2 * time.Second) // let the job start
+	done := make(chan error, stages)
+	for i := range stages {
+		j := mapJob(b, brokers, topics[i], topics[i+1], g, false)
+		go func() {
+			done <- j.Run(ctx, stream.Options{CheckpointDir: filepath.Join(b.TempDir(), "ckpt"), CheckpointInterval: time.Second})
+		}()
+	}
+	time.Sleep(2 * time.Second) // let the jobs start
 	reader, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.ConsumeTopics(out),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(10*time.Millisecond))
 	if err != nil {
@@ -152,7 +182,9 @@ func benchLatency(b *testing.B, brokers string, g kafka.Guarantee) (p50, p99 tim
 		})
 	}
 	cancel()
-	<-done
+	for range stages {
+		<-done
+	}
 	if len(lat) < total {
 		b.Fatalf("saw %d of %d records", len(lat), total)
 	}
