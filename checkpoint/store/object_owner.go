@@ -110,6 +110,10 @@ func (s *ObjectStore) Acquire(ctx context.Context, opts OwnershipOptions) (Owner
 			if errors.Is(err, ErrCorrupt) {
 				return Ownership{}, err
 			}
+			if !lastAnswer.IsZero() {
+				// Reads that fail and answer in turn still use up the wait.
+				waited += now.Sub(lastAnswer)
+			}
 			lastAnswer = time.Time{}
 			if outageStart.IsZero() {
 				outageStart = now
@@ -134,10 +138,12 @@ func (s *ObjectStore) Acquire(ctx context.Context, opts OwnershipOptions) (Owner
 		if !lastAnswer.IsZero() {
 			waited += now.Sub(lastAnswer)
 		}
-		lastAnswer, outageStart = now, time.Time{}
-		if etag != seenTag || seenAt.IsZero() {
+		// The owner could not renew while the storage did not answer: after
+		// an outage its lease is seen to expire only a whole lease later.
+		if etag != seenTag || seenAt.IsZero() || !outageStart.IsZero() {
 			seenTag, seenAt = etag, now
 		}
+		lastAnswer, outageStart = now, time.Time{}
 		seen = cur
 		lease := time.Duration(cur.LeaseNS)
 		if etag == "" || cur.Released || now.Sub(seenAt) >= lease || s.stale(etag, lease) {

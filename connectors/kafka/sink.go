@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -136,7 +137,8 @@ func (s *Sink[T]) NewWriter(ctx context.Context, info sink.WriterInfo) (sink.Wri
 		if err != nil {
 			return nil, fmt.Errorf("kafka: sink %q: %w", info.Sink, err)
 		}
-		w.marks = &markWriter{id: info.Job + "/" + info.Sink + "/" + strconv.Itoa(info.Subtask), partitions: int32(len(td[s.opts.Topic].Partitions))}
+		w.marks = &markWriter{id: info.Job + "/" + info.Sink + "/" + strconv.Itoa(info.Subtask), partitions: int32(len(td[s.opts.Topic].Partitions)),
+			mark: upstreamMark{wm: math.MinInt64}}
 	}
 	if s.opts.Guarantee == ExactlyOnce {
 		w.bgCtx, w.bgCancel = context.WithCancel(context.WithoutCancel(ctx))

@@ -124,8 +124,9 @@ type SinkOptions struct {
 	// (SourceOptions.Upstreams). The sink's input must have event time
 	// (stream.SourceWithEventTime upstream), and an input partition that
 	// may stay empty needs an IdleTimeout there, or it holds the
-	// downstream's watermark back, as it would inside one job. See
-	// docs/kafka.md, "Watermarks between jobs". Default false.
+	// downstream's watermark back, as it would inside one job. Requires
+	// Guarantee ExactlyOnce. See docs/kafka.md, "Watermarks between
+	// jobs". Default false.
 	Watermarks bool
 }
 
@@ -168,6 +169,8 @@ func (o *SinkOptions) validate() error {
 		{o.TransactionalIDPrefix != "" && !validPrefix.MatchString(o.TransactionalIDPrefix), "TransactionalIDPrefix", strconv.Quote(o.TransactionalIDPrefix),
 			"use letters, digits, '.', '_' and '-', at most 200 bytes"},
 		{o.Watermarks && o.Topic == "", "Watermarks", o.Watermarks, "set SinkOptions.Topic too: the watermarks go into every partition of that topic"},
+		{o.Watermarks && o.Guarantee != ExactlyOnce, "Watermarks", o.Watermarks,
+			"use it with Guarantee ExactlyOnce: without transactions a watermark would be visible before the records it covers are safe, and a replay after a failure would arrive late downstream"},
 	}
 	for _, c := range checks {
 		if c.bad {

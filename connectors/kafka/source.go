@@ -241,6 +241,9 @@ func (o *SourceOptions) validate() (*regexp.Regexp, error) {
 	if o.Upstreams < 0 {
 		return nil, fmt.Errorf("kafka: SourceOptions.Upstreams = %d is negative: use 0, or the number of writers of the upstream job", o.Upstreams)
 	}
+	if o.Upstreams > 0 && o.ReadUncommitted {
+		return nil, errors.New("kafka: SourceOptions.Upstreams is set with ReadUncommitted: the watermarks of aborted transactions would count, and their records' replay would arrive late; read committed records (leave ReadUncommitted false)")
+	}
 	if o.PollTimeout < 0 {
 		return nil, fmt.Errorf("kafka: SourceOptions.PollTimeout = %v is negative: use 0 (default 1ms) or a positive duration", o.PollTimeout)
 	}
@@ -495,7 +498,10 @@ func (s *Source[V]) open(ctx context.Context, split string, position []byte, sta
 			cl.Close()
 			return nil, fmt.Errorf("kafka: split %s: the restored position: %w", split, err)
 		}
-		return watermarkedReader[V]{r}, nil
+		// A position without marks was checkpointed without Upstreams: its
+		// split's checkpointed watermark came from event times and is no
+		// floor for the upstream writers' watermarks.
+		return watermarkedReader[V]{reader: r, resumes: marks != nil}, nil
 	}
 	return r, nil
 }
@@ -563,13 +569,21 @@ type reader[V any] struct {
 
 // watermarkedReader is a reader with SourceOptions.Upstreams: it tells its
 // split's watermark (source.WatermarkReader).
-type watermarkedReader[V any] struct{ *reader[V] }
+type watermarkedReader[V any] struct {
+	*reader[V]
+	resumes bool // the restored position held the writers' marks
+}
 
 // Watermark implements source.WatermarkReader.
 func (r watermarkedReader[V]) Watermark() (int64, bool) { return r.upstream.watermark() }
 
-// ResumeWatermark implements source.WatermarkReader.
-func (r watermarkedReader[V]) ResumeWatermark(wm int64) { r.upstream.resume(wm) }
+// ResumeWatermark implements source.WatermarkReader; it ignores the
+// watermark of a position checkpointed without Upstreams.
+func (r watermarkedReader[V]) ResumeWatermark(wm int64) {
+	if r.resumes {
+		r.upstream.resume(wm)
+	}
+}
 
 // control handles a control record of an upstream writer.
 func (r *reader[V]) control(kr *kgo.Record, value []byte) error {
@@ -741,7 +755,7 @@ func decodePosition(split string, pos []byte) (next, end int64, marks map[string
 	end = -1
 	switch {
 	case len(pos) == 0:
-	case len(pos) > 16 && string(pos[16:16+len(positionMarks)]) == positionMarks:
+	case len(pos) >= 16+len(positionMarks) && string(pos[16:16+len(positionMarks)]) == positionMarks:
 		if marks, err = parseMarks(pos[16+len(positionMarks):]); err != nil {
 			return 0, 0, nil, fmt.Errorf("kafka: split %s: position %x: %w: pass nil or a value returned by Reader.Position", split, pos, err)
 		}

@@ -137,7 +137,7 @@ func parseMarks(b []byte) (map[string]upstreamMark, error) {
 	marks := map[string]upstreamMark{}
 	for len(b) > 0 {
 		n, k := binary.Uvarint(b)
-		if k <= 0 || uint64(len(b)-k) < n+9 {
+		if k <= 0 || n > uint64(len(b)-k) || uint64(len(b)-k)-n < 9 {
 			return nil, fmt.Errorf("the watermarks of the upstream writers are truncated")
 		}
 		w := string(b[k : k+int(n)])

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -175,10 +176,15 @@ func TestPositionKeepsUpstreamMarks(t *testing.T) {
 	if _, err := restoreUpstreamWatermarks(1, marks); err == nil || !strings.Contains(err.Error(), "SourceOptions.Upstreams = 1") {
 		t.Fatalf("restoring 2 writers' marks with Upstreams 1: %v", err)
 	}
-	for _, cut := range []int{len(pos) - 1, len(pos) - 9, 20} {
+	for _, cut := range []int{len(pos) - 1, len(pos) - 9, 20, 18, 17} {
 		if _, _, _, err := decodePosition("mid/0", pos[:cut]); err == nil {
 			t.Errorf("a position cut to %d of %d bytes decoded", cut, len(pos))
 		}
+	}
+	// A writer id length near 2^64 must not wrap the bounds check.
+	huge := append(append(slices.Clone(pos[:16]), positionMarks...), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 'w')
+	if _, _, _, err := decodePosition("mid/0", huge); err == nil {
+		t.Error("a position with a writer id of 2^64-1 bytes decoded")
 	}
 	// Positions without marks read as before.
 	for _, p := range [][]byte{nil, pos[:8], pos[:16]} {
