@@ -258,16 +258,7 @@ func (s *sourceOp[T]) Watermark() (int64, bool) {
 	least, greatest, active := runtime.MaxWatermark, runtime.MinWatermark, false
 	now := time.Now()
 	for _, sr := range s.readers {
-		wm, idle := runtime.MinWatermark, false
-		switch {
-		case sr.wr != nil:
-			wm, idle = sr.wr.Watermark()
-		case sr.newest != runtime.MinWatermark:
-			wm = sr.newest - int64(s.et.MaxOutOfOrderness) - 1
-			fallthrough
-		default:
-			idle = s.et.IdleTimeout > 0 && now.Sub(sr.lastRead) >= s.et.IdleTimeout
-		}
+		wm, idle := s.splitWatermark(sr, now)
 		greatest = max(greatest, wm)
 		if sr.done || idle {
 			continue
@@ -279,6 +270,20 @@ func (s *sourceOp[T]) Watermark() (int64, bool) {
 		return greatest, true
 	}
 	return least, false
+}
+
+// splitWatermark returns sr's watermark and whether it is idle at now:
+// its reader's, if it tells them, else from its newest event time and the
+// time it last yielded a record.
+func (s *sourceOp[T]) splitWatermark(sr *splitReader[T], now time.Time) (wm int64, idle bool) {
+	if sr.wr != nil {
+		return sr.wr.Watermark()
+	}
+	wm = runtime.MinWatermark
+	if sr.newest != runtime.MinWatermark {
+		wm = sr.newest - int64(s.et.MaxOutOfOrderness) - 1
+	}
+	return wm, s.et.IdleTimeout > 0 && now.Sub(sr.lastRead) >= s.et.IdleTimeout
 }
 
 func (s *sourceOp[T]) Snapshot(_ context.Context, id checkpoint.ID) (func() (checkpoint.SubtaskSnapshot, error), error) {
