@@ -113,8 +113,8 @@ type KeyedBackend[K comparable] struct {
 	keyBuf         []byte
 	tables         map[string]table[K]
 	names          []string      // keys of tables, sorted
-	timers         timerQueue[K] // processing time
-	eventTimers    timerQueue[K]
+	timers         timerStore[K] // processing time
+	eventTimers    timerStore[K]
 	disk           *diskStore[K] // the Pebble backend's database; nil for the heap backend
 	ttl            ttlClocks     // the clocks of the states with a TTL (ttl.go)
 	ttls           []ttlTable    // the states with a TTL, in registration order
@@ -157,7 +157,7 @@ func newHeapBackend[K comparable](keyCodec Codec[K], maxParallelism int, owned K
 		ttl:            newTTLClocks(),
 		sweepIn:        sweepEvery,
 	}
-	b.tables = map[string]table[K]{timersName: &b.timers, eventTimersName: &b.eventTimers}
+	b.tables = map[string]table[K]{timersName: b.timers, eventTimersName: b.eventTimers}
 	return b
 }
 

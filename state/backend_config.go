@@ -16,10 +16,10 @@ const (
 	// HeapBackend keeps keyed state in Go maps: the fastest, and bounded by
 	// the memory of the process. The default.
 	HeapBackend BackendKind = iota
-	// PebbleBackend keeps Value, Map and List state on disk, in one Pebble
-	// database per keyed operator subtask, so that state can outgrow memory;
-	// each access encodes or decodes through the state's codecs. Timers stay
-	// in memory. See docs/state.md.
+	// PebbleBackend keeps Value, Map and List state and both kinds of
+	// timers on disk, in one Pebble database per keyed operator subtask, so
+	// that state can outgrow memory; each access encodes or decodes through
+	// the state's codecs. See docs/state.md.
 	PebbleBackend
 )
 
@@ -130,5 +130,6 @@ func OpenKeyedBackend[K comparable](c BackendConfig, operator string, subtask in
 		return nil, fmt.Errorf("state: operator %q subtask %d: %w: check BackendConfig.Dir %q", operator, subtask, err, c.Dir)
 	}
 	b.disk = newDiskStore(db, b, c.budget()-c.budget()/2)
+	b.useDiskTimers()
 	return b, nil
 }

@@ -76,11 +76,7 @@ func (f *fixture) dump(k string) keyState {
 	s.Count, s.HasCount = f.count.Value()
 	s.Seen = maps.Collect(f.seen.All())
 	s.Events = f.events.Get()
-	for _, e := range f.b.timers.pending() {
-		if e.key == k {
-			s.Timers = append(s.Timers, e.when)
-		}
-	}
+	s.Timers = currentKeyTimers(f.b.timers, k)
 	slices.Sort(s.Timers)
 	return s
 }
@@ -296,8 +292,10 @@ func TestNewKeyedBackendPanicsOnBadRange(t *testing.T) {
 	}
 }
 
-func TestTimers(t *testing.T) {
-	b := NewKeyedBackend[string](StringCodec{}, 8, KeyGroupRange{0, 8})
+func TestTimers(t *testing.T) { forBackends(t, testTimers) }
+
+func testTimers(t *testing.T, kind BackendKind) {
+	b := newBackend(t, kind, StringCodec{}, 8, KeyGroupRange{0, 8})
 	at := func(s int) time.Time { return epoch.Add(time.Duration(s) * time.Second) }
 	if _, ok := b.NextTimer(); ok {
 		t.Fatal("empty backend has a timer")
@@ -339,8 +337,11 @@ func TestTimers(t *testing.T) {
 	if len(got) != 2 || got[0].Key != "a" || !got[0].When.Equal(at(3)) || !got[1].When.Equal(at(9)) {
 		t.Fatalf("PopDueTimers(100) = %v", got)
 	}
-	if _, ok := b.NextTimer(); ok || len(b.timers.buckets) != 0 {
+	if _, ok := b.NextTimer(); ok || len(pendingTimers(b.timers)) != 0 {
 		t.Fatal("timers left after popping all")
+	}
+	if q, ok := b.timers.(*timerQueue[string]); ok && len(q.buckets) != 0 {
+		t.Fatalf("%d buckets left after popping all", len(q.buckets))
 	}
 }
 
@@ -358,12 +359,14 @@ func TestTimerQueueRandomized(t *testing.T) {
 		{"small buckets", 20, 100, 10},
 		{"large buckets", 500, 3, 400},
 	} {
-		t.Run(c.name, func(t *testing.T) { checkTimerQueue(t, c.keys, c.times, c.popOneIn) })
+		t.Run(c.name, func(t *testing.T) {
+			forBackends(t, func(t *testing.T, kind BackendKind) { checkTimerQueue(t, kind, c.keys, c.times, c.popOneIn) })
+		})
 	}
 }
 
-func checkTimerQueue(t *testing.T, keys, times, popOneIn int) {
-	b := NewKeyedBackend[int](IntCodec{}, 8, KeyGroupRange{0, 8})
+func checkTimerQueue(t *testing.T, kind BackendKind, keys, times, popOneIn int) {
+	b := newBackend(t, kind, IntCodec{}, 8, KeyGroupRange{0, 8})
 	type id struct {
 		key  int
 		when int64
@@ -707,7 +710,7 @@ func testRestoreTruncatedBlobs(t *testing.T, kind BackendKind) {
 		if !errors.Is(err, ErrCorrupt) || !errors.Is(err, checkpoint.ErrCorrupt) {
 			t.Fatalf("truncated at %d: %v does not wrap ErrCorrupt, the engine's corruption mark", n, err)
 		}
-		if storedKeys(f.count.store)+storedKeys(f.seen.store)+storedKeys(f.events.store)+len(f.b.timers.pending()) != 0 {
+		if storedKeys(f.count.store)+storedKeys(f.seen.store)+storedKeys(f.events.store)+len(pendingTimers(f.b.timers)) != 0 {
 			t.Fatalf("failed restore at %d changed the backend", n)
 		}
 	}
@@ -883,7 +886,7 @@ func TestTimerDeletionCompacts(t *testing.T) {
 			b.DeleteEventTimer(epoch.Add(time.Duration(200-k) * time.Second))
 		}
 	}
-	if n := len(b.eventTimers.whens); n >= 200 {
+	if n := len(b.eventTimers.(*timerQueue[int]).whens); n >= 200 {
 		t.Errorf("heap holds %d due times after deleting 150 of 200 timers due at distinct times: not compacted", n)
 	}
 	b.SetCurrentKey(4) // a pending timer registered again fires once
@@ -903,19 +906,21 @@ func TestTimerDeletionCompacts(t *testing.T) {
 // window (6,000 keys, 5 windows open each) and pops them window by window.
 func BenchmarkEventTimers(b *testing.B) {
 	const keys, windows = 6000, 5
-	kb := NewKeyedBackend[int64](Int64Codec{}, 128, KeyGroupRange{0, 128})
-	var due []Timer[int64]
-	for i := range b.N {
-		w := int64(i % 1000)
-		for k := range int64(keys) {
-			kb.SetCurrentKey(k)
-			for j := range int64(windows) {
-				kb.RegisterEventTimer(time.Unix(0, w+j))
+	benchBackends(b, func(b *testing.B, kind BackendKind) {
+		kb := newBackend(b, kind, Int64Codec{}, 128, KeyGroupRange{0, 128})
+		var due []Timer[int64]
+		for i := range b.N {
+			w := int64(i % 1000)
+			for k := range int64(keys) {
+				kb.SetCurrentKey(k)
+				for j := range int64(windows) {
+					kb.RegisterEventTimer(time.Unix(0, w+j))
+				}
 			}
+			due = kb.PopEventTimers(w+windows, due[:0])
 		}
-		due = kb.PopEventTimers(w+windows, due[:0])
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*keys*windows), "ns/registration")
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*keys*windows), "ns/registration")
+	})
 }
 
 // BenchmarkTimersDistinctTimes is the timers' unfavourable case: every key
@@ -930,23 +935,25 @@ func BenchmarkTimersDistinctTimes(b *testing.B) {
 		gap  int64
 	}{{"moved", 2 * visit}, {"fired", visit / 2}} {
 		b.Run(c.name, func(b *testing.B) {
-			kb := NewKeyedBackend[int64](Int64Codec{}, 128, KeyGroupRange{0, 128})
-			last := make([]int64, keys) // each key's pending timer, UnixNano
-			var due []Timer[int64]
-			now := int64(0)
-			for i := range b.N {
-				k := int64(i % keys)
-				kb.SetCurrentKey(k)
-				if last[k] != 0 {
-					kb.DeleteTimer(time.Unix(0, last[k]))
+			benchBackends(b, func(b *testing.B, kind BackendKind) {
+				kb := newBackend(b, kind, Int64Codec{}, 128, KeyGroupRange{0, 128})
+				last := make([]int64, keys) // each key's pending timer, UnixNano
+				var due []Timer[int64]
+				now := int64(0)
+				for i := range b.N {
+					k := int64(i % keys)
+					kb.SetCurrentKey(k)
+					if last[k] != 0 {
+						kb.DeleteTimer(time.Unix(0, last[k]))
+					}
+					now += visit / keys
+					last[k] = now + c.gap
+					kb.RegisterTimer(time.Unix(0, last[k]))
+					if i%100 == 0 {
+						due = kb.PopDueTimers(time.Unix(0, now), due[:0])
+					}
 				}
-				now += visit / keys
-				last[k] = now + c.gap
-				kb.RegisterTimer(time.Unix(0, last[k]))
-				if i%100 == 0 {
-					due = kb.PopDueTimers(time.Unix(0, now), due[:0])
-				}
-			}
+			})
 		})
 	}
 }

@@ -2,6 +2,7 @@ package state
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -132,6 +133,26 @@ func (d *diskStore[K]) set(key, value []byte) { d.write(d.db.Set(key, value)) }
 func (d *diskStore[K]) append(key, value []byte) { d.write(d.db.Append(key, value)) }
 
 func (d *diskStore[K]) delete(key []byte) { d.write(d.db.Delete(key)) }
+
+// setBoth sets two keys in one batch.
+func (d *diskStore[K]) setBoth(key1, value1, key2, value2 []byte) {
+	b := d.db.NewBatch()
+	defer b.Close()
+	if err := errors.Join(b.Set(key1, value1, nil), b.Set(key2, value2, nil)); err != nil {
+		d.fail("writing state", err)
+	}
+	d.write(b.Commit(pebble.NoSync))
+}
+
+// deleteBoth deletes two keys in one batch.
+func (d *diskStore[K]) deleteBoth(key1, key2 []byte) {
+	b := d.db.NewBatch()
+	defer b.Close()
+	if err := errors.Join(b.Delete(key1, nil), b.Delete(key2, nil)); err != nil {
+		d.fail("writing state", err)
+	}
+	d.write(b.Commit(pebble.NoSync))
+}
 
 // deletePrefix deletes every key that starts with prefix.
 func (d *diskStore[K]) deletePrefix(prefix []byte) {

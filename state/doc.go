@@ -6,8 +6,8 @@
 //
 // The heap backend (NewKeyedBackend, the default) keeps state in Go maps. The Pebble
 // backend (OpenKeyedBackend with BackendConfig{Kind: PebbleBackend}) keeps Value, Map
-// and List state on disk in a Pebble database per subtask, encoded with the states'
-// codecs; its timers stay in memory. Both have the same API and semantics and write the
+// and List state and both kinds of timers on disk in a Pebble database per subtask,
+// encoded with the states' codecs. Both have the same API and semantics and write the
 // same blobs, so a checkpoint of one restores into the other. docs/state.md compares
 // them and describes the Pebble key layout.
 //

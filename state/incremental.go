@@ -20,8 +20,8 @@ import (
 // checkpoint of it into a directory next to the database's (hard links);
 // the returned function uploads to files the database files no completed
 // checkpoint refers to yet, keeps the small ones (MANIFEST, OPTIONS...) in
-// the snapshot, and removes the directory. The timers, in memory, are
-// encoded as blobs. Savepoints, the heap backend, and a nil files take a
+// the snapshot, and removes the directory. The timers are in the database
+// too, so the snapshot has no key-group blobs. Savepoints, the heap backend, and a nil files take a
 // full snapshot: a savepoint must not depend on files that retention may
 // delete. Call the returned function once, before Close.
 func (b *KeyedBackend[K]) SnapshotFor(id checkpoint.ID, kind checkpoint.Kind, files checkpoint.SharedFiles) (func() (checkpoint.SubtaskSnapshot, error), error) {
@@ -34,27 +34,24 @@ func (b *KeyedBackend[K]) SnapshotFor(id checkpoint.ID, kind checkpoint.Kind, fi
 	}
 	b.writeBackCaches()
 	b.disk.writeTTLClocks()
+	b.writeTimerSeqs()
 	if err := checkOnlyOwned(b.disk.db.Reader(), b.owned, b.keyCodec); err != nil {
 		return nil, fmt.Errorf("state: snapshot: %w", err)
 	}
-	timers := b.captureSections(func(t table[K]) bool { return t.kind() == kindTimers || t.kind() == kindEventTimers })
 	dir, err := b.disk.db.Checkpoint(uint64(id))
 	if err != nil {
 		return nil, fmt.Errorf("state: snapshot for checkpoint %d: %w", id, err)
 	}
-	keyCodec, maxParallelism, owned := b.keyCodec, b.maxParallelism, b.owned
+	owned := b.owned
 	db := checkpoint.DBFiles{KeyGroupStart: owned.Start, KeyGroupEnd: owned.End, States: slices.Clone(b.disk.states)}
 	up := &upload{id: id, dir: dir, instance: b.disk.db.Instance(), files: files, uploads: &b.disk.uploads, local: b.disk.local}
 	return func() (checkpoint.SubtaskSnapshot, error) {
 		defer os.RemoveAll(dir)
-		groups, err := encodeSections(timers, nil, keyCodec, maxParallelism, owned)
-		if err != nil {
-			return checkpoint.SubtaskSnapshot{}, err
-		}
+		var err error
 		if db.Files, err = up.run(); err != nil {
 			return checkpoint.SubtaskSnapshot{}, fmt.Errorf("state: snapshot for checkpoint %d: %w", id, err)
 		}
-		return checkpoint.SubtaskSnapshot{KeyGroups: groups, DBs: []checkpoint.DBFiles{db}}, nil
+		return checkpoint.SubtaskSnapshot{DBs: []checkpoint.DBFiles{db}}, nil
 	}, nil
 }
 

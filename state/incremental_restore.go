@@ -85,6 +85,9 @@ func (b *KeyedBackend[K]) adoptDB(dbs []checkpoint.DBFiles, files checkpoint.Sha
 		os.RemoveAll(dir)
 		return fail(err)
 	}
+	if err := b.adoptTimers(db.KeyGroupStart); err != nil {
+		return fail(err)
+	}
 	end := kv.AppendStatePrefix(nil, uint16(b.maxParallelism), 0)
 	for _, r := range [][2][]byte{
 		{kv.AppendStatePrefix(nil, 0, 0), kv.AppendStatePrefix(nil, uint16(b.owned.Start), 0)},
@@ -225,7 +228,12 @@ func dbSections[K comparable](states []checkpoint.DBState, clocks map[uint32]int
 			data = diskMapCapture[K]{c}
 		case kindList:
 			data = diskListCapture[K]{c}
-		default:
+		case kindTimers, kindEventTimers:
+			if !kind.hasTTL() {
+				data = diskTimerCapture[K]{byKey: st.ID}
+			}
+		}
+		if data == nil {
 			return nil, format.CorruptBlob("the checkpoint's database lists %s as a state of kind %v", displayName(st.Name), kind)
 		}
 		sections = append(sections, capturedSection[K]{name: st.Name, kind: stateKind(st.Kind), data: data})

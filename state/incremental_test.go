@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/internal/format"
@@ -101,12 +102,16 @@ func stateFileSize(t testing.TB, snap checkpoint.SubtaskSnapshot) int64 {
 func TestIncrementalUploadsWhatChanged(t *testing.T) {
 	const n, changed = 50_000, 200
 	f := subtaskFixture(t, PebbleBackend, 0, 1, 128)
-	// No timers: they are in memory, and every checkpoint holds them all.
+	// Timers are in the database too: one key in ten has one of each kind.
 	for i := range n {
 		f.b.SetCurrentKey(fmt.Sprint("key-", i))
 		f.count.Update(int64(i))
 		f.seen.Put("u", i)
 		f.events.Add(fmt.Sprint("e", i))
+		if i%10 == 0 {
+			f.b.RegisterTimer(epoch.Add(time.Duration(i) * time.Second))
+			f.b.RegisterEventTimer(epoch.Add(time.Duration(i%60) * time.Minute))
+		}
 	}
 	// A background compaction between the checkpoints would rewrite files
 	// that did not change: none is due once the database settled.
@@ -119,8 +124,11 @@ func TestIncrementalUploadsWhatChanged(t *testing.T) {
 	firstShared, firstFile := files.bytesWritten(), stateFileSize(t, first)
 	f.b.CheckpointComplete(1)
 	for i := range changed {
-		f.b.SetCurrentKey(fmt.Sprint("key-", i*(n/changed)))
+		k := i * (n / changed)
+		f.b.SetCurrentKey(fmt.Sprint("key-", k))
 		f.count.Update(-1)
+		f.b.DeleteTimer(epoch.Add(time.Duration(k) * time.Second))
+		f.b.RegisterTimer(epoch.Add(time.Duration(k) * time.Hour))
 	}
 	second := incrementalNow(t, f, 2, files)
 	secondShared, secondFile := files.bytesWritten()-firstShared, stateFileSize(t, second)
@@ -133,8 +141,16 @@ func TestIncrementalUploadsWhatChanged(t *testing.T) {
 	if got, limit := secondShared+secondFile, (firstShared+firstFile)/2; got >= limit {
 		t.Errorf("checkpoint 2 uploaded %d bytes, want < %d (half of checkpoint 1's)", got, limit)
 	}
+	// A checkpoint that held every timer would be at least their part of the
+	// full snapshot, well over a twentieth of it.
+	if got, limit := secondShared+secondFile, full/20; got >= limit {
+		t.Errorf("checkpoint 2 uploaded %d bytes, want < %d (a twentieth of a full snapshot, which holds %d timers)", got, limit, 2*n)
+	}
 	if len(second.DBs) != 1 || len(second.DBs[0].Files) == 0 {
 		t.Fatalf("second snapshot has databases %+v, want one with files", second.DBs)
+	}
+	if len(second.KeyGroups) != 0 {
+		t.Errorf("second snapshot has %d key-group blobs, want none: the timers are in the database", len(second.KeyGroups))
 	}
 }
 

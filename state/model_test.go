@@ -4,10 +4,13 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/exactlyonce/exactly/checkpoint"
 )
 
 // modelSeeds are the seeds of TestBackendAgainstModel; a failure names its
@@ -73,6 +76,8 @@ type modelRun struct {
 	m     model
 	clock [2]int64 // the model's TTL clocks, by TTLTime; noTime until set
 	key   string
+	// snapshots counts the snapshots taken, which number the checkpoints.
+	snapshots int
 }
 
 // modelFixture is the fixture with two states with a TTL.
@@ -85,8 +90,12 @@ type modelFixture struct {
 // modelTTL is the TTL of the model's states.
 const modelTTL = 20 * time.Second
 
-func newModelFixture(t testing.TB, kind BackendKind) *modelFixture {
-	f := newFixture(t, kind, 16, KeyGroupRange{0, 16})
+// modelMaxP is the max parallelism of the model's backends, which own
+// every key group but in checkSplit.
+const modelMaxP = 16
+
+func newModelFixture(t testing.TB, kind BackendKind, owned KeyGroupRange) *modelFixture {
+	f := newFixture(t, kind, modelMaxP, owned)
 	return &modelFixture{fixture: f,
 		last: must(NewValueState[string, int64](f.b.Scope(), "last", Int64Codec{},
 			WithTTL(TTL{After: modelTTL}))),
@@ -102,7 +111,7 @@ func TestBackendAgainstModel(t *testing.T) {
 		for _, seed := range modelSeeds {
 			t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 				r := &modelRun{t: t, seed: seed, rnd: rand.New(rand.NewPCG(seed, 0)), m: model{},
-					f: newModelFixture(t, kind), clock: [2]int64{noTime, noTime}}
+					f: newModelFixture(t, kind, KeyGroupRange{0, modelMaxP}), clock: [2]int64{noTime, noTime}}
 				r.setKey()
 				for r.step = range 4000 {
 					r.randomOp()
@@ -400,6 +409,11 @@ func (r *modelRun) checkPopped(what string, popped []Timer[string], due int64, t
 			}
 		}
 	}
+	r.checkFired(what, popped, want)
+}
+
+// checkFired checks that popped holds the timers want, in time order.
+func (r *modelRun) checkFired(what string, popped, want []Timer[string]) {
 	for i := 1; i < len(popped); i++ {
 		if popped[i].When.Before(popped[i-1].When) {
 			r.fatalf("%s timers popped out of order: %v", what, popped)
@@ -415,37 +429,111 @@ func (r *modelRun) checkPopped(what string, popped []Timer[string], due int64, t
 	}
 }
 
-// snapshotAndRestore snapshots, goes on changing the backend for a few
-// operations before encoding, restores the encoding into a fresh backend of
-// a random kind and goes on with it and the model as of the snapshot.
+// snapshotAndRestore snapshots (on Pebble, one time in two, an
+// incremental checkpoint), goes on changing the backend for a few
+// operations before encoding, restores the encoding into a fresh backend
+// of a random kind and goes on with it and the model as of the snapshot.
+// One time in four, it restores the encoding into two subtasks owning half
+// the key groups each too, and checks their keys' state and timers
+// (checkSplit).
 func (r *modelRun) snapshotAndRestore() {
-	encode := r.f.b.Snapshot()
+	var files *memShared
+	encode := r.f.b.SnapshotFor
+	if r.f.b.disk != nil && r.rnd.IntN(2) == 0 {
+		files = newMemShared()
+	}
+	r.snapshots++
+	finish, err := encode(checkpoint.ID(r.snapshots), checkpoint.KindCheckpoint, nilIfNone(files))
+	if err != nil {
+		r.fatalf("snapshot: %v", err)
+	}
 	atSnapshot, clockAtSnapshot := r.m.clone(), r.clock
 	for range r.rnd.IntN(20) {
 		r.randomOp()
 	}
-	blobs, err := encode()
+	snap, err := finish()
 	if err != nil {
 		r.fatalf("encoding the snapshot: %v", err)
 	}
-	kind := backendKinds[r.rnd.IntN(len(backendKinds))]
-	fresh := newModelFixture(r.t, kind)
+	r.m, r.clock = atSnapshot, clockAtSnapshot
+	if r.rnd.IntN(4) == 0 { // four databases opened: one snapshot in four
+		r.checkSplit(snap, files)
+	}
+	r.f = r.restored(backendKinds[r.rnd.IntN(len(backendKinds))], KeyGroupRange{0, modelMaxP}, snap, files)
+	r.checkAll()
+	r.setKey()
+}
+
+// nilIfNone returns files as a checkpoint.SharedFiles, nil for a nil
+// *memShared (a full snapshot).
+func nilIfNone(files *memShared) checkpoint.SharedFiles {
+	if files == nil {
+		return nil
+	}
+	return files
+}
+
+// restored returns a fresh fixture of kind owning the key groups owned,
+// with snap restored into it.
+func (r *modelRun) restored(kind BackendKind, owned KeyGroupRange, snap checkpoint.SubtaskSnapshot, files *memShared) *modelFixture {
+	fresh := newModelFixture(r.t, kind, owned)
 	// As the engine does, the clocks are set before the restore: here to
 	// the snapshot's (the engine's restored watermark and a processing
 	// time that may be behind it).
-	for d, now := range clockAtSnapshot {
+	for d, now := range r.clock {
 		if now != noTime {
 			setClock(fresh.b, TTLTime(d), now)
 		}
 	}
-	for kg, blob := range blobs {
+	if err := fresh.b.RestoreDBs(snap.DBs, nilIfNone(files)); err != nil {
+		r.fatalf("restoring the databases into %v: %v", kind, err)
+	}
+	for kg, blob := range snap.KeyGroups {
+		if !owned.Contains(kg) {
+			continue
+		}
 		if err := fresh.b.Restore(kg, blob); err != nil {
 			r.fatalf("restoring key group %d into %v: %v", kg, kind, err)
 		}
 	}
-	r.f, r.m, r.clock = fresh, atSnapshot, clockAtSnapshot
-	r.checkAll()
-	r.setKey()
+	return fresh
+}
+
+// checkSplit restores snap into two subtasks of a random kind, owning half
+// the key groups each, and checks that each holds exactly the state and
+// timers of the model's keys in its key groups, and fires their timers in
+// time order.
+func (r *modelRun) checkSplit(snap checkpoint.SubtaskSnapshot, files *memShared) {
+	kind := backendKinds[r.rnd.IntN(len(backendKinds))]
+	for i := range 2 {
+		owned := RangeForSubtask(i, 2, modelMaxP)
+		f := r.restored(kind, owned, snap, files)
+		var timers, eventTimers []Timer[string]
+		for k, km := range r.m {
+			want := keyState{Seen: km.seen, Events: km.events, Timers: slices.Sorted(maps.Keys(km.timers))}
+			if km.count != nil {
+				want.Count, want.HasCount = *km.count, true
+			}
+			if !owned.Contains(f.b.KeyGroupOf(k)) {
+				want, km = keyState{}, &keyModel{}
+			}
+			got := f.dump(k)
+			if len(got.Seen) == 0 && len(want.Seen) == 0 {
+				got.Seen, want.Seen = nil, nil
+			}
+			if !got.equal(want) {
+				r.fatalf("split into 2 %v subtasks: subtask %d holds %v for %s, model %v", kind, i, got, k, want)
+			}
+			for w := range km.timers {
+				timers = append(timers, Timer[string]{Key: k, When: time.Unix(0, w)})
+			}
+			for w := range km.eventTimers {
+				eventTimers = append(eventTimers, Timer[string]{Key: k, When: time.Unix(0, w)})
+			}
+		}
+		r.checkFired("processing-time", f.fixture.b.PopDueTimers(time.Unix(0, math.MaxInt64), nil), timers)
+		r.checkFired("event-time", f.fixture.b.PopEventTimers(math.MaxInt64, nil), eventTimers)
+	}
 }
 
 func (r *modelRun) checkAll() {
@@ -470,7 +558,7 @@ func (r *modelRun) checkKey(k string) {
 		r.fatalf("%s holds %v, model %v", k, got, want)
 	}
 	var events []int64
-	for _, e := range r.f.b.eventTimers.pending() {
+	for _, e := range pendingTimers(r.f.b.eventTimers) {
 		if e.key == k {
 			events = append(events, e.when)
 		}

@@ -25,11 +25,11 @@ func (b *KeyedBackend[K]) DeleteTimer(when time.Time) { b.timers.delete(b.curren
 
 // NextTimer returns the due time of the earliest pending processing-time timer, if any.
 func (b *KeyedBackend[K]) NextTimer() (time.Time, bool) {
-	e, ok := b.timers.top()
+	when, ok := b.timers.next()
 	if !ok {
 		return time.Time{}, false
 	}
-	return time.Unix(0, e.when), true
+	return time.Unix(0, when), true
 }
 
 // PopDueTimers removes all processing-time timers due at or before now and appends
@@ -55,6 +55,24 @@ func (b *KeyedBackend[K]) DeleteEventTimer(when time.Time) {
 // time in UnixNano) and appends them to dst in time order, like PopDueTimers.
 func (b *KeyedBackend[K]) PopEventTimers(watermark int64, dst []Timer[K]) []Timer[K] {
 	return b.eventTimers.popDue(watermark, dst)
+}
+
+// timerStore holds the timers of one kind: a *timerQueue on the heap
+// backend, a *diskTimers (timers_disk.go) on the Pebble backend. Both have
+// the semantics of the methods above.
+type timerStore[K comparable] interface {
+	table[K]
+	// add registers the timer of key, the backend's current key, due at
+	// when, unless key has one due then.
+	add(key K, when int64)
+	// delete removes the timer of key, the backend's current key, due at
+	// when, if there is one.
+	delete(key K, when int64)
+	// next returns the due time of the earliest timer, if any.
+	next() (int64, bool)
+	// popDue removes the timers due at or before n and appends them to
+	// dst in order of due time, then of registration.
+	popDue(n int64, dst []Timer[K]) []Timer[K]
 }
 
 type timerEntry[K comparable] struct {
@@ -104,8 +122,8 @@ const (
 	maxFreeLarge = 4
 )
 
-func newTimerQueue[K comparable](k stateKind) timerQueue[K] {
-	return timerQueue[K]{k: k, buckets: make(map[int64]*timerBucket[K])}
+func newTimerQueue[K comparable](k stateKind) *timerQueue[K] {
+	return &timerQueue[K]{k: k, buckets: make(map[int64]*timerBucket[K])}
 }
 
 func (q *timerQueue[K]) add(key K, when int64) {
@@ -204,9 +222,9 @@ func (q *timerQueue[K]) recycle(b *timerBucket[K]) {
 	*free = append(*free, b)
 }
 
-// top returns the earliest pending timer, dropping the due times without
-// a bucket.
-func (q *timerQueue[K]) top() (*timerEntry[K], bool) {
+// next returns the due time of the earliest pending timer, dropping the
+// due times without a bucket.
+func (q *timerQueue[K]) next() (int64, bool) {
 	for len(q.whens) > 0 {
 		b := q.buckets[q.whens[0]]
 		if b == nil {
@@ -216,9 +234,9 @@ func (q *timerQueue[K]) top() (*timerEntry[K], bool) {
 		for !b.order[b.head].live { // a bucket in the queue has a pending timer
 			b.head++
 		}
-		return &b.order[b.head], true
+		return b.order[b.head].when, true
 	}
-	return nil, false
+	return 0, false
 }
 
 // popDue removes the timers due at or before n and appends them to dst in order.
@@ -312,17 +330,21 @@ type timerCapture[K comparable] []timerEntry[K]
 
 // encode writes one entry per timer: key, UnixNano in Int64Codec.
 func (c timerCapture[K]) encode(w *sectionWriter[K]) error {
-	enc := appendFunc[int64](Int64Codec{})
 	for _, e := range c {
 		i, err := w.key(e.key)
 		if err != nil {
 			return err
 		}
-		if err := putValue(w, i, enc, e.when); err != nil {
-			return err
-		}
+		putTimer(w, i, e.when)
 	}
 	return nil
+}
+
+// putTimer appends a timer's due time, the value of its entry, to the entry
+// in key group index i.
+func putTimer[K comparable](w *sectionWriter[K], i int, when int64) {
+	w.scratch = Int64Codec{}.Append(w.scratch[:0], when)
+	w.putEncoded(i, w.scratch)
 }
 
 func (q *timerQueue[K]) stage(r *sectionReader[K], count int) (func(), error) {

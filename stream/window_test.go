@@ -326,11 +326,19 @@ func TestRestoredSourceResumesEventTime(t *testing.T) {
 // BenchmarkSlidingWindows runs a q5-like job: b.N records, one per
 // millisecond of event time, over 5,000 keys, in sliding windows of 10 s
 // every 2 s (five windows per record, about two records per key and
-// window), with parallelism 1 so that the operator's cost is not shared.
+// window), with parallelism 1 so that the operator's cost is not shared,
+// on each backend.
 func BenchmarkSlidingWindows(b *testing.B) {
+	for _, kind := range []state.BackendKind{state.HeapBackend, state.PebbleBackend} {
+		b.Run(kind.String(), func(b *testing.B) { benchSlidingWindows(b, kind) })
+	}
+}
+
+func benchSlidingWindows(b *testing.B, kind state.BackendKind) {
 	const keys = 5000
 	out := newMemSink[int]()
 	j := stream.New("windows")
+	j.SetStateBackend(state.BackendConfig{Kind: kind, Dir: b.TempDir()})
 	nums := stream.SourceWithEventTime(j, "numbers", counting{n: b.N, splits: 1}, stream.EventTime[int]{Timestamp: millis})
 	keyed := stream.KeyBy(nums, func(v int) int64 { return int64(v % keys) }, state.Int64Codec{})
 	counts := stream.WindowAggregate(keyed, "windows", stream.Sliding(10*time.Second, 2*time.Second), millis,

@@ -69,3 +69,42 @@ func SplitKey(dbKey []byte) (key, suffix []byte, err error) {
 	rest = rest[w:]
 	return rest[:n], rest[n:], nil
 }
+
+// The timers of a kind are two states of reserved ids, in the key group of
+// the timer's key: an index by key, whose entries are keyed with AppendKey
+// and a suffix of the due time (AppendTime), and an index by time, whose
+// entries are keyed
+//
+//	timeKey = keyGroup:uint16 stateID:uint32 when:8 seq:uint64
+//
+// (seq big-endian), so that a key group's timers are in order of due time
+// and, at the same time, of seq.
+const timeKeyLen = statePrefixLen + 8 + 8
+
+// AppendTime appends the due time when (UnixNano) with its sign bit
+// flipped, big-endian, so that byte order is time order.
+func AppendTime(dst []byte, when int64) []byte {
+	return binary.BigEndian.AppendUint64(dst, uint64(when)^1<<63)
+}
+
+// AppendTimeKey appends the key of the time index entry of state id in
+// key group kg for a timer due at when, registered as seq.
+func AppendTimeKey(dst []byte, kg uint16, id uint32, when int64, seq uint64) []byte {
+	dst = AppendTime(AppendStatePrefix(dst, kg, id), when)
+	return binary.BigEndian.AppendUint64(dst, seq)
+}
+
+// SplitTimeKey returns the due time and seq of a time index key.
+func SplitTimeKey(dbKey []byte) (when int64, seq uint64, err error) {
+	if len(dbKey) != timeKeyLen {
+		return 0, 0, errBadKey
+	}
+	rest := dbKey[statePrefixLen:]
+	return int64(binary.BigEndian.Uint64(rest) ^ 1<<63), binary.BigEndian.Uint64(rest[8:]), nil
+}
+
+// TimerSeqsKey returns the database key of the entry in which the state
+// package records, when the database is checkpointed, the next seq of each
+// kind of timers: in key group kg (the first the database holds) and state
+// id 0, as TTLClocksKey; key "timers".
+func TimerSeqsKey(kg uint16) []byte { return AppendKey(nil, kg, 0, []byte("timers")) }

@@ -33,3 +33,28 @@ func TestPrefixEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestTimeKeyOrder checks that time index keys sort by due time, negative
+// ones included, then by seq, and split back.
+func TestTimeKeyOrder(t *testing.T) {
+	type timer struct {
+		when int64
+		seq  uint64
+	}
+	ordered := []timer{{-1 << 62, 9}, {-5, 0}, {-5, 1}, {0, 0}, {3, 7}, {3, 1 << 40}, {1 << 62, 0}}
+	var prev []byte
+	for _, tm := range ordered {
+		key := AppendTimeKey(nil, 7, 9, tm.when, tm.seq)
+		if prev != nil && bytes.Compare(prev, key) >= 0 {
+			t.Errorf("time key of %+v sorts before the previous timer's", tm)
+		}
+		prev = key
+		when, seq, err := SplitTimeKey(key)
+		if err != nil || when != tm.when || seq != tm.seq {
+			t.Errorf("SplitTimeKey(AppendTimeKey(%+v)) = %d, %d, %v", tm, when, seq, err)
+		}
+	}
+	if _, _, err := SplitTimeKey(prev[:len(prev)-1]); err == nil {
+		t.Error("SplitTimeKey accepted a short key")
+	}
+}
