@@ -219,14 +219,13 @@ func TestControlAPIOnARunningJob(t *testing.T) {
 	if st.Operators[0].RecordsIn == 0 || st.Operators[0].RecordsOut == 0 || st.Operators[2].RecordsIn == 0 || len(st.Operators[0].Subtasks) != 2 {
 		t.Fatalf("operators %+v: want records in and out of the source, in of the sink, 2 source subtasks", st.Operators)
 	}
-	// The deliberate failure is the first restart; a loaded machine may
-	// add transient ones (CI saw a PostgreSQL connection closed under a
-	// prepare once), which the job survives as it should.
-	if len(st.Restarts) == 0 || !strings.Contains(st.Restarts[0].Error, "boom") {
-		t.Fatalf("restarts %+v: want the deliberate failure first", st.Restarts)
-	}
-	if len(st.Restarts) > 1 {
-		t.Logf("restarts besides the deliberate one: %+v", st.Restarts[1:])
+	// The deliberate failure is the only restart. (CI saw a second one,
+	// a PostgreSQL connection closed under a prepare, in two runs of
+	// four: a crash test of package postgres restarted the server under
+	// this test. Tests now restart only their own instance of a service:
+	// internal/testenv.)
+	if len(st.Restarts) != 1 || !strings.Contains(st.Restarts[0].Error, "boom") {
+		t.Fatalf("restarts %+v: want the deliberate failure only", st.Restarts)
 	}
 	committed := false
 	for _, c := range st.Checkpoints.History {
@@ -256,13 +255,6 @@ func TestControlAPIOnARunningJob(t *testing.T) {
 
 	c := control.Client{Addr: r.ControlAddr(), Token: token}
 	sp, err := c.Savepoint(ctx)
-	for tries := 1; err != nil && strings.Contains(err.Error(), "the job is stopping or restarting") && tries < 5; tries++ {
-		// A transient restart (see the restarts above) aborts a savepoint
-		// in flight; the API says so, and a savepoint after it succeeds.
-		t.Logf("savepoint %d: %v; asking again", tries, err)
-		testwait.For(t, checkpoints.Reached(checkpoints.Load()+1), time.Minute, "a checkpoint after the restart", nil)
-		sp, err = c.Savepoint(ctx)
-	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,9 @@
 # listener, makes every broker connection through the proxy; the torture
 # suite uses this with toxiproxy), KAFKA_READY_TIMEOUT (seconds a start waits
 # for the broker to register, default 240: on a loaded 2-core machine a
-# restart took over 90). The listeners are written at every start.
+# restart took over 90), KAFKA_JARS (the directory of the broker's jars,
+# default KAFKA_DIR/jars-<version>: a second broker can share the first
+# one's). The listeners are written at every start.
 # start is idempotent: a running broker is reused.
 #
 # The default ports lie below Linux's ephemeral range (32768-60999): there, a
@@ -37,7 +39,7 @@ cport=${KAFKA_CONTROLLER_PORT:-$((port + 1))}
 dir=${KAFKA_DIR:-$repo/.tmp/kafka}
 proxy_port=${KAFKA_PROXY_PORT:-}
 proxy_listener_port=${KAFKA_PROXY_LISTENER_PORT:-$((port + 2))}
-jars=$dir/jars-$version
+jars=${KAFKA_JARS:-$dir/jars-$version}
 data=$dir/data
 pidfile=$dir/broker.pid
 log=$dir/broker.log

@@ -17,7 +17,9 @@
 # data is S3_DIR/data (one directory per bucket).
 #
 # Environment: S3_PORT (default 27070), S3_DIR (default <repo>/.tmp/s3),
-# S3_BUCKET (default exactly-test). start is idempotent.
+# S3_BUCKET (default exactly-test), S3_BIN (the versitygw binary, default
+# S3_DIR/bin/versitygw: a second server can share the first one's). start
+# is idempotent.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,7 +27,7 @@ version=v1.7.0
 port=${S3_PORT:-27070}
 dir=${S3_DIR:-$repo/.tmp/s3}
 bucket=${S3_BUCKET:-exactly-test}
-bin=$dir/bin/versitygw
+bin=${S3_BIN:-$dir/bin/versitygw}
 pidfile=$dir/versitygw.pid
 log=$dir/versitygw.log
 data=$dir/data
@@ -42,8 +44,8 @@ answers() { timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port" 2>/dev/null; }
 install() {
 	[[ -x $bin ]] && return
 	log "installing versitygw $version with go install (a few minutes the first time)"
-	mkdir -p "$dir/bin"
-	GOBIN=$dir/bin GOFLAGS=-mod=mod go install "github.com/versity/versitygw/cmd/versitygw@$version" >&2
+	mkdir -p "$(dirname "$bin")"
+	GOBIN=$(dirname "$bin") GOFLAGS=-mod=mod go install "github.com/versity/versitygw/cmd/versitygw@$version" >&2
 }
 
 start() {

@@ -15,40 +15,66 @@ cd "$(dirname "$0")/.."
 
 started=()
 cleanup() {
-	for s in "${started[@]}"; do
-		"scripts/$s.sh" stop >/dev/null 2>&1 || true
+	local entry
+	for entry in "${started[@]}"; do
+		# entry: "service" or "service VAR=value..." (a faults instance)
+		read -r -a words <<<"$entry"
+		env "${words[@]:1}" "scripts/${words[0]}.sh" stop >/dev/null 2>&1 || true
 	done
 }
 trap cleanup EXIT
 
-# start_service NAME: runs scripts/NAME.sh start and exports every
-# EXACTLY_*=value line it prints; the last line must be one (the address).
+# start_service NAME [PREFIX VAR=value...]: runs scripts/NAME.sh start (with
+# the VAR=value settings in its environment) and exports every
+# EXACTLY_*=value line it prints, renamed EXACTLY_<PREFIX>_*=value when a
+# PREFIX is given; the last line must be one (the address). With a PREFIX it
+# exports the settings too, as EXACTLY_<PREFIX>_<NAME>_ENV, so that the
+# tests can run the script on the same instance (internal/testenv).
 start_service() {
-	local out line last
-	out=$("scripts/$1.sh" start)
+	local name=$1 prefix=${2:-} out line last
+	shift $(($# > 1 ? 2 : 1))
+	out=$(env "$@" "scripts/$name.sh" start)
 	last=$(tail -n 1 <<<"$out")
 	case "$last" in
 	EXACTLY_*=*) ;;
-	*) echo "scripts/$1.sh start did not print its address (got: $last)" >&2; exit 1 ;;
+	*) echo "scripts/$name.sh start did not print its address (got: $last)" >&2; exit 1 ;;
 	esac
 	while IFS= read -r line; do
 		case "$line" in
-		EXACTLY_*=*) export "${line?}" ;;
+		EXACTLY_*=*)
+			if [[ -n $prefix ]]; then
+				line="EXACTLY_${prefix}_${line#EXACTLY_}"
+			fi
+			export "${line?}"
+			;;
 		esac
 	done <<<"$out"
-	started+=("$1")
-	echo "started $1: $last"
+	if [[ -n $prefix ]]; then
+		local upper=${name^^}
+		export "EXACTLY_${prefix}_${upper}_ENV=$*"
+	fi
+	started+=("$name $*")
+	echo "started $name${prefix:+ ($prefix)}: $last"
 }
 
-# The broker gets its proxy listener from the start (KAFKA_PORT+2, advertised
-# as KAFKA_PORT+3, where the torture suite puts toxiproxy), so that suite
-# never restarts it under the Kafka tests that run beside it.
-export KAFKA_PROXY_PORT=${KAFKA_PROXY_PORT:-$((${KAFKA_PORT:-29092} + 3))}
 for service in postgres kafka toxiproxy s3 chromium; do
 	if [[ -x "scripts/$service.sh" ]]; then
 		start_service "$service"
 	fi
 done
+
+# The faults instances: a second broker, database and S3 server for the
+# tests that kill or restart a service (the torture suite, the broker
+# restart tests, the crash tests that restart PostgreSQL or the S3 server).
+# They take them exclusively (testenv.Exclusive) while every other test
+# goes on against the first ones, which nothing restarts. The broker gets
+# its proxy listener from the start (port+2, advertised as port+3, where the
+# torture suite puts toxiproxy). Paths must not hold spaces.
+faults=$PWD/.tmp/faults
+start_service kafka FAULTS KAFKA_PORT=29192 KAFKA_DIR="$faults/kafka" KAFKA_PROXY_PORT=29195 \
+	KAFKA_JARS="${KAFKA_DIR:-$PWD/.tmp/kafka}/jars-${KAFKA_VERSION:-4.1.1}"
+start_service postgres FAULTS POSTGRES_PORT=25532 EXACTLY_POSTGRES_DATA="$faults/postgres"
+start_service s3 FAULTS S3_PORT=27170 S3_DIR="$faults/s3" S3_BIN="${S3_DIR:-$PWD/.tmp/s3}/bin/versitygw"
 export EXACTLY_REQUIRE_SERVICES=1
 # The fixed credentials of the test S3 server (scripts/s3.sh), in the
 # standard variables every S3 client reads.
@@ -61,4 +87,10 @@ if [[ -n "$unformatted" ]]; then
 	exit 1
 fi
 go vet ./...
-go test -race -timeout 25m "$@" ./...
+# The slowest packages first, so that the cores are busy to the end rather
+# than waiting for one long package that started last, and four test
+# binaries at a time: the service tests spend most of their time waiting
+# for a broker, a database or a restart, and run beside the CPU-bound
+# packages (docs/testing.md).
+slowest=(./state/ ./stream/ ./connectors/kafka/ ./cmd/exactly/internal/torture/ ./cluster/ ./connectors/postgres/)
+go test -race -p 4 -timeout 25m "$@" "${slowest[@]}" ./...

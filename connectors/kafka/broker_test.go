@@ -2,7 +2,6 @@ package kafka_test
 
 import (
 	"context"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,9 +16,10 @@ import (
 // the count job runs; the committed output must still hold every count
 // exactly once, with no transaction left open.
 func TestBrokerRestart(t *testing.T) {
+	t.Parallel()
+	testenv.Exclusive(t, testenv.KafkaService)
 	brokers := testenv.Kafka(t)
-	script, _ := filepath.Abs("../../scripts/kafka.sh")
-	st, err := exec.Command(script, "status").Output()
+	st, err := testenv.Script(t, testenv.KafkaService, "status")
 	if err != nil || !strings.Contains(string(st), "="+brokers) {
 		t.Skipf("the broker at %s was not started by scripts/kafka.sh: cannot restart it", brokers)
 	}
@@ -48,7 +48,7 @@ func TestBrokerRestart(t *testing.T) {
 			t.Fatalf("the job ended after %d broker restarts, before the test could make 3 (err %v): slow it down", restarts, err)
 		case <-time.After(3 * time.Second):
 		}
-		if o, err := exec.Command(script, "restart").CombinedOutput(); err != nil {
+		if o, err := testenv.Script(t, testenv.KafkaService, "restart"); err != nil {
 			t.Fatalf("restarting the broker: %v\n%s", err, o)
 		}
 		restarts++

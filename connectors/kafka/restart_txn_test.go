@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -36,15 +34,15 @@ type recorded struct {
 // prepared transaction whose commit was answered PRODUCER_FENCED after a
 // broker restart; this looks for that at its likeliest moments.)
 func TestBrokerRestartAroundPrepare(t *testing.T) {
-	testenv.Exclusive(t)
+	t.Parallel()
+	testenv.Exclusive(t, testenv.KafkaService)
 	brokers := testenv.Kafka(t)
-	script, _ := filepath.Abs("../../scripts/kafka.sh")
-	if st, err := exec.Command(script, "status").Output(); err != nil || !strings.Contains(string(st), "="+brokers) {
+	if st, err := testenv.Script(t, testenv.KafkaService, "status"); err != nil || !strings.Contains(string(st), "="+brokers) {
 		t.Skipf("the broker at %s was not started by scripts/kafka.sh: cannot restart it", brokers)
 	}
 	restart := func(when string) {
 		t.Helper()
-		if o, err := exec.Command(script, "restart").CombinedOutput(); err != nil {
+		if o, err := testenv.Script(t, testenv.KafkaService, "restart"); err != nil {
 			t.Fatalf("restarting the broker %s: %v\n%s", when, err, o)
 		}
 	}

@@ -4,10 +4,7 @@ import (
 	"context"
 	"net/url"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -90,26 +87,28 @@ func crashJob(t testing.TB, name string, mode CommitMode, dsn string) *stream.Jo
 	return j
 }
 
-func TestCrashFenced(t *testing.T)   { crashTest(t, "pgcrash_fenced", Fenced, testenv.Postgres(t)) }
-func TestCrashPrepared(t *testing.T) { crashTest(t, "pgcrash_prepared", Prepared, testenv.Postgres(t)) }
+func TestCrashFenced(t *testing.T)   { crashTest(t, "pgcrash_fenced", Fenced, testenv.Postgres) }
+func TestCrashPrepared(t *testing.T) { crashTest(t, "pgcrash_prepared", Prepared, testenv.Postgres) }
 
 // TestCrashFencedTLS is TestCrashFenced over TLS: the sinks log in as the
 // test server's TLS-only role with sslmode=verify-full.
 func TestCrashFencedTLS(t *testing.T) {
-	ca := testenv.PostgresTLSCA(t)
-	u, err := url.Parse(testenv.Postgres(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dsn := "postgres://exactly_tls:exactly@localhost:" + u.Port() + "/" + strings.TrimPrefix(u.Path, "/") + "?sslmode=verify-full&sslrootcert=" + url.QueryEscape(ca)
-	crashTest(t, "pgcrash_fenced_tls", Fenced, dsn)
+	crashTest(t, "pgcrash_fenced_tls", Fenced, func(t testing.TB) string {
+		ca := testenv.PostgresTLSCA(t)
+		u, err := url.Parse(testenv.Postgres(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return "postgres://exactly_tls:exactly@localhost:" + u.Port() + "/" + strings.TrimPrefix(u.Path, "/") + "?sslmode=verify-full&sslrootcert=" + url.QueryEscape(ca)
+	})
 }
 
-// crashTest runs crashJob, its sinks connecting with dsn, in child
-// processes that are SIGKILLed at least 20 times, while PostgreSQL is shut
-// down immediately and restarted every pgRestartEvery, then checks the
+// crashTest runs crashJob, its sinks connecting with the DSN dsn returns,
+// in child processes that are SIGKILLed at least 20 times, while
+// PostgreSQL is shut down immediately and restarted every pgRestartEvery
+// (the test has the server to itself: testenv.Exclusive), then checks the
 // tables against the expected totals.
-func crashTest(t *testing.T, name string, mode CommitMode, dsn string) {
+func crashTest(t *testing.T, name string, mode CommitMode, dsn func(testing.TB) string) {
 	if crashtest.IsChild() {
 		opts := stream.Options{
 			CheckpointDir:      os.Getenv(envCrashDir),
@@ -124,37 +123,15 @@ func crashTest(t *testing.T, name string, mode CommitMode, dsn string) {
 		}
 		return
 	}
+	testenv.Exclusive(t, testenv.PostgresService)
 	conn := db(t)
 	dropTables(t, conn, name+"_events", name+"_totals")
 	// Every run is a new incarnation of the job: forget the last run's.
 	forgetSinks(t, conn, "public", name+"_events", name, "events")
 	forgetSinks(t, conn, "public", name+"_totals", name, "latest")
-	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", "postgres.sh"))
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	done := make(chan struct{})
-	var restarts int
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			select {
-			case <-done:
-				return
-			case <-time.After(pgRestartEvery):
-			}
-			out, err := exec.Command(script, "restart-immediate").CombinedOutput()
-			if err != nil {
-				t.Errorf("%s restart-immediate: %v\n%s", script, err, out)
-				return
-			}
-			restarts++
-		}
-	})
-	rep := crashtesting.Run(t, crashtest.Options{Kills: 20, Env: []string{envCrashDir + "=" + t.TempDir(), envCrashDSN + "=" + dsn}})
-	close(done)
-	wg.Wait()
+	stopRestarts := testenv.RestartEvery(t, testenv.PostgresService, pgRestartEvery, "restart-immediate")
+	rep := crashtesting.Run(t, crashtest.Options{Kills: crashtesting.Sized(20, 60), Env: []string{envCrashDir + "=" + t.TempDir(), envCrashDSN + "=" + dsn(t)}})
+	restarts := stopRestarts()
 	t.Log(rep)
 	t.Logf("PostgreSQL immediate shutdowns and restarts during the run: %d", restarts)
 	if restarts < minPGRestarts {

@@ -5,9 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -71,7 +69,7 @@ func TestCrashOnObjectStorage(t *testing.T) {
 		}
 		return
 	}
-	testenv.Exclusive(t) // the S3 server restarts under it
+	testenv.Exclusive(t, testenv.S3Service) // the S3 server restarts under it
 	endpoint := testenv.S3(t)
 	conn := db(t)
 	dropTables(t, conn, name+"_events", name+"_totals")
@@ -82,33 +80,10 @@ func TestCrashOnObjectStorage(t *testing.T) {
 	location := "s3://" + testenv.S3Bucket + "/pgcrash-" + hex.EncodeToString(raw) + "?endpoint=" + endpoint
 	t.Cleanup(func() { removePrefix(t, location) })
 
-	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", "s3.sh"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	var restarts int
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			select {
-			case <-done:
-				return
-			case <-time.After(s3RestartEvery):
-			}
-			for _, cmd := range []string{"kill", "start"} {
-				if out, err := exec.Command(script, cmd).CombinedOutput(); err != nil {
-					t.Errorf("%s %s: %v\n%s", script, cmd, err, out)
-					return
-				}
-			}
-			restarts++
-		}
-	})
-	rep := crashtesting.Run(t, crashtest.Options{Kills: 12, MaxDelay: 1500 * time.Millisecond,
-		Env: []string{envCrashDir + "=" + location, envMachinesDir + "=" + t.TempDir(), testenv.ParentHoldsLock}})
-	close(done)
-	wg.Wait()
+	stopRestarts := testenv.RestartEvery(t, testenv.S3Service, s3RestartEvery, "kill", "start")
+	rep := crashtesting.Run(t, crashtest.Options{Kills: crashtesting.Sized(12, 40), MaxDelay: 1500 * time.Millisecond,
+		Env: []string{envCrashDir + "=" + location, envMachinesDir + "=" + t.TempDir()}})
+	restarts := stopRestarts()
 	t.Log(rep)
 	t.Logf("S3 server SIGKILLs and restarts during the run: %d", restarts)
 	if restarts < minS3Restarts {

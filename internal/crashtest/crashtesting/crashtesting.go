@@ -22,21 +22,31 @@ package crashtesting
 
 import (
 	"context"
-	"os"
 	"os/exec"
+	"slices"
 	"testing"
 
 	"github.com/exactlyonce/exactly/internal/crashtest"
+	"github.com/exactlyonce/exactly/internal/testenv"
 )
 
 // Run starts the current test in a child process until it finishes
 // successfully after at least o.Kills SIGKILLs (see [crashtest.Supervise]).
-// It fails the test when a child fails in any other way.
+// It fails the test when a child fails in any other way. Under -short it
+// skips the test: a crash run takes seconds to minutes.
 func Run(t testing.TB, o crashtest.Options) crashtest.Report {
 	t.Helper()
-	command := func(ctx context.Context) *exec.Cmd {
-		return exec.CommandContext(ctx, os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v=false")
+	if testing.Short() {
+		t.Skip("-short: a crash test (a child process SIGKILLed again and again)")
 	}
+	checkSize(t)
+	bin := ChildBinary(t)
+	command := func(ctx context.Context) *exec.Cmd {
+		return exec.CommandContext(ctx, bin, "-test.run=^"+t.Name()+"$", "-test.v=false")
+	}
+	// The child uses the test's instances of the services, under its
+	// locks (held exclusively when the test restarts a service).
+	o.Env = append(slices.Clone(o.Env), testenv.ChildEnv(t)...)
 	rep, err := crashtest.Supervise(o, command, t.Logf)
 	if err != nil {
 		t.Fatalf("crashtest: %v", err)

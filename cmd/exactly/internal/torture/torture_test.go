@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/exactlyonce/exactly/internal/crashtest/crashtesting"
 	"github.com/exactlyonce/exactly/internal/testenv"
 )
 
@@ -17,7 +18,7 @@ import (
 // exclusively), then the strict check of every sink. EXACTLY_TORTURE_SEED
 // replays a run.
 func TestTorture(t *testing.T) {
-	tortureTest(t, 32, func(c *Config) []string {
+	tortureTest(t, crashtesting.Sized(32, 100), func(c *Config) []string {
 		c.NoDisk = os.Geteuid() != 0
 		if !c.NoDisk {
 			return []string{FaultUnwritable}
@@ -32,7 +33,7 @@ func TestTorture(t *testing.T) {
 // network faults on the S3 connections) instead of the checkpoint
 // directory's; the keyed state is in the Pebble backend.
 func TestTortureObjectStorage(t *testing.T) {
-	tortureTest(t, 24, func(c *Config) []string {
+	tortureTest(t, crashtesting.Sized(24, 100), func(c *Config) []string {
 		c.S3, c.NoDisk, c.Pebble = testenv.S3(t), true, true
 		return []string{FaultS3Restart, FaultSlowUpload}
 	})
@@ -52,6 +53,7 @@ func tortureTest(t *testing.T, faults int, configure func(*Config) []string) {
 		t.Skip("the torture run takes minutes")
 	}
 	testenv.Exclusive(t)
+	testenv.UseScriptEnv(t) // the suite restarts the services with scripts/
 	c := Config{
 		Workload: Workload{Events: 30_000, Keys: 200, Seed: uint64(time.Now().UnixNano())},
 		Faults:   faults, Kafka: testenv.Kafka(t), Postgres: testenv.Postgres(t), Toxiproxy: testenv.Toxiproxy(t),
@@ -65,8 +67,11 @@ func tortureTest(t *testing.T, faults int, configure func(*Config) []string) {
 			t.Fatal(err)
 		}
 	}
+	// The job's processes run without -race: the checker judges them by
+	// the output they commit (crashtesting.ChildBinary).
+	bin := crashtesting.ChildBinary(t)
 	command := func(ctx context.Context) *exec.Cmd {
-		return exec.CommandContext(ctx, os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v=false")
+		return exec.CommandContext(ctx, bin, "-test.run=^"+t.Name()+"$", "-test.v=false")
 	}
 	rep, err := Run(context.Background(), c, command)
 	if rep != nil {

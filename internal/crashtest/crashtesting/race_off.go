@@ -1,0 +1,6 @@
+//go:build !race
+
+package crashtesting
+
+// race reports whether this test binary was built with -race.
+const race = false

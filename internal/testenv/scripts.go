@@ -1,0 +1,121 @@
+package testenv
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// faultsEnv returns the settings scripts/test.sh started the faults
+// instance of s with (EXACTLY_FAULTS_<S>_ENV: VAR=value words, such as
+// KAFKA_PORT=29192 KAFKA_DIR=...), nil if it started none.
+func faultsEnv(s Service) []string {
+	return strings.Fields(os.Getenv("EXACTLY_FAULTS_" + strings.ToUpper(string(s)) + "_ENV"))
+}
+
+// hasFaultsInstance reports whether scripts/test.sh started a faults
+// instance of s.
+func hasFaultsInstance(s Service) bool { return len(faultsEnv(s)) > 0 }
+
+// scriptEnv returns the settings that address the instance of s that t
+// uses to its script: the faults instance's, or none.
+func scriptEnv(t testing.TB, s Service) []string {
+	if usesFaults(t, s) {
+		return faultsEnv(s)
+	}
+	return nil
+}
+
+// Script runs scripts/<s>.sh with args (such as "restart") on the instance
+// of s that t uses, and returns its combined output. The test must hold s
+// exclusively ([Exclusive]): a test that stops or restarts a service other
+// tests are using makes them fail.
+func Script(t testing.TB, s Service, args ...string) ([]byte, error) {
+	t.Helper()
+	if !exclusive(t, s) {
+		t.Fatalf("testenv: %s.sh %s: the test does not hold %s exclusively: call testenv.Exclusive(t, testenv.%s) first", s, strings.Join(args, " "), s, serviceConst(s))
+	}
+	return scriptCommand(t, s, args...).CombinedOutput()
+}
+
+// scriptCommand returns the command of scripts/<s>.sh args on t's
+// instance of s.
+func scriptCommand(t testing.TB, s Service, args ...string) *exec.Cmd {
+	cmd := exec.Command(ScriptPath(s), args...)
+	cmd.Env = append(os.Environ(), scriptEnv(t, s)...)
+	return cmd
+}
+
+// UseScriptEnv sets, for the rest of t, the process environment that
+// addresses the faults instances t holds to their scripts, for code under
+// test that runs scripts/kafka.sh, postgres.sh or s3.sh itself (the torture
+// suite). t must not be parallel (testing.T.Setenv).
+func UseScriptEnv(t testing.TB) {
+	t.Helper()
+	for _, s := range services {
+		for _, kv := range scriptEnv(t, s) {
+			k, v, _ := strings.Cut(kv, "=")
+			t.Setenv(k, v)
+		}
+	}
+}
+
+// ScriptPath is the absolute path of scripts/<s>.sh.
+func ScriptPath(s Service) string {
+	_, file, _, _ := runtime.Caller(0) // internal/testenv/scripts.go
+	return filepath.Join(filepath.Dir(file), "..", "..", "scripts", string(s)+".sh")
+}
+
+// serviceConst names s's constant, for messages.
+func serviceConst(s Service) string {
+	switch s {
+	case PostgresService:
+		return "PostgresService"
+	case KafkaService:
+		return "KafkaService"
+	case S3Service:
+		return "S3Service"
+	}
+	return "ToxiproxyService"
+}
+
+// RestartEvery runs scripts/<s>.sh with each of commands in turn (such as
+// "restart-immediate", or "kill" then "start") every interval, on the
+// instance of s that t uses, until the returned stop is called; stop waits
+// for a restart in progress and returns the number of restarts made. The
+// test must hold s exclusively.
+func RestartEvery(t testing.TB, s Service, every time.Duration, commands ...string) (stop func() int) {
+	t.Helper()
+	if out, err := Script(t, s, "status"); err != nil {
+		t.Fatalf("testenv: %s.sh status: %v: the service is not running\n%s", s, err, out)
+	}
+	done := make(chan struct{})
+	restarts := 0
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(every):
+			}
+			for _, cmd := range commands {
+				if out, err := scriptCommand(t, s, cmd).CombinedOutput(); err != nil {
+					t.Errorf("testenv: %s.sh %s: %v\n%s", s, cmd, err, out)
+					return
+				}
+			}
+			restarts++
+		}
+	})
+	return func() int {
+		close(done)
+		wg.Wait()
+		return restarts
+	}
+}
