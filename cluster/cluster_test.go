@@ -23,6 +23,7 @@ import (
 	"github.com/exactlyonce/exactly/checkpoint/store"
 	"github.com/exactlyonce/exactly/cluster"
 	"github.com/exactlyonce/exactly/connectors/kafka"
+	"github.com/exactlyonce/exactly/internal/crashtest/crashtesting"
 	"github.com/exactlyonce/exactly/internal/kafkatest"
 	"github.com/exactlyonce/exactly/internal/testenv"
 	"github.com/exactlyonce/exactly/internal/testlog"
@@ -582,7 +583,9 @@ func (c *instances) ended() *instance {
 
 func (c *instances) start(name string) *instance {
 	c.t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestClusterInstance$", "-test.v")
+	// Without -race: the test judges the instances by the output they
+	// commit (crashtesting.ChildBinary).
+	cmd := exec.Command(crashtesting.ChildBinary(c.t), "-test.run=^TestClusterInstance$", "-test.v")
 	cmd.Env = append(append(os.Environ(), c.env...), envInstance+"="+name)
 	buf := &testlog.Buffer{}
 	cmd.Stdout, cmd.Stderr = buf, buf

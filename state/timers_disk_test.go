@@ -95,9 +95,15 @@ func heapGrowth(fill func() any) (int64, any) {
 // and block cache, counts: runs saw the Pebble backend grow by 0.07 to
 // 10 MB, depending on when memtables rotate, against the heap backend's
 // 35 MB.) Then
-// every timer fires, once, in order.
+// every timer fires, once, in order. Under -race (Pebble's writes take
+// over 100 times as long) and -short it registers a tenth as many and
+// checks only the firing: the heap's growth is measured without them.
 func TestDiskTimersOutsideTheHeap(t *testing.T) {
-	const n = 200_000
+	n := 200_000
+	measure := !raceEnabled && !testing.Short()
+	if !measure {
+		n /= 10
+	}
 	growth := map[BackendKind]int64{}
 	for _, kind := range backendKinds {
 		b := newBackend(t, kind, Int64Codec{}, 128, KeyGroupRange{0, 128})
@@ -110,7 +116,7 @@ func TestDiskTimersOutsideTheHeap(t *testing.T) {
 			return b
 		})
 		growth[kind] = grown
-		got := b.PopEventTimers(n, b.PopDueTimers(time.Unix(0, n), nil))
+		got := b.PopEventTimers(int64(n), b.PopDueTimers(time.Unix(0, int64(n)), nil))
 		if len(got) != 2*n {
 			t.Fatalf("%v: popped %d timers, want %d", kind, len(got), 2*n)
 		}
@@ -121,6 +127,10 @@ func TestDiskTimersOutsideTheHeap(t *testing.T) {
 		}
 	}
 	t.Logf("%d timers of each kind: the Go heap grew by %d bytes on the heap backend, %d on Pebble", n, growth[HeapBackend], growth[PebbleBackend])
+	if !measure {
+		t.Log("under -race or -short: the heap's growth is not compared")
+		return
+	}
 	if growth[PebbleBackend] >= growth[HeapBackend]/2 {
 		t.Errorf("the Pebble backend's heap grew by %d bytes, want < %d (half the heap backend's)", growth[PebbleBackend], growth[HeapBackend]/2)
 	}

@@ -205,7 +205,7 @@ func TestAsyncMapCrashExactlyOnce(t *testing.T) {
 		}
 		return
 	}
-	crashtesting.RunLive(t, crashtest.Options{Kills: 10, MaxDelay: 1200 * time.Millisecond, Env: []string{"EXACTLY_ASYNC_CRASH_DIR=" + dir}}, 6)
+	crashtesting.RunLive(t, crashtest.Options{Kills: crashtesting.Sized(10, 30), MaxDelay: 1200 * time.Millisecond, Env: []string{"EXACTLY_ASYNC_CRASH_DIR=" + dir}}, 6)
 	var want, wantFailed []string
 	for i := range n {
 		if asyncCrashFails(i) {

@@ -50,7 +50,7 @@ func windowsCrashTest(t *testing.T, backend state.BackendKind) {
 		}
 		return
 	}
-	crashtesting.RunLive(t, crashtest.Options{Kills: 12, MaxDelay: 1500 * time.Millisecond, Env: []string{"EXACTLY_WINDOW_CRASH_DIR=" + dir}}, 8)
+	crashtesting.RunLive(t, crashtest.Options{Kills: crashtesting.Sized(12, 30), MaxDelay: 1500 * time.Millisecond, Env: []string{"EXACTLY_WINDOW_CRASH_DIR=" + dir}}, 8)
 	got, err := readWindowFiles(out)
 	if err != nil {
 		t.Fatal(err)

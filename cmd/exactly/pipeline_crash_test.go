@@ -75,7 +75,7 @@ func TestRunPipelineCrashIsExactlyOnce(t *testing.T) {
 	// 20,000 orders at 500/s (40s of input) outlast the kill schedule even
 	// on a fast machine, where a run lasts about 2s; the final run
 	// reads the rest unthrottled.
-	rep := crashtesting.RunLive(t, crashtest.Options{Kills: 15, MaxDelay: time.Second,
+	rep := crashtesting.RunLive(t, crashtest.Options{Kills: crashtesting.Sized(15, 40), MaxDelay: time.Second,
 		Env: []string{"EXACTLY_PIPELINE_CRASH_DIR=" + dir, "RATE=500"}, FinalEnv: []string{"RATE=0"}}, 10)
 	if rep.ByKind["metadata-written"] == 0 {
 		t.Errorf("no kill between checkpoint completion and commit: %v", rep)

@@ -69,6 +69,7 @@ func topicOf3000(t *testing.T, prefix string) (brokers, topic string) {
 // again at a checkpointed position after more records arrived (a restore
 // after a failover).
 func TestBoundedEndFixedAtFirstOpen(t *testing.T) {
+	t.Parallel()
 	brokers, topic := topicOf3000(t, "bounded")
 	src, err := kafka.NewSource(kafka.SourceOptions{Conn: kafka.Conn{Brokers: []string{brokers}}, Topics: []string{topic}, Bounded: true}, kafka.String())
 	if err != nil {
@@ -96,6 +97,7 @@ func TestBoundedEndFixedAtFirstOpen(t *testing.T) {
 // error that explains, unless SourceOptions.ReadPastBoundedEnd is set: the
 // split then reads on past the bounded run's end.
 func TestUnboundedRestoreOfBoundedRun(t *testing.T) {
+	t.Parallel()
 	brokers := testenv.Kafka(t)
 	adm := kafkatest.Admin(t, brokers)
 	topic := kafkatest.UniqueName("unbound")
@@ -135,6 +137,7 @@ func TestUnboundedRestoreOfBoundedRun(t *testing.T) {
 // first fetch, then the offsets between its position and the end of the
 // log, and for a bounded split its fixed end.
 func TestSourceLag(t *testing.T) {
+	t.Parallel()
 	brokers, topic := topicOf3000(t, "lag")
 	split := topic + "/0"
 	for _, bounded := range []bool{false, true} {

@@ -65,12 +65,14 @@ func crashRun(t *testing.T, o crashtest.Options) {
 // and commit, and checks that a read_committed reader sees every count
 // exactly once.
 func TestCrashExactlyOnce(t *testing.T) {
-	crashRun(t, crashtest.Options{Kills: 20})
+	t.Parallel()
+	crashRun(t, crashtest.Options{Kills: crashtesting.Sized(20, 60)})
 }
 
 // TestCrashBeforeCommit kills the job only when a checkpoint is complete
 // and nothing is committed yet: the restarted job must commit the
 // prepared transactions, not produce their records again.
 func TestCrashBeforeCommit(t *testing.T) {
-	crashRun(t, crashtest.Options{Kills: 6, Points: []stream.ProbePoint{stream.ProbeMetadataWritten}})
+	t.Parallel()
+	crashRun(t, crashtest.Options{Kills: crashtesting.Sized(6, 20), Points: []stream.ProbePoint{stream.ProbeMetadataWritten}})
 }

@@ -85,6 +85,7 @@ func readLines(t *testing.T, dir string) []string {
 // once; with the default policy the same input fails the job with an
 // error naming the record and the fix.
 func TestDeadLetters(t *testing.T) {
+	t.Parallel()
 	brokers := testenv.Kafka(t)
 	adm := kafkatest.Admin(t, brokers)
 	topic := kafkatest.UniqueName("poison")

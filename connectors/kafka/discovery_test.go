@@ -21,6 +21,7 @@ import (
 // noticed them, are copied exactly once, and that the positions of completed
 // checkpoints reach the consumer group (CommitOffsets).
 func TestPartitionsDiscoveredWhileRunning(t *testing.T) {
+	t.Parallel()
 	brokers := testenv.Kafka(t)
 	adm := kafkatest.Admin(t, brokers)
 	in, out := kafkatest.UniqueName("disc-in"), kafkatest.UniqueName("disc-out")

@@ -30,6 +30,7 @@ func wantErr(t *testing.T, err error, parts ...string) {
 
 // TestBadConfiguration checks option validation without a broker.
 func TestBadConfiguration(t *testing.T) {
+	t.Parallel()
 	enc := func(string) (kafka.Message, error) { return kafka.Message{}, nil }
 	_, err := kafka.NewSink(kafka.SinkOptions{Conn: kafka.Conn{Brokers: []string{"h:1"}}, TransactionTimeout: time.Second, CheckpointInterval: time.Second}, enc)
 	wantErr(t, err, "TransactionTimeout", "3 checkpoint intervals")
@@ -51,6 +52,7 @@ func TestBadConfiguration(t *testing.T) {
 
 // TestUnreachableBrokers checks that a wrong address fails fast and says so.
 func TestUnreachableBrokers(t *testing.T) {
+	t.Parallel()
 	src, err := kafka.NewSource(kafka.SourceOptions{Conn: kafka.Conn{Brokers: []string{"127.0.0.1:1"}, DialTimeout: 200 * time.Millisecond}, Topics: []string{"x"}}, kafka.String())
 	if err != nil {
 		t.Fatal(err)
@@ -62,6 +64,7 @@ func TestUnreachableBrokers(t *testing.T) {
 // TestMissingTopicAndBadRecord checks the errors for a missing topic and
 // for a value that does not deserialize.
 func TestMissingTopicAndBadRecord(t *testing.T) {
+	t.Parallel()
 	brokers := testenv.Kafka(t)
 	conn := kafka.Conn{Brokers: []string{brokers}}
 	src, err := kafka.NewSource(kafka.SourceOptions{Conn: conn, Topics: []string{kafkatest.UniqueName("missing")}}, kafka.String())
@@ -119,6 +122,7 @@ func TestMissingTopicAndBadRecord(t *testing.T) {
 // missing, or whose brokers cannot be reached, fails at Start with errors
 // that name the operators and the fix, instead of after its restarts.
 func TestStartRefusesBadKafkaConfiguration(t *testing.T) {
+	t.Parallel()
 	brokers := testenv.Kafka(t)
 	job := func(conn kafka.Conn, in, out string) *stream.Job {
 		src, err := kafka.NewSource(kafka.SourceOptions{Conn: conn, Topics: []string{in}}, kafka.String())

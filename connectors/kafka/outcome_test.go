@@ -24,6 +24,7 @@ import (
 // other transaction ended (seen in the 529-fault torture run of seed
 // 20261211, where it lasted until the transaction timeout).
 func TestAbortedCommitBehindAnotherOpenTransaction(t *testing.T) {
+	t.Parallel()
 	brokers := testenv.Kafka(t)
 	adm := kafkatest.Admin(t, brokers)
 	topic, prefix := kafkatest.UniqueName("behind"), kafkatest.UniqueName("behind-txn")
@@ -94,6 +95,7 @@ func TestAbortedCommitBehindAnotherOpenTransaction(t *testing.T) {
 // about 25 MB/s the outcome could not be read, and the commit was retried
 // forever. Here fetches are 4 KiB and the others' records 2 MiB.
 func TestOutcomeFarBehindTheRecords(t *testing.T) {
+	t.Parallel()
 	brokers := testenv.Kafka(t)
 	defer kafka.SetOutcomeFetchBytes(4 << 10)()
 	adm := kafkatest.Admin(t, brokers)

@@ -90,6 +90,7 @@ func start(t *testing.T, c sink.Committer, restored checkpoint.ID, committables 
 // given the same explicit prefix still do, and the failed commit then says
 // that another producer took the ids over.
 func TestDefaultPrefixUnambiguous(t *testing.T) {
+	t.Parallel()
 	brokers := testenv.Kafka(t)
 	adm := kafkatest.Admin(t, brokers)
 	topic, u := kafkatest.UniqueName("prefix"), kafkatest.UniqueName("orders")
@@ -137,6 +138,7 @@ func TestDefaultPrefixUnambiguous(t *testing.T) {
 // the former default prefix "exactly-{job}-{sink}" commits its
 // transactions and aborts that run's lingering ones.
 func TestLegacyPrefixUpgrade(t *testing.T) {
+	t.Parallel()
 	brokers := testenv.Kafka(t)
 	adm := kafkatest.Admin(t, brokers)
 	topic, job := kafkatest.UniqueName("legacy"), kafkatest.UniqueName("legacy-job")
@@ -171,6 +173,7 @@ func TestLegacyPrefixUpgrade(t *testing.T) {
 // after the restore it cannot commit the transaction it prepared for
 // checkpoint 3: both fail with sink.ErrFenced.
 func TestZombieCannotCommitAfterFence(t *testing.T) {
+	t.Parallel()
 	brokers := testenv.Kafka(t)
 	adm := kafkatest.Admin(t, brokers)
 	topic, prefix := kafkatest.UniqueName("zombie"), kafkatest.UniqueName("zombie-txn")
@@ -279,6 +282,7 @@ func TestZombieCannotCommitAfterFence(t *testing.T) {
 // transaction and its records were lost (TestClusterMovesStages in CI:
 // 3,068 of 6,000 records).
 func TestZombieTwoEpochsBehind(t *testing.T) {
+	t.Parallel()
 	brokers := testenv.Kafka(t)
 	adm := kafkatest.Admin(t, brokers)
 	topic, prefix := kafkatest.UniqueName("zombie2"), kafkatest.UniqueName("zombie2-txn")
@@ -335,6 +339,7 @@ func producerEpoch(t *testing.T, adm *kadm.Client, id string) int16 {
 // prepared transaction (read_committed readers pass it at once), and
 // aborting it again succeeds.
 func TestAbortPreparedTransaction(t *testing.T) {
+	t.Parallel()
 	brokers := testenv.Kafka(t)
 	adm := kafkatest.Admin(t, brokers)
 	topic, prefix := kafkatest.UniqueName("abort"), kafkatest.UniqueName("abort-txn")
@@ -365,6 +370,7 @@ func TestAbortPreparedTransaction(t *testing.T) {
 // leaves no Ongoing transaction: read_committed readers reach the end of
 // the output at once instead of after transaction.timeout.ms.
 func TestCleanStopAbortsOpenTransaction(t *testing.T) {
+	t.Parallel()
 	brokers := testenv.Kafka(t)
 	adm := kafkatest.Admin(t, brokers)
 	in, out, prefix := kafkatest.UniqueName("stop-in"), kafkatest.UniqueName("stop-out"), kafkatest.UniqueName("stop-txn")

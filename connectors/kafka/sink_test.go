@@ -130,6 +130,7 @@ func values(t *testing.T, brokers, topic string, want int) []string {
 // reused is recognised as done, a transaction aborted before its commit
 // is a permanent error.
 func TestCommitInNewProcess(t *testing.T) {
+	t.Parallel()
 	brokers := testenv.Kafka(t)
 	for _, tv := range []int16{1, 2} {
 		t.Run("tv"+strconv.Itoa(int(tv)), func(t *testing.T) {
@@ -199,6 +200,7 @@ func TestCommitInNewProcess(t *testing.T) {
 // transactions of three subtasks, then restores with one: AbortLingering
 // aborts them all, so read_committed readers are not held back.
 func TestAbortLingeringLowerParallelism(t *testing.T) {
+	t.Parallel()
 	brokers := testenv.Kafka(t)
 	adm := kafkatest.Admin(t, brokers)
 	topic, prefix := kafkatest.UniqueName("lower"), kafkatest.UniqueName("lower-txn")
@@ -258,6 +260,7 @@ func produceCommitted(t *testing.T, brokers, topic string) {
 // the third Write then fails, and works again once a commit frees an id.
 // Nothing is left open after Close.
 func TestWriterPool(t *testing.T) {
+	t.Parallel()
 	brokers := testenv.Kafka(t)
 	adm := kafkatest.Admin(t, brokers)
 	topic, prefix := kafkatest.UniqueName("pool"), kafkatest.UniqueName("pool-txn")

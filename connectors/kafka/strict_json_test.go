@@ -18,6 +18,7 @@ type order struct {
 // TestStrictJSON: what kafka.JSON silently accepts, StrictJSON rejects with
 // an error naming the field.
 func TestStrictJSON(t *testing.T) {
+	t.Parallel()
 	strict := kafka.StrictJSON[order]()
 	for _, c := range []struct {
 		in, wantErr string
@@ -48,6 +49,7 @@ func TestStrictJSON(t *testing.T) {
 }
 
 func TestStrictJSONNeedsAStruct(t *testing.T) {
+	t.Parallel()
 	defer func() {
 		if recover() == nil {
 			t.Fatal("StrictJSON[int] did not panic")

@@ -47,6 +47,7 @@ func stageTime(v string) time.Time {
 // windows fire because the finished upstream jobs wrote the end of event
 // time.
 func TestWatermarksBetweenJobs(t *testing.T) {
+	t.Parallel()
 	brokers := testenv.Kafka(t)
 	adm := kafkatest.Admin(t, brokers)
 	in, mid, out := kafkatest.UniqueName("wm-in"), kafkatest.UniqueName("wm-mid"), kafkatest.UniqueName("wm-out")

@@ -43,7 +43,7 @@ func TestCrashRecoveryIsExactlyOnce(t *testing.T) {
 		}
 		return
 	}
-	rep := crashtesting.RunLive(t, crashtest.Options{Kills: 25, MaxDelay: 1500 * time.Millisecond, Env: []string{"EXACTLY_DEMO_DIR=" + dir},
+	rep := crashtesting.RunLive(t, crashtest.Options{Kills: crashtesting.Sized(25, 60), MaxDelay: 1500 * time.Millisecond, Env: []string{"EXACTLY_DEMO_DIR=" + dir},
 		FinalEnv: []string{envUnthrottled + "=1"}}, 20)
 	if rep.ByKind["metadata-written"] == 0 {
 		t.Errorf("no kill between checkpoint completion and commit: %v", rep)
