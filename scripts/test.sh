@@ -88,9 +88,9 @@ if [[ -n "$unformatted" ]]; then
 fi
 go vet ./...
 # The slowest packages first, so that the cores are busy to the end rather
-# than waiting for one long package that started last, and four test
+# than waiting for one long package that started last, and three test
 # binaries at a time: the service tests spend most of their time waiting
 # for a broker, a database or a restart, and run beside the CPU-bound
-# packages (docs/testing.md).
+# packages (four made the load average reach 18; docs/testing.md).
 slowest=(./state/ ./stream/ ./connectors/kafka/ ./cmd/exactly/internal/torture/ ./cluster/ ./connectors/postgres/)
-go test -race -p 4 -timeout 25m "$@" "${slowest[@]}" ./...
+go test -race -p 3 -timeout 25m "$@" "${slowest[@]}" ./...

@@ -131,6 +131,10 @@ func values(t *testing.T, brokers, topic string, want int) []string {
 // is a permanent error.
 func TestCommitInNewProcess(t *testing.T) {
 	t.Parallel()
+	// It changes the cluster's transaction.version: a broker of its own
+	// (the faults instance under scripts/test.sh), which no other test
+	// uses meanwhile.
+	testenv.Exclusive(t, testenv.KafkaService)
 	brokers := testenv.Kafka(t)
 	for _, tv := range []int16{1, 2} {
 		t.Run("tv"+strconv.Itoa(int(tv)), func(t *testing.T) {
@@ -218,9 +222,16 @@ func TestAbortLingeringLowerParallelism(t *testing.T) {
 	if err := w.Write(ctx, []string{"open"}); err != nil {
 		t.Fatal(err)
 	}
-	// Flush without preparing: the writer's records reach the log.
-	time.Sleep(200 * time.Millisecond)
-	if ids := openTransactions(t, adm, prefix); len(ids) != 4 {
+	// Unprepared, the writer's transaction shows in the coordinator once
+	// its first record is sent: wait for it, however loaded the machine
+	// (a fixed 200 ms was too short beside the other tests).
+	var ids []string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if ids = openTransactions(t, adm, prefix); len(ids) >= 4 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(ids) != 4 {
 		t.Fatalf("open transactions before recovery: %v, want 4", ids)
 	}
 	// A committed record after them is not readable: the LSO is held back.

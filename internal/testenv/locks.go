@@ -69,6 +69,10 @@ type holding struct {
 	faults bool // the faults instance
 }
 
+// lockDir is the directory of the lock files, shared by every test
+// process; testenv's own tests use a private one.
+var lockDir = os.TempDir()
+
 // heldKey is a test and a service whose lock it holds.
 type heldKey struct {
 	t testing.TB
@@ -120,7 +124,7 @@ func lock(t testing.TB, s Service, how int) {
 	if h.faults {
 		name = "exactly-faults-" + string(s) + ".lock"
 	}
-	f, err := os.OpenFile(filepath.Join(os.TempDir(), name), os.O_CREATE|os.O_RDWR, 0o666)
+	f, err := os.OpenFile(filepath.Join(lockDir, name), os.O_CREATE|os.O_RDWR, 0o666)
 	if err == nil {
 		if err = syscall.Flock(int(f.Fd()), how); err != nil {
 			_ = f.Close()

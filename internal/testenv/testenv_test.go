@@ -11,6 +11,20 @@ import (
 	"testing"
 )
 
+// TestMain gives the tests locks of their own: the test processes that run
+// beside them hold the shared ones.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "testenv-locks")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	lockDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
 // recorder is a test whose Fatalf ends its goroutine and records the
 // message, to check what testenv refuses.
 type recorder struct {
@@ -162,7 +176,7 @@ func TestExclusiveTakesTheFaultsInstance(t *testing.T) {
 
 // tryLock reports whether a shared lock of the lock file name is free.
 func tryLock(t *testing.T, name string) bool {
-	f, err := os.OpenFile(filepath.Join(os.TempDir(), name), os.O_CREATE|os.O_RDWR, 0o666)
+	f, err := os.OpenFile(filepath.Join(lockDir, name), os.O_CREATE|os.O_RDWR, 0o666)
 	if err != nil {
 		t.Fatal(err)
 	}

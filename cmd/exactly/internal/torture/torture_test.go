@@ -18,7 +18,7 @@ import (
 // exclusively), then the strict check of every sink. EXACTLY_TORTURE_SEED
 // replays a run.
 func TestTorture(t *testing.T) {
-	tortureTest(t, crashtesting.Sized(32, 100), func(c *Config) []string {
+	tortureTest(t, crashtesting.Sized(32, 100), nil, func(c *Config) []string {
 		c.NoDisk = os.Geteuid() != 0
 		if !c.NoDisk {
 			return []string{FaultUnwritable}
@@ -33,7 +33,7 @@ func TestTorture(t *testing.T) {
 // network faults on the S3 connections) instead of the checkpoint
 // directory's; the keyed state is in the Pebble backend.
 func TestTortureObjectStorage(t *testing.T) {
-	tortureTest(t, crashtesting.Sized(24, 100), func(c *Config) []string {
+	tortureTest(t, crashtesting.Sized(24, 100), []testenv.Service{testenv.S3Service}, func(c *Config) []string {
 		c.S3, c.NoDisk, c.Pebble = testenv.S3(t), true, true
 		return []string{FaultS3Restart, FaultSlowUpload}
 	})
@@ -41,8 +41,9 @@ func TestTortureObjectStorage(t *testing.T) {
 
 // tortureTest runs a torture run of at least faults faults, configured by
 // configure, which returns the fault kinds it adds to those every run
-// must make.
-func tortureTest(t *testing.T, faults int, configure func(*Config) []string) {
+// must make. It holds the broker, PostgreSQL, toxiproxy and the services
+// named exclusively: their faults instances under scripts/test.sh.
+func tortureTest(t *testing.T, faults int, services []testenv.Service, configure func(*Config) []string) {
 	if IsChild() {
 		if err := RunChild(context.Background()); err != nil {
 			t.Fatal(err)
@@ -52,7 +53,7 @@ func tortureTest(t *testing.T, faults int, configure func(*Config) []string) {
 	if testing.Short() {
 		t.Skip("the torture run takes minutes")
 	}
-	testenv.Exclusive(t)
+	testenv.Exclusive(t, append([]testenv.Service{testenv.KafkaService, testenv.PostgresService, testenv.ToxiproxyService}, services...)...)
 	testenv.UseScriptEnv(t) // the suite restarts the services with scripts/
 	c := Config{
 		Workload: Workload{Events: 30_000, Keys: 200, Seed: uint64(time.Now().UnixNano())},
