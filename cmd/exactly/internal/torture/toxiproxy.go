@@ -18,7 +18,12 @@ type toxiproxy struct {
 }
 
 func newToxiproxy(api string) *toxiproxy {
-	return &toxiproxy{api: api, hc: http.Client{Timeout: 10 * time.Second}}
+	// A connection per call: a kept-alive connection that the server
+	// closes while idle fails the next POST with "http: server closed idle
+	// connection", which the client does not retry (POST is not
+	// idempotent). CI saw it on a clean stop during an outage, 1m47s after
+	// the previous call.
+	return &toxiproxy{api: api, hc: http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
 }
 
 // call sends a request with body (JSON-encoded when not nil) and fails
