@@ -1,12 +1,11 @@
 package crashtesting
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -14,8 +13,8 @@ import (
 // ChildBinary returns the test binary a crash test's child processes run:
 // this one, or, when it was built with -race, the same package's test
 // binary built without -race (once per test process, with `go test -c`,
-// into a directory of os.TempDir() named after the package's directory,
-// which the next run reuses).
+// into the module's .tmp/crash-children/, one file per package, which the
+// next run of the same checkout overwrites).
 //
 // The children of a crash test are judged by the output they commit: the
 // checker finds a lost or duplicated record whatever the cause, while a
@@ -49,15 +48,38 @@ func buildChild() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256([]byte(wd))
-	dir := filepath.Join(os.TempDir(), "exactly-crash-children", filepath.Base(wd)+"-"+hex.EncodeToString(sum[:6]))
+	root, err := moduleRoot(wd)
+	if err != nil {
+		return "", err
+	}
+	rel, err := filepath.Rel(root, wd)
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(root, ".tmp", "crash-children")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	path := filepath.Join(dir, "child.test")
+	name := strings.ReplaceAll(filepath.ToSlash(rel), "/", "-")
+	if name == "." {
+		name = "root"
+	}
+	path := filepath.Join(dir, name+".test")
 	cmd := exec.Command("go", "test", "-c", "-o", path, ".")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building the children's test binary without -race in %s: %v\n%s", wd, err, out)
 	}
 	return path, nil
+}
+
+// moduleRoot returns the directory of the go.mod above dir.
+func moduleRoot(dir string) (string, error) {
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("no go.mod above %s", dir)
+		}
+	}
 }
