@@ -63,18 +63,28 @@ for service in postgres kafka toxiproxy s3 chromium; do
 	fi
 done
 
-# The faults instances: a second broker, database and S3 server for the
+# The faults instances: two more brokers, databases and S3 servers for the
 # tests that kill or restart a service (the torture suite, the broker
 # restart tests, the crash tests that restart PostgreSQL or the S3 server).
-# They take them exclusively (testenv.Exclusive) while every other test
-# goes on against the first ones, which nothing restarts. The broker gets
-# its proxy listener from the start (port+2, advertised as port+3, where the
-# torture suite puts toxiproxy). Paths must not hold spaces.
-faults=$PWD/.tmp/faults
-start_service kafka FAULTS KAFKA_PORT=29192 KAFKA_DIR="$faults/kafka" KAFKA_PROXY_PORT=29195 \
-	KAFKA_JARS="${KAFKA_DIR:-$PWD/.tmp/kafka}/jars-${KAFKA_VERSION:-4.1.1}"
-start_service postgres FAULTS POSTGRES_PORT=25532 EXACTLY_POSTGRES_DATA="$faults/postgres"
-start_service s3 FAULTS S3_PORT=27170 S3_DIR="$faults/s3" S3_BIN="${S3_DIR:-$PWD/.tmp/s3}/bin/versitygw"
+# Each such test takes a free one exclusively (testenv.Exclusive) while
+# every other test goes on against the first ones, which nothing restarts;
+# with two, the torture suite's long tests do not hold up the other
+# packages' restart tests. A broker gets its proxy listener from the start
+# (port+2, advertised as port+3, where the torture suite puts toxiproxy).
+# Paths must not hold spaces.
+# start_faults PREFIX OFFSET: the instances on the first ones' ports + OFFSET.
+start_faults() {
+	local prefix=$1 offset=$2 dir
+	dir=$PWD/.tmp/$(tr '[:upper:]' '[:lower:]' <<<"$prefix")
+	start_service kafka "$prefix" KAFKA_PORT=$((29092 + offset)) KAFKA_DIR="$dir/kafka" \
+		KAFKA_PROXY_PORT=$((29095 + offset)) \
+		KAFKA_JARS="${KAFKA_DIR:-$PWD/.tmp/kafka}/jars-${KAFKA_VERSION:-4.1.1}"
+	start_service postgres "$prefix" POSTGRES_PORT=$((25432 + offset)) EXACTLY_POSTGRES_DATA="$dir/postgres"
+	start_service s3 "$prefix" S3_PORT=$((27070 + offset)) S3_DIR="$dir/s3" \
+		S3_BIN="${S3_DIR:-$PWD/.tmp/s3}/bin/versitygw"
+}
+start_faults FAULTS 100
+start_faults FAULTS2 200
 export EXACTLY_REQUIRE_SERVICES=1
 # The fixed credentials of the test S3 server (scripts/s3.sh), in the
 # standard variables every S3 client reads.

@@ -11,14 +11,15 @@ import (
 )
 
 // Exclusive gives t the services named (all of them if none is) to itself
-// until it ends. When scripts/test.sh started a faults instance of a
-// service (a second broker, database or S3 server, for the tests that kill
-// or restart one), t gets that instance: it waits only for the other tests
-// that restart the service, the tests of the first instance go on, and
-// [Kafka], [Postgres], [PostgresTLSCA] and [S3] return the faults
-// instance's addresses to t from then on. Otherwise t gets the only
-// instance: it waits until no other test (in any process) uses it and
-// makes the others wait. Call it before asking for the service's address.
+// until it ends. When scripts/test.sh started faults instances of a
+// service (more brokers, databases or S3 servers, for the tests that kill
+// or restart one), t gets the first of them that is free, or waits for the
+// first to become free: it waits only for the other tests that restart the
+// service, the tests of the first instance go on, and [Kafka],
+// [Postgres], [PostgresTLSCA] and [S3] return the faults instance's
+// addresses to t from then on. Otherwise t gets the only instance: it
+// waits until no other test (in any process) uses it and makes the others
+// wait. Call it before asking for the service's address.
 func Exclusive(t testing.TB, which ...Service) {
 	t.Helper()
 	if len(which) == 0 {
@@ -40,8 +41,9 @@ func Exclusive(t testing.TB, which ...Service) {
 // with the instances the parent uses.
 const ParentHoldsLock = "EXACTLY_SERVICES_LOCK_HELD_BY_PARENT=1"
 
-// envFaultsHeld lists, in a child's environment, the services whose faults
-// instances its parent test holds (comma-separated).
+// envFaultsHeld lists, in a child's environment, the faults instances its
+// parent test holds, as service=instance pairs (comma-separated, such as
+// kafka=FAULTS2,postgres=FAULTS).
 const envFaultsHeld = "EXACTLY_FAULTS_HELD"
 
 // ChildEnv returns the environment entries for a child process of t (a
@@ -49,8 +51,8 @@ const envFaultsHeld = "EXACTLY_FAULTS_HELD"
 func ChildEnv(t testing.TB) []string {
 	var faults []string
 	for _, s := range services {
-		if usesFaults(t, s) {
-			faults = append(faults, string(s))
+		if inst := faultsInstance(t, s); inst != "" {
+			faults = append(faults, string(s)+"="+inst)
 		}
 	}
 	return []string{ParentHoldsLock, envFaultsHeld + "=" + strings.Join(faults, ",")}
@@ -65,8 +67,8 @@ func parentHoldsLock() bool {
 
 // holding is how a test holds a service.
 type holding struct {
-	how    int  // LOCK_SH or LOCK_EX
-	faults bool // the faults instance
+	how      int    // LOCK_SH or LOCK_EX
+	instance string // the faults instance's prefix (FAULTS, FAULTS2...), "" for the first instance
 }
 
 // lockDir is the directory of the lock files, shared by every test
@@ -84,14 +86,23 @@ type heldKey struct {
 // descriptor of the same file would wait for the first).
 var held sync.Map
 
-// usesFaults reports whether t uses the faults instance of s: it holds it,
-// or its parent process does.
-func usesFaults(t testing.TB, s Service) bool {
+// faultsInstance returns the prefix of the faults instance of s that t
+// uses (it holds it, or its parent process does), "" when t uses the first
+// instance.
+func faultsInstance(t testing.TB, s Service) string {
 	if parentHoldsLock() {
-		return slices.Contains(strings.Split(os.Getenv(envFaultsHeld), ","), string(s))
+		for _, pair := range strings.Split(os.Getenv(envFaultsHeld), ",") {
+			if svc, inst, ok := strings.Cut(pair, "="); ok && svc == string(s) {
+				return inst
+			}
+		}
+		return ""
 	}
 	h, ok := held.Load(heldKey{t, s})
-	return ok && h.(holding).faults
+	if !ok {
+		return ""
+	}
+	return h.(holding).instance
 }
 
 // exclusive reports whether t holds s exclusively, itself or through its
@@ -105,37 +116,110 @@ func exclusive(t testing.TB, s Service) bool {
 }
 
 // lock takes the lock of service s for t (how is LOCK_SH or LOCK_EX) until
-// t ends, unless t holds it already; LOCK_EX takes the faults instance's
-// lock when there is one.
+// t ends, unless t holds it already; LOCK_EX takes the lock of a faults
+// instance when there is one (the first free one, or the first to become
+// free).
 func lock(t testing.TB, s Service, how int) {
 	t.Helper()
 	if parentHoldsLock() {
 		return
 	}
 	key := heldKey{t, s}
-	h := holding{how: how, faults: how == syscall.LOCK_EX && hasFaultsInstance(s)}
-	if prev, ok := held.LoadOrStore(key, h); ok {
+	if prev, ok := held.Load(key); ok {
 		if prev.(holding).how != how && how == syscall.LOCK_EX {
 			t.Fatalf("testenv: the test asked for %s exclusively after using it shared: call testenv.Exclusive first", s)
 		}
 		return
 	}
-	name := "exactly-" + string(s) + ".lock"
-	if h.faults {
-		name = "exactly-faults-" + string(s) + ".lock"
-	}
-	f, err := os.OpenFile(filepath.Join(lockDir, name), os.O_CREATE|os.O_RDWR, 0o666)
-	if err == nil {
-		if err = syscall.Flock(int(f.Fd()), how); err != nil {
-			_ = f.Close()
+	h := holding{how: how}
+	names := []string{"exactly-" + string(s) + ".lock"}
+	instances := faultsInstances(s)
+	if how == syscall.LOCK_EX && len(instances) > 0 {
+		names = names[:0]
+		for _, inst := range instances {
+			names = append(names, "exactly-"+strings.ToLower(inst)+"-"+string(s)+".lock")
 		}
 	}
+	f, i, err := lockFirstFree(names, how)
 	if err != nil {
-		held.Delete(key)
 		t.Fatalf("testenv: %s lock: %v", s, err)
 	}
+	if how == syscall.LOCK_EX && len(instances) > 0 {
+		h.instance = instances[i]
+	}
+	held.Store(key, h)
 	t.Cleanup(func() {
 		_ = f.Close()
 		held.Delete(key)
 	})
+}
+
+// lockFirstFree locks (how is LOCK_SH or LOCK_EX) the first of the lock
+// files named that is free, or else the first to become free, and returns
+// it open (closing it unlocks it) with its index in names.
+func lockFirstFree(names []string, how int) (*os.File, int, error) {
+	files := make([]*os.File, len(names))
+	closeAll := func() {
+		for _, f := range files {
+			if f != nil {
+				_ = f.Close()
+			}
+		}
+	}
+	for i, name := range names {
+		f, err := os.OpenFile(filepath.Join(lockDir, name), os.O_CREATE|os.O_RDWR, 0o666)
+		if err != nil {
+			closeAll()
+			return nil, 0, err
+		}
+		files[i] = f
+	}
+	keep := func(i int) (*os.File, int, error) {
+		for j, f := range files {
+			if j != i {
+				_ = f.Close()
+			}
+		}
+		return files[i], i, nil
+	}
+	for i, f := range files {
+		err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
+		if err == nil {
+			return keep(i)
+		}
+		if err != syscall.EWOULDBLOCK {
+			closeAll()
+			return nil, 0, err
+		}
+	}
+	if len(files) == 1 {
+		if err := syscall.Flock(int(files[0].Fd()), how); err != nil {
+			closeAll()
+			return nil, 0, err
+		}
+		return files[0], 0, nil
+	}
+	// All are taken: wait for each at once and keep the first granted. The
+	// others are unlocked as soon as they are granted (a waiting flock
+	// cannot be called off), and their files closed only then.
+	type granted struct {
+		i   int
+		err error
+	}
+	grants := make(chan granted, len(files))
+	for i, f := range files {
+		go func() { grants <- granted{i, syscall.Flock(int(f.Fd()), how)} }()
+	}
+	first := <-grants
+	go func() {
+		for range len(files) - 1 {
+			g := <-grants
+			_ = files[g.i].Close()
+		}
+	}()
+	if first.err != nil {
+		_ = files[first.i].Close()
+		return nil, 0, first.err
+	}
+	return files[first.i], first.i, nil
 }

@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -12,21 +13,34 @@ import (
 )
 
 // faultsEnv returns the settings scripts/test.sh started the faults
-// instance of s with (EXACTLY_FAULTS_<S>_ENV: VAR=value words, such as
+// instance inst of s with (EXACTLY_<inst>_<S>_ENV: VAR=value words, such as
 // KAFKA_PORT=29192 KAFKA_DIR=...), nil if it started none.
-func faultsEnv(s Service) []string {
-	return strings.Fields(os.Getenv("EXACTLY_FAULTS_" + strings.ToUpper(string(s)) + "_ENV"))
+func faultsEnv(inst string, s Service) []string {
+	return strings.Fields(os.Getenv("EXACTLY_" + inst + "_" + strings.ToUpper(string(s)) + "_ENV"))
 }
 
-// hasFaultsInstance reports whether scripts/test.sh started a faults
-// instance of s.
-func hasFaultsInstance(s Service) bool { return len(faultsEnv(s)) > 0 }
+// faultsInstances returns the prefixes of the faults instances of s that
+// scripts/test.sh started: FAULTS, then FAULTS2, FAULTS3... while there is
+// one.
+func faultsInstances(s Service) []string {
+	var instances []string
+	for n := 1; ; n++ {
+		inst := "FAULTS"
+		if n > 1 {
+			inst += strconv.Itoa(n)
+		}
+		if len(faultsEnv(inst, s)) == 0 {
+			return instances
+		}
+		instances = append(instances, inst)
+	}
+}
 
 // scriptEnv returns the settings that address the instance of s that t
 // uses to its script: the faults instance's, or none.
 func scriptEnv(t testing.TB, s Service) []string {
-	if usesFaults(t, s) {
-		return faultsEnv(s)
+	if inst := faultsInstance(t, s); inst != "" {
+		return faultsEnv(inst, s)
 	}
 	return nil
 }

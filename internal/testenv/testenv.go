@@ -45,8 +45,11 @@ const (
 	ToxiproxyService Service = "toxiproxy"
 )
 
-// services are all the services, in the order their locks are taken.
-var services = []Service{KafkaService, PostgresService, S3Service, ToxiproxyService}
+// services are all the services, in the order their locks are taken:
+// toxiproxy first, which has one instance and which only the torture suite
+// takes (exclusively), so that a torture test waits for another without
+// holding a faults instance of the other services meanwhile.
+var services = []Service{ToxiproxyService, KafkaService, PostgresService, S3Service}
 
 // Postgres returns the connection string of the test PostgreSQL server
 // (EXACTLY_POSTGRES_DSN).
@@ -89,8 +92,8 @@ func need(t testing.TB, s Service, env, name string) string {
 	}
 	if v := os.Getenv(env); v != "" {
 		lock(t, s, syscall.LOCK_SH)
-		if usesFaults(t, s) {
-			faults := "EXACTLY_FAULTS_" + strings.TrimPrefix(env, "EXACTLY_")
+		if inst := faultsInstance(t, s); inst != "" {
+			faults := "EXACTLY_" + inst + "_" + strings.TrimPrefix(env, "EXACTLY_")
 			if v = os.Getenv(faults); v == "" {
 				t.Fatalf("testenv: the faults instance of %s has no %s", s, faults)
 			}

@@ -168,10 +168,77 @@ func TestExclusiveTakesTheFaultsInstance(t *testing.T) {
 		if !strings.HasSuffix(env, "KAFKA_PORT=2 KAFKA_DIR=/faults/kafka") {
 			t.Errorf("the script's environment ends %q, want the faults instance's settings", env[max(0, len(env)-80):])
 		}
-		if got := strings.Join(ChildEnv(t), " "); got != ParentHoldsLock+" "+envFaultsHeld+"=kafka" {
+		if got := strings.Join(ChildEnv(t), " "); got != ParentHoldsLock+" "+envFaultsHeld+"=kafka=FAULTS" {
 			t.Errorf("ChildEnv = %q", got)
 		}
 	})
+}
+
+// TestExclusiveSpreadsOverTheFaultsInstances checks that with two faults
+// instances of a service, a test that restarts it takes the free one while
+// another test holds the first, instead of waiting for it.
+func TestExclusiveSpreadsOverTheFaultsInstances(t *testing.T) {
+	if parentHoldsLock() {
+		t.Skip("runs under a parent's locks")
+	}
+	t.Setenv("EXACTLY_KAFKA_BROKERS", "127.0.0.1:1")
+	t.Setenv("EXACTLY_FAULTS_KAFKA_BROKERS", "127.0.0.1:2")
+	t.Setenv("EXACTLY_FAULTS_KAFKA_ENV", "KAFKA_PORT=2")
+	t.Setenv("EXACTLY_FAULTS2_KAFKA_BROKERS", "127.0.0.1:3")
+	t.Setenv("EXACTLY_FAULTS2_KAFKA_ENV", "KAFKA_PORT=3")
+	t.Setenv("EXACTLY_REQUIRE_SERVICES", "")
+	if testing.Short() {
+		t.Skip("-short: Kafka skips")
+	}
+	t.Run("first", func(t *testing.T) {
+		Exclusive(t, KafkaService)
+		if got := Kafka(t); got != "127.0.0.1:2" {
+			t.Errorf("Kafka = %s, want the first faults instance", got)
+		}
+		t.Run("second", func(t *testing.T) {
+			Exclusive(t, KafkaService)
+			if got := Kafka(t); got != "127.0.0.1:3" {
+				t.Errorf("Kafka while another test holds the first faults instance = %s, want the second", got)
+			}
+			if got := strings.Join(ChildEnv(t), " "); got != ParentHoldsLock+" "+envFaultsHeld+"=kafka=FAULTS2" {
+				t.Errorf("ChildEnv = %q", got)
+			}
+			if env := strings.Join(scriptCommand(t, KafkaService, "restart").Env, " "); !strings.HasSuffix(env, " KAFKA_PORT=3") {
+				t.Errorf("the script's environment ends %q, want the second instance's settings", env[max(0, len(env)-80):])
+			}
+		})
+	})
+}
+
+// TestLockFirstFreeWaitsForAny checks that when every lock file is taken,
+// lockFirstFree gets the one released, whichever it is.
+func TestLockFirstFreeWaitsForAny(t *testing.T) {
+	names := []string{"wait-a.lock", "wait-b.lock"}
+	a, i, err := lockFirstFree(names, syscall.LOCK_EX)
+	if err != nil || i != 0 {
+		t.Fatalf("first lock: index %d, %v; want 0", i, err)
+	}
+	defer a.Close()
+	b, i, err := lockFirstFree(names, syscall.LOCK_EX)
+	if err != nil || i != 1 {
+		t.Fatalf("second lock: index %d, %v; want 1, the free one", i, err)
+	}
+	type result struct {
+		f   *os.File
+		i   int
+		err error
+	}
+	third := make(chan result, 1)
+	go func() {
+		f, i, err := lockFirstFree(names, syscall.LOCK_EX)
+		third <- result{f, i, err}
+	}()
+	b.Close() // the second is released: the waiting call gets it
+	r := <-third
+	if r.err != nil || r.i != 1 {
+		t.Fatalf("waiting lock: index %d, %v; want 1, the one released", r.i, r.err)
+	}
+	r.f.Close()
 }
 
 // tryLock reports whether a shared lock of the lock file name is free.
