@@ -44,7 +44,7 @@ func (b *KeyedBackend[K]) SnapshotFor(id checkpoint.ID, kind checkpoint.Kind, fi
 	}
 	owned := b.owned
 	db := checkpoint.DBFiles{KeyGroupStart: owned.Start, KeyGroupEnd: owned.End, States: slices.Clone(b.disk.states)}
-	up := &upload{id: id, dir: dir, instance: b.disk.db.Instance(), files: files, uploads: &b.disk.uploads, local: b.disk.local}
+	up := newUpload(id, dir, b.disk.db.Instance(), files, &b.disk.uploads, b.disk.local)
 	return func() (checkpoint.SubtaskSnapshot, error) {
 		defer os.RemoveAll(dir)
 		var err error
@@ -80,16 +80,31 @@ type upload struct {
 	local    kv.LocalFiles
 }
 
+// newUpload returns the upload of checkpoint id's Pebble checkpoint in
+// dir, noting in uploads that its snapshot was taken: call it when the
+// snapshot is taken, in the order of the checkpoints, and run it later.
+func newUpload(id checkpoint.ID, dir, instance string, files checkpoint.SharedFiles, uploads *uploads, local kv.LocalFiles) *upload {
+	uploads.begin(id)
+	return &upload{id: id, dir: dir, instance: instance, files: files, uploads: uploads, local: local}
+}
+
 // run returns the checkpoint's files, sorted by name: the immutable ones
-// (tables and blob files) as shared files, uploaded unless a completed
-// checkpoint refers to them already, the others inline.
+// (tables and blob files) as shared files, uploaded unless they may be
+// reused (see uploads), the others inline.
 func (u *upload) run() ([]checkpoint.DBFile, error) {
+	out, err := u.dbFiles()
+	if err != nil {
+		u.uploads.failed(u.id)
+	}
+	return out, err
+}
+
+func (u *upload) dbFiles() ([]checkpoint.DBFile, error) {
 	entries, err := os.ReadDir(u.dir)
 	if err != nil {
 		return nil, err
 	}
 	var out []checkpoint.DBFile
-	shared := map[string]checkpoint.SharedFile{}
 	for _, e := range entries {
 		if !e.Type().IsRegular() {
 			return nil, fmt.Errorf("%s in the Pebble checkpoint %s is not a regular file", e.Name(), u.dir)
@@ -99,20 +114,19 @@ func (u *upload) run() ([]checkpoint.DBFile, error) {
 			if f.Shared, err = u.share(f.Name); err != nil {
 				return nil, err
 			}
-			shared[f.Name] = f.Shared
+			u.uploads.refer(u.id, f.Name, f.Shared)
 		} else if f.Data, err = os.ReadFile(filepath.Join(u.dir, f.Name)); err != nil {
 			return nil, err
 		}
 		out = append(out, f)
 	}
-	u.uploads.record(u.id, shared)
 	return out, nil
 }
 
 // share returns the shared file holding the database file name, uploading
-// it if no completed checkpoint refers to it.
+// it unless it may be reused.
 func (u *upload) share(name string) (checkpoint.SharedFile, error) {
-	if f, ok := u.uploads.reusable(name); ok {
+	if f, ok := u.uploads.reusable(u.id, name); ok {
 		return f, nil
 	}
 	path := filepath.Join(u.dir, name)
