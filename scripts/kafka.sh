@@ -24,7 +24,9 @@
 # for the broker to register, default 240: on a loaded 2-core machine a
 # restart took over 90), KAFKA_JARS (the directory of the broker's jars,
 # default KAFKA_DIR/jars-<version>: a second broker can share the first
-# one's). The listeners are written at every start.
+# one's), KAFKA_JAVA_OPTS (more JVM options for the broker and its tools;
+# scripts/test.sh sets options that halve the CPU a start takes, for the
+# many restarts of the tests). The listeners are written at every start.
 # start is idempotent: a running broker is reused.
 #
 # The default ports lie below Linux's ephemeral range (32768-60999): there, a
@@ -133,7 +135,9 @@ EOF
 
 # java_args are the JVM options of the broker and its tools.
 java_args() {
-	printf '%s\n' -Xmx512m -Xms128m -XX:+UseSerialGC \
+	local extra
+	read -r -a extra <<<"${KAFKA_JAVA_OPTS:-}"
+	printf '%s\n' -Xmx512m -Xms128m -XX:+UseSerialGC "${extra[@]}" \
 		"-Dlog4j2.configurationFile=$dir/log4j2.yaml" -cp "$jars/*"
 }
 
