@@ -91,7 +91,9 @@ func compile(cfg *config.Pipeline, doc *yamlconf.Document) (*plan, error) {
 	c := &compiler{file: doc.File}
 	p := &plan{cfg: cfg, doc: doc}
 	p.cfg.Checkpoint.Storage = strings.ReplaceAll(p.cfg.Checkpoint.Storage, "{name}", p.cfg.Name)
+	p.resolvePaths()
 	p.checkLimits(c)
+	p.checkPaths(c)
 	p.compileSource(c)
 	s := p.input
 	if cfg.EventTime != nil {

@@ -189,17 +189,35 @@ sink: {kind: file, dir: out}
 		`p.yaml:6:23: transforms[1].aggregate.values.n: "s + \"x\"" is a string: it must be an int or a float`},
 	{"file source without decode", `
 name: x
-source: {kind: file, paths: [in.txt]}
+source: {kind: file, paths: [testdata/in.txt]}
 sink: {kind: file, dir: out}
 `,
 		`p.yaml:2:10: a file source needs a decode section: add "decode: {format: json, fields: {...}}" (or csv, raw)`},
 	{"unknown field type", `
 name: x
-source: {kind: file, paths: [in.txt]}
+source: {kind: file, paths: [testdata/in.txt]}
 decode: {format: json, fields: {amount: integer}}
 sink: {kind: file, dir: out}
 `,
 		`p.yaml:3:41: decode.fields.amount is "integer": use one of string, int, float, bool, time`},
+	{"missing input file", `
+name: x
+source: {kind: file, paths: [testdata/in.txt, testdata/missing.csv]}
+decode: {format: raw}
+sink: {kind: file, dir: out}
+`,
+		`p.yaml:2:47: source.paths[1]: testdata/missing.csv does not exist: give the path of an existing file (a relative path is relative to the pipeline file's directory, .)`},
+	{"output directory under a file", `
+name: x
+source: {kind: file, paths: [testdata/in.txt]}
+decode: {format: raw}
+sink: {kind: file, dir: testdata/in.txt/out}
+dead_letters: {kind: sqlite, path: testdata/in.txt/dead.db, table: dead}
+checkpoint: {storage: testdata/in.txt/checkpoints}
+`,
+		`p.yaml:4:25: sink.dir: testdata/in.txt/out cannot be created: testdata/in.txt is not a directory: give the path of a directory
+p.yaml:5:36: dead_letters.path: the database's directory: testdata/in.txt is not a directory: give the path of a directory
+p.yaml:6:23: checkpoint.storage: testdata/in.txt/checkpoints cannot be created: testdata/in.txt is not a directory: give the path of a directory`},
 	{"a string for a list", `
 name: x
 source: {kind: file, paths: in.txt}

@@ -16,23 +16,25 @@ import (
 	_ "modernc.org/sqlite" // the driver of connectors/sqlite
 )
 
-// runExample runs examples/name in a fresh working directory holding a
-// copy of examples/data, and returns the directory.
+// runExample runs a copy of examples/name, beside a copy of
+// examples/data, from another working directory (a pipeline's relative
+// paths are relative to its file), and returns the copy's directory, where
+// it wrote its output.
 func runExample(t *testing.T, name string) string {
 	t.Helper()
-	path, err := filepath.Abs(filepath.Join("..", "examples", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := filepath.Abs(filepath.Join("..", "examples", "data"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	if err := os.CopyFS(filepath.Join(dir, "examples", "data"), os.DirFS(data)); err != nil {
+	if err := os.CopyFS(filepath.Join(dir, "data"), os.DirFS(filepath.Join("..", "examples", "data"))); err != nil {
 		t.Fatal(err)
 	}
-	t.Chdir(dir)
+	example, err := os.ReadFile(filepath.Join("..", "examples", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, example, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(t.TempDir())
 	p, err := Load(path)
 	if err != nil {
 		t.Fatal(err)

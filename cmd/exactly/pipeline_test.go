@@ -35,12 +35,26 @@ func TestValidateNamesLineAndColumn(t *testing.T) {
 	}
 }
 
-func TestRunRunsAPipeline(t *testing.T) {
-	example, err := filepath.Abs("../../examples/orders-sqlite.yaml")
+// exampleCopy copies examples/name into a new directory, which becomes the
+// working directory, and returns the copy's path: a pipeline writes its
+// output beside its file.
+func exampleCopy(t *testing.T, name string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "examples", name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Chdir(t.TempDir())
+	dir := t.TempDir()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	return path
+}
+
+func TestRunRunsAPipeline(t *testing.T) {
+	example := exampleCopy(t, "orders-sqlite.yaml")
 	var out strings.Builder
 	if err := runPipeline(context.Background(), []string{example, "--log-level", "warn", "--control-addr", "127.0.0.1:0"}, &out); err != nil {
 		t.Fatal(err)
@@ -75,14 +89,10 @@ func TestPipelineCommandErrorsAreOneLine(t *testing.T) {
 }
 
 func TestRunInterruptedSaysItResumes(t *testing.T) {
-	example, err := filepath.Abs("../../examples/orders-sqlite.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Chdir(t.TempDir())
+	example := exampleCopy(t, "orders-sqlite.yaml")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	err = runPipeline(ctx, []string{example, "--log-level", "error", "--control-addr", "127.0.0.1:0"}, new(strings.Builder))
+	err := runPipeline(ctx, []string{example, "--log-level", "error", "--control-addr", "127.0.0.1:0"}, new(strings.Builder))
 	want := `run: pipeline "orders-per-minute" interrupted: run it again to resume from its last checkpoint`
 	if err == nil || err.Error() != want {
 		t.Errorf("error %v, want %s", err, want)
@@ -96,13 +106,9 @@ func TestRunInterruptedSaysItResumes(t *testing.T) {
 // generator's end, the second run reads nothing and adds no row; a
 // --from that is not a checkpoint fails and names itself.
 func TestRunFrom(t *testing.T) {
-	example, err := filepath.Abs("../../examples/orders-sqlite.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	example := exampleCopy(t, "orders-sqlite.yaml")
 	args := []string{example, "--log-level", "error", "--control-addr", "127.0.0.1:0"}
-	dir := t.TempDir()
-	t.Chdir(dir)
+	dir := filepath.Dir(example)
 	if err := runPipeline(context.Background(), args, new(strings.Builder)); err != nil {
 		t.Fatal(err)
 	}

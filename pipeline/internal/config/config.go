@@ -33,7 +33,7 @@ type Source struct {
 	Start       string           `yaml:"start" kinds:"kafka" default:"earliest" enum:"earliest,latest" doc:"Where partitions without a checkpointed position start."`
 	Bounded     bool             `yaml:"bounded" kinds:"kafka" doc:"Read each partition up to its end as seen at the start, then finish."`
 	SASL        *SASL            `yaml:"sasl" kinds:"kafka" doc:"SASL authentication."`
-	Paths       []string         `yaml:"paths" kinds:"file" required:"file" example:"[input/orders.jsonl]" doc:"Files to read, one record per line; each file is one split."`
+	Paths       []string         `yaml:"paths" kinds:"file" required:"file" example:"[input/orders.jsonl]" doc:"Files to read, one record per line; each file is one split. A relative path is relative to the pipeline file's directory, as are all paths of a pipeline."`
 	Count       uint64           `yaml:"count" kinds:"generator" required:"generator" example:"1000" doc:"Number of records to generate; 0: unbounded."`
 	Splits      int              `yaml:"splits" kinds:"generator" default:"4" doc:"Number of splits the records are dealt to (record i goes to split i mod splits)."`
 	Rate        float64          `yaml:"rate" kinds:"generator" doc:"Records per second across all splits; 0: as fast as possible."`
@@ -97,8 +97,8 @@ type Sink struct {
 	Table       string        `yaml:"table" kinds:"postgres,sqlite" required:"postgres,sqlite" example:"orders" doc:"The target table, created when missing with one column per output field."`
 	Mode        string        `yaml:"mode" kinds:"postgres" default:"append" enum:"append,upsert" doc:"append inserts every record; upsert keeps the last record per primary_key."`
 	PrimaryKey  []string      `yaml:"primary_key" kinds:"postgres" example:"[key, window_start]" doc:"The output fields identifying a row, for mode upsert."`
-	Path        string        `yaml:"path" kinds:"sqlite" required:"sqlite" example:"out/orders.db" doc:"The SQLite database file, created when missing."`
-	Dir         string        `yaml:"dir" kinds:"file" required:"file" example:"out" doc:"The directory of the output files (one per subtask and checkpoint, visible once committed)."`
+	Path        string        `yaml:"path" kinds:"sqlite" required:"sqlite" example:"out/orders.db" doc:"The SQLite database file, created when missing (a relative path is relative to the pipeline file's directory)."`
+	Dir         string        `yaml:"dir" kinds:"file" required:"file" example:"out" doc:"The directory of the output files (one per subtask and checkpoint, visible once committed), created when missing; a relative path is relative to the pipeline file's directory."`
 	Prefix      string        `yaml:"prefix" kinds:"file" default:"part" doc:"The start of the output files' names."`
 	Format      string        `yaml:"format" kinds:"file,kafka" default:"json" enum:"json,csv" doc:"How a record is written: a JSON object, or a CSV line of the fields in order."`
 	Parallelism int           `yaml:"parallelism" doc:"Parallel subtasks of the sink; 0: the pipeline's parallelism."`
@@ -106,7 +106,7 @@ type Sink struct {
 
 // Checkpoint configures checkpoints.
 type Checkpoint struct {
-	Storage  string        `yaml:"storage" default:"{name}-checkpoints" doc:"A local directory (relative to the working directory; {name} is replaced by the pipeline's name) or s3://bucket/prefix?endpoint=host:port&region=r (credentials from the AWS environment variables)."`
+	Storage  string        `yaml:"storage" default:"{name}-checkpoints" doc:"A local directory (relative to the pipeline file's directory; {name} is replaced by the pipeline's name) or s3://bucket/prefix?endpoint=host:port&region=r (credentials from the AWS environment variables)."`
 	Interval time.Duration `yaml:"interval" default:"1s" doc:"Time between checkpoints; output becomes visible at this pace."`
 	Timeout  time.Duration `yaml:"timeout" default:"1m" doc:"A checkpoint not complete this long after it started is aborted."`
 	Retained int           `yaml:"retained" default:"3" doc:"Completed checkpoints kept."`
@@ -115,5 +115,5 @@ type Checkpoint struct {
 // State configures the keyed-state backend.
 type State struct {
 	Backend string `yaml:"backend" kind:"true" default:"heap" enum:"heap,pebble" doc:"heap keeps keyed state in memory; pebble on disk, under dir."`
-	Dir     string `yaml:"dir" kinds:"pebble" required:"pebble" example:"exactly-state" doc:"The directory of the Pebble state."`
+	Dir     string `yaml:"dir" kinds:"pebble" required:"pebble" example:"exactly-state" doc:"The directory of the Pebble state (a relative path is relative to the pipeline file's directory)."`
 }
