@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -40,6 +41,7 @@ const (
 	envCkpt     = "EXACTLY_CLUSTER_CHECKPOINTS"
 	envRekeyed  = "EXACTLY_CLUSTER_REKEYED" // the repartition topic of the two-stage job; empty for one stage
 	envWindows  = "EXACTLY_CLUSTER_WINDOWS" // "1": the two-stage job's second stage counts per event-time window
+	envState    = "EXACTLY_CLUSTER_STATE"   // the instance's Pebble directory, for the windowed stage's state
 )
 
 const (
@@ -91,7 +93,14 @@ func TestClusterInstance(t *testing.T) {
 		case task.Topic == in && rekeyed != "":
 			return rekeyJob(name, conn, task, rekeyed, windows)
 		case windows:
-			return windowJob(name, conn, task, os.Getenv(envOut))
+			// On Pebble, in one directory for the instance's tasks, as a
+			// user would configure it: cluster.Run gives each task its own
+			// under it.
+			j, err := windowJob(name, conn, task, os.Getenv(envOut))
+			if err == nil {
+				j.SetStateBackend(state.BackendConfig{Kind: state.PebbleBackend, Dir: os.Getenv(envState), MemoryBudget: state.MinMemoryBudget})
+			}
+			return j, err
 		}
 		return countJob(name, conn, task, os.Getenv(envOut))
 	})
@@ -300,7 +309,14 @@ func breakInstances(t *testing.T, job clusterJob, want []string) {
 	if job == windowedStages {
 		env = append(env, envWindows+"=1")
 	}
-	c := &instances{t: t, env: env}
+	// Not t.TempDir: a zombie instance may still write into it when the
+	// test ends.
+	stateDir, err := os.MkdirTemp("", "cluster-state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(stateDir) })
+	c := &instances{t: t, env: env, state: stateDir}
 	t.Cleanup(func() {
 		c.killAll()
 		if t.Failed() {
@@ -496,10 +512,11 @@ func removePrefix(t *testing.T, location string) {
 
 // instances are the instance processes of one test.
 type instances struct {
-	t   *testing.T
-	env []string
-	mu  sync.Mutex
-	all []*instance
+	t     *testing.T
+	env   []string
+	state string // the instances' state directories are under it
+	mu    sync.Mutex
+	all   []*instance
 }
 
 // instance is one instance process and its output.
@@ -586,7 +603,7 @@ func (c *instances) start(name string) *instance {
 	// Without -race: the test judges the instances by the output they
 	// commit (crashtesting.ChildBinary).
 	cmd := exec.Command(crashtesting.ChildBinary(c.t), "-test.run=^TestClusterInstance$", "-test.v")
-	cmd.Env = append(append(os.Environ(), c.env...), envInstance+"="+name)
+	cmd.Env = append(append(os.Environ(), c.env...), envInstance+"="+name, envState+"="+filepath.Join(c.state, name))
 	buf := &testlog.Buffer{}
 	cmd.Stdout, cmd.Stderr = buf, buf
 	if err := cmd.Start(); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/exactlyonce/exactly/checkpoint/store"
 	"github.com/exactlyonce/exactly/connectors/kafka"
 	"github.com/exactlyonce/exactly/sink"
+	"github.com/exactlyonce/exactly/state"
 	"github.com/exactlyonce/exactly/stream"
 )
 
@@ -187,7 +188,21 @@ func (in *instance) runTask(ctx context.Context, t Task) error {
 	}
 	o := in.opts.Job
 	o.CheckpointDir = taskLocation(o.CheckpointDir, t)
+	j.SetStateBackend(taskStateBackend(j.StateBackend(), t))
 	return j.Run(ctx, o)
+}
+
+// taskStateBackend returns the state backend of task t's job, built with
+// c: on Pebble, its databases go to a directory of the task's own under
+// c.Dir. The tasks of an instance run the same job, whose keyed operators'
+// subtasks have the same names and numbers in every task: in one
+// directory, each task's pruning of its local checkpoint copies would
+// remove the others', and their local recovery would be lost.
+func taskStateBackend(c state.BackendConfig, t Task) state.BackendConfig {
+	if c.Kind == state.PebbleBackend && c.Dir != "" {
+		c.Dir = filepath.Join(c.Dir, t.Name())
+	}
+	return c
 }
 
 // taskLocation returns the checkpoint location of task t under base, a

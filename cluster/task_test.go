@@ -6,6 +6,7 @@ import (
 
 	"github.com/exactlyonce/exactly/connectors/generator"
 	"github.com/exactlyonce/exactly/connectors/kafka"
+	"github.com/exactlyonce/exactly/state"
 	"github.com/exactlyonce/exactly/stream"
 )
 
@@ -21,6 +22,24 @@ func TestTaskLocation(t *testing.T) {
 		if got := taskLocation(base, task); got != want {
 			t.Errorf("taskLocation(%q) = %q, want %q", base, got, want)
 		}
+	}
+}
+
+// TestTaskStateBackend checks that the tasks of an instance keep their
+// Pebble databases apart (issue 27, case 6): in one directory, each task
+// removed the others' local checkpoint copies.
+func TestTaskStateBackend(t *testing.T) {
+	pebble := state.BackendConfig{Kind: state.PebbleBackend, Dir: "/var/lib/job", MemoryBudget: 64 << 20}
+	a := taskStateBackend(pebble, Task{Topic: "orders", Partition: 0})
+	b := taskStateBackend(pebble, Task{Topic: "orders", Partition: 1})
+	if a.Dir != "/var/lib/job/orders.0" || b.Dir != "/var/lib/job/orders.1" {
+		t.Errorf("the Pebble directories of two tasks are %q and %q, want one of each task's own under /var/lib/job", a.Dir, b.Dir)
+	}
+	if a.MemoryBudget != pebble.MemoryBudget || a.Kind != pebble.Kind {
+		t.Errorf("taskStateBackend changed more than the directory: %+v", a)
+	}
+	if heap := taskStateBackend(state.BackendConfig{}, Task{Topic: "orders"}); heap != (state.BackendConfig{}) {
+		t.Errorf("the heap backend became %+v", heap)
 	}
 }
 

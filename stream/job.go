@@ -93,6 +93,10 @@ func (j *Job) Sources() map[string]any {
 // so a job can change backends between runs. See docs/state.md.
 func (j *Job) SetStateBackend(c state.BackendConfig) { j.stateBackend = c }
 
+// StateBackend returns the configuration SetStateBackend set (the zero
+// value, the heap backend, if it was not called).
+func (j *Job) StateBackend() state.BackendConfig { return j.stateBackend }
+
 // Options are typed by the kind of operator they configure, so that an
 // option given to an operator it does not apply to does not compile (a
 // Name given to a sink would otherwise rename it, and with it the key its
