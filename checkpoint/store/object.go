@@ -22,6 +22,9 @@ import (
 // Options.RequestTimeout is 0.
 const DefaultRequestTimeout = 30 * time.Second
 
+// DefaultMinTransferRate is Options.MinTransferRate when it is 0: 1 MiB/s.
+const DefaultMinTransferRate = 1 << 20
+
 // manifestKey is the name of the manifest object under the prefix.
 const manifestKey = "_manifest"
 
@@ -44,7 +47,8 @@ type ObjectStore struct {
 	retained    int
 	log         *slog.Logger
 	skipCorrupt bool
-	timeout     time.Duration
+	timeout     time.Duration // of a request, besides its bytes' time
+	rate        int64         // the least transfer rate of a request's bytes, per second
 
 	// mu serialises the manifest's read-modify-writes and guards own.
 	mu  sync.Mutex
@@ -86,7 +90,7 @@ func openObject(b bucket, prefix string, opts Options) (*ObjectStore, error) {
 		return nil, errors.New("checkpoint/store: Options.FS is for local directories; object storage takes none")
 	}
 	s := &ObjectStore{b: b, prefix: strings.Trim(prefix, "/"), retained: opts.Retained, log: opts.Logger,
-		skipCorrupt: opts.SkipCorrupt, timeout: opts.RequestTimeout}
+		skipCorrupt: opts.SkipCorrupt, timeout: opts.RequestTimeout, rate: opts.MinTransferRate}
 	if s.retained == 0 {
 		s.retained = DefaultRetained
 	}
@@ -96,12 +100,22 @@ func openObject(b bucket, prefix string, opts Options) (*ObjectStore, error) {
 	if s.timeout == 0 {
 		s.timeout = DefaultRequestTimeout
 	}
+	if s.rate < 0 {
+		return nil, fmt.Errorf("checkpoint/store: Options.MinTransferRate = %d: must be positive (or 0 for the default, %d bytes per second)", opts.MinTransferRate, DefaultMinTransferRate)
+	}
+	if s.rate == 0 {
+		s.rate = DefaultMinTransferRate
+	}
 	return s, nil
 }
 
-// ctx returns the context of one request.
-func (s *ObjectStore) ctx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), s.timeout)
+// ctx returns the context of one request that moves little data.
+func (s *ObjectStore) ctx() (context.Context, context.CancelFunc) { return s.ctxFor(0) }
+
+// ctxFor returns the context of one request that moves n bytes: the
+// request timeout plus their time at the least transfer rate.
+func (s *ObjectStore) ctxFor(n int64) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), s.timeout+time.Duration(float64(n)/float64(s.rate)*float64(time.Second)))
 }
 
 // size returns the size of the object key, in a request of its own: a
@@ -110,6 +124,20 @@ func (s *ObjectStore) size(key string) (int64, error) {
 	ctx, cancel := s.ctx()
 	defer cancel()
 	return s.b.size(ctx, key)
+}
+
+// list lists the keys under prefix, in a request of its own.
+func (s *ObjectStore) list(prefix string) ([]string, error) {
+	ctx, cancel := s.ctx()
+	defer cancel()
+	return s.b.list(ctx, prefix)
+}
+
+// get reads the object key, in a request of its own.
+func (s *ObjectStore) get(key string) ([]byte, string, error) {
+	ctx, cancel := s.ctx()
+	defer cancel()
+	return s.b.get(ctx, key)
 }
 
 // remove deletes the object key, in a request of its own: a sweep of many
@@ -174,7 +202,7 @@ func (s *ObjectStore) WriteState(id checkpoint.ID, kind checkpoint.Kind, operato
 	if err != nil {
 		return checkpoint.StateHandle{}, err
 	}
-	ctx, cancel := s.ctx()
+	ctx, cancel := s.ctxFor(int64(len(data)))
 	defer cancel()
 	if _, err := s.b.put(ctx, path.Join(s.dirKey(id, kind), name), bytes.NewReader(data), int64(len(data)), putCondition{}); err != nil {
 		return checkpoint.StateHandle{}, fmt.Errorf("checkpoint/store: %w", err)
@@ -317,9 +345,11 @@ func (s *ObjectStore) sweep(completed checkpoint.ID) {
 		token = s.own.token
 	}
 	s.mu.Unlock()
+	// Each request with a timeout of its own: a sweep of many objects is
+	// not bounded by one request's timeout.
 	ctx, cancel := s.ctx()
-	defer cancel()
 	cur, _, err := s.readManifest(ctx)
+	cancel()
 	if err != nil || token == "" || cur.Token != token {
 		if err != nil {
 			s.log.Warn("checkpoint/store: cannot apply checkpoint retention", "where", s.b.url(s.prefix), "err", err)
@@ -327,7 +357,7 @@ func (s *ObjectStore) sweep(completed checkpoint.ID) {
 		return
 	}
 	keep := cur.Checkpoints
-	keys, err := s.b.list(ctx, s.key(chkPrefix))
+	keys, err := s.list(s.key(chkPrefix))
 	if err != nil {
 		s.log.Warn("checkpoint/store: cannot apply checkpoint retention", "where", s.b.url(s.prefix), "err", err)
 		return
@@ -337,7 +367,7 @@ func (s *ObjectStore) sweep(completed checkpoint.ID) {
 	slices.SortStableFunc(keys, func(a, b string) int {
 		return boolRank(path.Base(b) == metadataFile) - boolRank(path.Base(a) == metadataFile)
 	})
-	s.sweepShared(ctx, keep, completed)
+	s.sweepShared(keep, completed)
 	for _, k := range keys {
 		rel := strings.TrimPrefix(k, s.key()+"/")
 		if s.prefix == "" {
@@ -464,9 +494,7 @@ func (s *ObjectStore) ReadStateAt(dir string, h checkpoint.StateHandle) (checkpo
 	if err != nil {
 		return checkpoint.SubtaskSnapshot{}, err
 	}
-	ctx, cancel := s.ctx()
-	defer cancel()
-	return s.readState(ctx, k, h)
+	return s.readState(k, h)
 }
 
 // load reads and validates the checkpoint under dir and its state objects.
@@ -482,9 +510,7 @@ func (s *ObjectStore) load(dir string, id checkpoint.ID, kind checkpoint.Kind) (
 		return nil, fmt.Errorf("checkpoint/store: %w", err)
 	}
 	m, err := validateLoaded(s.b.url(key), b, id, kind, func(h checkpoint.StateHandle) error {
-		rctx, cancel := s.ctx() // a request of its own for each state object
-		defer cancel()
-		_, err := s.readState(rctx, dir, h)
+		_, err := s.readState(dir, h)
 		return err
 	})
 	if err != nil {
@@ -496,12 +522,15 @@ func (s *ObjectStore) load(dir string, id checkpoint.ID, kind checkpoint.Kind) (
 	return m, nil
 }
 
-// readState reads and verifies the state object h under dir.
-func (s *ObjectStore) readState(ctx context.Context, dir string, h checkpoint.StateHandle) (checkpoint.SubtaskSnapshot, error) {
+// readState reads and verifies the state object h under dir, in a request
+// of its own.
+func (s *ObjectStore) readState(dir string, h checkpoint.StateHandle) (checkpoint.SubtaskSnapshot, error) {
 	key := path.Join(dir, h.File)
 	if err := checkHandle(s.b.url(path.Join(dir, metadataFile)), s.b.url(key), h); err != nil {
 		return checkpoint.SubtaskSnapshot{}, err
 	}
+	ctx, cancel := s.ctxFor(h.Size)
+	defer cancel()
 	b, _, err := s.b.get(ctx, key)
 	if errors.Is(err, fs.ErrNotExist) {
 		return checkpoint.SubtaskSnapshot{}, &format.CorruptFileError{Path: s.b.url(key), Problem: "object is missing", Cause: err}
@@ -516,18 +545,16 @@ func (s *ObjectStore) readState(ctx context.Context, dir string, h checkpoint.St
 // savepoints and the manifest. It is for deleting a job for good (and for
 // tests); a job must not run on the storage meanwhile.
 func (s *ObjectStore) RemoveAll() error {
-	ctx, cancel := s.ctx()
-	defer cancel()
 	prefix := s.prefix + "/"
 	if s.prefix == "" {
 		prefix = ""
 	}
-	keys, err := s.b.list(ctx, prefix)
+	keys, err := s.list(prefix)
 	if err != nil {
 		return fmt.Errorf("checkpoint/store: RemoveAll: %w", err)
 	}
 	for _, k := range keys {
-		if err := s.b.remove(ctx, k); err != nil {
+		if err := s.remove(k); err != nil {
 			return fmt.Errorf("checkpoint/store: RemoveAll: %w", err)
 		}
 	}

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -21,7 +20,7 @@ func (s *ObjectStore) WriteShared(id checkpoint.ID, key string, r io.ReadSeeker,
 	if err != nil {
 		return checkpoint.SharedFile{}, err
 	}
-	ctx, cancel := s.ctx()
+	ctx, cancel := s.ctxFor(size)
 	defer cancel()
 	src := newChecksumReader(r)
 	if _, err := s.b.put(ctx, s.key(sharedDir, name), src, size, putCondition{}); err != nil {
@@ -42,7 +41,7 @@ func (s *ObjectStore) ReadSharedAt(dir string, f checkpoint.SharedFile, w io.Wri
 	if err != nil {
 		return err
 	}
-	ctx, cancel := s.ctx()
+	ctx, cancel := s.ctxFor(f.Size)
 	defer cancel()
 	return copyShared(s.b.url(key), f, w, func(w io.Writer) (int64, error) {
 		n, err := s.b.copyTo(ctx, key, w)
@@ -97,9 +96,9 @@ func (s *ObjectStore) checkSharedPresent(dir string, m *checkpoint.Metadata, upl
 // sweepShared deletes the shared objects that none of the retained
 // checkpoints keep needs and that were uploaded for ids below completed.
 // If the metadata of one of them cannot be read it deletes nothing.
-func (s *ObjectStore) sweepShared(ctx context.Context, keep []checkpoint.ID, completed checkpoint.ID) {
+func (s *ObjectStore) sweepShared(keep []checkpoint.ID, completed checkpoint.ID) {
 	prefix := s.key(sharedDir) + "/"
-	keys, err := s.b.list(ctx, prefix)
+	keys, err := s.list(prefix)
 	if err != nil || len(keys) == 0 {
 		if err != nil {
 			s.log.Warn("checkpoint/store: cannot sweep shared objects", "where", s.b.url(prefix), "err", err)
@@ -109,7 +108,7 @@ func (s *ObjectStore) sweepShared(ctx context.Context, keep []checkpoint.ID, com
 	needed := map[string]bool{}
 	for _, id := range keep {
 		key := path.Join(s.dirKey(id, checkpoint.KindCheckpoint), metadataFile)
-		b, _, err := s.b.get(ctx, key)
+		b, _, err := s.get(key)
 		if err == nil {
 			var m checkpoint.Metadata
 			if m, err = format.DecodeMetadata(s.b.url(key), b); err == nil {

@@ -200,7 +200,11 @@ func (b *s3Bucket) copyTo(ctx context.Context, key string, w io.Writer) (int64, 
 }
 
 func (b *s3Bucket) put(ctx context.Context, key string, body io.Reader, size int64, cond putCondition) (string, error) {
-	opts := minio.PutObjectOptions{ContentType: "application/octet-stream", DisableMultipart: true}
+	// A conditional write (the manifest, a checkpoint's metadata: small)
+	// is one PUT, which the condition applies to. Others are uploaded in
+	// parts once larger than one part (16 MiB at least), so that an object
+	// of state is not capped at the 5 GiB of a single PUT on AWS S3.
+	opts := minio.PutObjectOptions{ContentType: "application/octet-stream", DisableMultipart: cond.ifAbsent || cond.ifMatch != ""}
 	switch {
 	case cond.ifAbsent:
 		opts.SetMatchETagExcept("*")

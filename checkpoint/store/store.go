@@ -46,9 +46,17 @@ type Options struct {
 	// committed, and falling back to an older one writes it again.
 	SkipCorrupt bool
 	// RequestTimeout bounds each request to object storage (an
-	// [ObjectStore]); a slower one fails, and the checkpoint or restore
-	// that made it is retried. Default DefaultRequestTimeout (30s).
+	// [ObjectStore]), plus the time its bytes take at MinTransferRate; a
+	// slower one fails, and the checkpoint or restore that made it is
+	// retried. Default DefaultRequestTimeout (30s).
 	RequestTimeout time.Duration
+	// MinTransferRate is the slowest transfer, in bytes per second, that a
+	// request moving an object's bytes to or from object storage may take
+	// before it fails: a request moving n bytes gets RequestTimeout +
+	// n/MinTransferRate, so a large object of state is not cut off by a
+	// timeout sized for the small ones. Default DefaultMinTransferRate
+	// (1 MiB/s: 5 GiB get 30 s + 85 min).
+	MinTransferRate int64
 }
 
 // Store keeps checkpoints and savepoints in a local directory. Its methods
