@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/pipeline/internal/config"
@@ -33,7 +34,8 @@ import (
 
 // Pipeline is a checked pipeline file, ready to run.
 type Pipeline struct {
-	plan *plan
+	plan    *plan
+	stopped atomic.Bool
 }
 
 // Load reads and checks the pipeline file at path, substituting ${VAR}
@@ -143,9 +145,17 @@ func (p *Pipeline) Run(ctx context.Context, o RunOptions) error {
 			o.Started(r.ControlAddr())
 		}
 		err = r.Wait()
+		p.stopped.Store(err == nil && r.Stopped())
 	}
 	if err != nil {
 		return fmt.Errorf("pipeline %q: %w", p.Name(), err)
 	}
 	return nil
 }
+
+// Stopped reports whether the last [Pipeline.Run] that returned nil ended
+// because the job was asked to stop (the control API's stop or
+// savepoint-and-stop), not because its input was done: then it committed
+// the output of its last checkpoint, and a run on the same checkpoint
+// storage resumes from there.
+func (p *Pipeline) Stopped() bool { return p.stopped.Load() }

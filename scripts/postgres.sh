@@ -129,7 +129,13 @@ init_data() {
 	done
 	log "initdb into $data (port $port)"
 	mkdir -p "$data"
-	[[ $(id -u) -eq 0 ]] && chown postgres: "$data" "$(dirname "$data")"
+	# Only the data directory becomes the server's: its parent may be a
+	# user's own directory, which must keep its owner.
+	[[ $(id -u) -eq 0 ]] && chown postgres: "$data"
+	if ! as_server test -x "$data"; then
+		log "the server's user cannot enter $data: give EXACTLY_POSTGRES_DATA a directory whose parents every user may enter (chmod o+x)"
+		exit 1
+	fi
 	chmod 700 "$data"
 	local pwfile
 	pwfile=$(mktemp)

@@ -73,6 +73,9 @@ func TestStatusSavepointStop(t *testing.T) {
 	if err := r.Wait(); err != nil {
 		t.Fatalf("after stop --savepoint the job ended with %v", err)
 	}
+	if !r.Stopped() {
+		t.Error("after stop --savepoint Stopped() = false: the run would say its input finished")
+	}
 	if _, err := run("status", "--addr", addr, "--timeout", "5s"); err == nil || !strings.Contains(err.Error(), "is the job running") {
 		t.Errorf("status of an ended job: %v", err)
 	}
@@ -117,6 +120,9 @@ func TestStopWithoutSavepoint(t *testing.T) {
 	}
 	if err := r.Wait(); err != nil {
 		t.Fatalf("a job stopped through the API ended with %v, want nil", err)
+	}
+	if !r.Stopped() {
+		t.Error("after stop Stopped() = false: the run would say its input finished")
 	}
 }
 

@@ -114,6 +114,10 @@ func runPipeline(ctx context.Context, args []string, out io.Writer) error {
 		}
 		return err
 	}
+	if p.Stopped() {
+		fmt.Fprintf(out, "pipeline %q: stopped, the output of its last checkpoint committed: run it again to resume from there\n", p.Name())
+		return nil
+	}
 	fmt.Fprintf(out, "pipeline %q: finished, output committed\n", p.Name())
 	return nil
 }

@@ -152,6 +152,7 @@ func (d *driver) do(ctx context.Context, a coordinator.Action) []coordinator.Act
 		if req, ok := j.savepoints[a.Request]; ok {
 			delete(j.savepoints, a.Request)
 			req.reply <- savepointResult{path: j.store.Dir(a.ID, a.Kind)}
+			j.stopped = j.stopped || req.stop && a.Final
 		}
 	case coordinator.FailOver:
 		d.result.err = a.Err

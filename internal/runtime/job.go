@@ -29,6 +29,7 @@ type Job struct {
 	// closes; done after it closes.
 	ended, done chan struct{}
 	err         error
+	stopped     bool                    // asked to stop; set before done is closed
 	cancel      context.CancelCauseFunc // cancels the job's context
 	started     time.Time
 	control     *control.Server // nil without Options.Control.Addr
@@ -151,6 +152,7 @@ func Start(ctx context.Context, g Graph, opts Options) (*Job, error) {
 		err := j.drive(jctx, rp)
 		if context.Cause(jctx) == errStopRequested && err == jctx.Err() {
 			err = nil // stopped cleanly by Stop, which is no failure
+			j.stopped = true
 		}
 		j.err = err
 		cancel(nil)
@@ -231,6 +233,14 @@ func fenced(ctx context.Context) bool { return errors.Is(context.Cause(ctx), sto
 func (j *Job) Wait() error {
 	<-j.done
 	return j.err
+}
+
+// Stopped reports, once [Job.Wait] returned nil, whether the job ended
+// because it was asked to stop ([Job.Stop], [Job.StopWithSavepoint], the
+// control API) rather than because its input was done.
+func (j *Job) Stopped() bool {
+	<-j.done
+	return j.stopped
 }
 
 // Metrics returns the job's counters.

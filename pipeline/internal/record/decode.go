@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"time"
@@ -129,7 +130,7 @@ func CSV(s Schema) Decoder {
 		r.FieldsPerRecord = len(s)
 		cols, err := r.Read()
 		if err != nil {
-			return nil, fmt.Errorf("not a CSV line of %d columns: %v", len(s), err)
+			return nil, csvError(len(s), cols, err)
 		}
 		rec := make(Record, len(s))
 		for i, f := range s {
@@ -141,6 +142,22 @@ func CSV(s Schema) Decoder {
 		}
 		return rec, nil
 	}
+}
+
+// csvError describes why a line is not a CSV line of n columns. The
+// reader's own message numbers the line within the one line it was given
+// ("record on line 1"), which misleads when the input's line 7 is meant.
+func csvError(n int, cols []string, err error) error {
+	var pe *csv.ParseError
+	switch {
+	case errors.Is(err, csv.ErrFieldCount):
+		return fmt.Errorf("not a CSV line of %d columns: it has %d", n, len(cols))
+	case errors.As(err, &pe):
+		return fmt.Errorf("not a CSV line of %d columns: %v (at byte %d of the line)", n, pe.Err, pe.Column)
+	case errors.Is(err, io.EOF):
+		return fmt.Errorf("not a CSV line of %d columns: it is empty", n)
+	}
+	return fmt.Errorf("not a CSV line of %d columns: %v", n, err)
 }
 
 // ParseText parses the text form of a value of type t.

@@ -62,7 +62,9 @@ func TestCSV(t *testing.T) {
 		t.Errorf("got %v", rec)
 	}
 	for in, msg := range map[string]string{
-		`3,b,1,false`:          "not a CSV line of 5 columns",
+		`3,b,1,false`:          "not a CSV line of 5 columns: it has 4",
+		`3,"b,1,false,1000`:    `not a CSV line of 5 columns: extraneous or missing " in quoted-field`,
+		``:                     "not a CSV line of 5 columns: it is empty",
 		`x,b,1,false,1000`:     `column 1 (id): "x" is not an int`,
 		`3,b,NaN,false,1000`:   `column 3 (price): "NaN" is not a float`,
 		`3,b,1,maybe,1000`:     `column 4 (paid): "maybe" is not a bool`,
