@@ -24,6 +24,9 @@ type memBucket struct {
 	onPut func(key string) bool
 	// now is the server's clock, time.Now if nil.
 	now func() time.Time
+	// ignoreIfAbsent and ignoreIfMatch make puts ignore those conditions,
+	// as some S3-compatible servers and proxies do.
+	ignoreIfAbsent, ignoreIfMatch bool
 }
 
 func (b *memBucket) clock() time.Time {
@@ -64,7 +67,7 @@ func (b *memBucket) put(_ context.Context, key string, body io.Reader, size int6
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	o, exists := b.objects[key]
-	if cond.ifAbsent && exists || cond.ifMatch != "" && (!exists || o.etag != cond.ifMatch) {
+	if cond.ifAbsent && exists && !b.ignoreIfAbsent || cond.ifMatch != "" && (!exists || o.etag != cond.ifMatch) && !b.ignoreIfMatch {
 		return "", fmt.Errorf("%s: %w", key, errPrecondition)
 	}
 	b.tags++

@@ -47,8 +47,11 @@ type ObjectStore struct {
 	retained    int
 	log         *slog.Logger
 	skipCorrupt bool
-	timeout     time.Duration // of a request, besides its bytes' time
-	rate        int64         // the least transfer rate of a request's bytes, per second
+	// conditionsChecked: the storage was seen to enforce conditional
+	// writes (checkConditionalWrites), which Acquire checks once.
+	conditionsChecked bool
+	timeout           time.Duration // of a request, besides its bytes' time
+	rate              int64         // the least transfer rate of a request's bytes, per second
 
 	// mu serialises the manifest's read-modify-writes and guards own.
 	mu  sync.Mutex

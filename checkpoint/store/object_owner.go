@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 	"time"
 
 	"github.com/exactlyonce/exactly/checkpoint"
@@ -145,6 +146,18 @@ func (s *ObjectStore) Acquire(ctx context.Context, opts OwnershipOptions) (Owner
 		}
 		lastAnswer, outageStart = now, time.Time{}
 		seen = cur
+		if !s.conditionsChecked {
+			if err := s.checkConditionalWrites(); errors.Is(err, ErrConditionsIgnored) {
+				return Ownership{}, err
+			} else if err != nil {
+				s.log.Warn("checkpoint/store: checking that the storage enforces conditional writes failed; retrying", "where", where, "err", err)
+				if err := pause(ctx, opts.Poll); err != nil {
+					return Ownership{}, fmt.Errorf("checkpoint/store: checking %s: %w", where, err)
+				}
+				continue
+			}
+			s.conditionsChecked = true
+		}
 		lease := time.Duration(cur.LeaseNS)
 		if etag == "" || cur.Released || now.Sub(seenAt) >= lease || s.stale(etag, lease) {
 			o, err := s.tryAcquire(cur, etag, opts)
@@ -340,4 +353,49 @@ func (s *ObjectStore) Release() error {
 		return nil
 	}
 	return err
+}
+
+// ErrConditionsIgnored is returned by [ObjectStore.Acquire] for storage
+// that does not enforce the conditions of conditional writes
+// (If-None-Match, If-Match): on it, two owners could write the manifest
+// at once, and only the sinks' fencing would be left between them.
+var ErrConditionsIgnored = errors.New("the storage ignores the conditions of conditional writes")
+
+// checkConditionalWrites checks, with a probe object of its own under the
+// prefix, that the storage refuses a second create of an object
+// (If-None-Match: *) and a write whose If-Match names another entity tag:
+// ownership rests on both. Some S3-compatible servers and proxies ignore
+// them and overwrite instead.
+func (s *ObjectStore) checkConditionalWrites() error {
+	id, err := randomHex(8)
+	if err != nil {
+		return err
+	}
+	key := s.key("_conditional-write-probe-" + id)
+	ctx, cancel := s.ctx()
+	defer cancel()
+	defer func() { _ = s.remove(key) }()
+	put := func(data string, cond putCondition) (string, error) {
+		return s.b.put(ctx, key, strings.NewReader(data), int64(len(data)), cond)
+	}
+	etag, err := put("1", putCondition{ifAbsent: true})
+	if err != nil {
+		return fmt.Errorf("checkpoint/store: writing the probe %s: %w", s.b.url(key), err)
+	}
+	refused := func(header, what string) error {
+		return fmt.Errorf("checkpoint/store: %s: %w: %s, which must answer 412 Precondition Failed, succeeded with %s on the probe %s; use storage that enforces conditional writes (AWS S3, MinIO, versitygw), or remove the proxy that drops the header", s.b.url(s.prefix), ErrConditionsIgnored, what, header, s.b.url(key))
+	}
+	switch _, err := put("2", putCondition{ifAbsent: true}); {
+	case err == nil:
+		return refused("If-None-Match: *", "a second create of an object")
+	case !errors.Is(err, errPrecondition):
+		return fmt.Errorf("checkpoint/store: probing conditional writes with %s: %w", s.b.url(key), err)
+	}
+	switch _, err := put("3", putCondition{ifMatch: etag + "-not"}); {
+	case err == nil:
+		return refused("If-Match", "a write naming another entity tag")
+	case !errors.Is(err, errPrecondition):
+		return fmt.Errorf("checkpoint/store: probing conditional writes with %s: %w", s.b.url(key), err)
+	}
+	return nil
 }

@@ -1,0 +1,49 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// TestAcquireRefusesStorageWithoutConditionalWrites: storage that ignores
+// If-None-Match or If-Match turns every write of the manifest into an
+// overwrite, and two owners could run at once (issue 27, case 4). Acquire
+// probes both before it takes ownership and refuses such storage, naming
+// the header; storage that enforces them (the in-memory bucket here, the
+// S3 server in every test of the s3 backend) is taken, and the probe
+// leaves no object behind.
+func TestAcquireRefusesStorageWithoutConditionalWrites(t *testing.T) {
+	for _, tc := range []struct {
+		name                          string
+		ignoreIfAbsent, ignoreIfMatch bool
+		want                          string
+	}{
+		{"If-None-Match ignored", true, false, "If-None-Match: *"},
+		{"If-Match ignored", false, true, "If-Match"},
+		{"both ignored", true, true, "If-None-Match: *"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newMemBucket()
+			b.ignoreIfAbsent, b.ignoreIfMatch = tc.ignoreIfAbsent, tc.ignoreIfMatch
+			f := objectFixture{b: b, prefix: "jobs/test"}
+			_, err := f.open(t, Options{}).Acquire(context.Background(), OwnershipOptions{})
+			if !errors.Is(err, ErrConditionsIgnored) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Acquire = %v, want ErrConditionsIgnored naming %s", err, tc.want)
+			}
+			if keys := f.keys(t); len(keys) != 0 {
+				t.Errorf("the refused storage holds %v, want nothing: no manifest, and the probe removed", keys)
+			}
+		})
+	}
+	f := objectFixture{b: newMemBucket(), prefix: "jobs/test"}
+	if _, err := f.open(t, Options{}).Acquire(context.Background(), OwnershipOptions{}); err != nil {
+		t.Fatalf("storage that enforces conditional writes: %v", err)
+	}
+	for _, k := range f.keys(t) {
+		if strings.Contains(k, "probe") {
+			t.Errorf("the probe %s is left behind", k)
+		}
+	}
+}
