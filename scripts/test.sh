@@ -20,6 +20,12 @@ cd "$(dirname "$0")/.."
 # times and the three brokers idle for most of the run; their throughput
 # is not what the tests measure (benchmarks start their broker without it).
 export KAFKA_JAVA_OPTS="-XX:TieredStopAtLevel=1 -XX:ActiveProcessorCount=1"
+# Builds without the checkout's path in them, so that every clone of the
+# repository on this machine shares the build cache: a clean clone at a new
+# path otherwise recompiled every package of the module, for go vet, the
+# race-enabled tests and the crash tests' children (about 270 CPU seconds;
+# docs/testing.md). Tests find the repository from their working directory.
+export GOFLAGS="${GOFLAGS:+$GOFLAGS }-trimpath"
 
 started=()
 cleanup() {

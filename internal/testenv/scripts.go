@@ -81,8 +81,29 @@ func UseScriptEnv(t testing.TB) {
 
 // ScriptPath is the absolute path of scripts/<s>.sh.
 func ScriptPath(s Service) string {
-	_, file, _, _ := runtime.Caller(0) // internal/testenv/scripts.go
-	return filepath.Join(filepath.Dir(file), "..", "..", "scripts", string(s)+".sh")
+	return filepath.Join(repoRoot(), "scripts", string(s)+".sh")
+}
+
+// repoRoot returns the repository's root: from this file's path, when
+// the build recorded it (not under -trimpath, which scripts/test.sh uses
+// so that clones share the build cache), else the nearest directory with
+// a go.mod above the working directory (a test's is its package's).
+func repoRoot() string {
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		return filepath.Join(filepath.Dir(file), "..", "..") // internal/testenv/scripts.go
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "."
+	}
+	for d := wd; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d
+		}
+		if filepath.Dir(d) == d {
+			return wd
+		}
+	}
 }
 
 // serviceConst names s's constant, for messages.
