@@ -33,18 +33,27 @@ import (
 //     is started again: the new run waits for the other owner's lease, and
 //     the group's lost or revoked event that follows stops it. It does not
 //     fail the instance. (A sink that finds itself fenced, sink.ErrFenced,
-//     is a failure: the engine does not restart a fenced job, and neither
-//     does the instance.)
-//   - A task that fails while the instance wants it running fails the
-//     instance: every other task is stopped cleanly and the error returned
-//     (the supervisor, e.g. Kubernetes, restarts the process).
+//     is a failure of the task: the engine does not restart a fenced job,
+//     and the instance parks it as any other; the group's event that
+//     follows forgets it.)
+//   - A task that fails while the instance wants it running (its job's
+//     restarts spent, or it ended by itself) is parked: reported, not run
+//     again, its partition kept, so that the group does not hand it to
+//     another instance to fail there in turn; the other tasks go on. A
+//     revocation or loss of the partition forgets it (an instance it is
+//     assigned to later tries it afresh). With a limit of failed tasks
+//     (Options.MaxFailedTasks), reaching it fails the instance: every
+//     other task is stopped cleanly and the first failure returned (the
+//     supervisor, e.g. Kubernetes, restarts the process).
 //   - A shutdown stops every task cleanly and ends when all have exited.
 type lifecycle struct {
-	tasks    map[Task]*taskRun
-	revoking map[Task]bool // revoked, the revocation waits for their exit
-	err      error         // the first failure; the instance is shutting down
-	shutdown bool
-	finished bool // finish was returned
+	tasks     map[Task]*taskRun
+	revoking  map[Task]bool  // revoked, the revocation waits for their exit
+	parked    map[Task]error // failed and kept without a run, with their failures
+	maxFailed int            // parked tasks that fail the instance; 0: no limit
+	err       error          // the failure that shuts the instance down
+	shutdown  bool
+	finished  bool // finish was returned
 }
 
 // taskRun is the instance's view of one run of a task.
@@ -61,6 +70,7 @@ const (
 	stopTask                       // stop Task's run (a clean stop: what its completed checkpoint covers is committed)
 	answerRevoke                   // every revoked task has exited: let the group go on
 	finish                         // every task has exited after a shutdown or failure: return err
+	parkTask                       // Task failed with err and is parked: report it
 )
 
 func (k actionKind) String() string {
@@ -73,6 +83,8 @@ func (k actionKind) String() string {
 		return "answer-revoke"
 	case finish:
 		return "finish"
+	case parkTask:
+		return "park"
 	}
 	return fmt.Sprintf("actionKind(%d)", int(k))
 }
@@ -80,12 +92,14 @@ func (k actionKind) String() string {
 // action is one step for the caller.
 type action struct {
 	kind actionKind
-	task Task  // startTask, stopTask
-	err  error // finish: nil after a shutdown, the failure otherwise
+	task Task  // startTask, stopTask, parkTask
+	err  error // finish: nil after a shutdown, the failure otherwise; parkTask: the failure
 }
 
-func newLifecycle() *lifecycle {
-	return &lifecycle{tasks: map[Task]*taskRun{}, revoking: map[Task]bool{}}
+// newLifecycle returns the lifecycle of an instance that fails once
+// maxFailed of its tasks are parked (0: never).
+func newLifecycle(maxFailed int) *lifecycle {
+	return &lifecycle{tasks: map[Task]*taskRun{}, revoking: map[Task]bool{}, parked: map[Task]error{}, maxFailed: maxFailed}
 }
 
 // assigned handles tasks the group assigned to this instance.
@@ -125,6 +139,7 @@ func (l *lifecycle) lost(tasks []Task) []action { return l.stopRuns(tasks, false
 func (l *lifecycle) stopRuns(tasks []Task, awaited bool) []action {
 	var acts []action
 	for _, t := range sorted(tasks) {
+		delete(l.parked, t)
 		r := l.tasks[t]
 		if r == nil {
 			continue
@@ -175,13 +190,18 @@ func (l *lifecycle) exited(t Task, err error) []action {
 	}
 	delete(l.tasks, t)
 	var acts []action
-	if !r.stopping && l.err == nil {
+	if !r.stopping && !l.shutdown {
 		if err == nil {
 			err = fmt.Errorf("task %s ended although it is assigned to this instance: a job run by a cluster must read an unbounded source", t)
 		}
-		l.err = fmt.Errorf("cluster: task %s failed: %w", t, err)
-		l.shutdown = true
-		acts = append(acts, l.stopAll()...)
+		err = fmt.Errorf("cluster: task %s failed: %w", t, err)
+		l.parked[t] = err
+		acts = append(acts, action{kind: parkTask, task: t, err: err})
+		if l.maxFailed > 0 && len(l.parked) >= l.maxFailed {
+			l.err = err
+			l.shutdown = true
+			acts = append(acts, l.stopAll()...)
+		}
 	}
 	if l.revoking[t] {
 		delete(l.revoking, t)

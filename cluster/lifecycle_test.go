@@ -49,9 +49,34 @@ func TestLifecycle(t *testing.T) {
 			"revoke a/0 => -",
 			"exit a/0 canceled => answer-revoke",
 		}},
+		{"a failed task is parked and the others go on", []string{
+			"limit 0",
+			"assign a/0 a/1 a/2 => start a/0, start a/1, start a/2",
+			"exit a/1 boom => park a/1",
+			"exit a/2 nil => park a/2",
+			"assign a/3 => start a/3",
+			"shutdown => stop a/0, stop a/3",
+			"exit a/0 canceled => -",
+			"exit a/3 canceled => finish nil",
+		}},
+		{"a parked task is forgotten when revoked and tried afresh when assigned again", []string{
+			"limit 0",
+			"assign a/0 a/1 => start a/0, start a/1",
+			"exit a/0 boom => park a/0",
+			"revoke a/0 => answer-revoke",
+			"assign a/0 => start a/0",
+			"lost a/0 a/1 => stop a/0, stop a/1",
+		}},
+		{"the limit of failed tasks fails the instance", []string{
+			"limit 2",
+			"assign a/0 a/1 a/2 => start a/0, start a/1, start a/2",
+			"exit a/1 boom => park a/1",
+			"exit a/2 other => park a/2, stop a/0",
+			"exit a/0 canceled => finish other",
+		}},
 		{"a failed task stops the others and fails the instance", []string{
 			"assign a/0 a/1 a/2 => start a/0, start a/1, start a/2",
-			"exit a/1 boom => stop a/0, stop a/2",
+			"exit a/1 boom => park a/1, stop a/0, stop a/2",
 			"assign a/3 => -",
 			"exit a/0 nil => -",
 			"exit a/2 other => finish boom",
@@ -74,7 +99,7 @@ func TestLifecycle(t *testing.T) {
 		}},
 		{"a task that ends by itself fails the instance", []string{
 			"assign a/0 => start a/0",
-			"exit a/0 nil => finish ended",
+			"exit a/0 nil => park a/0, finish ended",
 		}},
 		{"shutdown stops everything and finishes after the last exit", []string{
 			"assign a/0 a/1 => start a/0, start a/1",
@@ -88,15 +113,22 @@ func TestLifecycle(t *testing.T) {
 		}},
 		{"finish comes once", []string{
 			"assign a/0 => start a/0",
-			"exit a/0 boom => finish boom",
+			"exit a/0 boom => park a/0, finish boom",
 			"shutdown => -",
 			"exit a/0 nil => -",
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := newLifecycle()
+			// Scripts give up at the first failure unless they say otherwise.
+			l := newLifecycle(1)
 			for i, step := range tt.steps {
+				if limit, ok := strings.CutPrefix(step, "limit "); ok {
+					if _, err := fmt.Sscan(limit, &l.maxFailed); err != nil {
+						t.Fatalf("step %d %q: %v", i, step, err)
+					}
+					continue
+				}
 				ev, want, ok := strings.Cut(step, " => ")
 				if !ok {
 					t.Fatalf("step %d %q: no ' => '", i, step)
@@ -113,10 +145,10 @@ func TestLifecycle(t *testing.T) {
 // is answered even when another task fails meanwhile: the group must not
 // wait for an instance that is shutting down.
 func TestLifecycleFailureWhileRevoking(t *testing.T) {
-	l := newLifecycle()
+	l := newLifecycle(1)
 	apply(t, l, "assign a/0 a/1")
 	apply(t, l, "revoke a/0")
-	if got, want := formatActions(apply(t, l, "exit a/1 boom")), "-"; got != want {
+	if got, want := formatActions(apply(t, l, "exit a/1 boom")), "park a/1"; got != want {
 		t.Fatalf("failure of a/1 while a/0 stops: got %q, want %q (a/0 is stopping already)", got, want)
 	}
 	if got, want := formatActions(apply(t, l, "exit a/0 canceled")), "answer-revoke, finish boom"; got != want {

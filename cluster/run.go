@@ -33,6 +33,16 @@ type Options struct {
 	// waits for as long as the previous owner's lease lives (a paused
 	// process's lease expires; a stopping one releases it).
 	Job stream.Options
+	// MaxFailedTasks is how many failed tasks this instance keeps before it
+	// gives up. A task fails when its job does (its restarts spent, such
+	// as on a corrupt checkpoint); the instance parks it — logs the
+	// failure, stops running it and keeps its partition, so that the group
+	// does not hand it to the next instance to fail there in turn — and
+	// its other tasks go on. Reaching MaxFailedTasks stops them too, and
+	// Run returns the failure (for a supervisor to restart the process).
+	// 0, the default, sets no limit; 1 gives up at the first failure. A
+	// rebalance that takes a parked task away forgets it.
+	MaxFailedTasks int
 }
 
 // Build returns the job of one task. It must create the job with
@@ -45,8 +55,9 @@ type Build func(name string, t Task) (*stream.Job, error)
 // fails. When ctx ends, every task is stopped cleanly (what its completed
 // checkpoint covers is committed) and the instance leaves the group, so
 // that the other instances take its tasks over at once; Run then returns
-// nil. A task that fails (its restart budget spent) stops the instance:
-// Run returns its error after stopping the other tasks.
+// nil. A task that fails (its restart budget spent) is parked (see
+// Options.MaxFailedTasks); with a limit, reaching it stops the instance:
+// Run returns the failure after stopping the other tasks.
 func Run(ctx context.Context, name string, opts Options, build Build) error {
 	if name == "" {
 		return errors.New("cluster: Run: the job name is empty: name the job")
@@ -56,6 +67,9 @@ func Run(ctx context.Context, name string, opts Options, build Build) error {
 	}
 	if opts.Job.CheckpointDir == "" {
 		return errors.New("cluster: Options.Job.CheckpointDir is empty: give the base directory or s3:// URL of the tasks' checkpoints")
+	}
+	if opts.MaxFailedTasks < 0 {
+		return fmt.Errorf("cluster: Options.MaxFailedTasks is %d: use 0 for no limit, or the number of failed tasks at which the instance gives up", opts.MaxFailedTasks)
 	}
 	if opts.Group.Group == "" {
 		opts.Group.Group = "exactly-" + name
@@ -67,7 +81,7 @@ func Run(ctx context.Context, name string, opts Options, build Build) error {
 	}
 	in := &instance{
 		name: name, opts: opts, build: build, log: log.With("job", name),
-		l: newLifecycle(), runs: map[Task]context.CancelFunc{}, finished: make(chan error, 1),
+		l: newLifecycle(opts.MaxFailedTasks), runs: map[Task]context.CancelFunc{}, finished: make(chan error, 1),
 	}
 	taskCtx, cancelTasks := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelTasks()
@@ -136,6 +150,9 @@ func (in *instance) carryOut(acts []action) {
 			}
 		case finish:
 			in.finished <- a.err
+		case parkTask:
+			in.log.Error("cluster: task failed: it is parked, its partition kept but not processed, until a rebalance takes it away (Options.MaxFailedTasks)",
+				"task", a.task.String(), "err", a.err)
 		}
 	}
 }

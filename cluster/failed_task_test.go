@@ -1,0 +1,95 @@
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactlyonce/exactly/cluster"
+	"github.com/exactlyonce/exactly/connectors/kafka"
+	"github.com/exactlyonce/exactly/internal/kafkatest"
+	"github.com/exactlyonce/exactly/internal/testenv"
+	"github.com/exactlyonce/exactly/stream"
+)
+
+// TestFailedTaskIsParked runs one instance of a job whose task of input
+// partition 0 fails on every record (a poison task: a corrupt checkpoint
+// or a bug fails it the same way on every instance) beside the task of
+// partition 1 (issue 27, case 5). The failed task is parked: the instance
+// goes on, partition 1's output flows, and Run ends without an error when
+// the instance is stopped. Before, the failure stopped the instance's
+// healthy tasks and failed Run, and the group handed the poison task to
+// the next instance, which failed the same way.
+func TestFailedTaskIsParked(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	adm := kafkatest.Admin(t, brokers)
+	in, out, group := kafkatest.UniqueName("parked-in"), kafkatest.UniqueName("parked-out"), kafkatest.UniqueName("parked-group")
+	kafkatest.CreateTopic(t, adm, in, 2)
+	kafkatest.CreateTopic(t, adm, out, 1)
+	t.Cleanup(func() { _, _ = adm.DeleteGroup(context.Background(), group) })
+	const perPartition = 20
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.DefaultProduceTopic(in), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range perPartition {
+		for p := range int32(2) {
+			r := &kgo.Record{Partition: p, Value: fmt.Appendf(nil, "p%d:%d", p, i)}
+			if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cl.Close()
+
+	conn := kafka.Conn{Brokers: []string{brokers}}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	ran := make(chan error, 1)
+	go func() {
+		ran <- cluster.Run(ctx, "parked", cluster.Options{
+			Group: kafka.GroupOptions{Conn: conn, Group: group, Topics: []string{in}, SessionTimeout: 6 * time.Second},
+			Job: stream.Options{
+				CheckpointDir: t.TempDir(), CheckpointInterval: 100 * time.Millisecond,
+				Restart: stream.RestartStrategy{MaxAttempts: -1},
+			},
+		}, func(name string, task cluster.Task) (*stream.Job, error) {
+			src, err := kafka.NewSource(task.SourceOptions(kafka.SourceOptions{Conn: conn}), kafka.String())
+			if err != nil {
+				return nil, err
+			}
+			snk, err := kafka.NewSink(kafka.SinkOptions{Conn: conn, Topic: out, TransactionTimeout: time.Minute},
+				func(v string) (kafka.Message, error) { return kafka.Message{Value: []byte(v)}, nil })
+			if err != nil {
+				return nil, err
+			}
+			j := stream.New(name)
+			values := stream.Map(stream.Source(j, "in", src), func(r kafka.Record[string]) string { return r.Value })
+			if task.Partition == 0 {
+				values = stream.FlatMap(values, func(v string, out []string) []string {
+					panic("poison: every record of partition 0 fails")
+				})
+			}
+			stream.SinkTo(values, "out", snk)
+			return j, nil
+		})
+	}()
+	got := kafkatest.ReadCommitted(t, brokers, out, perPartition, 2*time.Minute)
+	select {
+	case err := <-ran:
+		t.Fatalf("Run returned %v while partition 1 flowed: the failed task took the instance down", err)
+	default:
+	}
+	for _, r := range got {
+		if string(r.Value[:2]) != "p1" {
+			t.Errorf("output %q: only partition 1's task runs", r.Value)
+		}
+	}
+	stop()
+	if err := <-ran; err != nil {
+		t.Errorf("Run after the stop = %v, want nil: the failure is reported, the instance stopped cleanly", err)
+	}
+}
