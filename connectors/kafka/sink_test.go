@@ -60,7 +60,20 @@ func setTransactionVersion(t *testing.T, brokers string, level int16) int16 {
 	if err != nil {
 		t.Fatalf("set transaction.version to %d: %v", level, err)
 	}
-	time.Sleep(500 * time.Millisecond) // let the broker publish the new level
+	// The broker publishes the new level a moment later: wait until it
+	// answers ApiVersions with it, which is where clients learn it.
+	kafkatest.WaitFor(t, 30*time.Second, fmt.Sprintf("the broker to publish transaction.version %d", level), func() bool {
+		av, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, cl)
+		if err != nil {
+			return false
+		}
+		for _, f := range av.FinalizedFeatures {
+			if f.Name == "transaction.version" {
+				return f.MaxVersionLevel == level
+			}
+		}
+		return level == 0
+	})
 	return old
 }
 
