@@ -147,10 +147,9 @@ func (p *Pipeline) Run(ctx context.Context, o RunOptions) error {
 		err = r.Wait()
 		p.stopped.Store(err == nil && r.Stopped())
 	}
-	if err != nil {
-		return fmt.Errorf("pipeline %q: %w", p.Name(), err)
-	}
-	return nil
+	// The engine's errors name the job, whose name is the pipeline's:
+	// wrapped, the message said both ("pipeline "x": exactly: job "x" ...").
+	return err
 }
 
 // Stopped reports whether the last [Pipeline.Run] that returned nil ended

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"os/exec"
 	"os/signal"
 	"sync"
@@ -86,9 +87,15 @@ func main() {
 		return
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "exactly:", err)
+		fmt.Fprintln(os.Stderr, errorLine(err))
 		os.Exit(1)
 	}
+}
+
+// errorLine is the line the command prints for err: prefixed "exactly: "
+// once, though the engine's own errors start with it too.
+func errorLine(err error) string {
+	return "exactly: " + strings.TrimPrefix(err.Error(), "exactly: ")
 }
 
 const demoUsage = `Usage: exactly demo [flags]

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -167,4 +168,18 @@ func sqliteRows(t *testing.T, path, table string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestErrorLineSaysExactlyOnce: the command prefixes its errors with
+// "exactly: ", and the engine's errors start with it too; printed, a
+// failed pipeline said "exactly: pipeline "x": exactly: job "x" failed".
+func TestErrorLineSaysExactlyOnce(t *testing.T) {
+	for err, want := range map[error]string{
+		errors.New(`exactly: job "x" failed (restarts are disabled): boom`): `exactly: job "x" failed (restarts are disabled): boom`,
+		errors.New(`run: --log-level is "loud"`):                            `exactly: run: --log-level is "loud"`,
+	} {
+		if got := errorLine(err); got != want {
+			t.Errorf("errorLine(%q) = %q, want %q", err, got, want)
+		}
+	}
 }
