@@ -121,7 +121,7 @@ func Start(ctx context.Context, g Graph, opts Options) (*Job, error) {
 		metrics:    Metrics{skipped: st.Skipped},
 		owner:      sink.Owner{Incarnation: own.Incarnation, Epoch: own.Epoch},
 		savepoints: map[uint64]savepointRequest{}, ended: make(chan struct{}), done: make(chan struct{}), started: time.Now()}
-	rp, err := j.initialRestorePoint()
+	rp, err := j.initialRestorePoint(ctx)
 	if err != nil {
 		if zerr := j.zombie(err); zerr != nil {
 			return nil, zerr // taken over while it read the checkpoint (it was paused)

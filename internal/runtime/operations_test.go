@@ -423,3 +423,45 @@ func TestFinishedJobRunsOnWithRunFinished(t *testing.T) {
 		out.check(t, 150)
 	})
 }
+
+// TestStartRetriesAFailedReadOfTheLatestCheckpoint: a read of the latest
+// checkpoint that fails while the job starts (a connection to the S3
+// server cut as it restarts) is tried again, not a failed start.
+// TestCrashOnObjectStorage's child failed its start on "unexpected EOF"
+// reading a state object (.ci/run of 9c6aa3a); here the first open of a
+// state file fails once.
+func TestStartRetriesAFailedReadOfTheLatestCheckpoint(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 3000
+		dir := t.TempDir()
+		out := newTxSink()
+		ctx := context.Background()
+		runCtx, cancel := context.WithCancel(ctx)
+		var committed atomic.Bool
+		first := stream.Options{CheckpointDir: dir, CheckpointInterval: 20 * time.Millisecond,
+			Probe: func(p runtime.ProbePoint, _ checkpoint.ID) {
+				if p == runtime.ProbeCommitted && committed.CompareAndSwap(false, true) {
+					cancel()
+				}
+			}}
+		if err := intsJob(n, out).Run(runCtx, first); !errors.Is(err, context.Canceled) {
+			t.Fatalf("first run = %v, want context.Canceled", err)
+		}
+		cancel()
+		var failed atomic.Bool
+		fsys := vfs.WithErrors(vfs.Default, func(op, name string) error {
+			if op == vfs.OpOpen && strings.HasSuffix(name, ".state") && failed.CompareAndSwap(false, true) {
+				return errors.New("injected: connection reset while reading")
+			}
+			return nil
+		})
+		opts := runtime.WithFS(stream.Options{CheckpointDir: dir, CheckpointInterval: 20 * time.Millisecond}, fsys)
+		if err := intsJob(n, out).Run(ctx, opts); err != nil {
+			t.Fatalf("second run = %v, want the failed read retried", err)
+		}
+		if !failed.Load() {
+			t.Fatal("the failure was not injected")
+		}
+		out.check(t, n)
+	})
+}

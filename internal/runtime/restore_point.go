@@ -1,9 +1,13 @@
 package runtime
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"time"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/checkpoint/store"
 )
 
@@ -11,8 +15,8 @@ import (
 // checkpoint of the job's storage, or the RestoreFrom savepoint when the
 // storage holds nothing newer (a process restarted with the same options
 // resumes where it was instead of replaying from the savepoint).
-func (j *Job) initialRestorePoint() (*restorePoint, error) {
-	latest, err := j.store.Latest()
+func (j *Job) initialRestorePoint(ctx context.Context) (*restorePoint, error) {
+	latest, err := j.latestRetrying(ctx)
 	if err != nil && (j.opts.RestoreFrom == "" || !errors.Is(err, store.ErrCorrupt)) {
 		return nil, err
 	}
@@ -43,6 +47,41 @@ func (j *Job) initialRestorePoint() (*restorePoint, error) {
 		return nil, err
 	}
 	return rp, nil
+}
+
+// startReadWait is how long the start retries a failed read of the latest
+// checkpoint: as long as acquiring ownership waits through an outage of
+// object storage (store.DefaultOutageWait).
+const startReadWait = store.DefaultOutageWait
+
+// latestRetrying returns the storage's latest completed checkpoint,
+// retrying a read that failed for a reason that may pass (a connection cut
+// while the S3 server restarted; TestCrashOnObjectStorage's child failed
+// its start on "unexpected EOF") for up to startReadWait. A corrupt
+// checkpoint, lost ownership, a missing or forbidden file fail at once.
+func (j *Job) latestRetrying(ctx context.Context) (*checkpoint.Metadata, error) {
+	deadline := time.Now().Add(startReadWait)
+	backoff := 100 * time.Millisecond
+	for {
+		md, err := j.store.Latest()
+		if err == nil || !mayPass(err) || time.Now().Add(backoff).After(deadline) {
+			return md, err
+		}
+		j.opts.Logger.Warn("reading the latest checkpoint failed; retrying", "error", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// mayPass reports whether a failed read of the checkpoint storage may
+// succeed when tried again.
+func mayPass(err error) bool {
+	return !errors.Is(err, store.ErrCorrupt) && !errors.Is(err, store.ErrNotOwner) &&
+		!errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission)
 }
 
 // latestAbove returns the store's latest checkpoint if it is newer than rp,
