@@ -66,9 +66,8 @@ func (b *memBucket) put(_ context.Context, key string, body io.Reader, size int6
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	o, exists := b.objects[key]
-	if cond.ifAbsent && exists && !b.ignoreIfAbsent || cond.ifMatch != "" && (!exists || o.etag != cond.ifMatch) && !b.ignoreIfMatch {
-		return "", fmt.Errorf("%s: %w", key, errPrecondition)
+	if err := b.check(key, cond); err != nil {
+		return "", err
 	}
 	b.tags++
 	tag := fmt.Sprintf("tag-%d", b.tags)
@@ -81,6 +80,16 @@ func (b *memBucket) put(_ context.Context, key string, body io.Reader, size int6
 		return "", fmt.Errorf("%s: the answer was lost", key)
 	}
 	return tag, nil
+}
+
+// check returns errPrecondition if a put of key on condition cond would
+// fail now. b.mu is held.
+func (b *memBucket) check(key string, cond putCondition) error {
+	o, exists := b.objects[key]
+	if cond.ifAbsent && exists && !b.ignoreIfAbsent || cond.ifMatch != "" && (!exists || o.etag != cond.ifMatch) && !b.ignoreIfMatch {
+		return fmt.Errorf("%s: %w", key, errPrecondition)
+	}
+	return nil
 }
 
 func (b *memBucket) copyTo(ctx context.Context, key string, w io.Writer) (int64, error) {

@@ -426,8 +426,12 @@ func (s *ObjectStore) Discard(id checkpoint.ID, kind checkpoint.Kind) error {
 // Latest returns the metadata of the newest valid completed checkpoint or
 // savepoint the manifest lists, or nil, nil if there is none, with the
 // rules of [Store.Latest]: every listed id completed, so one that does not
-// verify is corrupt, never skipped quietly.
+// verify is corrupt, never skipped quietly. An owner with a write of the
+// manifest of unknown outcome first settles it (see settle), or fails.
 func (s *ObjectStore) Latest() (*checkpoint.Metadata, error) {
+	if err := s.settle(); err != nil {
+		return nil, err
+	}
 	ctx, cancel := s.ctx()
 	defer cancel()
 	m, _, err := s.readManifest(ctx)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -35,6 +36,66 @@ type hookBucket struct {
 	// error.
 	outage func(key string, call int) bool
 	gets   map[string]int
+	// late: the next n puts of key are held instead of applied: they answer
+	// a client timeout at once and land when land is called, as a request
+	// the client gave up on while the server still works on it. Their
+	// conditions are checked when they land or, with checkEarly, when they
+	// are sent (versitygw's posix backend checks before it writes).
+	late       map[string]int
+	checkEarly bool
+	pending    []func()
+	// landAfterReadBack: the held puts land right after the first get of
+	// a key that follows a successful put of it (a takeover's read-back).
+	landAfterReadBack bool
+	written           map[string]bool
+}
+
+// hold makes the next n puts of key land late (see late).
+func (b *hookBucket) hold(key string, n int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.late[key] += n
+}
+
+// landAfterNextReadBack has the held puts land right after the next get
+// of a key that follows a successful put of it from now on.
+func (b *hookBucket) landAfterNextReadBack() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.landAfterReadBack, b.written = true, map[string]bool{}
+}
+
+// land applies the held puts, in the order they were sent.
+func (b *hookBucket) land() {
+	b.mu.Lock()
+	pending := b.pending
+	b.pending = nil
+	b.mu.Unlock()
+	for _, p := range pending {
+		p()
+	}
+}
+
+// holdPut holds a put (see late); b.mu is held.
+func (b *hookBucket) holdPut(key string, body io.Reader, size int64, cond putCondition) (string, error) {
+	b.late[key]--
+	data, err := io.ReadAll(body)
+	if err != nil {
+		return "", err
+	}
+	if b.checkEarly {
+		b.memBucket.mu.Lock()
+		err := b.memBucket.check(key, cond)
+		b.memBucket.mu.Unlock()
+		if err != nil {
+			return "", err
+		}
+		cond = putCondition{}
+	}
+	b.pending = append(b.pending, func() {
+		_, _ = b.memBucket.put(context.Background(), key, bytes.NewReader(data), size, cond)
+	})
+	return "", fmt.Errorf("%s: %w", key, context.DeadlineExceeded)
 }
 
 func (b *hookBucket) list(ctx context.Context, prefix string) ([]string, error) {
@@ -54,9 +115,16 @@ func (b *hookBucket) list(ctx context.Context, prefix string) ([]string, error) 
 }
 
 func (b *hookBucket) put(ctx context.Context, key string, body io.Reader, size int64, cond putCondition) (string, error) {
+	b.mu.Lock()
+	if b.late[key] > 0 {
+		defer b.mu.Unlock()
+		return b.holdPut(key, body, size, cond)
+	}
+	b.mu.Unlock()
 	tag, err := b.memBucket.put(ctx, key, body, size, cond)
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.written[key] = b.written[key] || err == nil
 	if err == nil && b.writtenButPrecondition[key] > 0 {
 		b.writtenButPrecondition[key]--
 		return "", fmt.Errorf("%s (retry after lost answer): %w", key, errPrecondition)
@@ -75,12 +143,21 @@ func (b *hookBucket) get(ctx context.Context, key string) ([]byte, string, error
 		b.mu.Unlock()
 		return nil, "", errors.New("connection reset by peer")
 	}
+	readBack := b.landAfterReadBack && b.written[key]
+	if readBack {
+		b.landAfterReadBack = false
+	}
 	b.mu.Unlock()
-	return b.memBucket.get(ctx, key)
+	data, etag, err := b.memBucket.get(ctx, key)
+	if readBack {
+		b.land()
+	}
+	return data, etag, err
 }
 
 func newHookBucket() *hookBucket {
-	return &hookBucket{memBucket: newMemBucket(), writtenButPrecondition: map[string]int{}, failGet: map[string]int{}, gets: map[string]int{}}
+	return &hookBucket{memBucket: newMemBucket(), writtenButPrecondition: map[string]int{}, failGet: map[string]int{}, gets: map[string]int{},
+		late: map[string]int{}, written: map[string]bool{}}
 }
 
 // TestObjectStoreSweepAfterRelease: a sweep that runs after the store
@@ -355,5 +432,95 @@ func TestObjectStoreOutageAfterAnAnswer(t *testing.T) {
 				t.Fatalf("Acquire through an outage longer than Outage: %v; want an error naming the outage and the owner seen", err)
 			}
 		})
+	}
+}
+
+// TestObjectStoreLatestSettlesAWriteOfUnknownOutcome: Complete's manifest
+// write times out at the client but lands later, and the renewal in the
+// same brownout fails too. The recovery decision (Latest) must not read the
+// manifest before that write can no longer land: it would restore the
+// checkpoint before and abort the transactions of the one the late write
+// then lists, which the next restore commits ("aborted … records are
+// lost"). Whether the write lands before or after, Latest's answer is the
+// one the manifest keeps.
+func TestObjectStoreLatestSettlesAWriteOfUnknownOutcome(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		landsFirst bool
+	}{{"the late write lands after the recovery reads", false}, {"the late write landed before", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			b := newHookBucket()
+			f := objectFixture{b: b, prefix: "p"}
+			s := f.open(t, Options{})
+			acquireObject(t, s, realOwnership("a", time.Minute))
+			before := writeCheckpoint(t, s, checkpoint.KindCheckpoint)
+			m := pendingCheckpoint(t, s)
+			key := "p/" + manifestKey
+			b.hold(key, 2)
+			if _, err := s.Complete(m); err == nil {
+				t.Fatal("Complete whose manifest write timed out succeeded")
+			}
+			if err := s.Renew(); err == nil {
+				t.Fatal("Renew whose write timed out succeeded")
+			}
+			if !c.landsFirst {
+				b.hold(key, 1)
+				if got, err := s.Latest(); err == nil || !strings.Contains(err.Error(), "unknown outcome") {
+					t.Fatalf("Latest while the write that settles the unknown one times out too = %v, %v; want an error saying why it decides nothing", got, err)
+				}
+			} else {
+				b.land()
+			}
+			got, err := s.Latest()
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.land()
+			kept, err := f.open(t, Options{}).Latest()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.ID != kept.ID {
+				t.Fatalf("recovery read checkpoint %d as the latest, but once the late writes landed the manifest lists %d: recovery aborted what the next restore commits", got.ID, kept.ID)
+			}
+			want := before.ID
+			if c.landsFirst {
+				want = m.ID
+			}
+			if got.ID != want {
+				t.Fatalf("Latest = checkpoint %d; want %d", got.ID, want)
+			}
+			if err := s.Renew(); err != nil {
+				t.Fatalf("Renew after = %v", err)
+			}
+		})
+	}
+}
+
+// TestTakeoverFindsAWriteThatLandsAfterItsReadBack: on a server that checks
+// a write's condition before it writes (versitygw's posix backend), the
+// previous owner's renewal, checked before the takeover, lands right after
+// the new owner read its manifest back. The new owner must not believe it
+// owns the storage while the manifest holds the old owner's token: both
+// would then fence and commit. Its confirming write finds the late one.
+func TestTakeoverFindsAWriteThatLandsAfterItsReadBack(t *testing.T) {
+	b := newHookBucket()
+	b.checkEarly = true
+	f := objectFixture{b: b, prefix: "p"}
+	a := f.open(t, Options{})
+	acquireObject(t, a, realOwnership("a", 50*time.Millisecond))
+	writeCheckpoint(t, a, checkpoint.KindCheckpoint)
+	b.hold("p/"+manifestKey, 1)
+	if err := a.Renew(); err == nil {
+		t.Fatal("Renew whose write timed out succeeded")
+	}
+	b.landAfterNextReadBack()
+	nb := f.open(t, Options{})
+	acquireObject(t, nb, realOwnership("b", 50*time.Millisecond))
+	if err := a.Renew(); !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("the old owner's Renew after the takeover = %v; want ErrNotOwner (two owners at once)", err)
+	}
+	if err := nb.Renew(); err != nil {
+		t.Fatalf("the new owner's Renew = %v", err)
 	}
 }

@@ -27,6 +27,14 @@ type objectOwner struct {
 	// that every write it sends has a Writes of its own: an earlier write
 	// that landed without its answer is never taken for a later one.
 	sent uint64
+	// unsettled: a write of this owner failed without an answer (a client
+	// timeout in a brownout), so it may still land, until a later write or
+	// read-back of this owner moved the manifest's entity tag past the one
+	// that write was conditioned on. A recovery decision taken meanwhile
+	// could read a manifest that the late write then changes (Complete of
+	// checkpoint C lands after recovery restored C−1 and aborted C's
+	// transactions); Latest settles first.
+	unsettled bool
 }
 
 // randomHex returns n random bytes in hex.
@@ -259,9 +267,23 @@ func (s *ObjectStore) tryAcquire(cur format.Manifest, etag string, opts Ownershi
 	if back.Token != token {
 		return nil, nil
 	}
-	// The read's tag is the one later writes must match (a server may
-	// spell the tags of a write's answer and of a read differently).
-	return &objectOwner{Ownership: Ownership{Incarnation: next.Incarnation, Epoch: next.Epoch}, opts: opts, token: token, etag: backTag, manifest: next, sent: next.Writes}, nil
+	// A server that checks a write's condition apart from the write
+	// (versitygw's posix backend) may land an earlier owner's write that
+	// passed its check before this one after the read-back. One more
+	// conditional write on the read's tag (a server may spell the tags of a
+	// write's answer and of a read differently), before any sink is fenced,
+	// finds such a write (its condition fails) or makes a later one fail.
+	confirm := back
+	confirm.Writes++
+	confirmTag, err := s.writeManifest(ctx, confirm, backTag)
+	if errors.Is(err, errPrecondition) {
+		s.log.Warn("checkpoint/store: the manifest changed right after this process took it over; looking again", "where", s.b.url(s.key(manifestKey)))
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint/store: taking ownership: %w", err)
+	}
+	return &objectOwner{Ownership: Ownership{Incarnation: next.Incarnation, Epoch: next.Epoch}, opts: opts, token: token, etag: confirmTag, manifest: confirm, sent: confirm.Writes}, nil
 }
 
 // maxOwnRetries bounds how often update applies f again to a manifest
@@ -294,10 +316,11 @@ func (s *ObjectStore) update(f func(*format.Manifest) error) error {
 		next.Renewed = o.opts.Now().UnixNano()
 		tag, err := s.writeManifest(ctx, next, o.etag)
 		if err == nil {
-			o.etag, o.manifest = tag, next
+			o.etag, o.manifest, o.unsettled = tag, next, false
 			return nil
 		}
 		if !errors.Is(err, errPrecondition) {
+			o.unsettled = true
 			return fmt.Errorf("checkpoint/store: %w", err)
 		}
 		cur, curTag, rerr := s.readManifest(ctx)
@@ -310,8 +333,10 @@ func (s *ObjectStore) update(f func(*format.Manifest) error) error {
 		}
 		// The manifest holds this owner's token: one of its own writes
 		// landed without its answer (the client retries a request whose
-		// answer was lost, and the retry then fails its condition).
-		o.etag, o.manifest = curTag, cur
+		// answer was lost, and the retry then fails its condition). Every
+		// write this owner sent was conditioned on a tag before curTag: none
+		// can land any more.
+		o.etag, o.manifest, o.unsettled = curTag, cur, false
 		if cur.Writes == next.Writes {
 			return nil // this very write
 		}
@@ -319,6 +344,26 @@ func (s *ObjectStore) update(f func(*format.Manifest) error) error {
 			return fmt.Errorf("checkpoint/store: writing %s: its entity tag changed %d times under writes of this owner: retrying later", s.b.url(s.key(manifestKey)), attempt+1)
 		}
 	}
+}
+
+// settle makes sure that no write of this owner whose outcome is unknown
+// can still land, by a conditional write of the manifest that succeeds (the
+// late write, conditioned on the same entity tag, then fails) or finds the
+// late write landed (and adopts it). It fails when that write fails: no
+// recovery decision may be taken on a manifest that may still change.
+func (s *ObjectStore) settle() error {
+	s.mu.Lock()
+	unsettled := s.own != nil && s.own.unsettled
+	s.mu.Unlock()
+	if !unsettled {
+		return nil
+	}
+	if err := s.Renew(); err != nil {
+		return fmt.Errorf("checkpoint/store: an earlier write of %s has an unknown outcome (it may still land), and the write that settles it failed; no recovery decision is taken before it succeeds: %w",
+			s.b.url(s.key(manifestKey)), err)
+	}
+	s.log.Info("checkpoint/store: settled a write of the manifest whose outcome was unknown", "where", s.b.url(s.key(manifestKey)))
+	return nil
 }
 
 // Renew extends this owner's lease. It fails with ErrNotOwner if another

@@ -68,7 +68,7 @@ func (j *Job) drive(ctx context.Context, rp *restorePoint) error {
 			if res.restorePoint != nil {
 				rp = res.restorePoint
 			}
-			latest, err := j.latestAbove(rp)
+			latest, err := j.latestAbove(ctx, rp)
 			if err != nil {
 				if zerr := j.zombie(err); zerr != nil {
 					return zerr

@@ -55,7 +55,7 @@ func (j *Job) initialRestorePoint(ctx context.Context) (*restorePoint, error) {
 const startReadWait = store.DefaultOutageWait
 
 // latestRetrying returns the storage's latest completed checkpoint,
-// retrying a read that failed for a reason that may pass (a connection cut
+// retrying a read (or the settling of a manifest write of unknown outcome) that failed for a reason that may pass (a connection cut
 // while the S3 server restarted; TestCrashOnObjectStorage's child failed
 // its start on "unexpected EOF") for up to startReadWait. A corrupt
 // checkpoint, lost ownership, a missing or forbidden file fail at once.
@@ -85,9 +85,11 @@ func mayPass(err error) bool {
 }
 
 // latestAbove returns the store's latest checkpoint if it is newer than rp,
-// else rp.
-func (j *Job) latestAbove(rp *restorePoint) (*restorePoint, error) {
-	md, err := j.store.Latest()
+// else rp. A read that may pass is retried as at the start: a restart after
+// a brownout of object storage waits for the write of unknown outcome to
+// settle (store.ObjectStore.Latest) instead of failing the job.
+func (j *Job) latestAbove(ctx context.Context, rp *restorePoint) (*restorePoint, error) {
+	md, err := j.latestRetrying(ctx)
 	if err != nil || md == nil || (rp != nil && md.ID <= rp.md.ID) {
 		return rp, err
 	}
