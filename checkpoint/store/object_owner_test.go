@@ -3,8 +3,11 @@ package store
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/minio/minio-go/v7"
 )
 
 // TestAcquireRefusesStorageWithoutConditionalWrites: storage that ignores
@@ -45,5 +48,22 @@ func TestAcquireRefusesStorageWithoutConditionalWrites(t *testing.T) {
 		if strings.Contains(k, "probe") {
 			t.Errorf("the probe %s is left behind", k)
 		}
+	}
+}
+
+// TestConcurrentConditionalWriteIsALostRace: AWS S3 answers 409
+// ConditionalRequestConflict to a conditional write while another one of
+// the same key is in progress; the write was refused, so it is a lost
+// race (errPrecondition, on which an owner reads the manifest back), not a
+// write of unknown outcome.
+func TestConcurrentConditionalWriteIsALostRace(t *testing.T) {
+	b := &s3Bucket{loc: s3Location{endpoint: "s3.example.com", bucket: "b"}}
+	conflict := minio.ErrorResponse{StatusCode: http.StatusConflict, Code: "ConditionalRequestConflict",
+		Message: "A conflicting conditional operation is currently in progress against this resource."}
+	if err := b.s3Err("writing", "p/_manifest", conflict); !errors.Is(err, errPrecondition) {
+		t.Fatalf("409 ConditionalRequestConflict = %v; want errPrecondition", err)
+	}
+	if err := b.s3Err("writing", "p/_manifest", minio.ErrorResponse{StatusCode: http.StatusInternalServerError, Code: "InternalError"}); errors.Is(err, errPrecondition) {
+		t.Fatalf("500 InternalError = %v; want an error of unknown outcome", err)
 	}
 }

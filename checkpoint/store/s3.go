@@ -142,6 +142,11 @@ func (b *s3Bucket) s3Err(doing, key string, err error) error {
 		return fmt.Errorf("%s: %w", where, fs.ErrNotExist)
 	case "PreconditionFailed":
 		return fmt.Errorf("%s: %w", where, errPrecondition)
+	case "ConditionalRequestConflict":
+		// 409: another conditional write of the key was in progress, and
+		// this one was refused, not applied: a lost race like a failed
+		// condition, not a write of unknown outcome.
+		return fmt.Errorf("%s: a concurrent conditional write won (409 %s): %w", where, code, errPrecondition)
 	case "NoSuchBucket":
 		return fmt.Errorf("%s: bucket %q does not exist on %s: create it first: %w", where, b.loc.bucket, b.loc.endpoint, err)
 	case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch":
