@@ -197,7 +197,11 @@ func (j *Job) logStart(rp *restorePoint, subtasks int) {
 		return
 	}
 	attrs = append(attrs, "checkpoint", rp.md.ID, "kind", rp.md.Kind, "completed", rp.md.Completed, "from", rp.dir)
-	j.opts.Logger.Info("job started from its latest checkpoint: committing what it covers, aborting what it does not, replaying from its positions", attrs...)
+	what := "its latest checkpoint"
+	if j.opts.RestoreFrom != "" && sameLocation(rp.dir, j.opts.RestoreFrom) {
+		what = "the savepoint it was given (RestoreFrom)"
+	}
+	j.opts.Logger.Info("job started from "+what+": committing what it covers, aborting what it does not, replaying from its positions", attrs...)
 }
 
 // keepOwnership renews the job's ownership of its checkpoint directory

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/exactlyonce/exactly/checkpoint"
@@ -33,10 +35,14 @@ func (j *Job) initialRestorePoint(ctx context.Context) (*restorePoint, error) {
 		if err != nil {
 			return nil, fmt.Errorf("exactly: option RestoreFrom = %q: %w", j.opts.RestoreFrom, err)
 		}
-		if latest != nil && latest.ID >= md.ID {
+		switch {
+		case latest != nil && sameLocation(j.store.Dir(latest.ID, latest.Kind), j.opts.RestoreFrom):
+			// The savepoint is the latest of the job's own storage (taken
+			// into the same checkpoint directory): both name one restore.
+		case latest != nil && latest.ID >= md.ID:
 			j.opts.Logger.Info("RestoreFrom is ignored: the checkpoint directory holds a checkpoint of the job at least as new; resuming from it",
 				"restore_from", j.opts.RestoreFrom, "savepoint", md.ID, "checkpoint", latest.ID)
-		} else {
+		default:
 			rp = newRestorePoint(j.store, md, j.opts.RestoreFrom)
 		}
 	}
@@ -98,4 +104,15 @@ func (j *Job) latestAbove(ctx context.Context, rp *restorePoint) (*restorePoint,
 		return nil, err
 	}
 	return latest, nil
+}
+
+// sameLocation reports whether two checkpoint locations (directories or
+// URLs) name the same place.
+func sameLocation(a, b string) bool {
+	if strings.Contains(a, "://") || strings.Contains(b, "://") {
+		return strings.TrimRight(a, "/") == strings.TrimRight(b, "/")
+	}
+	absA, errA := filepath.Abs(a)
+	absB, errB := filepath.Abs(b)
+	return errA == nil && errB == nil && absA == absB
 }
