@@ -287,10 +287,10 @@ func TestStartRefusesAnUnsafeControlAddress(t *testing.T) {
 		control stream.ControlOptions
 		want    string
 	}{
-		{stream.ControlOptions{Addr: "0.0.0.0:0"}, `option Control.Addr = "0.0.0.0:0" is invalid`},
+		{stream.ControlOptions{Addr: "0.0.0.0:0"}, `stream.Options.Control.Addr = "0.0.0.0:0" is invalid`},
 		{stream.ControlOptions{Addr: ":0"}, "not a loopback address and no token"},
 		{stream.ControlOptions{TokenFile: filepath.Join(dir, "token")}, `option Control.Addr = "" while other Control options are set`},
-		{stream.ControlOptions{Addr: "127.0.0.1:0", TokenFile: filepath.Join(dir, "missing")}, "option Control.TokenFile/TokenEnv"},
+		{stream.ControlOptions{Addr: "127.0.0.1:0", TokenFile: filepath.Join(dir, "missing")}, "stream.Options.Control.TokenFile or TokenEnv: token file"},
 		{stream.ControlOptions{Addr: "127.0.0.1:0", TokenEnv: "OPS_TEST_NO_SUCH_VARIABLE"}, "OPS_TEST_NO_SUCH_VARIABLE is unset or empty"},
 	}
 	for _, c := range cases {

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -31,6 +32,10 @@ type Config struct {
 	// Token is the bearer token the calls that change the job need; ""
 	// refuses them all (403).
 	Token string
+	// TokenOption names the option that gives the job its token, for the
+	// refusal of a job without one. Default
+	// "stream.Options.Control.TokenFile or TokenEnv".
+	TokenOption string
 	// Metrics, when set, serves GET /metrics (package metrics builds a
 	// Prometheus handler); nil answers 404.
 	Metrics http.Handler
@@ -177,12 +182,12 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	if s.cfg.Token == "" {
-		writeError(w, http.StatusForbidden, "this job has no control token, so nothing may change it through the API: start it with Control.TokenFile or Control.TokenEnv set")
+		writeError(w, http.StatusForbidden, "this job has no control token, so nothing may change it through the API: start it with "+cmp.Or(s.cfg.TokenOption, "stream.Options.Control.TokenFile or TokenEnv")+" set")
 		return false
 	}
 	tok, ok := strings.CutPrefix(h, "Bearer ")
 	if !ok || subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.Token)) != 1 {
-		writeError(w, http.StatusForbidden, "the token is not this job's: send the token of its Control.TokenFile or Control.TokenEnv")
+		writeError(w, http.StatusForbidden, "the token is not this job's: send the token it was started with ("+cmp.Or(s.cfg.TokenOption, "stream.Options.Control.TokenFile or TokenEnv")+")")
 		return false
 	}
 	return true

@@ -163,6 +163,15 @@ func (p *plan) checkLimits(c *compiler) {
 	if cfg.Checkpoint.Retained < 1 {
 		c.errorf(doc.Pos(&cfg.Checkpoint.Retained), "checkpoint.retained is %d: keep at least 1 checkpoint", cfg.Checkpoint.Retained)
 	}
+	if cfg.Restart.MaxAttempts < -1 || cfg.Restart.MaxAttempts == 0 {
+		c.errorf(doc.Pos(&cfg.Restart.MaxAttempts), "restart.max_attempts is %d: use a positive count, or -1 for no restarts", cfg.Restart.MaxAttempts)
+	}
+	if cfg.Restart.InitialBackoff <= 0 {
+		c.errorf(doc.Pos(&cfg.Restart.InitialBackoff), "restart.initial_backoff is %v: use a positive duration such as 100ms", cfg.Restart.InitialBackoff)
+	}
+	if cfg.Restart.MaxBackoff < cfg.Restart.InitialBackoff {
+		c.errorf(doc.Pos(&cfg.Restart.MaxBackoff), "restart.max_backoff is %v, less than restart.initial_backoff (%v): use at least that, such as 10s", cfg.Restart.MaxBackoff, cfg.Restart.InitialBackoff)
+	}
 	if cfg.Checkpoint.Storage == "" {
 		c.errorf(doc.Pos(&cfg.Checkpoint.Storage), "checkpoint.storage is empty: name a directory or an s3:// URL")
 	}

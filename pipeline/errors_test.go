@@ -36,13 +36,20 @@ name: x
 source: {kind: generator
 `,
 		`p.yaml:2:9: YAML syntax: could not find flow mapping end token '}': fix the YAML (indentation, quotes, a missing ':')`},
+	{"restart without restarts", `
+name: x
+source: {kind: generator, count: 1, fields: {a: index}}
+sink: {kind: file, dir: out}
+restart: {max_attempts: 0}
+`,
+		`p.yaml:4:25: restart.max_attempts is 0: use a positive count, or -1 for no restarts`},
 	{"unknown top-level field", `
 name: x
 sorce: {kind: generator, count: 1, fields: {a: index}}
 sink: {kind: file, dir: out}
 `,
 		`p.yaml:1:1: the pipeline lacks required field "source": add it
-p.yaml:2:1: unknown field "sorce" in the pipeline (did you mean "source"?): use one of name, parallelism, guarantee, source, decode, event_time, transforms, sink, dead_letters, checkpoint, state`},
+p.yaml:2:1: unknown field "sorce" in the pipeline (did you mean "source"?): use one of name, parallelism, guarantee, source, decode, event_time, transforms, sink, dead_letters, checkpoint, state, restart`},
 	{"unknown field in source", `
 name: x
 source:

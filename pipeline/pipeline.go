@@ -27,6 +27,7 @@ import (
 	"sync/atomic"
 
 	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/internal/runtime"
 	"github.com/exactlyonce/exactly/pipeline/internal/config"
 	"github.com/exactlyonce/exactly/pipeline/internal/yamlconf"
 	"github.com/exactlyonce/exactly/stream"
@@ -112,22 +113,53 @@ type RunOptions struct {
 	// Started, when set, is called once the job runs, with the address of
 	// its control API ("" without one).
 	Started func(controlAddr string)
+	// RunFinished runs a pipeline whose last checkpoint is the final one
+	// of its input on from there, for new input (stream.Options.RunFinished;
+	// exactly run --run-finished).
+	RunFinished bool
+	// TakeOverSinks lets a run without a checkpoint write into sinks that
+	// hold the output of another run of the pipeline, on purpose
+	// (stream.Options.TakeOverSinks; exactly run --take-over-sinks).
+	TakeOverSinks bool
+	// SkipCorruptCheckpoints falls back past completed checkpoints that do
+	// not verify, accepting duplicates of the output committed after the one
+	// restored (stream.Options.SkipCorruptCheckpoints; exactly run
+	// --skip-corrupt-checkpoints).
+	SkipCorruptCheckpoints bool
+}
+
+// optionNames spell, in the engine's messages, the choices they offer as
+// a user of the exactly binary makes them: each flag of exactly run is
+// the RunOptions field of the same name for a Go program that runs a
+// pipeline.
+var optionNames = runtime.OptionNames{
+	RunFinished:            "--run-finished",
+	TakeOverSinks:          "--take-over-sinks",
+	RestartMaxAttempts:     "restart.max_attempts in the pipeline file",
+	SkipCorruptCheckpoints: "--skip-corrupt-checkpoints",
+	RestoreFrom:            "--from",
+	ControlAddr:            "--control-addr",
+	ControlToken:           "--token-file or --token-env",
 }
 
 // options returns the engine's options of a run of the pipeline.
 func (p *Pipeline) options(o RunOptions) stream.Options {
 	c := p.plan.cfg
-	return stream.Options{
-		CheckpointDir:       c.Checkpoint.Storage,
-		CheckpointInterval:  c.Checkpoint.Interval,
-		CheckpointTimeout:   c.Checkpoint.Timeout,
-		RetainedCheckpoints: c.Checkpoint.Retained,
-		Parallelism:         c.Parallelism,
-		Logger:              o.Logger,
-		Probe:               o.Probe,
-		RestoreFrom:         o.RestoreFrom,
-		Control:             o.Control,
-	}
+	return runtime.WithOptionNames(stream.Options{
+		CheckpointDir:          c.Checkpoint.Storage,
+		CheckpointInterval:     c.Checkpoint.Interval,
+		CheckpointTimeout:      c.Checkpoint.Timeout,
+		RetainedCheckpoints:    c.Checkpoint.Retained,
+		Parallelism:            c.Parallelism,
+		Restart:                stream.RestartStrategy{MaxAttempts: c.Restart.MaxAttempts, InitialBackoff: c.Restart.InitialBackoff, MaxBackoff: c.Restart.MaxBackoff},
+		Logger:                 o.Logger,
+		Probe:                  o.Probe,
+		RestoreFrom:            o.RestoreFrom,
+		Control:                o.Control,
+		RunFinished:            o.RunFinished,
+		TakeOverSinks:          o.TakeOverSinks,
+		SkipCorruptCheckpoints: o.SkipCorruptCheckpoints,
+	}, optionNames)
 }
 
 // Run runs the pipeline until its source is finished and its output

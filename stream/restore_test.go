@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/exactlyonce/exactly/checkpoint"
@@ -41,6 +42,9 @@ func TestRefusedStartAbortsNothingInOtherSinks(t *testing.T) {
 	err := j.Run(context.Background(), stream.Options{CheckpointDir: t.TempDir()})
 	if !errors.Is(err, sink.ErrForeignProgress) {
 		t.Fatalf("Run = %v, want an error wrapping sink.ErrForeignProgress", err)
+	}
+	if !strings.Contains(err.Error(), "to take the output over, start it with stream.Options.TakeOverSinks") {
+		t.Fatalf("Run = %v; the error does not name the option that takes the output over", err)
 	}
 	if _, ok := first.prepared["older-incarnation"]; !ok {
 		t.Fatalf("the refused start aborted the first sink's transaction of the older incarnation")

@@ -13,6 +13,12 @@ import (
 	"github.com/exactlyonce/exactly/internal/format"
 )
 
+// ErrCorruptCompleted is wrapped by Latest's error when a completed
+// checkpoint does not verify and Options.SkipCorruptCheckpoints is off:
+// besides restoring the files from a backup, the user may skip it
+// (accepting duplicates) or start from a savepoint.
+var ErrCorruptCompleted = errors.New("a completed checkpoint does not verify")
+
 // candidate is a checkpoint or savepoint that Latest may restore.
 type candidate struct {
 	id   checkpoint.ID
@@ -50,22 +56,22 @@ func (r latestRules) pick(all []candidate) (*checkpoint.Metadata, error) {
 			return m, err
 		}
 		if !r.skipCorrupt {
-			return nil, fmt.Errorf("%w. %s %d completed (its metadata was written), so sinks may have committed its output, and falling back to an older checkpoint would write that output again. "+
-				"Restore the file from a backup and start again; or set SkipCorruptCheckpoints to fall back to the newest checkpoint that verifies, accepting duplicates of what was committed after it; or start from a savepoint with RestoreFrom",
-				err, c.kind, c.id)
+			return nil, fmt.Errorf("%w. %s %d completed (its metadata was written), so sinks may have committed its output, and falling back to an older checkpoint would write that output again (%w). "+
+				"Restore the file from a backup and start again",
+				err, c.kind, c.id, ErrCorruptCompleted)
 		}
 		r.skipped.Add(1)
 		skipped = append(skipped, fmt.Sprint(c.id))
-		r.log.Warn("checkpoint/store: SKIPPING A CORRUPT COMPLETED CHECKPOINT (SkipCorruptCheckpoints is set): output committed after the checkpoint restored will be written again",
+		r.log.Warn("checkpoint/store: SKIPPING A CORRUPT COMPLETED CHECKPOINT (skipping corrupt checkpoints is on): output committed after the checkpoint restored will be written again",
 			"id", c.id, "kind", c.kind, "file", ce.Path, "problem", ce.Problem)
 	}
 	if r.completed > 0 {
 		if !r.skipCorrupt {
-			return nil, fmt.Errorf("checkpoint/store: %s: %w: completed checkpoints up to id %d were recorded, but it holds no valid one (skipped: [%s]); starting from scratch would write all output again. "+
-				"Restore the checkpoints from a backup; or start from a savepoint with RestoreFrom; or set SkipCorruptCheckpoints to start from scratch on purpose",
-				r.where, ErrCorrupt, r.completed, strings.Join(skipped, " "))
+			return nil, fmt.Errorf("checkpoint/store: %s: %w: completed checkpoints up to id %d were recorded, but it holds no valid one (skipped: [%s]); starting from scratch would write all output again (%w). "+
+				"Restore the checkpoints from a backup",
+				r.where, ErrCorrupt, r.completed, strings.Join(skipped, " "), ErrCorruptCompleted)
 		}
-		r.log.Warn("checkpoint/store: NO VALID CHECKPOINT LEFT (SkipCorruptCheckpoints is set): starting from scratch; all output will be written again",
+		r.log.Warn("checkpoint/store: NO VALID CHECKPOINT LEFT (skipping corrupt checkpoints is on): starting from scratch; all output will be written again",
 			"where", r.where, "last_completed", r.completed)
 	}
 	return nil, nil

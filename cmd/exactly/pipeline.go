@@ -75,6 +75,9 @@ func runPipeline(ctx context.Context, args []string, out io.Writer) error {
 	control := fs.String("control-addr", "127.0.0.1:8081", `the address of the job's control API and web page (exactly status, savepoint, stop); "" serves none`)
 	tokenFile := fs.String("token-file", "", "a file holding the bearer token that savepoint and stop need through the control API")
 	tokenEnv := fs.String("token-env", "", "the name of an environment variable holding that token, instead of --token-file")
+	runFinished := fs.Bool("run-finished", false, "run a pipeline whose last checkpoint is the final one of its input on from there, for new input (without it such a run commits and ends)")
+	takeOver := fs.Bool("take-over-sinks", false, "let a run without a checkpoint write into sinks that hold another run's output, on purpose (a rerun from scratch)")
+	skipCorrupt := fs.Bool("skip-corrupt-checkpoints", false, "fall back past completed checkpoints that do not verify to the newest that does, accepting duplicates of the output committed after it")
 	path, err := pipelineArgs(fs, runUsage, args, out)
 	if err != nil {
 		return err
@@ -100,6 +103,7 @@ func runPipeline(ctx context.Context, args []string, out io.Writer) error {
 	// crashtest.Probe is nil except in a child of a crash test, which
 	// kills the process at a point of the checkpoint protocol.
 	ro := pipeline.RunOptions{Logger: slog.New(h), Probe: crashtest.Probe(), RestoreFrom: *from,
+		RunFinished: *runFinished, TakeOverSinks: *takeOver, SkipCorruptCheckpoints: *skipCorrupt,
 		Started: func(addr string) {
 			if addr != "" {
 				fmt.Fprintf(out, "control API and web page: http://%s/ (exactly status --addr %s)\n", addr, addr)

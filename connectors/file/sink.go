@@ -432,7 +432,7 @@ func (c *committer) checkNoForeignFinal(inc string) error {
 	}
 	return fmt.Errorf("job %q starts without a checkpoint as incarnation %q, but %s already holds the committed output of %s up to checkpoint %d (%s): "+
 		"rerunning from scratch would write that output again; restore the job's checkpoint directory to continue that run, "+
-		"or set stream.Options.TakeOverSinks to rerun into the same output on purpose: %w",
+		"or take the output over to rerun into it on purpose: %w",
 		c.info.Job, inc, c.dir, of, f.checkpoint, f.name, sink.ErrForeignProgress)
 }
 

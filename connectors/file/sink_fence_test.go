@@ -136,7 +136,7 @@ func TestSinkFreshStartOverForeignProgress(t *testing.T) {
 	if !errors.Is(err, sink.ErrForeignProgress) {
 		t.Fatalf("fresh Fence over foreign progress = %v, want an error wrapping sink.ErrForeignProgress", err)
 	}
-	for _, s := range []string{`"job"`, `"out"`, "inca", "incb", "checkpoint 7", "TakeOverSinks", "checkpoint directory"} {
+	for _, s := range []string{`"job"`, `"out"`, "inca", "incb", "checkpoint 7", "take the output over", "checkpoint directory"} {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("error %q does not mention %s", err, s)
 		}

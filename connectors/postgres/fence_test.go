@@ -99,7 +99,7 @@ func TestForeignProgress(t *testing.T) {
 				t.Fatalf("Fence of a fresh rerun = %v, want sink.ErrForeignProgress", err)
 			}
 			t.Logf("Fence of a fresh rerun: %v", err)
-			for _, part := range []string{`job "test"`, `sink "out"`, testOwner.Incarnation, rerun.Incarnation, "checkpoint 2", "TakeOverSinks", "checkpoint directory"} {
+			for _, part := range []string{`job "test"`, `sink "out"`, testOwner.Incarnation, rerun.Incarnation, "checkpoint 2", "take the output over", "checkpoint directory"} {
 				if !strings.Contains(err.Error(), part) {
 					t.Errorf("error %q does not name %q", err, part)
 				}

@@ -95,7 +95,7 @@ func (m *committer) fence(ctx context.Context, tx pgx.Tx, restored checkpoint.ID
 			m.key, m.owner.Incarnation).Scan(&inc, &mark)
 		if err == nil {
 			return fmt.Errorf("the table holds the committed progress of incarnation %s of the job, up to checkpoint %d, and this run, incarnation %s, starts without a checkpoint, so its checkpoint ids restart at 1: "+
-				"to continue that run, restore the job's checkpoint directory (or start from one of its savepoints); to rerun the job into the same table on purpose (the rows already there stay), set stream.Options.TakeOverSinks: %w",
+				"to continue that run, restore the job's checkpoint directory (or start from one of its savepoints); to rerun the job into the same table on purpose (the rows already there stay), take the output over: %w",
 				incarnationText(inc), mark, incarnationText(m.owner.Incarnation), sink.ErrForeignProgress)
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {

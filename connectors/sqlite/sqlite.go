@@ -598,7 +598,7 @@ func (c *committer) Fence(ctx context.Context, id checkpoint.ID) error {
 			if err == nil {
 				return fmt.Errorf("job %q starts without a checkpoint as incarnation %s, but table %s already holds the committed output of incarnation %s up to checkpoint %d: "+
 					"rerunning from scratch would write that output again; restore the job's checkpoint directory to continue that run, "+
-					"or set stream.Options.TakeOverSinks to rerun into the same output on purpose: %w",
+					"or take the output over to rerun into it on purpose: %w",
 					c.info.Job, incarnationName(me.Incarnation), c.sql.target, incarnationName(inc), mark, sink.ErrForeignProgress)
 			}
 			if !errors.Is(err, sql.ErrNoRows) {

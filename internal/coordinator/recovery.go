@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 )
@@ -10,6 +11,9 @@ type RecoveryConfig struct {
 	// MaxAttempts is the number of restarts allowed without a checkpoint
 	// completing in between; negative disables restarts.
 	MaxAttempts int
+	// MaxAttemptsOption names the option that sets MaxAttempts, for the
+	// reason given when the restarts are used up.
+	MaxAttemptsOption string
 	// InitialBackoff is the wait before the first restart; it doubles with
 	// every further restart, up to MaxBackoff.
 	InitialBackoff, MaxBackoff time.Duration
@@ -147,7 +151,7 @@ func (r *Recovery) AttemptEnded(a AttemptEnd) Decision {
 		return Decision{Reason: "restarts are disabled"}
 	}
 	if r.failures > r.cfg.MaxAttempts {
-		return Decision{Reason: fmt.Sprintf("%d restarts without a completed checkpoint, the most allowed (Restart.MaxAttempts)", r.cfg.MaxAttempts)}
+		return Decision{Reason: fmt.Sprintf("%d restarts without a completed checkpoint, the most allowed (%s)", r.cfg.MaxAttempts, cmp.Or(r.cfg.MaxAttemptsOption, "Restart.MaxAttempts"))}
 	}
 	backoff := r.cfg.InitialBackoff << min(r.failures-1, 30)
 	if backoff > r.cfg.MaxBackoff || backoff <= 0 {

@@ -401,8 +401,8 @@ func TestCompatCorrupt(t *testing.T) {
 	if _, err := s.Load(filepath.Join(dir, fixtureChk)); !errors.Is(err, checkpoint.ErrCorrupt) || !strings.Contains(err.Error(), file) {
 		t.Errorf("Load = %v; want ErrCorrupt naming %s", err, file)
 	}
-	if m, err := s.Latest(); m != nil || !errors.Is(err, checkpoint.ErrCorrupt) || !strings.Contains(err.Error(), file) || !strings.Contains(err.Error(), "SkipCorruptCheckpoints") {
-		t.Errorf("Latest = %v, %v; want ErrCorrupt naming %s and SkipCorruptCheckpoints", m, err, file)
+	if m, err := s.Latest(); m != nil || !errors.Is(err, checkpoint.ErrCorrupt) || !strings.Contains(err.Error(), file) || !errors.Is(err, store.ErrCorruptCompleted) {
+		t.Errorf("Latest = %v, %v; want ErrCorrupt naming %s and wrapping store.ErrCorruptCompleted", m, err, file)
 	}
 	// The flipped byte is in the payload: the file's own checksum catches it
 	// too, not only the one the metadata records.

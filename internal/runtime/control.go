@@ -34,7 +34,7 @@ type ControlOptions struct {
 
 // openControl validates o and opens its listener and token; nil, "" when
 // o serves nothing.
-func openControl(o ControlOptions) (net.Listener, string, error) {
+func openControl(o ControlOptions, names OptionNames) (net.Listener, string, error) {
 	if o.Addr == "" {
 		if o.TokenFile != "" || o.TokenEnv != "" || o.Metrics != nil {
 			return nil, "", fmt.Errorf(`exactly: option Control.Addr = "" while other Control options are set: set Control.Addr to a host:port such as 127.0.0.1:8081, or leave Control empty`)
@@ -43,18 +43,18 @@ func openControl(o ControlOptions) (net.Listener, string, error) {
 	}
 	token, err := control.LoadToken(o.TokenFile, o.TokenEnv)
 	if err != nil {
-		return nil, "", fmt.Errorf("exactly: option Control.TokenFile/TokenEnv: %w", err)
+		return nil, "", fmt.Errorf("exactly: %s: %w", names.ControlToken, err)
 	}
 	ln, err := control.Listen(o.Addr, token != "")
 	if err != nil {
-		return nil, "", fmt.Errorf("exactly: option Control.Addr = %q is invalid: %w (a non-loopback address needs Control.TokenFile or Control.TokenEnv)", o.Addr, err)
+		return nil, "", fmt.Errorf("exactly: %s = %q is invalid: %w (a non-loopback address needs %s; choose another address with %s)", names.ControlAddr, o.Addr, err, names.ControlToken, names.ControlAddr)
 	}
 	return ln, token, nil
 }
 
 // serveControl serves the job's control API on ln.
 func (j *Job) serveControl(ln net.Listener, token string) {
-	cfg := control.Config{Token: token}
+	cfg := control.Config{Token: token, TokenOption: j.opts.optionNames().ControlToken}
 	if j.opts.Control.Metrics != nil {
 		cfg.Metrics = j.opts.Control.Metrics(j.g.Job, &j.metrics)
 	}

@@ -21,10 +21,11 @@ func (j *Job) drive(ctx context.Context, rp *restorePoint) error {
 	// that checkpoint's commits left to make: it runs nothing again.
 	finished := rp != nil && rp.md.EndOfInput && !j.opts.RunFinished
 	if finished {
-		j.opts.Logger.Info("the job finished: its last checkpoint is the final one of its input; committing what it covers and running nothing (set RunFinished to run it on from there, for new input; or start with an empty checkpoint directory to run it again from scratch)",
+		j.opts.Logger.Info("the job finished: its last checkpoint is the final one of its input; committing what it covers and running nothing (start it with "+j.opts.optionNames().RunFinished+" to run it on from there, for new input; or with an empty checkpoint directory to run it again from scratch)",
 			"job", j.g.Job, "checkpoint", rp.md.ID)
 	}
-	recovery := coordinator.NewRecovery(coordinator.RecoveryConfig{MaxAttempts: r.MaxAttempts, InitialBackoff: r.InitialBackoff, MaxBackoff: r.MaxBackoff}, finished)
+	recovery := coordinator.NewRecovery(coordinator.RecoveryConfig{MaxAttempts: r.MaxAttempts, MaxAttemptsOption: j.opts.optionNames().RestartMaxAttempts,
+		InitialBackoff: r.InitialBackoff, MaxBackoff: r.MaxBackoff}, finished)
 	for {
 		var res attemptResult
 		if recovery.CommitOnly() {
@@ -130,6 +131,9 @@ func (j *Job) endError(ctx context.Context, res attemptResult, d coordinator.Dec
 		return fmt.Errorf("exactly: job %q stopped: %w", j.g.Job, errors.Join(ctx.Err(), res.closeErr))
 	case ctx.Err() != nil:
 		return ctx.Err()
+	}
+	if errors.Is(res.err, sink.ErrForeignProgress) {
+		return fmt.Errorf("exactly: job %q failed (%s): %w (to take the output over, start it with %s)", j.g.Job, d.Reason, res.err, j.opts.optionNames().TakeOverSinks)
 	}
 	return fmt.Errorf("exactly: job %q failed (%s): %w", j.g.Job, d.Reason, res.err)
 }

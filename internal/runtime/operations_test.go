@@ -294,7 +294,7 @@ func TestCorruptNewestCheckpointStops(t *testing.T) {
 		}
 		opts.Probe = nil
 		err = intsJob(n, out).Run(context.Background(), opts)
-		if !errors.Is(err, store.ErrCorrupt) || !strings.Contains(err.Error(), file) || !strings.Contains(err.Error(), "SkipCorruptCheckpoints") {
+		if !errors.Is(err, store.ErrCorrupt) || !strings.Contains(err.Error(), file) || !strings.Contains(err.Error(), "start with stream.Options.SkipCorruptCheckpoints to fall back") {
 			t.Fatalf("Run over a corrupt checkpoint = %v, want an error naming %s and the choices", err, file)
 		}
 		// The explicit recovery: the file is restored from a backup.

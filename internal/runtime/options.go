@@ -128,7 +128,8 @@ type Options struct {
 	// injection: a crash test kills the process from here.
 	Probe func(p ProbePoint, id checkpoint.ID)
 
-	fs vfs.FS // the checkpoint store's filesystem; nil: the OS's (tests inject errors)
+	fs    vfs.FS       // the checkpoint store's filesystem; nil: the OS's (tests inject errors)
+	names *OptionNames // how messages spell options; nil: as Go fields (see WithOptionNames)
 }
 
 // RestartStrategy restarts a failed job with exponential backoff.

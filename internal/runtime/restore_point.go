@@ -20,6 +20,11 @@ import (
 func (j *Job) initialRestorePoint(ctx context.Context) (*restorePoint, error) {
 	latest, err := j.latestRetrying(ctx)
 	if err != nil && (j.opts.RestoreFrom == "" || !errors.Is(err, store.ErrCorrupt)) {
+		if errors.Is(err, store.ErrCorruptCompleted) {
+			names := j.opts.optionNames()
+			err = fmt.Errorf("%w; or start with %s to fall back to the newest checkpoint that verifies (from scratch if none does), accepting duplicates of what was committed after it; or start from a savepoint with %s",
+				err, names.SkipCorruptCheckpoints, names.RestoreFrom)
+		}
 		return nil, err
 	}
 	if err != nil {

@@ -23,6 +23,7 @@ type Pipeline struct {
 	DeadLetters *Sink      `yaml:"dead_letters" doc:"Where records that fail to decode or to evaluate go, with the reason: records of the fields stage (where it failed), error and value (the input). Without it such a record stops the job with an error naming it."`
 	Checkpoint  Checkpoint `yaml:"checkpoint" doc:"Checkpoint storage and pace."`
 	State       State      `yaml:"state" doc:"Where keyed state (aggregations, windows) lives."`
+	Restart     Restart    `yaml:"restart" doc:"How a failed run is restarted from its latest checkpoint."`
 }
 
 // Source is the pipeline's source.
@@ -110,6 +111,13 @@ type Checkpoint struct {
 	Interval time.Duration `yaml:"interval" default:"1s" doc:"Time between checkpoints; output becomes visible at this pace."`
 	Timeout  time.Duration `yaml:"timeout" default:"1m" doc:"A checkpoint not complete this long after it started is aborted."`
 	Retained int           `yaml:"retained" default:"3" doc:"Completed checkpoints kept."`
+}
+
+// Restart configures the restarts of a failed run.
+type Restart struct {
+	MaxAttempts    int           `yaml:"max_attempts" default:"10" doc:"Restarts allowed without a checkpoint completing in between (a completed checkpoint starts the count again); -1: no restarts, the first failure ends the run."`
+	InitialBackoff time.Duration `yaml:"initial_backoff" default:"100ms" doc:"The wait before the first restart; each further restart waits twice as long."`
+	MaxBackoff     time.Duration `yaml:"max_backoff" default:"10s" doc:"The longest wait between two restarts."`
 }
 
 // State configures the keyed-state backend.
