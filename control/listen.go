@@ -29,6 +29,13 @@ func Listen(addr string, hasToken bool) (net.Listener, error) {
 	return ln, nil
 }
 
+// LoopbackAddr reports whether addr, host:port, names only loopback
+// addresses (where only local users can connect).
+func LoopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	return err == nil && loopback(host)
+}
+
 // loopback reports whether host names only loopback addresses.
 func loopback(host string) bool {
 	if host == "localhost" {

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"strings"
 	"text/tabwriter"
@@ -39,7 +41,7 @@ type controlFlags struct {
 }
 
 func parseControlFlags(cmd string, args []string, out io.Writer) (controlFlags, error) {
-	f := controlFlags{addr: "127.0.0.1:8081", timeout: 5 * time.Minute}
+	f := controlFlags{addr: defaultControlAddr, timeout: 5 * time.Minute}
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	fs.Func("addr", "the job's control address, host:port (default 127.0.0.1:8081)", func(s string) error {
 		if _, _, err := net.SplitHostPort(strings.TrimPrefix(s, "http://")); err != nil {
@@ -57,7 +59,7 @@ func parseControlFlags(cmd string, args []string, out io.Writer) (controlFlags, 
 		return nil
 	})
 	if cmd != "status" {
-		fs.StringVar(&f.tokenFile, "token-file", "", "file holding the job's control token (the job's Control.TokenFile); required")
+		fs.StringVar(&f.tokenFile, "token-file", "", "file holding the job's control token (its --token-file, or stream.Options.Control.TokenFile); default: the job's local token, which exactly run writes for a job on a loopback address started without one")
 	}
 	if cmd == "status" {
 		fs.BoolVar(&f.json, "json", false, "print the API's JSON instead of a summary")
@@ -67,9 +69,6 @@ func parseControlFlags(cmd string, args []string, out io.Writer) (controlFlags, 
 	}
 	if err := parseFlags(fs, fmt.Sprintf(controlUsage, cmd, controlCommands[cmd]), args, out); err != nil {
 		return f, err
-	}
-	if cmd != "status" && f.tokenFile == "" {
-		return f, fmt.Errorf("%s: --token-file is missing: it changes the job, which needs its token (for instance --token-file /etc/exactly/token)", cmd)
 	}
 	return f, nil
 }
@@ -88,6 +87,11 @@ func runControl(ctx context.Context, cmd string, args []string, out io.Writer) e
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
+	if cmd != "status" && f.tokenFile == "" {
+		if c.Token, err = localTokenOf(ctx, c); err != nil {
+			return fmt.Errorf("%s: %w", cmd, err)
+		}
+	}
 	switch cmd {
 	case "status":
 		st, err := c.Status(ctx)
@@ -118,6 +122,25 @@ func runControl(ctx context.Context, cmd string, args []string, out io.Writer) e
 		}
 	}
 	return nil
+}
+
+// localTokenOf returns the local token of the job that c's address
+// serves (see ensureLocalToken), for a command given no --token-file.
+func localTokenOf(ctx context.Context, c control.Client) (string, error) {
+	st, err := c.Status(ctx)
+	if err != nil {
+		return "", err
+	}
+	path, err := localTokenPath(st.Job)
+	if err != nil {
+		return "", err
+	}
+	if err := checkPrivate(path); errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("--token-file is missing, and there is no local token of job %q (%s): it changes the job, which needs its token: give the file of the token the job was started with (--token-file FILE)", st.Job, path)
+	} else if err != nil {
+		return "", err
+	}
+	return control.LoadToken(path, "")
 }
 
 // printStatus prints a summary of st.

@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 
+	controlapi "github.com/exactlyonce/exactly/control"
 	"github.com/exactlyonce/exactly/internal/crashtest"
 	"github.com/exactlyonce/exactly/metrics"
 	"github.com/exactlyonce/exactly/pipeline"
@@ -63,6 +66,40 @@ func runValidate(args []string, out io.Writer) error {
 	return nil
 }
 
+// defaultControlAddr is where exactly run serves the control API unless
+// told otherwise, and where the control commands look for it.
+const defaultControlAddr = "127.0.0.1:8081"
+
+// controlPorts is how many ports from defaultControlAddr's on exactly run
+// tries when --control-addr is not given, so that a second job on the
+// machine runs without a flag.
+const controlPorts = 20
+
+// firstFreeControlAddr returns the first loopback address from
+// defaultControlAddr's port on that accepts a listener now, or
+// defaultControlAddr when none does (the start then fails naming
+// --control-addr).
+func firstFreeControlAddr() string {
+	host, port, _ := net.SplitHostPort(defaultControlAddr)
+	first, _ := strconv.Atoi(port)
+	for p := first; p < first+controlPorts; p++ {
+		addr := net.JoinHostPort(host, strconv.Itoa(p))
+		ln, err := net.Listen("tcp", addr)
+		if err == nil {
+			ln.Close()
+			return addr
+		}
+	}
+	return defaultControlAddr
+}
+
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
 // logLevels are the values of --log-level.
 var logLevels = map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}
 
@@ -72,8 +109,8 @@ func runPipeline(ctx context.Context, args []string, out io.Writer) error {
 	level := fs.String("log-level", "info", "the least level of the logs written to stderr: debug, info, warn or error")
 	format := fs.String("log-format", "text", "the logs' format: text or json")
 	from := fs.String("from", "", "a savepoint or checkpoint directory (or URL) to start from when the pipeline's checkpoint storage holds none of its own")
-	control := fs.String("control-addr", "127.0.0.1:8081", `the address of the job's control API and web page (exactly status, savepoint, stop); "" serves none`)
-	tokenFile := fs.String("token-file", "", "a file holding the bearer token that savepoint and stop need through the control API")
+	control := fs.String("control-addr", defaultControlAddr, `the address of the job's control API and web page (exactly status, savepoint, stop); "" serves none; by default the first free port from 8081 on the loopback address`)
+	tokenFile := fs.String("token-file", "", "a file holding the bearer token that savepoint and stop need through the control API (default on a loopback address: a token of the job's own, written for its user only under the user's configuration directory)")
 	tokenEnv := fs.String("token-env", "", "the name of an environment variable holding that token, instead of --token-file")
 	runFinished := fs.Bool("run-finished", false, "run a pipeline whose last checkpoint is the final one of its input on from there, for new input (without it such a run commits and ends)")
 	takeOver := fs.Bool("take-over-sinks", false, "let a run without a checkpoint write into sinks that hold another run's output, on purpose (a rerun from scratch)")
@@ -99,6 +136,19 @@ func runPipeline(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if !flagSet(fs, "control-addr") {
+		*control = firstFreeControlAddr()
+	}
+	localToken := ""
+	if *control != "" && *tokenFile == "" && *tokenEnv == "" && controlapi.LoopbackAddr(*control) {
+		// Without a local token the job runs as before: readable, and
+		// changed by nobody through the API.
+		if localToken, err = ensureLocalToken(p.Name()); err != nil {
+			fmt.Fprintf(out, "no local control token (%v): savepoint and stop through the control API are refused; give --token-file to allow them\n", err)
+			localToken = ""
+		}
+		*tokenFile = localToken
+	}
 	fmt.Fprint(out, p.Describe())
 	// crashtest.Probe is nil except in a child of a crash test, which
 	// kills the process at a point of the checkpoint protocol.
@@ -107,6 +157,9 @@ func runPipeline(ctx context.Context, args []string, out io.Writer) error {
 		Started: func(addr string) {
 			if addr != "" {
 				fmt.Fprintf(out, "control API and web page: http://%s/ (exactly status --addr %s)\n", addr, addr)
+			}
+			if addr != "" && localToken != "" {
+				fmt.Fprintf(out, "savepoint and stop: exactly savepoint --addr %s, exactly stop --addr %s (they read the job's token from %s, which only you can read)\n", addr, addr, localToken)
 			}
 		}}
 	if *control != "" {

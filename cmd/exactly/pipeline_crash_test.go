@@ -71,6 +71,7 @@ func TestRunPipelineCrashIsExactlyOnce(t *testing.T) {
 		return
 	}
 	dir = t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config")) // the children's local token
 	writePipeline(t, dir)
 	// 20,000 orders at 500/s (40s of input) outlast the kill schedule even
 	// on a fast machine, where a run lasts about 2s; the final run

@@ -46,6 +46,7 @@ func exampleCopy(t *testing.T, name string) string {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config")) // exactly run's local tokens
 	path := filepath.Join(dir, name)
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
