@@ -141,7 +141,6 @@ func (a *asyncOp[IN, OUT]) Process(ctx context.Context, batch any) error {
 		}
 		a.issue(v)
 	}
-	a.oc.Records.Add(int64(len(in)))
 	return nil
 }
 

@@ -179,7 +179,6 @@ func (p *processOp[K, IN, OUT]) Process(_ context.Context, batch any) error {
 			return err
 		}
 	}
-	p.ctx.oc.Records.Add(int64(len(in)))
 	return p.emit()
 }
 

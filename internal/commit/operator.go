@@ -151,7 +151,6 @@ func (s *Operator[T]) Process(ctx context.Context, batch any) error {
 	if !ok {
 		return fmt.Errorf("commit: internal error: sink %q got a batch of %T, want %T", s.oc.Operator, batch, in)
 	}
-	s.oc.Records.Add(int64(len(in)))
 	return s.writer.Write(ctx, in)
 }
 

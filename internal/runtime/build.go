@@ -69,6 +69,8 @@ func (j *Job) build(ctx context.Context, rp *restorePoint, events chan<- event, 
 				times:   j.metrics.taskTimes(fmt.Sprintf("%s[%d]", op.Name, s)),
 				obs:     &j.metrics.obs,
 
+				eventTime: j.metrics.taskEventTime(fmt.Sprintf("%s[%d]", op.Name, s)),
+
 				wmInterval: j.opts.WatermarkInterval,
 			}
 			for k := range op.Inputs {
@@ -99,6 +101,9 @@ func (j *Job) build(ctx context.Context, rp *restorePoint, events chan<- event, 
 				built[i] = m
 				t.members = append([]*member{m}, t.members...)
 			}
+			if op.NewSource == nil {
+				t.headIn = counter(&j.metrics.records, op.Name)
+			}
 			tasks = append(tasks, t)
 		}
 	}
@@ -118,7 +123,8 @@ func (j *Job) buildMember(ctx context.Context, t *task, i, s int, rp *restorePoi
 	for _, c := range cons {
 		in := j.g.Operators[c.op].Inputs[c.input]
 		if chain[c.op] == i {
-			outs[in.Output] = append(outs[in.Output], chained{op: built[c.op].op, ctx: ctx, name: fmt.Sprintf("%s[%d]", j.g.Operators[c.op].Name, s)})
+			outs[in.Output] = append(outs[in.Output], chained{op: built[c.op].op, ctx: ctx, name: fmt.Sprintf("%s[%d]", j.g.Operators[c.op].Name, s),
+				in: counter(&j.metrics.records, j.g.Operators[c.op].Name)})
 			continue
 		}
 		var targets []chan<- Message
@@ -199,11 +205,13 @@ func newOperator(ctx context.Context, m *member, oc OperatorContext, out Emitter
 type chained struct {
 	op   Operator
 	ctx  context.Context
-	name string // the operator subtask, for errors
+	name string        // the operator subtask, for errors
+	in   *atomic.Int64 // the records the operator received
 }
 
 func (c chained) Emit(batch any) (err error) {
 	defer recoverAs(c.name, &err)
+	c.in.Add(batchLen(batch))
 	return c.op.Process(c.ctx, batch)
 }
 
@@ -224,10 +232,17 @@ type counted struct {
 }
 
 func (c counted) Emit(batch any) error {
-	if v := reflect.ValueOf(batch); v.Kind() == reflect.Slice {
-		c.n.Add(int64(v.Len()))
-	}
+	c.n.Add(batchLen(batch))
 	return c.e.Emit(batch)
+}
+
+// batchLen returns the number of records of a batch (a slice): one
+// reflection call per batch, none per record.
+func batchLen(batch any) int64 {
+	if v := reflect.ValueOf(batch); v.Kind() == reflect.Slice {
+		return int64(v.Len())
+	}
+	return 0
 }
 
 // fanout hands each batch to several consumers in turn.

@@ -35,6 +35,8 @@ type Metrics struct {
 	out sync.Map // operator name -> *atomic.Int64
 	// times holds each task's time ("head[s]" -> *taskTimes).
 	times sync.Map
+	// eventTimes holds each task's event time ("head[s]" -> *taskEventTime).
+	eventTimes sync.Map
 	// obs holds what the control API shows besides the counters.
 	obs observations
 }

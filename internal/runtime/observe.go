@@ -114,6 +114,49 @@ func (m *Metrics) RecordsOutByOperator() map[string]int64 { return counts(&m.out
 
 // taskTimes returns the times of the task named name, created at its
 // first attempt.
+// taskEventTime is where a task is in event time: the last watermark it
+// passed on and whether it announced itself idle since.
+type taskEventTime struct {
+	watermark atomic.Int64 // MinWatermark before the first
+	idle      atomic.Bool
+}
+
+// EventTime is where a task is in event time (see [Metrics.EventTimes]).
+type EventTime struct {
+	// Watermark is the last watermark the task passed on, in nanoseconds
+	// since the Unix epoch: MinWatermark before the first, MaxWatermark
+	// once its input ended.
+	Watermark int64
+	// Idle: the task announced that it has nothing that could hold event
+	// time back (an idle source split, all inputs idle); its consumers do
+	// not wait for its watermark until it sends one again.
+	Idle bool
+}
+
+// EventTimes returns, for every task that passed on a watermark or
+// idleness by name ("head[s]", as [Metrics.TaskTimes]), where it is in
+// event time. Every operator of a chain is where its task is.
+func (m *Metrics) EventTimes() map[string]EventTime {
+	out := map[string]EventTime{}
+	m.eventTimes.Range(func(name, e any) bool {
+		et := e.(*taskEventTime)
+		out[name.(string)] = EventTime{Watermark: et.watermark.Load(), Idle: et.idle.Load()}
+		return true
+	})
+	return out
+}
+
+// taskEventTime returns the event time of the task named name.
+func (m *Metrics) taskEventTime(name string) *taskEventTime {
+	if e, ok := m.eventTimes.Load(name); ok {
+		return e.(*taskEventTime)
+	}
+	et := new(taskEventTime)
+	et.watermark.Store(MinWatermark)
+	e, _ := m.eventTimes.LoadOrStore(name, et)
+	return e.(*taskEventTime)
+}
+
 func (m *Metrics) taskTimes(name string) *taskTimes {
 	t, _ := m.times.LoadOrStore(name, new(taskTimes))
 	return t.(*taskTimes)

@@ -126,7 +126,9 @@ type OperatorContext struct {
 	BatchSize int
 	// CheckpointInterval is the job's checkpoint interval.
 	CheckpointInterval time.Duration
-	// Records counts the records this subtask handled; operators add to it.
+	// Records counts the records this subtask handled. The runtime counts
+	// the records every operator receives; a source adds the records it
+	// read.
 	Records *atomic.Int64
 	// LateRecords counts the records an event-time operator found too late
 	// (behind the watermark), whether it dropped them or sent them to a side

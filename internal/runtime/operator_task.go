@@ -85,6 +85,9 @@ func (t *task) runOperators(ctx context.Context) error {
 		}
 		switch {
 		case msg.batch != nil:
+			if t.headIn != nil {
+				t.headIn.Add(batchLen(msg.batch))
+			}
 			if err := head.Process(ctx, msg.batch); err != nil {
 				return fmt.Errorf("%s: %w", t.name, err)
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/exactlyonce/exactly/checkpoint"
@@ -52,6 +53,13 @@ type task struct {
 	woke time.Time
 	// obs records the commits of the task's sinks; nil records nothing.
 	obs *observations
+	// eventTime records the watermarks and idleness the task passes on;
+	// nil records nothing.
+	eventTime *taskEventTime
+	// headIn counts the records the head operator receives (the chained
+	// operators' are counted where they are handed on); nil for a source
+	// or for tasks built by hand.
+	headIn *atomic.Int64
 
 	notified checkpoint.ID // highest completed checkpoint the operators were told about
 	// inputEnded: the final barrier after the end of the input passed;

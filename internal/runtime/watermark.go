@@ -180,6 +180,15 @@ var idleMessage = Message{idle: true}
 // operator of the chain in order and sends it downstream, then sends the
 // idleness.
 func (t *task) forward(ctx context.Context, r mergeResult) error {
+	if t.eventTime != nil {
+		if r.advance {
+			t.eventTime.watermark.Store(r.wm)
+			t.eventTime.idle.Store(false)
+		}
+		if r.idle {
+			t.eventTime.idle.Store(true)
+		}
+	}
 	if r.advance {
 		for _, m := range t.members {
 			wo, ok := m.op.(WatermarkOperator)
