@@ -3,15 +3,19 @@ package cluster_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactlyonce/exactly/cluster"
 	"github.com/exactlyonce/exactly/connectors/kafka"
 	"github.com/exactlyonce/exactly/internal/kafkatest"
 	"github.com/exactlyonce/exactly/internal/testenv"
+	"github.com/exactlyonce/exactly/metrics"
 	"github.com/exactlyonce/exactly/stream"
 )
 
@@ -22,16 +26,18 @@ import (
 // goes on, partition 1's output flows, and Run ends without an error when
 // the instance is stopped. Before, the failure stopped the instance's
 // healthy tasks and failed Run, and the group handed the poison task to
-// the next instance, which failed the same way.
+// the next instance, which failed the same way. The parked task is
+// reported in the instance's status (Instance.ParkedTasks) and its metrics
+// (metrics.ClusterCollector), not only in the log.
 func TestFailedTaskIsParked(t *testing.T) {
 	brokers := testenv.Kafka(t)
 	adm := kafkatest.Admin(t, brokers)
-	in, out, group := kafkatest.UniqueName("parked-in"), kafkatest.UniqueName("parked-out"), kafkatest.UniqueName("parked-group")
-	kafkatest.CreateTopic(t, adm, in, 2)
+	input, out, group := kafkatest.UniqueName("parked-in"), kafkatest.UniqueName("parked-out"), kafkatest.UniqueName("parked-group")
+	kafkatest.CreateTopic(t, adm, input, 2)
 	kafkatest.CreateTopic(t, adm, out, 1)
 	t.Cleanup(func() { _, _ = adm.DeleteGroup(context.Background(), group) })
 	const perPartition = 20
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.DefaultProduceTopic(in), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.DefaultProduceTopic(input), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,40 +54,64 @@ func TestFailedTaskIsParked(t *testing.T) {
 	conn := kafka.Conn{Brokers: []string{brokers}}
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
+	in, err := cluster.Start(ctx, "parked", cluster.Options{
+		Group: kafka.GroupOptions{Conn: conn, Group: group, Topics: []string{input}, SessionTimeout: 6 * time.Second},
+		Job: stream.Options{
+			CheckpointDir: t.TempDir(), CheckpointInterval: 100 * time.Millisecond,
+			Restart: stream.RestartStrategy{MaxAttempts: -1},
+		},
+	}, func(name string, task cluster.Task) (*stream.Job, error) {
+		src, err := kafka.NewSource(task.SourceOptions(kafka.SourceOptions{Conn: conn}), kafka.String())
+		if err != nil {
+			return nil, err
+		}
+		snk, err := kafka.NewSink(kafka.SinkOptions{Conn: conn, Topic: out, TransactionTimeout: time.Minute},
+			func(v string) (kafka.Message, error) { return kafka.Message{Value: []byte(v)}, nil })
+		if err != nil {
+			return nil, err
+		}
+		j := stream.New(name)
+		values := stream.Map(stream.Source(j, "in", src), func(r kafka.Record[string]) string { return r.Value })
+		if task.Partition == 0 {
+			values = stream.FlatMap(values, func(v string, out []string) []string {
+				panic("poison: every record of partition 0 fails")
+			})
+		}
+		stream.SinkTo(values, "out", snk)
+		return j, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ran := make(chan error, 1)
-	go func() {
-		ran <- cluster.Run(ctx, "parked", cluster.Options{
-			Group: kafka.GroupOptions{Conn: conn, Group: group, Topics: []string{in}, SessionTimeout: 6 * time.Second},
-			Job: stream.Options{
-				CheckpointDir: t.TempDir(), CheckpointInterval: 100 * time.Millisecond,
-				Restart: stream.RestartStrategy{MaxAttempts: -1},
-			},
-		}, func(name string, task cluster.Task) (*stream.Job, error) {
-			src, err := kafka.NewSource(task.SourceOptions(kafka.SourceOptions{Conn: conn}), kafka.String())
-			if err != nil {
-				return nil, err
-			}
-			snk, err := kafka.NewSink(kafka.SinkOptions{Conn: conn, Topic: out, TransactionTimeout: time.Minute},
-				func(v string) (kafka.Message, error) { return kafka.Message{Value: []byte(v)}, nil })
-			if err != nil {
-				return nil, err
-			}
-			j := stream.New(name)
-			values := stream.Map(stream.Source(j, "in", src), func(r kafka.Record[string]) string { return r.Value })
-			if task.Partition == 0 {
-				values = stream.FlatMap(values, func(v string, out []string) []string {
-					panic("poison: every record of partition 0 fails")
-				})
-			}
-			stream.SinkTo(values, "out", snk)
-			return j, nil
-		})
-	}()
+	go func() { ran <- in.Wait() }()
 	got := kafkatest.ReadCommitted(t, brokers, out, perPartition, 2*time.Minute)
 	select {
 	case err := <-ran:
 		t.Fatalf("Run returned %v while partition 1 flowed: the failed task took the instance down", err)
 	default:
+	}
+	kafkatest.WaitFor(t, time.Minute, "the poison task to be parked", func() bool { return in.TasksParked() > 0 })
+	parked := in.ParkedTasks()
+	if len(parked) != 1 || parked[0].Task != (cluster.Task{Topic: input, Partition: 0}) ||
+		parked[0].Err == nil || !strings.Contains(parked[0].Err.Error(), "poison") || parked[0].Since.IsZero() {
+		t.Errorf("ParkedTasks() = %+v, want task %s/0 with its failure (the poison panic) and when it was parked", parked, input)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(metrics.NewClusterCollector("parked", in))
+	want := fmt.Sprintf(`
+# HELP exactly_cluster_parked_tasks Tasks that failed and are parked on this instance now.
+# TYPE exactly_cluster_parked_tasks gauge
+exactly_cluster_parked_tasks{job_name="parked"} 1
+# HELP exactly_cluster_task_parked 1 for each task (input partition) that failed and is parked on this instance: its partition kept but not processed until a rebalance takes it away.
+# TYPE exactly_cluster_task_parked gauge
+exactly_cluster_task_parked{job_name="parked",partition="0",topic=%q} 1
+# HELP exactly_cluster_tasks_parked_total Tasks parked on this instance since it started, including those a rebalance has taken away since.
+# TYPE exactly_cluster_tasks_parked_total counter
+exactly_cluster_tasks_parked_total{job_name="parked"} 1
+`, input)
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
+		t.Errorf("the instance's metrics do not report the parked task: %v", err)
 	}
 	for _, r := range got {
 		if string(r.Value[:2]) != "p1" {

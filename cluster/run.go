@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/exactlyonce/exactly/checkpoint/store"
 	"github.com/exactlyonce/exactly/connectors/kafka"
@@ -57,19 +58,33 @@ type Build func(name string, t Task) (*stream.Job, error)
 // that the other instances take its tasks over at once; Run then returns
 // nil. A task that fails (its restart budget spent) is parked (see
 // Options.MaxFailedTasks); with a limit, reaching it stops the instance:
-// Run returns the failure after stopping the other tasks.
+// Run returns the failure after stopping the other tasks. Run is Start
+// followed by Wait; use Start to see the instance's parked tasks while it
+// runs.
 func Run(ctx context.Context, name string, opts Options, build Build) error {
+	in, err := Start(ctx, name, opts, build)
+	if err != nil {
+		return err
+	}
+	return in.Wait()
+}
+
+// Start joins the group of the job called name and runs this instance of
+// it in the background, as Run does, until ctx ends or the instance gives
+// up; Wait returns Run's result. The Instance reports the tasks it parked
+// (ParkedTasks), for a status page or metrics.NewClusterCollector.
+func Start(ctx context.Context, name string, opts Options, build Build) (*Instance, error) {
 	if name == "" {
-		return errors.New("cluster: Run: the job name is empty: name the job")
+		return nil, errors.New("cluster: Run: the job name is empty: name the job")
 	}
 	if build == nil {
-		return errors.New("cluster: Run: build is nil: pass a function that returns the job of one task")
+		return nil, errors.New("cluster: Run: build is nil: pass a function that returns the job of one task")
 	}
 	if opts.Job.CheckpointDir == "" {
-		return errors.New("cluster: Options.Job.CheckpointDir is empty: give the base directory or s3:// URL of the tasks' checkpoints")
+		return nil, errors.New("cluster: Options.Job.CheckpointDir is empty: give the base directory or s3:// URL of the tasks' checkpoints")
 	}
 	if opts.MaxFailedTasks < 0 {
-		return fmt.Errorf("cluster: Options.MaxFailedTasks is %d: use 0 for no limit, or the number of failed tasks at which the instance gives up", opts.MaxFailedTasks)
+		return nil, fmt.Errorf("cluster: Options.MaxFailedTasks is %d: use 0 for no limit, or the number of failed tasks at which the instance gives up", opts.MaxFailedTasks)
 	}
 	if opts.Group.Group == "" {
 		opts.Group.Group = "exactly-" + name
@@ -79,12 +94,12 @@ func Run(ctx context.Context, name string, opts Options, build Build) error {
 	if log == nil {
 		log = slog.Default()
 	}
-	in := &instance{
+	in := &Instance{
 		name: name, opts: opts, build: build, log: log.With("job", name),
-		l: newLifecycle(opts.MaxFailedTasks), runs: map[Task]context.CancelFunc{}, finished: make(chan error, 1),
+		l: newLifecycle(opts.MaxFailedTasks), runs: map[Task]context.CancelFunc{}, parkedAt: map[Task]time.Time{},
+		finished: make(chan error, 1), done: make(chan struct{}),
 	}
 	taskCtx, cancelTasks := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelTasks()
 	in.ctx = taskCtx
 	m, err := kafka.JoinGroup(ctx, opts.Group, kafka.GroupEvents{
 		Assigned: func(p map[string][]int32) { in.do(func() []action { return in.l.assigned(tasksOf(p)) }) },
@@ -92,25 +107,31 @@ func Run(ctx context.Context, name string, opts Options, build Build) error {
 		Lost:     func(p map[string][]int32) { in.do(func() []action { return in.l.lost(tasksOf(p)) }) },
 	})
 	if err != nil {
-		return fmt.Errorf("cluster: joining the group of job %q: %w", name, err)
+		cancelTasks()
+		return nil, fmt.Errorf("cluster: joining the group of job %q: %w", name, err)
 	}
 	in.log.Info("cluster: joined the group", "group", opts.Group.Group, "topics", opts.Group.Topics)
-	select {
-	case <-ctx.Done():
-		in.log.Info("cluster: stopping this instance's tasks", "cause", context.Cause(ctx))
-		in.do(in.l.stop)
-		err = <-in.finished
-	case err = <-in.finished:
-	}
-	leaveErr := m.Leave(context.WithoutCancel(ctx))
-	if leaveErr != nil {
-		in.log.Warn("cluster: leaving the group failed; the group hands this instance's tasks on after the session timeout", "err", leaveErr)
-	}
-	return err
+	go func() {
+		defer close(in.done)
+		defer cancelTasks()
+		var err error
+		select {
+		case <-ctx.Done():
+			in.log.Info("cluster: stopping this instance's tasks", "cause", context.Cause(ctx))
+			in.do(in.l.stop)
+			err = <-in.finished
+		case err = <-in.finished:
+		}
+		if leaveErr := m.Leave(context.WithoutCancel(ctx)); leaveErr != nil {
+			in.log.Warn("cluster: leaving the group failed; the group hands this instance's tasks on after the session timeout", "err", leaveErr)
+		}
+		in.err = err
+	}()
+	return in, nil
 }
 
-// instance carries out the lifecycle's actions for one Run.
-type instance struct {
+// Instance is one running instance of a job run by a cluster (Start).
+type Instance struct {
 	name  string
 	opts  Options
 	build Build
@@ -120,19 +141,67 @@ type instance struct {
 	mu         sync.Mutex
 	l          *lifecycle
 	runs       map[Task]context.CancelFunc
-	revokeDone chan struct{} // closed by answerRevoke
+	parkedAt   map[Task]time.Time // when each task the lifecycle holds parked was parked
+	parkings   uint64             // tasks parked since Start
+	revokeDone chan struct{}      // closed by answerRevoke
 	finished   chan error
+
+	done chan struct{} // closed when the instance has stopped and left the group
+	err  error         // Wait's result, set before done is closed
+}
+
+// Wait waits until the instance has stopped (its ctx ended, or it gave up
+// at Options.MaxFailedTasks) and left the group, and returns what Run
+// returns: nil after a stop, the failure that made it give up otherwise.
+func (in *Instance) Wait() error {
+	<-in.done
+	return in.err
+}
+
+// ParkedTask is a task that failed on this instance and is parked: its
+// partition kept, its job not run again, until a rebalance takes it away.
+type ParkedTask struct {
+	Task Task
+	// Err is the task's failure, as logged when it was parked.
+	Err error
+	// Since is when the instance parked it.
+	Since time.Time
+}
+
+// ParkedTasks lists the tasks parked on this instance now, in the order
+// of their topics and partitions. A task leaves the list when a rebalance
+// takes its partition away.
+func (in *Instance) ParkedTasks() []ParkedTask {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	ts := make([]Task, 0, len(in.l.parked))
+	for t := range in.l.parked {
+		ts = append(ts, t)
+	}
+	ps := make([]ParkedTask, 0, len(ts))
+	for _, t := range sorted(ts) {
+		ps = append(ps, ParkedTask{Task: t, Err: in.l.parked[t], Since: in.parkedAt[t]})
+	}
+	return ps
+}
+
+// TasksParked counts the tasks this instance parked since it started,
+// including those a rebalance has taken away since.
+func (in *Instance) TasksParked() uint64 {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.parkings
 }
 
 // do applies one lifecycle step and carries out its actions.
-func (in *instance) do(step func() []action) {
+func (in *Instance) do(step func() []action) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	in.carryOut(step())
 }
 
 // carryOut runs acts in order; in.mu is held.
-func (in *instance) carryOut(acts []action) {
+func (in *Instance) carryOut(acts []action) {
 	for _, a := range acts {
 		switch a.kind {
 		case startTask:
@@ -151,6 +220,8 @@ func (in *instance) carryOut(acts []action) {
 		case finish:
 			in.finished <- a.err
 		case parkTask:
+			in.parkedAt[a.task] = time.Now()
+			in.parkings++
 			in.log.Error("cluster: task failed: it is parked, its partition kept but not processed, until a rebalance takes it away (Options.MaxFailedTasks)",
 				"task", a.task.String(), "err", a.err)
 		}
@@ -159,7 +230,7 @@ func (in *instance) carryOut(acts []action) {
 
 // revoked handles a revocation: it returns when every revoked task has
 // exited, so that the group hands the partitions on only then.
-func (in *instance) revoked(p map[string][]int32) {
+func (in *Instance) revoked(p map[string][]int32) {
 	done := make(chan struct{})
 	in.mu.Lock()
 	in.revokeDone = done
@@ -169,7 +240,7 @@ func (in *instance) revoked(p map[string][]int32) {
 }
 
 // run runs task t's job until ctx ends or it fails.
-func (in *instance) run(ctx context.Context, t Task) {
+func (in *Instance) run(ctx context.Context, t Task) {
 	err := in.runTask(ctx, t)
 	if ctx.Err() != nil && err != nil {
 		// A stop: a failed final commit leaves the output in the task's
@@ -191,7 +262,7 @@ func (in *instance) run(ctx context.Context, t Task) {
 	in.carryOut(in.l.exited(t, err))
 }
 
-func (in *instance) runTask(ctx context.Context, t Task) error {
+func (in *Instance) runTask(ctx context.Context, t Task) error {
 	name := in.name + "." + t.Name()
 	j, err := in.build(name, t)
 	if err != nil {

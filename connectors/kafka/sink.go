@@ -45,6 +45,9 @@ type Sink[T any] struct {
 	mu        sync.Mutex
 	busy      map[string]bool // transactional ids holding an unfinished transaction in this process
 	maxTxnTTL time.Duration   // broker's transaction.max.timeout.ms, once read
+	// pin is the partition count of Topic the sink partitions by, with
+	// Watermarks; it outlives the job's restarts in this process.
+	pin partitionPin
 }
 
 var _ sink.Sink[int] = (*Sink[int])(nil)
@@ -137,7 +140,12 @@ func (s *Sink[T]) NewWriter(ctx context.Context, info sink.WriterInfo) (sink.Wri
 		if err != nil {
 			return nil, fmt.Errorf("kafka: sink %q: %w", info.Sink, err)
 		}
-		w.marks = &markWriter{id: info.Job + "/" + info.Sink + "/" + strconv.Itoa(info.Subtask), partitions: int32(len(td[s.opts.Topic].Partitions)),
+		d := td[s.opts.Topic]
+		pinned, changed := s.pin.open(d.ID, int32(len(d.Partitions)))
+		if changed {
+			return nil, pinRefusal(info.Sink, s.opts.Topic, pinned, int32(len(d.Partitions)))
+		}
+		w.marks = &markWriter{id: info.Job + "/" + info.Sink + "/" + strconv.Itoa(info.Subtask), partitions: pinned,
 			mark: upstreamMark{wm: math.MinInt64}}
 	}
 	if s.opts.Guarantee == ExactlyOnce {
@@ -233,7 +241,7 @@ func (s *Sink[T]) checkTimeout(ctx context.Context, cl *kgo.Client) error {
 func (s *Sink[T]) producerOpts(txnID *string, extra ...kgo.Opt) []kgo.Opt {
 	var partitioner kgo.Partitioner = kgo.StickyKeyPartitioner(nil)
 	if s.opts.Watermarks {
-		partitioner = controlPartitioner{partitioner}
+		partitioner = controlPartitioner{inner: partitioner, topic: s.opts.Topic, pin: &s.pin}
 	}
 	o := append([]kgo.Opt{
 		kgo.RecordPartitioner(partitioner),

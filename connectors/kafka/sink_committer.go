@@ -57,6 +57,12 @@ func (c *committer[T]) Commit(ctx context.Context, cm sink.Committable) error {
 	if c.legacy != "" && ownID(c.legacy, d.TxnID) {
 		c.legacySeen = true
 	}
+	if d.Pin != nil && c.s.opts.Watermarks {
+		// Restored committables are committed before any writer opens:
+		// the writers partition by the count the checkpoint's
+		// transactions were written by, or refuse.
+		c.s.pin.restore(*d.Pin)
+	}
 	where := fmt.Sprintf("kafka: sink %q: commit checkpoint %d subtask %d (transactional id %q, producer id %d, epoch %d, protocol %d)", c.name, cm.Checkpoint, cm.Subtask, d.TxnID, d.ProducerID, d.Epoch, d.Version)
 	start := time.Now()
 	code, err := c.admin.endTxn(ctx, d, true)

@@ -117,9 +117,12 @@ type SinkOptions struct {
 	Compression string
 	// Watermarks carries the job's event time to a downstream job that
 	// reads Topic (a stage of a job split at a repartition topic): in
-	// every transaction in which the sink's input watermark changed, the
-	// sink writes it, after the transaction's records, as a control record
-	// into every partition of Topic, which must be set. The downstream
+	// every transaction (one per checkpoint), once its input has a
+	// watermark, the sink writes it, after the transaction's records, as a
+	// control record into every partition of Topic, which must be set.
+	// Topic is then a repartition topic: the sink partitions by the count
+	// Topic had when the job first wrote it, and fails with a permanent
+	// error if Topic gains partitions while the job runs. The downstream
 	// source takes the least watermark of its upstream writers
 	// (SourceOptions.Upstreams). The sink's input must have event time
 	// (stream.SourceWithEventTime upstream), and an input partition that

@@ -65,14 +65,12 @@ type writer[T any] struct {
 }
 
 // markWriter is what a writer with SinkOptions.Watermarks knows of its
-// input's watermark and of what it wrote.
+// input's watermark.
 type markWriter struct {
 	id         string // the writer's id in its control records
-	partitions int32  // of SinkOptions.Topic, when the writer opened
+	partitions int32  // of SinkOptions.Topic, pinned (partitionPin)
 	mark       upstreamMark
 	heard      bool // mark was set
-	written    upstreamMark
-	wrote      bool // written was written
 }
 
 // Watermark records the input's watermark (sink.WatermarkWriter); the
@@ -92,10 +90,13 @@ func (w *writer[T]) Idle() {
 }
 
 // writeWatermark writes the input's watermark into every partition of
-// the topic, unless it is the one written last (docs in watermarks.go).
+// the topic, in every transaction, also when it has not moved since the
+// last: a downstream task that starts after retention removed the older
+// marks hears every live writer within one checkpoint (docs in
+// watermarks.go).
 func (w *writer[T]) writeWatermark(ctx context.Context) error {
 	m := w.marks
-	if m == nil || !m.heard || (m.wrote && m.written == m.mark) {
+	if m == nil || !m.heard {
 		return nil
 	}
 	if w.cl == nil {
@@ -108,7 +109,6 @@ func (w *writer[T]) writeWatermark(ctx context.Context) error {
 		r := &kgo.Record{Topic: w.s.opts.Topic, Partition: p, Headers: []kgo.RecordHeader{{Key: watermarkHeader, Value: value}}}
 		w.cl.Produce(ctx, r, w.acked)
 	}
-	m.written, m.wrote = m.mark, true
 	return nil
 }
 
@@ -346,6 +346,9 @@ func (w *writer[T]) Prepare(ctx context.Context, id checkpoint.ID) ([]byte, erro
 	if err := w.failed(); err != nil {
 		return nil, err
 	}
+	if pinned, now := w.s.pin.changed(); w.marks != nil && now != 0 {
+		return nil, pinRefusal(w.info.Sink, w.s.opts.Topic, pinned, now)
+	}
 	if w.s.opts.Guarantee == AtLeastOnce {
 		return nil, nil
 	}
@@ -358,6 +361,9 @@ func (w *writer[T]) Prepare(ctx context.Context, id checkpoint.ID) ([]byte, erro
 		Topic: ev.Topic, Partition: ev.Partition, Offset: ev.Offset, Last: w.last.Load(), Began: w.began.UnixMilli()}
 	if w.hook.addPartitions.Load() {
 		c.Version = 1
+	}
+	if w.marks != nil {
+		c.Pin = w.s.pin.record()
 	}
 	data, err := encodeCommittable(c)
 	if err != nil {

@@ -44,6 +44,10 @@ type committable struct {
 	// first record; 0 in committables written before 2026-12. It tells a
 	// transaction another producer fenced from one the broker timed out.
 	Began int64 `json:"began,omitempty"`
+	// Pin is the partition count of SinkOptions.Topic that a sink with
+	// Watermarks partitions by (partitionPin); nil without Watermarks and
+	// in committables written before 2026-12.
+	Pin *pinRecord `json:"pin,omitempty"`
 }
 
 // began returns c.Began as a time, zero when unknown.

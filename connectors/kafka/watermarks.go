@@ -14,8 +14,11 @@ import (
 // Watermarks between two jobs (stages) that a Kafka topic connects.
 //
 // An upstream sink with SinkOptions.Watermarks writes, in each of its
-// transactions whose watermark differs from the last one it wrote, one
-// control record into every partition of its topic: no key, no value, and
+// transactions once its input has a watermark (moved or not: a reader
+// that starts after retention removed the older marks hears every live
+// writer within one checkpoint), one control record into every partition
+// of its topic, by the pinned partition count (partitionPin): no key, no
+// value, and
 // the header watermarkHeader, whose value is
 //
 //	byte 0     version (1)
@@ -211,15 +214,27 @@ func (u *upstreamWatermarks) allIdle() bool {
 
 // controlPartitioner is the sink's partitioner with SinkOptions.Watermarks:
 // a control record goes to the partition it names, every other record
-// where the inner partitioner puts it.
-type controlPartitioner struct{ inner kgo.Partitioner }
+// where the inner partitioner puts it; in topic, by the pinned partition
+// count (partitionPin).
+type controlPartitioner struct {
+	inner kgo.Partitioner
+	topic string
+	pin   *partitionPin
+}
 
 // ForTopic implements kgo.Partitioner.
 func (p controlPartitioner) ForTopic(topic string) kgo.TopicPartitioner {
-	return controlTopicPartitioner{p.inner.ForTopic(topic)}
+	tp := controlTopicPartitioner{inner: p.inner.ForTopic(topic)}
+	if topic == p.topic {
+		tp.pin = p.pin
+	}
+	return tp
 }
 
-type controlTopicPartitioner struct{ inner kgo.TopicPartitioner }
+type controlTopicPartitioner struct {
+	inner kgo.TopicPartitioner
+	pin   *partitionPin // nil but in the pinned topic
+}
 
 func (p controlTopicPartitioner) RequiresConsistency(r *kgo.Record) bool {
 	_, control := controlWatermark(r)
@@ -227,6 +242,9 @@ func (p controlTopicPartitioner) RequiresConsistency(r *kgo.Record) bool {
 }
 
 func (p controlTopicPartitioner) Partition(r *kgo.Record, n int) int {
+	if p.pin != nil {
+		n = p.pin.partitionBy(n)
+	}
 	if _, control := controlWatermark(r); control {
 		return int(r.Partition)
 	}

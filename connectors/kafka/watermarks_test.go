@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -130,9 +131,12 @@ func TestWatermarkHeader(t *testing.T) {
 }
 
 // TestControlPartitioner: control records go to the partition they name,
-// keyed records where Kafka's default partitioner puts them.
+// keyed records where Kafka's default partitioner puts them; once the
+// topic's count is pinned, by the pinned count whatever the metadata says,
+// and a count that differs is noted.
 func TestControlPartitioner(t *testing.T) {
-	p := controlPartitioner{kgo.StickyKeyPartitioner(nil)}.ForTopic("t")
+	pin := &partitionPin{}
+	p := controlPartitioner{inner: kgo.StickyKeyPartitioner(nil), topic: "t", pin: pin}.ForTopic("t")
 	plain := kgo.StickyKeyPartitioner(nil).ForTopic("t")
 	for i := range int32(6) {
 		r := &kgo.Record{Partition: i, Headers: []kgo.RecordHeader{{Key: watermarkHeader, Value: encodeWatermark("w", 1, false)}}}
@@ -145,6 +149,19 @@ func TestControlPartitioner(t *testing.T) {
 		if got, want := p.Partition(r, 6), plain.Partition(r, 6); got != want {
 			t.Errorf("key %q went to %d, Kafka's partitioner says %d", k, got, want)
 		}
+	}
+	if pinned, now := pin.changed(); pinned != 0 || now != 0 {
+		t.Errorf("an unpinned partitioner noted counts %d, %d", pinned, now)
+	}
+	pin.open(kadm.TopicID{1}, 4)
+	for _, k := range []string{"a", "b", "order-17", "x"} {
+		r := &kgo.Record{Key: []byte(k)}
+		if got, want := p.Partition(r, 6), plain.Partition(r, 4); got != want {
+			t.Errorf("key %q went to %d of 6 partitions, want %d: the count is pinned at 4", k, got, want)
+		}
+	}
+	if pinned, now := pin.changed(); pinned != 4 || now != 6 {
+		t.Errorf("pin.changed() = %d, %d, want 4, 6", pinned, now)
 	}
 }
 
