@@ -12,10 +12,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactlyonce/exactly/cluster"
+	"github.com/exactlyonce/exactly/cluster/clustermetrics"
 	"github.com/exactlyonce/exactly/connectors/kafka"
 	"github.com/exactlyonce/exactly/internal/kafkatest"
 	"github.com/exactlyonce/exactly/internal/testenv"
-	"github.com/exactlyonce/exactly/metrics"
 	"github.com/exactlyonce/exactly/stream"
 )
 
@@ -28,7 +28,7 @@ import (
 // healthy tasks and failed Run, and the group handed the poison task to
 // the next instance, which failed the same way. The parked task is
 // reported in the instance's status (Instance.ParkedTasks) and its metrics
-// (metrics.ClusterCollector), not only in the log.
+// (clustermetrics.Collector), not only in the log.
 func TestFailedTaskIsParked(t *testing.T) {
 	brokers := testenv.Kafka(t)
 	adm := kafkatest.Admin(t, brokers)
@@ -98,7 +98,7 @@ func TestFailedTaskIsParked(t *testing.T) {
 		t.Errorf("ParkedTasks() = %+v, want task %s/0 with its failure (the poison panic) and when it was parked", parked, input)
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(metrics.NewClusterCollector("parked", in))
+	reg.MustRegister(clustermetrics.NewCollector("parked", in))
 	want := fmt.Sprintf(`
 # HELP exactly_cluster_parked_tasks Tasks that failed and are parked on this instance now.
 # TYPE exactly_cluster_parked_tasks gauge

@@ -72,7 +72,7 @@ func Run(ctx context.Context, name string, opts Options, build Build) error {
 // Start joins the group of the job called name and runs this instance of
 // it in the background, as Run does, until ctx ends or the instance gives
 // up; Wait returns Run's result. The Instance reports the tasks it parked
-// (ParkedTasks), for a status page or metrics.NewClusterCollector.
+// (ParkedTasks), for a status page or clustermetrics.NewCollector.
 func Start(ctx context.Context, name string, opts Options, build Build) (*Instance, error) {
 	if name == "" {
 		return nil, errors.New("cluster: Run: the job name is empty: name the job")
