@@ -37,8 +37,9 @@ func chromium(t *testing.T) string {
 }
 
 // TestPageInBrowser loads the page of a running job in headless Chromium:
-// it shows the operators and a completed checkpoint, updates, refuses a
-// savepoint without the right token, and takes one with it.
+// it shows the operators with their watermarks and a completed checkpoint,
+// updates, opens an operator's subtasks, refuses a savepoint without the
+// right token, takes one with it, and stops the job.
 func TestPageInBrowser(t *testing.T) {
 	path := chromium(t)
 	j := testjob.Start(t)
@@ -127,6 +128,19 @@ func TestPageInBrowser(t *testing.T) {
 		t.Fatalf("the savepoint the page names: %v", err)
 	}
 	poll("the savepoint in the history", `[...document.querySelectorAll('#checkpoints tbody tr td:nth-child(2)')].some(td => td.textContent === 'savepoint')`)
+
+	// Every operator shows its watermark: the event time of the numbers
+	// read, on the test job's day.
+	day := testjob.EventEpoch.Format("2006-01-02 ")
+	for _, op := range []string{"numbers", "count", "out"} {
+		poll("the watermark of "+op, fmt.Sprintf(`document.querySelector('#operators tr[data-name=%q] td:nth-child(10)').textContent.startsWith(%q)`, op, day))
+	}
+	// A click on an operator lists its subtasks, with their task and
+	// watermark.
+	do("opening the subtasks of count", chromedp.Click(`#operators tr[data-name="count"]`), chromedp.WaitVisible(`#operators tr.subtask[data-operator="count"]`))
+	if sub := text("count's subtask", `#operators tr.subtask[data-operator="count"]`); !strings.Contains(sub, "count[0] in task count[0] (count → out)") || !strings.Contains(sub, day) {
+		t.Fatalf("count's subtask row says %q; want its task and a watermark on %s", sub, day)
+	}
 	if *screenshot != "" {
 		clear()
 		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
@@ -136,5 +150,18 @@ func TestPageInBrowser(t *testing.T) {
 		if err := os.WriteFile(*screenshot, png, 0o644); err != nil {
 			t.Fatal(err)
 		}
+		do("the token again", chromedp.SendKeys(`#savepoint-token`, testjob.Token))
+	}
+
+	// Stop, confirmed: the job ends, stopped.
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(window.confirm = () => true, true)`)); err != nil {
+		t.Fatal(err)
+	}
+	do("stopping the job", chromedp.Click(`#stop-button`), chromedp.WaitVisible(`#savepoint-result.ok`))
+	if said := text("the stop's result", `#savepoint-result`); !strings.Contains(said, "stopping") {
+		t.Fatalf("the stop: the page says %q", said)
+	}
+	if err := j.Wait(); err != nil || !j.Stopped() {
+		t.Fatalf("after the page's stop: Wait = %v, Stopped = %v; want a stopped job", err, j.Stopped())
 	}
 }

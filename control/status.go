@@ -112,9 +112,28 @@ type Operator struct {
 	OutPerSecond float64 `json:"out_per_second"`
 	// LateRecords counts records an event-time operator found too late.
 	LateRecords int64 `json:"late_records"`
+	// EventTime is where the operator is in event time: the least
+	// watermark of its subtasks that are not idle (Flink's low watermark).
+	EventTime
 	// Subtasks are the times of the tasks that run this operator; for a
 	// chained operator, those of its chain's head.
 	Subtasks []Subtask `json:"subtasks"`
+}
+
+// EventTime is where an operator or a subtask is in event time. A job
+// without event time has none: every field is zero.
+type EventTime struct {
+	// Watermark is the last watermark passed on (an operator: the least of
+	// its subtasks that are not idle); absent before every subtask passed
+	// one on, and once the input ended.
+	Watermark *time.Time `json:"watermark,omitempty"`
+	// Idle: nothing holds event time back here (an idle source split, all
+	// inputs idle; an operator: all its subtasks); consumers do not wait
+	// for its watermark.
+	Idle bool `json:"idle,omitempty"`
+	// InputEnded: the input ended, and with it event time (an operator:
+	// for all its subtasks).
+	InputEnded bool `json:"input_ended,omitempty"`
 }
 
 // Subtask holds the time a task spent, cumulative over attempts, and the
@@ -136,6 +155,8 @@ type Subtask struct {
 	// spent so, in [0, 1].
 	Busy          float64 `json:"busy"`
 	Backpressured float64 `json:"backpressured"`
+	// EventTime is where the task is in event time.
+	EventTime
 }
 
 // Checkpoints are the job's recent checkpoints and the commits they wait on.

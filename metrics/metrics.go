@@ -28,6 +28,9 @@
 //	exactly_task_busy_seconds_total{task}          a task's time working (task: "head[subtask]" of its chain)
 //	exactly_task_backpressured_seconds_total{task} its time waiting for room in a full channel to a consumer
 //	exactly_task_idle_seconds_total{task}          its time waiting for input
+//	exactly_task_watermark_seconds{task}           the last watermark it passed on, Unix seconds of event time
+//	                                               (absent before the first and after its input ended)
+//	exactly_task_event_time_idle{task}             1 while it announced itself idle (holds no event time back)
 //	exactly_sink_commit_latency_seconds{sink}      from the completion of the newest checkpoint the sink
 //	                                               committed to the last of its subtasks' commits
 //	exactly_source_lag{source,subtask,split,unit}  input of a split not read yet, for sources that tell it
@@ -71,6 +74,7 @@ type Collector struct {
 	durations                                      *prometheus.Desc
 	records, late, recordsOut                      *prometheus.Desc
 	busy, backpressured, idle                      *prometheus.Desc
+	watermark, eventTimeIdle                       *prometheus.Desc
 	commitLatency, lag                             *prometheus.Desc
 }
 
@@ -97,6 +101,8 @@ func NewCollector(job string, m *stream.Metrics) *Collector {
 		busy:           desc("task_busy_seconds_total", "Time a task (the head operator of its chain and its subtask) spent working: records, barriers, timers.", "task"),
 		backpressured:  desc("task_backpressured_seconds_total", "Time a task spent waiting for room in a full channel to a consumer.", "task"),
 		idle:           desc("task_idle_seconds_total", "Time a task spent waiting for input.", "task"),
+		watermark:      desc("task_watermark_seconds", "The last watermark a task passed on, in Unix seconds of event time; time() minus it is how far event time lags.", "task"),
+		eventTimeIdle:  desc("task_event_time_idle", "1 while a task announced that it holds no event time back (idle source splits, idle inputs), else 0.", "task"),
 		commitLatency:  desc("sink_commit_latency_seconds", "Time from the completion of the newest checkpoint a sink committed to the last of its subtasks' commits returning.", "sink"),
 		lag:            desc("source_lag", "Input of a source split not read yet, in the unit of the unit label.", "source", "subtask", "split", "unit"),
 	}
@@ -105,7 +111,7 @@ func NewCollector(job string, m *stream.Metrics) *Collector {
 // Describe sends the descriptors of every series c collects.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.completed, c.aborted, c.restarts, c.skipped, c.lastID, c.lastDuration, c.lastCompletion, c.lastSize, c.durations, c.records, c.late,
-		c.recordsOut, c.busy, c.backpressured, c.idle, c.commitLatency, c.lag} {
+		c.recordsOut, c.busy, c.backpressured, c.idle, c.watermark, c.eventTimeIdle, c.commitLatency, c.lag} {
 		ch <- d
 	}
 }
@@ -138,6 +144,16 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for op, n := range m.RecordsOutByOperator() {
 		ch <- prometheus.MustNewConstMetric(c.recordsOut, prometheus.CounterValue, float64(n), op)
+	}
+	for task, e := range m.EventTimes() {
+		if e.Watermark != runtime.MinWatermark && e.Watermark != runtime.MaxWatermark {
+			ch <- prometheus.MustNewConstMetric(c.watermark, prometheus.GaugeValue, float64(e.Watermark)/1e9, task)
+		}
+		idle := 0.0
+		if e.Idle {
+			idle = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.eventTimeIdle, prometheus.GaugeValue, idle, task)
 	}
 	for task, t := range m.TaskTimes() {
 		ch <- prometheus.MustNewConstMetric(c.busy, prometheus.CounterValue, t.Busy.Seconds(), task)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/exactlyonce/exactly/connectors/file"
 	"github.com/exactlyonce/exactly/connectors/generator"
+	"github.com/exactlyonce/exactly/internal/testjob"
 	"github.com/exactlyonce/exactly/metrics"
 	"github.com/exactlyonce/exactly/state"
 	"github.com/exactlyonce/exactly/stream"
@@ -166,5 +167,43 @@ func TestLastCheckpointSurvivesARestart(t *testing.T) {
 	runTotals(t, dir, 5_000, 10, func(m *stream.Metrics) { atStart = m.LastCheckpoint.Load() })
 	if atStart == nil || atStart.ID != want.ID || atStart.StateBytes != want.StateBytes {
 		t.Fatalf("at the restart's start the last checkpoint is %+v, want the restored %+v", atStart, want)
+	}
+}
+
+// TestCollectorServesWatermarks: a running job with event time exports
+// each task's last watermark (in Unix seconds of event time) and whether
+// it is idle.
+func TestCollectorServesWatermarks(t *testing.T) {
+	r := testjob.Start(t)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(metrics.NewCollector(testjob.Name, r.Metrics()))
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := func(name, task string) (float64, bool) {
+		for _, f := range families {
+			if f.GetName() != name {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "task" && l.GetValue() == task {
+						return m.GetGauge().GetValue(), true
+					}
+				}
+			}
+		}
+		return 0, false
+	}
+	from, to := float64(testjob.EventEpoch.Unix()), float64(testjob.EventEpoch.Add(24*time.Hour).Unix())
+	for _, task := range []string{"numbers[0]", "count[0]"} {
+		wm, ok := value("exactly_task_watermark_seconds", task)
+		if !ok || wm < from || wm > to {
+			t.Errorf("exactly_task_watermark_seconds{task=%q} = %v (present %t); want the event time of the numbers read, on %s", task, wm, ok, testjob.EventEpoch.Format(time.DateOnly))
+		}
+		if idle, ok := value("exactly_task_event_time_idle", task); !ok || idle != 0 {
+			t.Errorf("exactly_task_event_time_idle{task=%q} = %v (present %t); want 0", task, idle, ok)
+		}
 	}
 }

@@ -38,6 +38,7 @@ type controlFlags struct {
 	addr, tokenFile string
 	timeout         time.Duration
 	json, savepoint bool
+	subtasks        bool
 }
 
 func parseControlFlags(cmd string, args []string, out io.Writer) (controlFlags, error) {
@@ -63,6 +64,7 @@ func parseControlFlags(cmd string, args []string, out io.Writer) (controlFlags, 
 	}
 	if cmd == "status" {
 		fs.BoolVar(&f.json, "json", false, "print the API's JSON instead of a summary")
+		fs.BoolVar(&f.subtasks, "subtasks", false, "add a line per subtask: its task, busy and backpressured shares, watermark")
 	}
 	if cmd == "stop" {
 		fs.BoolVar(&f.savepoint, "savepoint", false, "take a savepoint, commit its output, then stop")
@@ -103,7 +105,7 @@ func runControl(ctx context.Context, cmd string, args []string, out io.Writer) e
 			enc.SetIndent("", "  ")
 			return enc.Encode(st)
 		}
-		printStatus(out, st)
+		printStatus(out, st, f.subtasks)
 	case "savepoint":
 		path, err := c.Savepoint(ctx)
 		if err != nil {
@@ -143,8 +145,28 @@ func localTokenOf(ctx context.Context, c control.Client) (string, error) {
 	return control.LoadToken(path, "")
 }
 
-// printStatus prints a summary of st.
-func printStatus(out io.Writer, st control.Status) {
+// eventTimeText is where an operator or subtask is in event time, for the
+// summary: its watermark (UTC), idle, ended, or "-" without one.
+func eventTimeText(e control.EventTime) string {
+	switch {
+	case e.InputEnded:
+		return "input ended"
+	case e.Watermark != nil && e.Idle:
+		return e.Watermark.UTC().Format(watermarkLayout) + " (idle)"
+	case e.Watermark != nil:
+		return e.Watermark.UTC().Format(watermarkLayout)
+	case e.Idle:
+		return "idle"
+	}
+	return "-"
+}
+
+// watermarkLayout formats watermarks: event time may be days behind, so
+// the date is shown, to the millisecond.
+const watermarkLayout = "2006-01-02 15:04:05.000"
+
+// printStatus prints a summary of st; subtasks adds a line per subtask.
+func printStatus(out io.Writer, st control.Status, subtasks bool) {
 	fmt.Fprintf(out, "job %s: %s since %s (incarnation %s, epoch %d)\n", st.Job, st.State, st.Started.Format(time.RFC3339), st.Incarnation, st.Epoch)
 	if st.Error != "" {
 		fmt.Fprintf(out, "error: %s\n", firstLine(st.Error))
@@ -156,15 +178,26 @@ func printStatus(out io.Writer, st control.Status) {
 	fmt.Fprintln(out)
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "OPERATOR\tSUBTASKS\tRECORDS IN\tIN/S\tRECORDS OUT\tOUT/S\tBUSY\tBACKPRESSURED")
+	fmt.Fprintln(tw, "OPERATOR\tSUBTASKS\tRECORDS IN\tIN/S\tRECORDS OUT\tOUT/S\tBUSY\tBACKPRESSURED\tWATERMARK")
 	for _, op := range st.Operators {
 		busy, bp := 0.0, 0.0
 		for _, s := range op.Subtasks {
 			busy, bp = max(busy, s.Busy), max(bp, s.Backpressured)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%d\t%.0f\t%.0f%%\t%.0f%%\n", op.Name, len(op.Subtasks), op.RecordsIn, op.InPerSecond, op.RecordsOut, op.OutPerSecond, 100*busy, 100*bp)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%d\t%.0f\t%.0f%%\t%.0f%%\t%s\n", op.Name, len(op.Subtasks), op.RecordsIn, op.InPerSecond, op.RecordsOut, op.OutPerSecond, 100*busy, 100*bp, eventTimeText(op.EventTime))
 	}
 	_ = tw.Flush()
+	if subtasks {
+		fmt.Fprintln(out)
+		tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "OPERATOR\tSUBTASK\tTASK\tBUSY\tBACKPRESSURED\tWATERMARK")
+		for _, op := range st.Operators {
+			for _, s := range op.Subtasks {
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%.0f%%\t%.0f%%\t%s\n", op.Name, s.Index, s.Task, 100*s.Busy, 100*s.Backpressured, eventTimeText(s.EventTime))
+			}
+		}
+		_ = tw.Flush()
+	}
 	cp := st.Checkpoints
 	fmt.Fprintf(out, "\ncheckpoints: %d completed, %d aborted in this process\n", cp.Completed, cp.Aborted)
 	if n := len(cp.History); n > 0 {

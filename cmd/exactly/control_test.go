@@ -33,9 +33,19 @@ func TestStatusSavepointStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"job " + testjob.Name + ": running", "numbers", "count", "OPERATOR", "checkpoints:", "completed", "restarts: 0", "lag:", "numbers[0] gen-0"} {
+	for _, want := range []string{"job " + testjob.Name + ": running", "numbers", "count", "OPERATOR", "checkpoints:", "completed", "restarts: 0", "lag:", "numbers[0] gen-0",
+		"WATERMARK", testjob.EventEpoch.Format("2006-01-02 ")} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = run("status", "--addr", addr, "--subtasks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"SUBTASK", "TASK", "numbers[0]", "count[0] (count → out)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status --subtasks lacks %q:\n%s", want, out)
 		}
 	}
 	out, err = run("status", "--addr", addr, "--json")

@@ -7,6 +7,8 @@ const SVG = "http://www.w3.org/2000/svg";
 const $ = (id) => document.getElementById(id);
 let token = "";
 let updates = 0;
+// expanded holds the operators whose subtasks the table shows.
+const expanded = new Set();
 
 function el(tag, attrs, text) {
   const e = tag.startsWith("svg:") ? document.createElementNS(SVG, tag.slice(4)) : document.createElement(tag);
@@ -82,12 +84,22 @@ function drawGraph(st) {
   });
 }
 
+// eventTime is where an operator or subtask is in event time.
+function eventTime(e) {
+  if (e.input_ended) return "input ended";
+  if (e.watermark) return e.watermark.replace("T", " ").replace("Z", "") + (e.idle ? " (idle)" : "");
+  return e.idle ? "idle" : "–";
+}
+
 function drawOperators(st) {
-  fill($("operators").tBodies[0], st.operators, (tr, o) => {
+  const tbody = $("operators").tBodies[0];
+  tbody.replaceChildren();
+  for (const o of st.operators) {
+    const tr = el("tr", { class: "operator" + (expanded.has(o.name) ? " expanded" : "") });
     tr.dataset.name = o.name;
     const busy = Math.max(0, ...o.subtasks.map((s) => s.busy));
     const bp = Math.max(0, ...o.subtasks.map((s) => s.backpressured));
-    cell(tr, o.name);
+    cell(tr, (expanded.has(o.name) ? "▾ " : "▸ ") + o.name);
     cell(tr, String(o.subtasks.length), true);
     cell(tr, fmt(o.records_in), true);
     cell(tr, fmt(o.in_per_second), true);
@@ -96,7 +108,26 @@ function drawOperators(st) {
     cell(tr, pct(busy), true);
     cell(tr, pct(bp), true);
     cell(tr, fmt(o.late_records), true);
-  });
+    cell(tr, eventTime(o));
+    tr.addEventListener("click", () => {
+      if (!expanded.delete(o.name)) expanded.add(o.name);
+      drawOperators(st);
+    });
+    tbody.appendChild(tr);
+    if (!expanded.has(o.name)) continue;
+    for (const s of o.subtasks) {
+      const sr = el("tr", { class: "subtask" });
+      sr.dataset.operator = o.name;
+      sr.dataset.subtask = s.index;
+      cell(sr, `  ${o.name}[${s.index}] in task ${s.task}`);
+      sr.appendChild(el("td", { colspan: 5 }));
+      cell(sr, pct(s.busy), true);
+      cell(sr, pct(s.backpressured), true);
+      sr.appendChild(el("td"));
+      cell(sr, eventTime(s));
+      tbody.appendChild(sr);
+    }
+  }
 }
 
 function drawCheckpoints(cp) {
@@ -187,33 +218,49 @@ async function refresh() {
   }
 }
 
-async function savepoint(ev) {
-  ev.preventDefault();
+const changeButtons = ["savepoint-button", "stop-savepoint-button", "stop-button"];
+
+// change posts a call that changes the job (a savepoint, a stop) with the
+// token, and says what came of it.
+async function change(path, doing, done) {
   const out = $("savepoint-result");
-  $("savepoint-button").disabled = true;
+  for (const b of changeButtons) $(b).disabled = true;
   out.className = "";
-  out.textContent = "taking a savepoint…";
+  out.textContent = doing;
   try {
-    const resp = await fetch("/api/v1/savepoint", { method: "POST", headers: { Authorization: "Bearer " + token } });
+    const resp = await fetch(path, { method: "POST", headers: { Authorization: "Bearer " + token } });
     const body = await resp.json();
     if (!resp.ok) throw new Error(body.error || `${resp.status} ${resp.statusText}`);
     out.className = "ok";
-    out.textContent = "savepoint at " + body.savepoint;
+    out.textContent = done(body);
     refresh();
   } catch (e) {
     out.className = "bad";
     out.textContent = "refused: " + e.message;
   } finally {
-    $("savepoint-button").disabled = token === "";
+    for (const b of changeButtons) $(b).disabled = token === "";
   }
+}
+
+function savepoint(ev) {
+  ev.preventDefault();
+  change("/api/v1/savepoint", "taking a savepoint…", (b) => "savepoint at " + b.savepoint);
+}
+
+function stop(withSavepoint) {
+  if (!window.confirm(withSavepoint ? "Take a savepoint and stop the job?" : "Stop the job?")) return;
+  change("/api/v1/stop" + (withSavepoint ? "?savepoint=true" : ""), withSavepoint ? "taking a savepoint, then stopping…" : "stopping…",
+    (b) => b.savepoint ? "stopping; savepoint at " + b.savepoint : "stopping: the job commits what its last checkpoint covers and ends");
 }
 
 document.addEventListener("DOMContentLoaded", () => {
   $("savepoint-token").addEventListener("input", (ev) => {
     token = ev.target.value.trim();
-    $("savepoint-button").disabled = token === "";
+    for (const b of changeButtons) $(b).disabled = token === "";
   });
   $("savepoint-form").addEventListener("submit", savepoint);
+  $("stop-button").addEventListener("click", () => stop(false));
+  $("stop-savepoint-button").addEventListener("click", () => stop(true));
   refresh();
   setInterval(refresh, 1000);
 });

@@ -116,6 +116,7 @@ func (j *Job) operatorStatus() []control.Operator {
 	}
 	m := &j.metrics
 	times := m.TaskTimes()
+	eventTimes := m.EventTimes()
 	ops := make([]control.Operator, 0, len(j.g.Operators))
 	for i, op := range j.g.Operators {
 		o := control.Operator{Name: op.Name, RecordsIn: m.Records(op.Name), RecordsOut: load(&m.out, op.Name), LateRecords: m.LateRecords(op.Name), Subtasks: []control.Subtask{}}
@@ -126,9 +127,55 @@ func (j *Job) operatorStatus() []control.Operator {
 			if tt, ok := times[key]; ok {
 				sub.BusyMillis, sub.BackpressuredMillis, sub.IdleMillis = tt.Busy.Milliseconds(), tt.Backpressured.Milliseconds(), tt.Idle.Milliseconds()
 			}
+			et, ok := eventTimes[key]
+			sub.EventTime = statusEventTime(et, ok)
 			o.Subtasks = append(o.Subtasks, sub)
 		}
+		o.EventTime = lowEventTime(o.Subtasks)
 		ops = append(ops, o)
 	}
 	return ops
+}
+
+// statusEventTime returns where a task is in event time as the status
+// shows it; ok says whether the task passed on a watermark or idleness.
+func statusEventTime(e EventTime, ok bool) control.EventTime {
+	switch {
+	case !ok:
+		return control.EventTime{}
+	case e.Watermark == MaxWatermark:
+		return control.EventTime{InputEnded: true}
+	case e.Watermark == MinWatermark:
+		return control.EventTime{Idle: e.Idle}
+	}
+	t := time.Unix(0, e.Watermark).UTC()
+	return control.EventTime{Watermark: &t, Idle: e.Idle}
+}
+
+// lowEventTime returns where an operator is in event time from where its
+// subtasks are: the least watermark of those not idle; none while one of
+// them has none (it holds event time back); idle when all are idle or
+// ended, ended when all ended.
+func lowEventTime(subs []control.Subtask) control.EventTime {
+	var low *time.Time
+	ended, idle := 0, 0
+	for _, s := range subs {
+		switch {
+		case s.InputEnded:
+			ended++
+		case s.Idle:
+			idle++
+		case s.Watermark == nil:
+			return control.EventTime{}
+		case low == nil || s.Watermark.Before(*low):
+			low = s.Watermark
+		}
+	}
+	switch {
+	case len(subs) > 0 && ended == len(subs):
+		return control.EventTime{InputEnded: true}
+	case low == nil:
+		return control.EventTime{Idle: idle > 0}
+	}
+	return control.EventTime{Watermark: low}
 }

@@ -1,6 +1,7 @@
 // Package testjob starts the small job that the tests of the control API,
 // the CLI and the web page operate: generated numbers, rate-limited so
-// that it runs until stopped, counted per key in keyed state, into an
+// that it runs until stopped, with event time (see EventTime), counted
+// per key in keyed state, into an
 // exactly-once file sink, with its control API on a free loopback port and
 // a token in a file.
 package testjob
@@ -22,6 +23,13 @@ import (
 // Name is the job's name; its operators are "numbers" (the source, two
 // splits), "count" (keyed by the number modulo 16) and "out" (the sink).
 const Name = "cli-test"
+
+// EventTime is the event time of number v: a millisecond apart from
+// EventEpoch on, so that the status shows watermarks on that day.
+func EventTime(v int64) time.Time { return EventEpoch.Add(time.Duration(v) * time.Millisecond) }
+
+// EventEpoch is the event time of the first number.
+var EventEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // Token is the job's control token, in the file Job.TokenFile.
 const Token = "cli-test-token"
@@ -54,7 +62,8 @@ func Start(t testing.TB) *Job {
 		t.Fatal(err)
 	}
 	job := stream.New(Name)
-	keyed := stream.KeyBy(stream.Source(job, "numbers", gen), func(v int64) int64 { return v % 16 }, state.Int64Codec{})
+	numbers := stream.SourceWithEventTime(job, "numbers", gen, stream.EventTime[int64]{Timestamp: EventTime})
+	keyed := stream.KeyBy(numbers, func(v int64) int64 { return v % 16 }, state.Int64Codec{})
 	counts := stream.Process(keyed, "count", func(ctx *stream.Context[int64]) (stream.ProcessFunc[int64, int64, int64], error) {
 		n, err := state.NewValueState(ctx.State(), "n", state.Int64Codec{})
 		return stream.ProcessFunc[int64, int64, int64]{Process: func(ctx *stream.Context[int64], v int64, out *stream.Output[int64]) error {
