@@ -135,6 +135,18 @@ func TestPageInBrowser(t *testing.T) {
 	for _, op := range []string{"numbers", "count", "out"} {
 		poll("the watermark of "+op, fmt.Sprintf(`document.querySelector('#operators tr[data-name=%q] td:nth-child(10)').textContent.startsWith(%q)`, op, day))
 	}
+	// The throughput history draws a line per operator; the configuration
+	// lists the options as the job runs them; the exceptions say none.
+	poll("the throughput lines", `document.querySelectorAll('#throughput path.rate').length === 3`)
+	if interval := text("the checkpoint interval", `#configuration tr[data-name="checkpoint interval"] td:nth-child(2)`); interval != "100ms" {
+		t.Fatalf("the configuration's checkpoint interval: %q, want 100ms", interval)
+	}
+	if token := text("the control token", `#configuration tr[data-name="control token"] td:nth-child(2)`); token != "set" || strings.Contains(token, testjob.Token) {
+		t.Fatalf("the configuration's control token: %q, want set (never the token)", token)
+	}
+	if none := text("the exceptions", `#exceptions`); none != "none" {
+		t.Fatalf("the exceptions of a healthy job: %q, want none", none)
+	}
 	// A click on an operator lists its subtasks, with their task and
 	// watermark.
 	do("opening the subtasks of count", chromedp.Click(`#operators tr[data-name="count"]`), chromedp.WaitVisible(`#operators tr.subtask[data-operator="count"]`))

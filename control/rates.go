@@ -10,6 +10,7 @@ import (
 type sampler struct {
 	mu         sync.Mutex
 	prev, last *sample
+	history    []ThroughputPoint // oldest first, at most MaxThroughputPoints
 	done       chan struct{}
 	stopOnce   sync.Once
 }
@@ -24,23 +25,43 @@ func newSampler(status func() Status, every time.Duration) *sampler {
 	go func() {
 		t := time.NewTicker(every)
 		defer t.Stop()
-		s.take(status())
+		s.take(status(), time.Now())
 		for {
 			select {
 			case <-s.done:
 				return
 			case <-t.C:
-				s.take(status())
+				s.take(status(), time.Now())
 			}
 		}
 	}()
 	return s
 }
 
-func (s *sampler) take(st Status) {
+// take records st as sampled at at.
+func (s *sampler) take(st Status, at time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.prev, s.last = s.last, &sample{at: time.Now(), status: st}
+	s.prev, s.last = s.last, &sample{at: at, status: st}
+	if s.prev == nil {
+		return
+	}
+	// The rates of the operators alone: their subtasks, shared with the
+	// sample, are left out.
+	ops := make([]Operator, len(st.Operators))
+	for i, o := range st.Operators {
+		o.Subtasks = nil
+		ops[i] = o
+	}
+	rated := addRates(Status{Operators: ops}, s.prev.status, s.last.status, s.last.at.Sub(s.prev.at))
+	p := ThroughputPoint{Time: s.last.at, Operators: make([]OperatorRate, 0, len(rated.Operators))}
+	for _, o := range rated.Operators {
+		p.Operators = append(p.Operators, OperatorRate{Name: o.Name, InPerSecond: o.InPerSecond, OutPerSecond: o.OutPerSecond})
+	}
+	if len(s.history) == MaxThroughputPoints {
+		s.history = append(s.history[:0], s.history[1:]...)
+	}
+	s.history = append(s.history, p)
 }
 
 func (s *sampler) stop() { s.stopOnce.Do(func() { close(s.done) }) }
@@ -50,6 +71,7 @@ func (s *sampler) stop() { s.stopOnce.Do(func() { close(s.done) }) }
 func (s *sampler) withRates(st Status) Status {
 	s.mu.Lock()
 	prev, last := s.prev, s.last
+	st.Throughput = append([]ThroughputPoint{}, s.history...)
 	s.mu.Unlock()
 	if prev == nil {
 		return st

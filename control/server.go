@@ -63,11 +63,13 @@ func Serve(ln net.Listener, job Job, cfg Config) *Server {
 	mux.HandleFunc("GET /api/v1/job", s.get(func(st Status) any { return st }))
 	// Each part of the status at its own path, as {"version": 1, "<part>": ...}.
 	parts := map[string]func(Status) any{
-		"graph":       func(st Status) any { return st.Graph },
-		"operators":   func(st Status) any { return st.Operators },
-		"checkpoints": func(st Status) any { return st.Checkpoints },
-		"restarts":    func(st Status) any { return st.Restarts },
-		"lag":         func(st Status) any { return st.Lag },
+		"graph":         func(st Status) any { return st.Graph },
+		"operators":     func(st Status) any { return st.Operators },
+		"checkpoints":   func(st Status) any { return st.Checkpoints },
+		"restarts":      func(st Status) any { return st.Restarts },
+		"lag":           func(st Status) any { return st.Lag },
+		"throughput":    func(st Status) any { return st.Throughput },
+		"configuration": func(st Status) any { return st.Configuration },
 	}
 	for name, part := range parts {
 		mux.HandleFunc("GET /api/v1/"+name, s.get(func(st Status) any { return map[string]any{"version": Version, name: part(st)} }))

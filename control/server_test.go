@@ -256,3 +256,29 @@ func TestAddRates(t *testing.T) {
 		t.Fatalf("shares after a counter reset: %+v", s)
 	}
 }
+
+// TestSamplerKeepsTheThroughputHistory: each sample after the first adds
+// a point with every operator's rates over its interval; the history keeps
+// the latest MaxThroughputPoints.
+func TestSamplerKeepsTheThroughputHistory(t *testing.T) {
+	s := &sampler{done: make(chan struct{})}
+	status := func(n int64) Status {
+		return Status{Operators: []Operator{{Name: "src", RecordsIn: n, RecordsOut: n, Subtasks: []Subtask{{Task: "src[0]"}}}}}
+	}
+	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	for i := range MaxThroughputPoints + 10 {
+		s.take(status(int64(i)*100), t0.Add(time.Duration(i)*time.Second))
+	}
+	st := s.withRates(status(0))
+	if len(st.Throughput) != MaxThroughputPoints {
+		t.Fatalf("%d points, want the latest %d", len(st.Throughput), MaxThroughputPoints)
+	}
+	for _, p := range st.Throughput {
+		if len(p.Operators) != 1 || p.Operators[0] != (OperatorRate{Name: "src", InPerSecond: 100, OutPerSecond: 100}) {
+			t.Fatalf("a point %+v; want src at 100 records a second in and out", p)
+		}
+	}
+	if last := st.Throughput[len(st.Throughput)-1].Time; !last.Equal(t0.Add((MaxThroughputPoints + 9) * time.Second)) {
+		t.Fatalf("the newest point is at %v, want the last sample's time", last)
+	}
+}

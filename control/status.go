@@ -55,6 +55,37 @@ type Status struct {
 	// Lag is the input not yet read, per source split, for the sources
 	// that can tell it.
 	Lag []SplitLag `json:"lag"`
+	// Throughput is the history of the operators' rates, one point per
+	// sampling interval of the server, oldest first (the latest
+	// [MaxThroughputPoints]).
+	Throughput []ThroughputPoint `json:"throughput"`
+	// Configuration is the job's options that shape its run, as set or
+	// defaulted (never a secret: tokens and credentials are left out).
+	Configuration []Setting `json:"configuration"`
+}
+
+// MaxThroughputPoints is how many points [Status].Throughput keeps: five
+// minutes at the default sampling interval.
+const MaxThroughputPoints = 300
+
+// ThroughputPoint is the rates of every operator over one sampling
+// interval, ending at Time.
+type ThroughputPoint struct {
+	Time      time.Time      `json:"time"`
+	Operators []OperatorRate `json:"operators"`
+}
+
+// OperatorRate is an operator's records in and out per second.
+type OperatorRate struct {
+	Name         string  `json:"name"`
+	InPerSecond  float64 `json:"in_per_second"`
+	OutPerSecond float64 `json:"out_per_second"`
+}
+
+// Setting is one option of the job and its value, as text.
+type Setting struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
 }
 
 // MaxRestarts is how many restarts [Status].Restarts keeps.

@@ -159,7 +159,7 @@ function drawCheckpoints(cp) {
     cell(tr, c.status === "in_progress" ? "…" : c.duration_ms + " ms", true);
     cell(tr, c.alignment_ms + " ms", true);
     cell(tr, bytes(c.state_bytes + c.shared_bytes), true);
-    cell(tr, c.commits.map((k) => k.committed < k.subtasks ? `${k.sink} ${k.committed}/${k.subtasks} pending` :
+    cell(tr, (c.commits || []).map((k) => k.committed < k.subtasks ? `${k.sink} ${k.committed}/${k.subtasks} pending` :
       `${k.sink} ${k.committed}/${k.subtasks} in ${k.latency_ms} ms`).join(", "));
   });
   $("pending").textContent = cp.pending_commits.length === 0 ? "No pending commits." :
@@ -189,6 +189,68 @@ function drawLag(lag) {
   }
 }
 
+const palette = ["#2563eb", "#2e9e5b", "#d64541", "#e0a526", "#7c3aed", "#0891b2", "#db2777", "#65a30d"];
+
+function drawThroughput(points) {
+  const svg = $("throughput");
+  svg.replaceChildren();
+  const W = 800, H = 140, top = 14, bottom = 18, left = 4;
+  svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
+  svg.setAttribute("preserveAspectRatio", "none");
+  const names = points.length ? points[points.length - 1].operators.map((o) => o.name) : [];
+  const max = Math.max(1, ...points.flatMap((p) => p.operators.map((o) => o.in_per_second)));
+  const x = (i) => left + ((W - left) * i) / Math.max(1, points.length - 1);
+  const y = (v) => H - bottom - ((H - top - bottom) * v) / max;
+  names.forEach((name, k) => {
+    const d = points.map((p, i) => {
+      const o = p.operators.find((o) => o.name === name);
+      return `${i ? "L" : "M"}${x(i).toFixed(1)},${y(o ? o.in_per_second : 0).toFixed(1)}`;
+    }).join(" ");
+    const line = el("svg:path", { class: "rate", d, fill: "none", stroke: palette[k % palette.length], "stroke-width": 2, "data-name": name });
+    line.appendChild(el("svg:title", {}, `${name}: records in per second`));
+    svg.appendChild(line);
+  });
+  svg.appendChild(el("svg:text", { class: "axis", x: 4, y: 11 }, `${fmt(max)}/s`));
+  svg.appendChild(el("svg:text", { class: "axis", x: 4, y: H - 4 }, "0"));
+  const legend = $("throughput-legend");
+  legend.replaceChildren("Records in per second of each operator, one point per sampling interval, oldest on the left: ");
+  names.forEach((name, k) => {
+    legend.appendChild(el("span", { class: "sw", style: `background:${palette[k % palette.length]}` }, ""));
+    legend.appendChild(document.createTextNode(` ${name}  `));
+  });
+}
+
+// drawExceptions lists the job's errors, newest first, each with its whole
+// text on a click.
+function drawExceptions(st) {
+  const items = [];
+  if (st.error) items.push({ time: null, what: `the job (${st.state})`, text: st.error });
+  for (const r of st.restarts) items.push({ time: r.time, what: `restart ${r.attempt}`, text: r.error });
+  for (const c of st.checkpoints.history) {
+    if (c.status === "aborted" && c.reason) items.push({ time: c.triggered, what: `${c.kind} ${c.id} aborted`, text: c.reason });
+  }
+  items.sort((a, b) => (b.time ? Date.parse(b.time) : Infinity) - (a.time ? Date.parse(a.time) : Infinity));
+  const ul = $("exceptions");
+  ul.replaceChildren();
+  if (items.length === 0) ul.appendChild(el("li", { class: "muted" }, "none"));
+  for (const e of items.slice(0, 20)) {
+    const d = el("details");
+    d.appendChild(el("summary", {}, `${e.time ? time(e.time) + " — " : ""}${e.what}: ${e.text.split("\n")[0]}`));
+    d.appendChild(el("pre", {}, e.text));
+    const li = el("li");
+    li.appendChild(d);
+    ul.appendChild(li);
+  }
+}
+
+function drawConfiguration(settings) {
+  fill($("configuration").tBodies[0], settings, (tr, s) => {
+    tr.dataset.name = s.name;
+    cell(tr, s.name);
+    cell(tr, s.value);
+  });
+}
+
 function draw(st) {
   $("job").textContent = st.job;
   $("state").textContent = st.state;
@@ -203,6 +265,9 @@ function draw(st) {
   drawCheckpoints(st.checkpoints);
   drawRestarts(st.restarts);
   drawLag(st.lag);
+  drawThroughput(st.throughput);
+  drawExceptions(st);
+  drawConfiguration(st.configuration);
 }
 
 async function refresh() {

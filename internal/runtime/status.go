@@ -30,6 +30,7 @@ func (j *Job) Status() control.Status {
 		Version: control.Version, Job: j.g.Job, Started: j.started,
 		Incarnation: j.owner.Incarnation, Epoch: j.owner.Epoch, Storage: j.store.Location(),
 		RestoredFrom: uint64(j.idFloor), Graph: j.graphStatus(), Operators: j.operatorStatus(),
+		Configuration: j.configuration(),
 	}
 	st.Checkpoints.Completed = j.metrics.Completed.Load()
 	st.Checkpoints.Aborted = j.metrics.Aborted.Load()
