@@ -135,8 +135,9 @@ func (ap *aggregatePlan) typedKey(key string) any {
 }
 
 // keyed adds the key_by and aggregate of ap to s, whose records carry
-// their key and arguments (see [plan.prepareAggregate]).
-func (p *plan) keyed(s stream.Stream[item], ap *aggregatePlan) stream.Stream[item] {
+// their key and arguments (see [builder.prepareAggregate]). A windowed
+// aggregate sends its late records to late, when not nil.
+func (b *builder) keyed(s stream.Stream[item], ap *aggregatePlan, late *stream.OutputTag[item]) stream.Stream[item] {
 	ks := stream.KeyBy(s, func(it item) string { return it.key }, state.StringCodec{})
 	if ap.window == nil {
 		return stream.Process(ks, ap.name, func(ctx *stream.Context[string]) (stream.ProcessFunc[string, item, item], error) {
@@ -153,6 +154,10 @@ func (p *plan) keyed(s stream.Stream[item], ap *aggregatePlan) stream.Stream[ite
 		})
 	}
 	w := ap.window
+	opts := []stream.WindowOption{stream.AllowedLateness(w.AllowedLateness)}
+	if late != nil {
+		opts = append(opts, stream.LateRecords(*late))
+	}
 	var windows stream.Windows
 	switch w.Kind {
 	case "tumbling":
@@ -170,5 +175,5 @@ func (p *plan) keyed(s stream.Stream[item], ap *aggregatePlan) stream.Stream[ite
 				return item{rec: ap.result(key, &win, a), ts: win.End.UnixNano() - 1}
 			},
 			Codec: accumCodec{},
-		}, stream.AllowedLateness(w.AllowedLateness))
+		}, opts...)
 }

@@ -1,7 +1,9 @@
 package pipeline
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/exactlyonce/exactly/connectors/file"
@@ -57,30 +59,89 @@ func (p *plan) build() (*stream.Job, error) {
 	if p.cfg.State.Backend == "pebble" {
 		j.SetStateBackend(state.BackendConfig{Kind: state.PebbleBackend, Dir: p.cfg.State.Dir})
 	}
-	s, err := p.addSource(j)
-	if err != nil {
-		return nil, p.doc.Errorf(&p.cfg.Source, "source: %v", err)
+	b := &builder{plan: p, streams: map[string]stream.Stream[item]{}, late: map[string]stream.OutputTag[item]{}}
+	for _, in := range p.inputs {
+		s, err := p.addSource(j, in)
+		if err != nil {
+			return nil, p.doc.Errorf(in.cfg, "%s: %v", in.what, err)
+		}
+		b.add(in.name, s)
 	}
-	var deads []stream.Stream[item]
-	for _, st := range p.steps {
-		switch {
-		case st.filter != nil:
-			s = p.filter(s, st)
-		case st.fields != nil:
-			s = p.mapRecords(s, st)
-		case st.agg != nil:
-			pre := p.prepareAggregate(s, st)
-			deads = append(deads, stream.Filter(pre, isDead, stream.Name(st.what+".dead-letters")))
-			s = p.keyed(stream.Filter(pre, isLive, stream.Name(st.what+".records")), st.agg)
+	for _, sp := range p.streams {
+		b.transform(sp)
+	}
+	// The dead letters' outputs last: the others split off theirs.
+	outputs := slices.SortedStableFunc(slices.Values(p.outputs), func(a, b *outputPlan) int {
+		return cmp.Compare(boolInt(a.from == deadLettersName), boolInt(b.from == deadLettersName))
+	})
+	for _, o := range outputs {
+		if err := b.addSink(o); err != nil {
+			return nil, err
 		}
 	}
-	if len(deads) > 0 {
-		s = stream.Union(s, deads...)
-	}
-	if err := p.addSinks(s); err != nil {
-		return nil, err
-	}
 	return j, nil
+}
+
+// builder builds the job's graph from its inputs to its outputs.
+type builder struct {
+	*plan
+	streams map[string]stream.Stream[item] // by name: inputs, streams and late records (orders.late)
+	late    map[string]stream.OutputTag[item]
+	deads   []stream.Stream[item] // the dead letters split off so far
+}
+
+// add names s, the records (and dead letters) of an input or a stream.
+// When the pipeline keeps dead letters and several read s, its dead
+// letters are split off here, so that each goes to dead_letters once;
+// otherwise they flow on with the records to the one that reads s.
+func (b *builder) add(name string, s stream.Stream[item]) {
+	if b.dead && b.nodes[name].consumers > 1 {
+		b.deads = append(b.deads, stream.Filter(s, isDead, stream.Name(name+".dead-letters")))
+		s = stream.Filter(s, isLive, stream.Name(name+".records"))
+	}
+	b.streams[name] = s
+}
+
+// transform adds the union of a stream's inputs and its steps.
+func (b *builder) transform(sp *streamPlan) {
+	ins := make([]stream.Stream[item], len(sp.from))
+	for i, from := range sp.from {
+		ins[i] = b.streams[from]
+	}
+	s := ins[0]
+	if len(ins) > 1 {
+		s = stream.Union(ins[0], ins[1:]...)
+	}
+	n := b.nodes[sp.name]
+	for _, st := range sp.steps {
+		switch {
+		case st.filter != nil:
+			s = b.filter(s, st)
+		case st.fields != nil:
+			s = b.mapRecords(s, st)
+		case st.agg != nil:
+			pre := b.prepareAggregate(s, st)
+			b.deads = append(b.deads, stream.Filter(pre, isDead, stream.Name(st.what+".dead-letters")))
+			var tag *stream.OutputTag[item]
+			if st.agg.window != nil && n.lateConsumers > 0 {
+				t := stream.NewOutputTag[item](sp.name + lateSuffix)
+				tag = &t
+			}
+			s = b.keyed(stream.Filter(pre, isLive, stream.Name(st.what+".records")), st.agg, tag)
+			if tag != nil {
+				b.streams[sp.name+lateSuffix] = stream.SideOutput(s, *tag)
+			}
+		}
+	}
+	b.add(sp.name, s)
+}
+
+// boolInt is 1 for true, 0 for false.
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // isDead reports whether it is a dead letter.
@@ -89,58 +150,68 @@ func isDead(it item) bool { return it.dead != nil }
 // isLive reports whether it is a record.
 func isLive(it item) bool { return it.dead == nil }
 
-// sourceOptions returns the options of the source operator.
-func (p *plan) sourceOptions() []stream.SourceOption {
-	if n := p.cfg.Source.Parallelism; n > 0 {
+// sourceOptions returns the options of an input's source operator.
+func (in *inputPlan) sourceOptions() []stream.SourceOption {
+	if n := in.cfg.Parallelism; n > 0 {
 		return []stream.SourceOption{stream.Parallelism(n)}
 	}
 	return nil
 }
 
-// addSource adds the source, decoding and timestamping its records.
-func (p *plan) addSource(j *stream.Job) (stream.Stream[item], error) {
-	cfg := p.cfg.Source
+// addSource adds the input's source, decoding and timestamping its
+// records.
+func (p *plan) addSource(j *stream.Job, in *inputPlan) (stream.Stream[item], error) {
+	cfg := in.cfg
 	switch cfg.Kind {
 	case "generator":
-		src, err := generator.New(generator.Options{Count: cfg.Count, Splits: cfg.Splits, Rate: cfg.Rate}, p.generated)
+		src, err := generator.New(generator.Options{Count: cfg.Count, Splits: cfg.Splits, Rate: cfg.Rate}, in.generated)
 		if err != nil {
 			return stream.Stream[item]{}, err
 		}
-		return withEventTime(j, p, src, func(it item) int64 { return it.ts }), nil
+		return withEventTime(j, in, src, func(it item) int64 { return it.ts }), nil
 	case "file":
-		src, err := file.NewSource(cfg.Paths, func(line []byte) (item, error) { return p.decoded(line), nil })
+		src, err := file.NewSource(cfg.Paths, func(line []byte) (item, error) { return in.decoded(line), nil })
 		if err != nil {
 			return stream.Stream[item]{}, err
 		}
-		return withEventTime(j, p, src, func(it item) int64 { return it.ts }), nil
+		return withEventTime(j, in, src, func(it item) int64 { return it.ts }), nil
 	}
 	src, err := kafka.NewSource(kafka.SourceOptions{
 		Conn:    kafka.Conn{Brokers: cfg.Brokers, SASL: sasl(cfg.SASL)},
 		Topics:  cfg.Topics,
 		Start:   map[string]kafka.StartOffset{"earliest": kafka.Earliest(), "latest": kafka.Latest()}[cfg.Start],
 		Bounded: cfg.Bounded,
-	}, func(b []byte) (item, error) { return p.decoded(b), nil })
+	}, func(b []byte) (item, error) { return in.decoded(b), nil })
 	if err != nil {
 		return stream.Stream[item]{}, err
 	}
-	recs := withEventTime(j, p, src, func(r kafka.Record[item]) int64 { return r.Value.ts })
+	recs := withEventTime(j, in, src, func(r kafka.Record[item]) int64 { return r.Value.ts })
 	return stream.Map(recs, func(r kafka.Record[item]) item {
 		if r.Value.dead != nil {
 			r.Value.dead.stage = fmt.Sprintf("decode %s/%d@%d", r.Topic, r.Partition, r.Offset)
 		}
 		return r.Value
-	}, stream.Name("records")), nil
+	}, stream.Name(in.prefix()+"records")), nil
 }
 
-// withEventTime adds src to j, with event time when the pipeline has it.
-func withEventTime[T any](j *stream.Job, p *plan, src source.Source[T], ts func(T) int64) stream.Stream[T] {
-	if p.eventTime == nil {
-		return stream.Source(j, "source", src, p.sourceOptions()...)
+// prefix is the start of the names of the operators that follow the
+// input's source: "" for the pipeline's one source, else "name.".
+func (in *inputPlan) prefix() string {
+	if in.what == "source" {
+		return ""
 	}
-	return stream.SourceWithEventTime(j, "source", src, stream.EventTime[T]{
+	return in.name + "."
+}
+
+// withEventTime adds src to j as the input in, with event time when it has it.
+func withEventTime[T any](j *stream.Job, in *inputPlan, src source.Source[T], ts func(T) int64) stream.Stream[T] {
+	if in.eventTime == nil {
+		return stream.Source(j, in.name, src, in.sourceOptions()...)
+	}
+	return stream.SourceWithEventTime(j, in.name, src, stream.EventTime[T]{
 		Timestamp:         func(v T) time.Time { return time.Unix(0, ts(v)) },
-		MaxOutOfOrderness: p.cfg.EventTime.MaxOutOfOrderness,
-	}, p.sourceOptions()...)
+		MaxOutOfOrderness: in.eventCfg.MaxOutOfOrderness,
+	}, in.sourceOptions()...)
 }
 
 // sasl returns the connector's SASL settings.
@@ -152,42 +223,42 @@ func sasl(s *configSASL) kafka.SASL {
 }
 
 // generated returns the generator's record number i.
-func (p *plan) generated(i uint64) item {
+func (in *inputPlan) generated(i uint64) item {
 	env := record.Record{"index": int(i)}
-	rec := make(record.Record, len(p.generate))
-	for _, f := range p.generate {
+	rec := make(record.Record, len(in.generate))
+	for _, f := range in.generate {
 		v, err := f.prog.eval(env)
 		if err != nil {
-			return item{dead: &deadLetter{stage: "source.fields." + f.name, err: err.Error(), value: fmt.Sprintf(`{"index":%d}`, i)}}
+			return item{dead: &deadLetter{stage: in.what + ".fields." + f.name, err: err.Error(), value: fmt.Sprintf(`{"index":%d}`, i)}}
 		}
 		rec[f.name] = v
 	}
-	return p.timestamped(rec, "source")
+	return in.timestamped(rec)
 }
 
 // decoded returns the record of one message or line.
-func (p *plan) decoded(data []byte) item {
-	rec, err := p.decode(data)
+func (in *inputPlan) decoded(data []byte) item {
+	rec, err := in.decode(data)
 	if err != nil {
-		return item{dead: &deadLetter{stage: "decode", err: err.Error(), value: string(data)}}
+		return item{dead: &deadLetter{stage: in.decodeWhat, err: err.Error(), value: string(data)}}
 	}
-	return p.timestamped(rec, "decode")
+	return in.timestamped(rec)
 }
 
 // timestamped returns the item of rec with its event time.
-func (p *plan) timestamped(rec record.Record, stage string) item {
+func (in *inputPlan) timestamped(rec record.Record) item {
 	it := item{rec: rec}
-	if p.eventTime == nil {
+	if in.eventTime == nil {
 		return it
 	}
-	v, err := p.eventTime.eval(rec)
+	v, err := in.eventTime.eval(rec)
 	if err != nil {
-		return kill(it, "event_time", err)
+		return kill(it, in.eventWhat, err)
 	}
 	switch t := v.(type) {
 	case time.Time:
 		if t.IsZero() {
-			return kill(it, "event_time", fmt.Errorf("%s: the event time is missing", p.eventTime.src))
+			return kill(it, in.eventWhat, fmt.Errorf("%s: the event time is missing", in.eventTime.src))
 		}
 		it.ts = t.UnixNano()
 	case int:
@@ -197,7 +268,7 @@ func (p *plan) timestamped(rec record.Record, stage string) item {
 }
 
 // filter adds a filter step.
-func (p *plan) filter(s stream.Stream[item], st step) stream.Stream[item] {
+func (b *builder) filter(s stream.Stream[item], st step) stream.Stream[item] {
 	return stream.FlatMap(s, func(in item, out []item) []item {
 		if in.dead != nil {
 			return append(out, in)
@@ -214,7 +285,7 @@ func (p *plan) filter(s stream.Stream[item], st step) stream.Stream[item] {
 }
 
 // mapRecords adds a map step.
-func (p *plan) mapRecords(s stream.Stream[item], st step) stream.Stream[item] {
+func (b *builder) mapRecords(s stream.Stream[item], st step) stream.Stream[item] {
 	return stream.Map(s, func(in item) item {
 		if in.dead != nil {
 			return in
@@ -233,7 +304,7 @@ func (p *plan) mapRecords(s stream.Stream[item], st step) stream.Stream[item] {
 
 // prepareAggregate evaluates the key and the aggregates' arguments of
 // each record, ahead of the keyed operator.
-func (p *plan) prepareAggregate(s stream.Stream[item], st step) stream.Stream[item] {
+func (b *builder) prepareAggregate(s stream.Stream[item], st step) stream.Stream[item] {
 	ap := st.agg
 	return stream.Map(s, func(in item) item {
 		if in.dead != nil {

@@ -16,20 +16,29 @@ import (
 // bounds every operator's parallelism.
 const maxParallelism = 128
 
-// plan is a checked pipeline: its schemas at every step and its compiled
-// expressions.
+// plan is a checked pipeline: its inputs, streams and outputs with their
+// schemas and compiled expressions. A file of one source, transforms and
+// one sink is the plan of one input, one stream and one or two outputs.
 type plan struct {
-	cfg       *config.Pipeline // as decoded: doc knows the positions of its fields
-	doc       *yamlconf.Document
-	input     record.Schema // the source's records
-	decode    record.Decoder
-	generate  []field // the generator's fields
-	eventTime *program
-	steps     []step
-	output    record.Schema
-	sink      *sinkPlan
-	deadSink  *sinkPlan // nil without dead_letters
-	checking  bool      // build only checks the connectors' options: no I/O
+	cfg      *config.Pipeline // as decoded: doc knows the positions of its fields
+	doc      *yamlconf.Document
+	inputs   []*inputPlan
+	streams  []*streamPlan
+	outputs  []*outputPlan
+	nodes    map[string]*node // inputs and streams by name
+	dead     bool             // an output writes the dead letters
+	checking bool             // build only checks the connectors' options: no I/O
+}
+
+// node is what streams and outputs read: an input or a stream.
+type node struct {
+	name          string
+	schema        record.Schema // its records
+	eventTime     bool          // its records carry event time
+	windows       int           // its windowed aggregates
+	lateSchema    record.Schema // the records of its windowed aggregate, late or not
+	consumers     int           // the streams and outputs reading it
+	lateConsumers int           // those reading its late records
 }
 
 // field is a named expression: a generated field or a mapped one.
@@ -89,58 +98,67 @@ type aggValue struct {
 // expressions.
 func compile(cfg *config.Pipeline, doc *yamlconf.Document) (*plan, error) {
 	c := &compiler{file: doc.File}
-	p := &plan{cfg: cfg, doc: doc}
+	p := &plan{cfg: cfg, doc: doc, nodes: map[string]*node{}}
 	p.cfg.Checkpoint.Storage = strings.ReplaceAll(p.cfg.Checkpoint.Storage, "{name}", p.cfg.Name)
+	p.shape(c)
 	p.resolvePaths()
 	p.checkLimits(c)
 	p.checkPaths(c)
-	p.compileSource(c)
-	s := p.input
-	if cfg.EventTime != nil {
-		if prog, ok := c.compile("event_time.field", cfg.EventTime.Field, s, record.Time, record.Int); ok {
-			p.eventTime = &prog
-		}
-		if cfg.EventTime.MaxOutOfOrderness < 0 {
-			c.errorf(doc.Pos(&p.cfg.EventTime.MaxOutOfOrderness), "event_time.max_out_of_orderness is %v: use 0 or a positive duration", cfg.EventTime.MaxOutOfOrderness)
-		}
+	for _, in := range p.inputs {
+		p.compileInput(c, in)
 	}
-	steps := p.cfg.Transforms
+	for _, sp := range p.streams {
+		p.compileStream(c, sp)
+	}
+	for _, o := range p.outputs {
+		p.compileOutput(c, o)
+	}
+	if len(c.errs) == 0 { // else a misspelt name makes its input look unread
+		p.checkAllRead(c)
+	}
+	if len(c.errs) > 0 {
+		return nil, c.errs
+	}
+	return p, nil
+}
+
+// compileSteps compiles the transforms of sp, whose records are sp.input,
+// into sp.steps, and returns the schema they make. n is the stream's
+// node: it learns of the windowed aggregates.
+func (p *plan) compileSteps(c *compiler, sp *streamPlan, n *node) record.Schema {
+	doc, steps, s := p.doc, sp.cfg, sp.input
 	for i := 0; i < len(steps); i++ {
-		what := fmt.Sprintf("transforms[%d]", i)
+		what := fmt.Sprintf("%s[%d]", sp.what, i)
 		st := &steps[i]
 		switch {
 		case doc.Has(&st.Filter):
 			if prog, ok := c.compile(what+".filter", st.Filter, s, record.Bool); ok {
-				p.steps = append(p.steps, step{what: what + ".filter", filter: &prog})
+				sp.steps = append(sp.steps, step{what: what + ".filter", filter: &prog})
 			}
 		case doc.Has(&st.Map):
 			fields, out := p.compileFields(c, what+".map", st.Map, doc.Pos(&st.Map), s)
-			p.steps = append(p.steps, step{what: what + ".map", fields: fields, schema: out})
+			sp.steps = append(sp.steps, step{what: what + ".map", fields: fields, schema: out})
 			s = out
 		case doc.Has(&st.KeyBy):
 			if i+1 >= len(steps) || steps[i+1].Aggregate == nil {
 				c.errorf(doc.Pos(&st.KeyBy), "%s.key_by must be followed by an aggregate step: add \"- aggregate: {values: {n: count()}}\" after it", what)
 				continue
 			}
-			agg := p.compileAggregate(c, i, s)
+			agg := p.compileAggregate(c, sp, i, s, n.eventTime)
 			i++
 			if agg != nil {
-				p.steps = append(p.steps, step{what: fmt.Sprintf("transforms[%d].aggregate", i), agg: agg})
+				sp.steps = append(sp.steps, step{what: fmt.Sprintf("%s[%d].aggregate", sp.what, i), agg: agg})
+				if agg.window != nil {
+					n.windows++
+					n.lateSchema = s
+				}
 				s = agg.output
 			}
 		case st.Aggregate != nil:
 			c.errorf(doc.Pos(st.Aggregate), "%s.aggregate must follow a key_by step: add \"- key_by: <expression>\" before it", what)
 		}
 	}
-	p.output = s
-	p.checkSink(c, &p.cfg.Sink, "sink", s)
-	if p.cfg.DeadLetters != nil {
-		p.checkSink(c, p.cfg.DeadLetters, "dead_letters", deadLetterSchema)
-	}
-	if len(c.errs) > 0 {
-		return nil, c.errs
-	}
-	return p, nil
+	return s
 }
 
 // checkLimits checks the numeric options the decoder cannot.
@@ -152,8 +170,18 @@ func (p *plan) checkLimits(c *compiler) {
 		}
 	}
 	par(&cfg.Parallelism, "parallelism", false)
-	par(&cfg.Source.Parallelism, "source.parallelism", true)
-	par(&cfg.Sink.Parallelism, "sink.parallelism", true)
+	for _, in := range p.inputs {
+		par(&in.cfg.Parallelism, in.what+".parallelism", true)
+		if in.cfg.Kind == "generator" && (in.cfg.Splits < 1 || in.cfg.Splits > 1<<16) {
+			c.errorf(doc.Pos(&in.cfg.Splits), "%s.splits is %d: use 1 to 65536", in.what, in.cfg.Splits)
+		}
+		if in.cfg.Rate < 0 {
+			c.errorf(doc.Pos(&in.cfg.Rate), "%s.rate is %v: use 0 (as fast as possible) or a positive rate", in.what, in.cfg.Rate)
+		}
+	}
+	for _, o := range p.outputs {
+		par(&o.sink.cfg.Parallelism, o.what+".parallelism", true)
+	}
 	if cfg.Checkpoint.Interval <= 0 {
 		c.errorf(doc.Pos(&cfg.Checkpoint.Interval), "checkpoint.interval is %v: use a positive duration such as 1s", cfg.Checkpoint.Interval)
 	}
@@ -175,53 +203,47 @@ func (p *plan) checkLimits(c *compiler) {
 	if cfg.Checkpoint.Storage == "" {
 		c.errorf(doc.Pos(&cfg.Checkpoint.Storage), "checkpoint.storage is empty: name a directory or an s3:// URL")
 	}
-	if cfg.Source.Kind == "generator" && (cfg.Source.Splits < 1 || cfg.Source.Splits > 1<<16) {
-		c.errorf(doc.Pos(&cfg.Source.Splits), "source.splits is %d: use 1 to 65536", cfg.Source.Splits)
-	}
-	if cfg.Source.Rate < 0 {
-		c.errorf(doc.Pos(&cfg.Source.Rate), "source.rate is %v: use 0 (as fast as possible) or a positive rate", cfg.Source.Rate)
-	}
 }
 
-// compileSource sets the input schema: the generator's fields, or the
+// compileSource sets the input's schema: the generator's fields, or the
 // decoder's.
-func (p *plan) compileSource(c *compiler) {
-	cfg, doc := p.cfg, p.doc
-	if cfg.Source.Kind == "generator" {
-		if cfg.Decode != nil {
-			c.errorf(doc.Pos(cfg.Decode), "decode does not apply to a generator source, which makes records from its fields: remove it")
+func (p *plan) compileSource(c *compiler, in *inputPlan) {
+	doc, src := p.doc, in.cfg
+	if src.Kind == "generator" {
+		if in.decodeCfg != nil {
+			c.errorf(doc.Pos(in.decodeCfg), "%s does not apply to a generator source, which makes records from its fields: remove it", in.decodeWhat)
 		}
-		p.generate, p.input = p.compileFields(c, "source.fields", cfg.Source.Fields, doc.Pos(&cfg.Source.Fields), record.Schema{{Name: "index", Type: record.Int}})
+		in.generate, in.schema = p.compileFields(c, in.what+".fields", src.Fields, doc.Pos(&src.Fields), record.Schema{{Name: "index", Type: record.Int}})
 		return
 	}
-	if cfg.Decode == nil {
-		c.errorf(doc.Pos(&cfg.Source), "a %s source needs a decode section: add \"decode: {format: json, fields: {...}}\" (or csv, raw)", cfg.Source.Kind)
+	d := in.decodeCfg
+	if d == nil {
+		c.errorf(doc.Pos(src), "a %s source needs a %s section: add \"decode: {format: json, fields: {...}}\" (or csv, raw)", src.Kind, in.decodeWhat)
 		return
 	}
-	d := cfg.Decode
 	if d.Format == "raw" {
-		p.input, p.decode = record.RawSchema, record.Raw()
+		in.schema, in.decode = record.RawSchema, record.Raw()
 		return
 	}
 	seen := map[string]bool{}
 	for _, e := range d.Fields {
 		t, ok := record.ParseType(e.Value.Value)
 		if !ok {
-			c.errorf(e.Value.Pos, "decode.fields.%s is %q: use one of %s", e.Key, e.Value.Value, strings.Join(record.TypeNames, ", "))
+			c.errorf(e.Value.Pos, "%s.fields.%s is %q: use one of %s", in.decodeWhat, e.Key, e.Value.Value, strings.Join(record.TypeNames, ", "))
 			continue
 		}
-		if !checkName(c, e, seen, "decode.fields") {
+		if !checkName(c, e, seen, in.decodeWhat+".fields") {
 			continue
 		}
-		p.input = append(p.input, record.Field{Name: e.Key, Type: t})
+		in.schema = append(in.schema, record.Field{Name: e.Key, Type: t})
 	}
 	if len(d.Fields) == 0 {
-		c.errorf(doc.Pos(&d.Fields), "decode.fields is empty: list the record's fields, such as {user: string, amount: int}")
+		c.errorf(doc.Pos(&d.Fields), "%s.fields is empty: list the record's fields, such as {user: string, amount: int}", in.decodeWhat)
 	}
 	if d.Format == "json" {
-		p.decode = record.JSON(p.input, d.Strict)
+		in.decode = record.JSON(in.schema, d.Strict)
 	} else {
-		p.decode = record.CSV(p.input)
+		in.decode = record.CSV(in.schema)
 	}
 }
 
@@ -266,20 +288,21 @@ func (p *plan) compileFields(c *compiler, what string, es yamlconf.Entries, pos 
 // aggRE matches an aggregation: fn(argument).
 var aggRE = regexp.MustCompile(`^\s*(count|sum|min|max|avg)\s*\((.*)\)\s*$`)
 
-// compileAggregate compiles transforms[i] (a key_by) and the aggregate of
-// transforms[i+1].
-func (p *plan) compileAggregate(c *compiler, i int, s record.Schema) *aggregatePlan {
-	keyStep, aggStep := &p.cfg.Transforms[i], &p.cfg.Transforms[i+1]
+// compileAggregate compiles the key_by of sp's step i and the aggregate
+// of step i+1, of records of schema s; eventTime tells whether they carry
+// event time.
+func (p *plan) compileAggregate(c *compiler, sp *streamPlan, i int, s record.Schema, eventTime bool) *aggregatePlan {
+	keyStep, aggStep := &sp.cfg[i], &sp.cfg[i+1]
 	a := aggStep.Aggregate
-	what := fmt.Sprintf("transforms[%d].aggregate", i+1)
-	key, ok := c.compile(fmt.Sprintf("transforms[%d].key_by", i), keyStep.KeyBy, s, record.String, record.Int, record.Bool)
+	what := fmt.Sprintf("%s[%d].aggregate", sp.what, i+1)
+	key, ok := c.compile(fmt.Sprintf("%s[%d].key_by", sp.what, i), keyStep.KeyBy, s, record.String, record.Int, record.Bool)
 	ap := &aggregatePlan{name: a.Name, key: key, window: a.Window, keyType: key.typ}
 	if ap.name == "" {
-		ap.name = fmt.Sprintf("aggregate-%d", i+1)
+		ap.name = fmt.Sprintf("%saggregate-%d", sp.aggPrefix, i+1)
 	}
 	ap.output = record.Schema{{Name: "key", Type: key.typ}}
 	if a.Window != nil {
-		p.checkWindow(c, a.Window, what+".window")
+		p.checkWindow(c, a.Window, what+".window", eventTime)
 		ap.output = append(ap.output, record.Field{Name: "window_start", Type: record.Time}, record.Field{Name: "window_end", Type: record.Time})
 	}
 	seen := map[string]bool{}
@@ -325,9 +348,9 @@ func (p *plan) compileAggregate(c *compiler, i int, s record.Schema) *aggregateP
 }
 
 // checkWindow checks a window's durations.
-func (p *plan) checkWindow(c *compiler, w *config.Window, what string) {
-	if p.cfg.EventTime == nil {
-		c.errorf(p.doc.Pos(w), "%s needs event time: add \"event_time: {field: <expression>}\" to the pipeline", what)
+func (p *plan) checkWindow(c *compiler, w *config.Window, what string, eventTime bool) {
+	if !eventTime {
+		c.errorf(p.doc.Pos(w), "%s needs event time: add \"event_time: {field: <expression>}\" to %s", what, map[bool]string{true: "the pipeline", false: "each input of the stream"}[p.cfg.Source != nil])
 	}
 	check := func(v int64, ptr any, name string, kinds ...string) {
 		if slices.Contains(kinds, w.Kind) && v <= 0 {

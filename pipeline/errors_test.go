@@ -31,6 +31,88 @@ func TestErrorsNamePositionAndFix(t *testing.T) {
 var badPipelines = []struct {
 	name, yaml, want string
 }{
+	{"source with inputs", `
+name: x
+source: {kind: generator, count: 1, fields: {a: index}}
+inputs:
+  - {name: a, source: {kind: generator, count: 1, fields: {a: index}}}
+outputs:
+  - {name: o, from: a, sink: {kind: file, dir: out}}
+`,
+		`p.yaml:2:10: source does not go with inputs: move it into inputs as one more input`},
+	{"misspelt stream name", `
+name: x
+inputs:
+  - {name: orders, source: {kind: generator, count: 1, fields: {a: index}}}
+streams:
+  - {name: all, from: [orders]}
+outputs:
+  - {name: o, from: al, sink: {kind: file, dir: out}}
+`,
+		`p.yaml:7:21: outputs[0].from reads "al", which is no input or stream of the pipeline (did you mean "all"?): use one of all, orders`},
+	{"stream reads one below it", `
+name: x
+inputs:
+  - {name: a, source: {kind: generator, count: 1, fields: {a: index}}}
+streams:
+  - {name: s, from: [t]}
+  - {name: t, from: [a]}
+outputs:
+  - {name: o, from: s, sink: {kind: file, dir: out}}
+`,
+		`p.yaml:5:22: streams[0].from reads "t", a stream defined below it: move stream t above the one that reads it`},
+	{"union of different records", `
+name: x
+inputs:
+  - {name: orders, source: {kind: generator, count: 1, fields: {a: index}}}
+  - {name: refunds, source: {kind: generator, count: 1, fields: {b: index}}}
+streams:
+  - {name: all, from: [orders, refunds]}
+outputs:
+  - {name: o, from: all, sink: {kind: file, dir: out}}
+`,
+		`p.yaml:6:32: streams[0].from: the records of refunds are b (int) but those of orders are a (int): a union needs the same fields, types and order; add a map step to a stream of its own`},
+	{"union with and without event time", `
+name: x
+inputs:
+  - {name: a, source: {kind: generator, count: 1, fields: {a: index}}, event_time: {field: a}}
+  - {name: b, source: {kind: generator, count: 1, fields: {a: index}}}
+streams:
+  - {name: s, from: [a, b]}
+outputs:
+  - {name: o, from: s, sink: {kind: file, dir: out}}
+`,
+		`p.yaml:6:25: streams[0].from: a has event time and b has not: give every input of a union event_time, or none`},
+	{"input read by nothing", `
+name: x
+inputs:
+  - {name: a, source: {kind: generator, count: 1, fields: {a: index}}}
+  - {name: b, source: {kind: generator, count: 1, fields: {a: index}}}
+outputs:
+  - {name: o, from: a, sink: {kind: file, dir: out}}
+`,
+		`p.yaml:4:6: input b is read by no stream or output: add it to a stream's from or an output's, or remove it`},
+	{"dead letters into a stream, late records without a window", `
+name: x
+inputs:
+  - {name: a, source: {kind: generator, count: 1, fields: {a: index}}}
+streams:
+  - {name: s, from: [a, dead_letters]}
+outputs:
+  - {name: o, from: s.late, sink: {kind: file, dir: out}}
+`,
+		`p.yaml:5:25: streams[0].from: the dead letters go to outputs only: write them with an output of "from: dead_letters"
+p.yaml:7:21: outputs[0].from reads "s.late", but s has no windowed aggregate, the only step with late records: read a stream with one`},
+	{"names", `
+name: x
+inputs:
+  - {name: a, source: {kind: generator, count: 1, fields: {a: index}}}
+  - {name: a, source: {kind: generator, count: 1, fields: {a: index}}}
+outputs:
+  - {name: o-1, from: a, sink: {kind: file, dir: out}}
+`,
+		`p.yaml:4:12: inputs[1].name is "a", which names another input, stream or output: give each its own name
+p.yaml:6:12: outputs[0].name is "o-1": use letters, digits and '_', not starting with a digit`},
 	{"yaml syntax", `
 name: x
 source: {kind: generator
@@ -48,8 +130,7 @@ name: x
 sorce: {kind: generator, count: 1, fields: {a: index}}
 sink: {kind: file, dir: out}
 `,
-		`p.yaml:1:1: the pipeline lacks required field "source": add it
-p.yaml:2:1: unknown field "sorce" in the pipeline (did you mean "source"?): use one of name, parallelism, guarantee, source, decode, event_time, transforms, sink, dead_letters, checkpoint, state, restart`},
+		`p.yaml:2:1: unknown field "sorce" in the pipeline (did you mean "source"?): use one of name, parallelism, guarantee, source, decode, event_time, transforms, sink, dead_letters, inputs, streams, outputs, checkpoint, state, restart`},
 	{"unknown field in source", `
 name: x
 source:
@@ -71,7 +152,7 @@ sink: {kind: file, dir: out}
 name: x
 source: {kind: generator, count: 1, fields: {a: index}}
 `,
-		`p.yaml:1:1: the pipeline lacks required field "sink": add it`},
+		`p.yaml:1:1: the pipeline has no sink: add "sink: {kind: file, dir: out}" (or outputs, for several)`},
 	{"missing field of the kind", `
 name: x
 source:

@@ -180,3 +180,35 @@ func TestReadmeShowsTheFirstExample(t *testing.T) {
 		t.Error("README.md does not show examples/orders-sqlite.yaml as it is: copy the file into its yaml block")
 	}
 }
+
+// TestExampleOrdersFanOut runs examples/orders-fan-out.yaml: two inputs
+// as one stream, written to two sinks, with the dead letters of both
+// inputs in a third.
+func TestExampleOrdersFanOut(t *testing.T) {
+	dir := runExample(t, "orders-fan-out.yaml")
+	wantOrders := []string{
+		`{"id":1,"customer":"alice","amount":12}`,
+		`{"id":101,"customer":"bob","amount":8}`,
+		`{"id":103,"customer":"dave","amount":15}`,
+		`{"id":105,"customer":"bob","amount":2}`,
+		`{"id":2,"customer":"bob","amount":5}`,
+		`{"id":4,"customer":"carol","amount":30}`,
+	}
+	if got := committedLines(t, filepath.Join(dir, "out", "orders")); !slices.Equal(got, wantOrders) {
+		t.Errorf("orders:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(wantOrders, "\n"))
+	}
+	// A running aggregate writes each key's updated totals: the last of
+	// each key is its total.
+	got := queryRows(t, filepath.Join(dir, "out", "orders.db"), "SELECT key, max(orders), max(total), count(*) FROM totals GROUP BY key")
+	want := []string{"alice 1 12 1", "bob 3 15 3", "carol 1 30 1", "dave 1 15 1"}
+	if !slices.Equal(got, want) {
+		t.Errorf("totals per customer (key, orders, total, rows):\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	wantDead := []string{
+		`{"stage":"inputs[0].decode","error":"field \"amount\": \"seven\" is not an int","value":"{\"id\": 3, \"customer\": \"alice\", \"amount\": \"seven\"}"}`,
+		`{"stage":"inputs[1].decode","error":"not a CSV line of 3 columns: it has 2","value":"104,carol"}`,
+	}
+	if got := committedLines(t, filepath.Join(dir, "out", "dead-letters")); !slices.Equal(got, wantDead) {
+		t.Errorf("dead letters:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(wantDead, "\n"))
+	}
+}

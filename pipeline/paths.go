@@ -10,8 +10,6 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/exactlyonce/exactly/pipeline/internal/config"
 )
 
 // resolvePaths makes the pipeline's relative paths — the file source's
@@ -26,14 +24,15 @@ func (p *plan) resolvePaths() {
 		}
 	}
 	cfg := p.cfg
-	if cfg.Source.Kind == "file" {
-		for i := range cfg.Source.Paths {
-			rel(&cfg.Source.Paths[i])
+	for _, in := range p.inputs {
+		if in.cfg.Kind == "file" {
+			for i := range in.cfg.Paths {
+				rel(&in.cfg.Paths[i])
+			}
 		}
 	}
-	for _, s := range []*config.Sink{&cfg.Sink, cfg.DeadLetters} {
-		switch {
-		case s == nil:
+	for _, o := range p.outputs {
+		switch s := o.sink.cfg; {
 		case s.Kind == "file":
 			rel(&s.Dir)
 		case s.Kind == "sqlite":
@@ -59,27 +58,25 @@ func localStorage(storage string) bool {
 // permanent error found at the start, not after the job retried it.
 func (p *plan) checkPaths(c *compiler) {
 	cfg, doc := p.cfg, p.doc
-	if cfg.Source.Kind == "file" {
-		for i := range cfg.Source.Paths {
-			path := cfg.Source.Paths[i]
+	for _, in := range p.inputs {
+		if in.cfg.Kind != "file" {
+			continue
+		}
+		for i, path := range in.cfg.Paths {
 			if err := readableFile(path); err != nil {
-				c.errorf(doc.Pos(&cfg.Source.Paths[i]), "source.paths[%d]: %v: give the path of an existing file (a relative path is relative to the pipeline file's directory, %s)", i, err, filepath.Dir(doc.File))
+				c.errorf(doc.Pos(&in.cfg.Paths[i]), "%s.paths[%d]: %v: give the path of an existing file (a relative path is relative to the pipeline file's directory, %s)", in.what, i, err, filepath.Dir(doc.File))
 			}
 		}
 	}
-	for _, s := range []struct {
-		what string
-		sink *config.Sink
-	}{{"sink", &cfg.Sink}, {"dead_letters", cfg.DeadLetters}} {
-		switch {
-		case s.sink == nil:
-		case s.sink.Kind == "file":
-			if err := writableDir(s.sink.Dir); err != nil {
-				c.errorf(doc.Pos(&s.sink.Dir), "%s.dir: %v", s.what, err)
+	for _, o := range p.outputs {
+		switch s := o.sink.cfg; s.Kind {
+		case "file":
+			if err := writableDir(s.Dir); err != nil {
+				c.errorf(doc.Pos(&s.Dir), "%s.dir: %v", o.what, err)
 			}
-		case s.sink.Kind == "sqlite":
-			if err := writableDir(filepath.Dir(s.sink.Path)); err != nil {
-				c.errorf(doc.Pos(&s.sink.Path), "%s.path: the database's directory: %v", s.what, err)
+		case "sqlite":
+			if err := writableDir(filepath.Dir(s.Path)); err != nil {
+				c.errorf(doc.Pos(&s.Path), "%s.path: the database's directory: %v", o.what, err)
 			}
 		}
 	}

@@ -79,21 +79,40 @@ func Parse(file string, data []byte, env func(string) (string, bool)) (*Pipeline
 // Name returns the pipeline's name, the job's.
 func (p *Pipeline) Name() string { return p.plan.cfg.Name }
 
-// Describe summarizes the pipeline in a few lines: source, steps and the
-// fields of the output.
+// Describe summarizes the pipeline in a few lines: its sources, steps and
+// sinks, with the fields of their records.
 func (p *Pipeline) Describe() string {
 	pl := p.plan
 	var b strings.Builder
-	fmt.Fprintf(&b, "pipeline %q: %s source, records %s\n", pl.cfg.Name, pl.cfg.Source.Kind, pl.input.Describe())
-	for _, st := range pl.steps {
-		fmt.Fprintf(&b, "  %s: %s\n", st.what, st.describe())
-	}
-	fmt.Fprintf(&b, "  → %s sink, records %s\n", pl.cfg.Sink.Kind, pl.output.Describe())
-	if pl.cfg.DeadLetters != nil {
-		fmt.Fprintf(&b, "  → dead letters to a %s sink\n", pl.cfg.DeadLetters.Kind)
+	if pl.cfg.Source != nil {
+		fmt.Fprintf(&b, "pipeline %q: %s source, records %s\n", pl.cfg.Name, pl.cfg.Source.Kind, pl.inputs[0].schema.Describe())
+		describeSteps(&b, pl.streams[0])
+		fmt.Fprintf(&b, "  → %s sink, records %s\n", pl.cfg.Sink.Kind, pl.streams[0].output.Describe())
+		if pl.cfg.DeadLetters != nil {
+			fmt.Fprintf(&b, "  → dead letters to a %s sink\n", pl.cfg.DeadLetters.Kind)
+		}
+	} else {
+		fmt.Fprintf(&b, "pipeline %q:\n", pl.cfg.Name)
+		for _, in := range pl.inputs {
+			fmt.Fprintf(&b, "  input %s: %s source, records %s\n", in.name, in.cfg.Kind, in.schema.Describe())
+		}
+		for _, sp := range pl.streams {
+			fmt.Fprintf(&b, "  stream %s from %s, records %s\n", sp.name, strings.Join(sp.from, ", "), sp.output.Describe())
+			describeSteps(&b, sp)
+		}
+		for _, o := range pl.outputs {
+			fmt.Fprintf(&b, "  output %s: %s to a %s sink\n", o.name, o.from, o.sink.cfg.Kind)
+		}
 	}
 	fmt.Fprintf(&b, "  checkpoints every %v in %s, state on the %s\n", pl.cfg.Checkpoint.Interval, pl.cfg.Checkpoint.Storage, pl.cfg.State.Backend)
 	return b.String()
+}
+
+// describeSteps writes a line per step of sp.
+func describeSteps(b *strings.Builder, sp *streamPlan) {
+	for _, st := range sp.steps {
+		fmt.Fprintf(b, "  %s: %s\n", st.what, st.describe())
+	}
 }
 
 // RunOptions are the options of a run that do not belong in the file.

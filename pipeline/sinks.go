@@ -28,9 +28,10 @@ type sinkPlan struct {
 	key    *program
 }
 
-// checkSink checks the sink cfg, named what, writing records of schema s.
-func (p *plan) checkSink(c *compiler, cfg *config.Sink, what string, s record.Schema) {
-	sp := &sinkPlan{cfg: cfg, schema: s}
+// checkSink checks the sink of sp, named what, writing records of schema s.
+func (p *plan) checkSink(c *compiler, sp *sinkPlan, what string, s record.Schema) {
+	cfg := sp.cfg
+	sp.schema = s
 	if p.doc.Has(&cfg.Key) {
 		if prog, ok := c.compile(what+".key", cfg.Key, s, record.String, record.Int, record.Bool); ok {
 			sp.key = &prog
@@ -50,35 +51,42 @@ func (p *plan) checkSink(c *compiler, cfg *config.Sink, what string, s record.Sc
 			}
 		}
 	}
-	if what == "sink" {
-		p.sink = sp
-	} else {
-		p.deadSink = sp
-	}
 }
 
-// addSinks adds the sink, and the dead-letter sink when there is one, to
-// the stream of records and dead letters s.
-func (p *plan) addSinks(s stream.Stream[item]) error {
-	main, err := p.newSink(p.sink, func(it item) record.Record { return it.rec })
+// addSink adds the sink of output o. Dead letters that reach it with its
+// records are split off to the dead letters' outputs, or, without one,
+// stop the job (see [rejectDead]).
+func (b *builder) addSink(o *outputPlan) error {
+	rec := func(it item) record.Record { return it.rec }
+	if o.from == deadLettersName {
+		rec = func(it item) record.Record { return it.dead.record() }
+	}
+	snk, err := b.newSink(o.sink, o.what, rec)
 	if err != nil {
-		return p.doc.Errorf(&p.cfg.Sink, "sink: %v", err)
+		return b.doc.Errorf(o.sink.cfg, "%s: %v", o.what, err)
 	}
-	if p.deadSink == nil {
-		stream.SinkTo(s, "sink", rejectDead{main}, p.sinkOptions(p.sink)...)
-		return nil
+	var s stream.Stream[item]
+	switch {
+	case o.from == deadLettersName:
+		s = b.deads[0]
+		if len(b.deads) > 1 {
+			s = stream.Union(b.deads[0], b.deads[1:]...)
+		}
+	case !b.dead:
+		s, snk = b.streams[o.from], rejectDead{snk}
+	case strings.HasSuffix(o.from, lateSuffix) || b.nodes[o.from].consumers > 1:
+		s = b.streams[o.from] // no dead letters: split off already
+	default:
+		s = b.streams[o.from]
+		b.deads = append(b.deads, stream.Filter(s, isDead, stream.Name(o.prefix+"dead-letters")))
+		s = stream.Filter(s, isLive, stream.Name(o.prefix+"records"))
 	}
-	dead, err := p.newSink(p.deadSink, func(it item) record.Record { return it.dead.record() })
-	if err != nil {
-		return p.doc.Errorf(p.cfg.DeadLetters, "dead_letters: %v", err)
-	}
-	stream.SinkTo(stream.Filter(s, isLive, stream.Name("records")), "sink", main, p.sinkOptions(p.sink)...)
-	stream.SinkTo(stream.Filter(s, isDead, stream.Name("dead-letters")), "dead_letters", dead, p.sinkOptions(p.deadSink)...)
+	stream.SinkTo(s, o.name, snk, o.sink.options()...)
 	return nil
 }
 
-// sinkOptions returns the options of a sink operator.
-func (p *plan) sinkOptions(sp *sinkPlan) []stream.SinkOption {
+// options returns the options of a sink operator.
+func (sp *sinkPlan) options() []stream.SinkOption {
 	if n := sp.cfg.Parallelism; n > 0 {
 		return []stream.SinkOption{stream.Parallelism(n)}
 	}
@@ -87,7 +95,7 @@ func (p *plan) sinkOptions(sp *sinkPlan) []stream.SinkOption {
 
 // newSink returns the connector's sink for sp; rec returns an item's
 // record.
-func (p *plan) newSink(sp *sinkPlan, rec func(item) record.Record) (sink.Sink[item], error) {
+func (p *plan) newSink(sp *sinkPlan, what string, rec func(item) record.Record) (sink.Sink[item], error) {
 	cfg, s := sp.cfg, sp.schema
 	switch cfg.Kind {
 	case "sqlite":
@@ -138,7 +146,7 @@ func (p *plan) newSink(sp *sinkPlan, rec func(item) record.Record) (sink.Sink[it
 		if sp.key != nil {
 			k, err := sp.key.eval(r)
 			if err != nil {
-				return m, fmt.Errorf("sink.key: %w", err)
+				return m, fmt.Errorf("%s.key: %w", what, err)
 			}
 			m.Key = []byte(record.Text(k))
 		}

@@ -15,18 +15,43 @@ type Pipeline struct {
 	Name        string     `yaml:"name" required:"true" example:"orders-per-minute" doc:"The job's name. It is recorded in checkpoints and names the sinks' transactions and progress rows, so keep it stable across versions of the pipeline."`
 	Parallelism int        `yaml:"parallelism" default:"1" doc:"Parallel subtasks of each operator (at most 128)."`
 	Guarantee   string     `yaml:"guarantee" default:"exactly_once" enum:"exactly_once,at_least_once" doc:"exactly_once: every input record affects the committed output once, through crashes. at_least_once: the kafka sink writes without transactions (duplicates after a crash); the other sinks are transactional either way."`
-	Source      Source     `yaml:"source" required:"true" doc:"Where records come from."`
-	Decode      *Decode    `yaml:"decode" doc:"How the kafka and file sources turn bytes into records (the generator makes records itself). Required for them."`
+	Source      *Source    `yaml:"source" doc:"Where records come from, for a pipeline of one source (else use inputs)."`
+	Decode      *Decode    `yaml:"decode" doc:"How the kafka and file source turns bytes into records (the generator makes records itself). Required for them."`
 	EventTime   *EventTime `yaml:"event_time" doc:"The records' event time, which windows need."`
-	Transforms  []Step     `yaml:"transforms" doc:"Steps applied in order to each record."`
-	Sink        Sink       `yaml:"sink" required:"true" doc:"Where the output goes, exactly once."`
-	DeadLetters *Sink      `yaml:"dead_letters" doc:"Where records that fail to decode or to evaluate go, with the reason: records of the fields stage (where it failed), error and value (the input). Without it such a record stops the job with an error naming it."`
+	Transforms  []Step     `yaml:"transforms" doc:"Steps applied in order to each record of source."`
+	Sink        *Sink      `yaml:"sink" doc:"Where the output of source and transforms goes, exactly once, for a pipeline of one sink (else use outputs)."`
+	DeadLetters *Sink      `yaml:"dead_letters" doc:"Where records that fail to decode or to evaluate go, with the reason: records of the fields stage (where it failed), error and value (the input). Without it (and without an output from dead_letters) such a record stops the job with an error naming it."`
+	Inputs      []Input    `yaml:"inputs" doc:"Several sources, each a named stream of records (instead of source, decode and event_time)."`
+	Streams     []Stream   `yaml:"streams" doc:"Named streams made from inputs and other streams: the union of one or more, then transforms (instead of transforms)."`
+	Outputs     []Output   `yaml:"outputs" doc:"Several sinks, each writing one named stream (instead of sink); a stream may feed any number of them."`
 	Checkpoint  Checkpoint `yaml:"checkpoint" doc:"Checkpoint storage and pace."`
 	State       State      `yaml:"state" doc:"Where keyed state (aggregations, windows) lives."`
 	Restart     Restart    `yaml:"restart" doc:"How a failed run is restarted from its latest checkpoint."`
 }
 
-// Source is the pipeline's source.
+// Input is one of several sources: a named stream of decoded records.
+type Input struct {
+	Name      string     `yaml:"name" required:"true" example:"web_orders" doc:"The stream's name, which streams and outputs read from (letters, digits and '_'). It names the source's checkpointed positions: keep it stable."`
+	Source    Source     `yaml:"source" required:"true" doc:"Where the records come from."`
+	Decode    *Decode    `yaml:"decode" doc:"How a kafka or file source turns bytes into records. Required for them."`
+	EventTime *EventTime `yaml:"event_time" doc:"The records' event time, which windows need."`
+}
+
+// Stream is a named stream made from others.
+type Stream struct {
+	Name       string   `yaml:"name" required:"true" example:"orders" doc:"The stream's name, which streams and outputs read from (letters, digits and '_'). It prefixes its steps' names and their checkpointed state: keep it stable."`
+	From       []string `yaml:"from" required:"true" example:"[web_orders, shop_orders]" doc:"The inputs and streams (defined above this one) whose union it transforms; their records must have the same fields, of the same types, in the same order. NAME.late names the late records of stream NAME's windowed aggregate."`
+	Transforms []Step   `yaml:"transforms" doc:"Steps applied in order to each record; none: the union as it is."`
+}
+
+// Output is one of several sinks.
+type Output struct {
+	Name string `yaml:"name" required:"true" example:"orders_db" doc:"The sink's name (letters, digits and '_'); it names the sink's transactions and progress: keep it stable."`
+	From string `yaml:"from" required:"true" example:"orders" doc:"The input or stream it writes; dead_letters for the records that failed anywhere in the pipeline, NAME.late for the late records of stream NAME's windowed aggregate."`
+	Sink Sink   `yaml:"sink" required:"true" doc:"Where the records go, exactly once."`
+}
+
+// Source is a source.
 type Source struct {
 	Kind        string           `yaml:"kind" kind:"true" required:"true" enum:"kafka,file,generator" doc:"The kind of source."`
 	Brokers     []string         `yaml:"brokers" kinds:"kafka" required:"kafka" example:"[\"localhost:9092\"]" doc:"Bootstrap brokers, host:port."`

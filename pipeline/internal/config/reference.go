@@ -63,12 +63,41 @@ default; a variable that is not set is an error naming it. Give
 passwords this way (` + "`dsn: ${DATABASE_URL}`, `password: ${KAFKA_PASSWORD}`" + `):
 errors quote the file's text, never a value from the environment.
 
+## Several sources and sinks
+
+A pipeline of one source and one sink writes ` + "`source`, `transforms` and `sink`" + `. For more,
+name each source in ` + "`inputs`" + ` (with its own ` + "`decode` and `event_time`" + `), make named
+` + "`streams`" + ` from them — the union of one or more inputs or streams defined above,
+then transforms — and write any input or stream with ` + "`outputs`" + `, as many per stream
+as you like (examples/orders-fan-out.yaml):
+
+` + "```yaml" + `
+inputs:
+  - {name: web, source: {kind: file, paths: [web.jsonl]}, decode: {format: json, fields: {id: int, amount: int}}}
+  - {name: shop, source: {kind: file, paths: [shop.csv]}, decode: {format: csv, fields: {id: int, amount: int}}}
+streams:
+  - {name: orders, from: [web, shop], transforms: [{filter: amount > 0}]}
+outputs:
+  - {name: all_orders, from: orders, sink: {kind: file, dir: out/orders}}
+  - {name: big_orders, from: orders, sink: {kind: sqlite, path: out/orders.db, table: orders}}
+  - {name: rejected, from: dead_letters, sink: {kind: file, dir: out/rejected}}
+` + "```" + `
+
+A union needs the same fields, of the same types, in the same order, and
+event time on all of its inputs or none. Two side outputs are streams too:
+` + "`dead_letters`" + ` holds the records that failed anywhere (outputs only; the
+` + "`dead_letters`" + ` section is a short form of such an output), and ` + "`NAME.late`" + ` the
+records too late for stream NAME's windowed aggregate, with the fields they
+had before its key_by. The names of inputs, aggregates and outputs name
+their checkpointed state and the sinks' transactions: keep them stable.
+
 ## Event time and windows
 
 ` + "`event_time.field`" + ` gives each record its event time (a ` + "`time`" + ` field, or an int of
 milliseconds since the Unix epoch); the source tracks it per split and sends
 watermarks. A window fires when the watermark passes its end; records later
-than ` + "`allowed_lateness`" + ` are dropped (and counted in the job's metrics). When a
+than ` + "`allowed_lateness`" + ` are dropped (and counted in the job's metrics), or go to
+the stream's ` + "`NAME.late`" + ` output when one reads it. When a
 bounded source ends, every window fires.
 
 `

@@ -89,3 +89,7 @@ func suggest(s string, candidates []string) string {
 	}
 	return ""
 }
+
+// Suggest returns " (did you mean "c"?)" for the candidate c closest to s,
+// or "" when none is close.
+func Suggest(s string, candidates []string) string { return suggest(s, candidates) }
