@@ -86,7 +86,7 @@ func (p *Pipeline) Describe() string {
 	var b strings.Builder
 	if pl.cfg.Source != nil {
 		fmt.Fprintf(&b, "pipeline %q: %s source, records %s\n", pl.cfg.Name, pl.cfg.Source.Kind, pl.inputs[0].schema.Describe())
-		describeSteps(&b, pl.streams[0])
+		describeSteps(&b, pl.streams[0], "  ")
 		fmt.Fprintf(&b, "  → %s sink, records %s\n", pl.cfg.Sink.Kind, pl.streams[0].output.Describe())
 		if pl.cfg.DeadLetters != nil {
 			fmt.Fprintf(&b, "  → dead letters to a %s sink\n", pl.cfg.DeadLetters.Kind)
@@ -98,7 +98,7 @@ func (p *Pipeline) Describe() string {
 		}
 		for _, sp := range pl.streams {
 			fmt.Fprintf(&b, "  stream %s from %s, records %s\n", sp.name, strings.Join(sp.from, ", "), sp.output.Describe())
-			describeSteps(&b, sp)
+			describeSteps(&b, sp, "    ")
 		}
 		for _, o := range pl.outputs {
 			fmt.Fprintf(&b, "  output %s: %s to a %s sink\n", o.name, o.from, o.sink.cfg.Kind)
@@ -108,10 +108,10 @@ func (p *Pipeline) Describe() string {
 	return b.String()
 }
 
-// describeSteps writes a line per step of sp.
-func describeSteps(b *strings.Builder, sp *streamPlan) {
+// describeSteps writes a line per step of sp, indented.
+func describeSteps(b *strings.Builder, sp *streamPlan, indent string) {
 	for _, st := range sp.steps {
-		fmt.Fprintf(b, "  %s: %s\n", st.what, st.describe())
+		fmt.Fprintf(b, "%s%s: %s\n", indent, st.what, st.describe())
 	}
 }
 
