@@ -10,26 +10,15 @@ import (
 )
 
 // The engine (package internal/runtime) is not importable; these are the
-// parts of it a job author uses. Their fields and methods are documented
-// there: go doc github.com/exactlyonce/exactly/internal/runtime.Options
-// (or .Job, .Metrics, ...).
+// parts of it a job author reads. Options, RestartStrategy,
+// ControlOptions and Running are this package's own types (options.go,
+// running.go).
 type (
-	// Options configures a run of a job: checkpoint storage and interval,
-	// ownership, restarts, logging. Every field has a sane default.
-	Options = runtime.Options
-	// RestartStrategy decides how a failed job is restarted.
-	RestartStrategy = runtime.RestartStrategy
-	// Running is a started job ([Job.Start]): wait for its end, read its
-	// metrics, take savepoints, stop it with one.
-	Running = runtime.Job
 	// Metrics are the counters of a running job, safe to read at any time
 	// (see package metrics for Prometheus).
 	Metrics = runtime.Metrics
 	// CheckpointStats describes a completed checkpoint.
 	CheckpointStats = runtime.CheckpointStats
-	// ControlOptions configure the HTTP control API and web page of a
-	// running job ([Options].Control; package control).
-	ControlOptions = runtime.ControlOptions
 	// PanicError is the error of an attempt that a panic in user code (or
 	// an operator) ended; it names the operator subtask.
 	PanicError = runtime.PanicError
@@ -222,5 +211,9 @@ func (j *Job) Start(ctx context.Context, opts Options) (*Running, error) {
 	if err != nil {
 		return nil, err
 	}
-	return runtime.Start(ctx, g, opts)
+	rj, err := runtime.Start(ctx, g, opts.engine())
+	if err != nil {
+		return nil, err
+	}
+	return &Running{job: rj}, nil
 }

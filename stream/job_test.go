@@ -294,7 +294,7 @@ func TestFailoverIsExactlyOnce(t *testing.T) {
 // in done by its Probe (testwait.Checkpoints). It fails t if the job ends
 // first, or after timeout (a guard against a hang, not a timing
 // assertion), when it stops the job with stop first.
-func untilCheckpoints(t *testing.T, r *runtime.Job, done *testwait.Counter, n int64, timeout time.Duration, stop func()) {
+func untilCheckpoints(t *testing.T, r *stream.Running, done *testwait.Counter, n int64, timeout time.Duration, stop func()) {
 	t.Helper()
 	ended := make(chan error, 1)
 	go func() { ended <- r.Wait() }()

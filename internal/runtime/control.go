@@ -11,25 +11,13 @@ import (
 )
 
 // ControlOptions configure the job's control API and web page (package
-// control, docs/operations.md). The zero value serves nothing.
+// control, docs/operations.md); see stream.ControlOptions, which it
+// mirrors, for its documentation. The zero value serves nothing.
 type ControlOptions struct {
-	// Addr is the host:port to serve on; empty (the default) serves
-	// nothing. It must be a loopback address, such as 127.0.0.1:8081,
-	// unless a token is set: a non-loopback address without one is
-	// refused at Start. Port 0 picks a free port; [Job.ControlAddr] tells
-	// which.
-	Addr string
-	// TokenFile is a file holding the bearer token that the calls that
-	// change the job (savepoint, stop) need; read once at Start. Without a
-	// token (here or in TokenEnv) the API is read-only.
-	TokenFile string
-	// TokenEnv is the name of an environment variable holding the token,
-	// instead of TokenFile.
-	TokenEnv string
-	// Metrics, when set, makes the handler of GET /metrics from the job's
-	// name and metrics: pass metrics.Handler for Prometheus. Nil answers
-	// 404, and the core packages link no Prometheus code.
-	Metrics func(job string, m *Metrics) http.Handler
+	Addr      string                                    // host:port to serve on; empty serves nothing
+	TokenFile string                                    // file holding the bearer token
+	TokenEnv  string                                    // environment variable holding the token
+	Metrics   func(job string, m *Metrics) http.Handler // the handler of GET /metrics; nil answers 404
 }
 
 // openControl validates o and opens its listener and token; nil, "" when

@@ -26,11 +26,11 @@ var GoOptionNames = OptionNames{
 	ControlToken:           "stream.Options.Control.TokenFile or TokenEnv",
 }
 
-// WithOptionNames returns o with its messages spelling options as names
-// do (the pipeline runner's, for the exactly binary).
-func WithOptionNames(o Options, names OptionNames) Options {
-	o.names = &names
-	return o
+// WithOptionNames returns o, an [Options] or a stream.Options, with its
+// messages spelling options as names do (the pipeline runner's, for the
+// exactly binary).
+func WithOptionNames[O any](o O, names OptionNames) O {
+	return EditOptions(o, func(e *Options) { e.names = &names })
 }
 
 // optionNames returns how this job's messages spell options.

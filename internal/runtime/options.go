@@ -10,137 +10,48 @@ import (
 	"github.com/exactlyonce/exactly/state"
 )
 
-// Options configures a job run. The zero value of every field means its
-// default; [Options.withDefaults] documents them in one place.
+// Options configures a job run. It mirrors stream.Options field for field
+// (stream converts with its Options.engine; its tests fail when the two
+// differ), and the user-facing documentation of every field, with its
+// default, is there: go doc github.com/exactlyonce/exactly/stream.Options.
+// The zero value of every field means its default; [Options.withDefaults]
+// sets them.
 type Options struct {
-	// CheckpointDir is where checkpoints are kept. Required. A local
-	// directory (a plain path or file:///path), or S3-compatible object
-	// storage: s3://bucket/prefix?endpoint=host:port&region=region, with
-	// credentials from the standard AWS environment variables or
-	// ~/.aws/credentials (never from the URL). Object storage survives the
-	// loss of the machine: a job restarted anywhere resumes from it. See
-	// docs/state.md.
-	CheckpointDir string
-	// CheckpointInterval is the time between two checkpoint triggers; output
-	// becomes visible at this pace. Default 1s.
-	CheckpointInterval time.Duration
-	// CheckpointTimeout aborts a checkpoint not complete this long after its
-	// trigger. Default 1m.
-	CheckpointTimeout time.Duration
-	// MinPauseBetweenCheckpoints is the least time from the end of one
-	// checkpoint to the next trigger. Default 0.
-	MinPauseBetweenCheckpoints time.Duration
-	// RetainedCheckpoints is how many completed checkpoints are kept. Default 3.
-	RetainedCheckpoints int
-	// Parallelism is the parallelism of operators that set none and do not
-	// inherit their input's. Default 1.
-	Parallelism int
-	// MaxParallelism is the number of key groups; it bounds every
-	// operator's parallelism and cannot change once a checkpoint exists.
-	// Default 128.
-	MaxParallelism int
-	// RestoreFrom is a checkpoint or savepoint directory to start from, used
-	// only when CheckpointDir holds no newer checkpoint of the job (as in
-	// Flink): a process restarted with the same options resumes from its
-	// latest checkpoint instead of replaying from the savepoint. When empty
-	// the job resumes from the latest checkpoint in CheckpointDir, or starts
-	// fresh if there is none.
-	RestoreFrom string
-	// RunFinished runs a job whose latest checkpoint is the final
-	// checkpoint of its input (a bounded run that ended) on from that
-	// checkpoint, for instance after new files arrived or after its source
-	// was made unbounded (see the source's options for reading past a
-	// bounded end). Without it such a start commits what that checkpoint
-	// covers, logs that the job finished, and runs nothing: pending
-	// processing-time timers stay unfired and no output is written twice.
-	// Default false.
-	RunFinished bool
-	// SkipCorruptCheckpoints lets the job fall back past completed
-	// checkpoints that do not verify (a flipped byte, a lost file) to the
-	// newest one that does, with a loud warning each, counted by
-	// Metrics.SkippedCheckpoints. Default false: the job stops with an
-	// error naming the file, because the skipped checkpoint's output may
-	// be committed already and falling back writes it again. Checkpoints
-	// that never completed are always skipped quietly.
-	SkipCorruptCheckpoints bool
-	// Restart decides whether and when a failed job is restarted.
-	Restart RestartStrategy
-	// BatchSize is the number of records per batch between tasks. Default 512.
-	BatchSize int
-	// ChannelCapacity is the number of batches a channel between two tasks
-	// holds before the producer blocks. Default 8.
-	ChannelCapacity int
-	// WatermarkInterval is how often a source subtask that tracks event
-	// time sends its watermark and idleness downstream, when they changed:
-	// once per interval of wall-clock time, or as soon as the watermark is
-	// an interval of event time past the last one sent (a backlog read
-	// faster than real time); the end of a bounded input is sent at once.
-	// Default 200ms.
-	WatermarkInterval time.Duration
-	// TolerableCheckpointFailures is how many checkpoints in a row may fail
-	// (time out, be declined) before the job fails over and restarts from
-	// its latest checkpoint, with an error naming the subtask that did not
-	// acknowledge. Default 3; -1 never fails over for failed checkpoints.
-	TolerableCheckpointFailures int
-	// TakeOverSinks lets a job that starts without a checkpoint write into
-	// sinks that hold the progress of another incarnation of the job (a
-	// rerun from scratch into the same tables, after the checkpoint
-	// directory was lost or deliberately emptied). Without it such a start
-	// fails with an error wrapping sink.ErrForeignProgress, because
-	// reprocessing from scratch writes the old output again. Default false.
-	TakeOverSinks bool
-	// OwnershipLease is how long this process's ownership of CheckpointDir
-	// lasts without renewal (renewed every third of it). Another instance
-	// started on the same directory waits while the lease is renewed; when
-	// this process dies the next one takes over at once, and when it is
-	// paused (SIGSTOP, a frozen VM) longer than the lease, the next one
-	// takes over with a higher epoch and this process can then complete no
-	// checkpoint and commit nothing. Default 10s.
-	OwnershipLease time.Duration
-	// OwnershipWait is how long Start waits for another live owner of
-	// CheckpointDir before failing with an error naming it. Default twice
-	// OwnershipLease; -1 waits until the context ends (a standby instance).
-	OwnershipWait time.Duration
-	// CommitRetries is how many times a failed commit is retried, with
-	// exponential backoff from 50ms, before the attempt fails. Default 5.
-	CommitRetries int
-	// CommitTimeout bounds each call of the commit protocol to a sink
-	// (fencing at a start, a commit, an abort): a call without an answer
-	// within it is cancelled and fails, and is retried as a failed commit
-	// is. A network that holds a connection's packets without closing it
-	// would otherwise hang a restore, which no checkpoint timeout covers.
-	// Default CheckpointTimeout.
-	CommitTimeout time.Duration
-	// CheckTimeout bounds the checks of the sources' and sinks'
-	// configuration that Start runs while it opens its checkpoint storage (reachable
-	// services, existing topics and tables, accepted credentials: see
-	// stream.Checker). A check without an answer within it fails the
-	// start. Default 30s; negative skips the checks.
-	CheckTimeout time.Duration
-	// Control serves the job's control API, its Prometheus metrics and
-	// its web page over HTTP; off unless Control.Addr is set. See
-	// [ControlOptions].
-	Control ControlOptions
-	// Logger receives the job's logs. Default slog.Default().
-	Logger *slog.Logger
-	// Probe, when set, is called at the points of the checkpoint protocol
-	// named by [ProbePoint], synchronously. It is for tests and fault
-	// injection: a crash test kills the process from here.
-	Probe func(p ProbePoint, id checkpoint.ID)
+	CheckpointDir               string        // where checkpoints are kept; required
+	CheckpointInterval          time.Duration // between two checkpoint triggers; default 1s
+	CheckpointTimeout           time.Duration // aborts an incomplete checkpoint; default 1m
+	MinPauseBetweenCheckpoints  time.Duration // from a checkpoint's end to the next trigger; default 0
+	RetainedCheckpoints         int           // completed checkpoints kept; default 3
+	Parallelism                 int           // of operators that set none; default 1
+	MaxParallelism              int           // the number of key groups; default 128
+	RestoreFrom                 string        // a checkpoint or savepoint to start from when CheckpointDir has none newer
+	RunFinished                 bool          // runs a finished job on from its final checkpoint
+	SkipCorruptCheckpoints      bool          // falls back past completed checkpoints that do not verify
+	Restart                     RestartStrategy
+	BatchSize                   int           // records per batch between tasks; default 512
+	ChannelCapacity             int           // batches a channel holds; default 8
+	WatermarkInterval           time.Duration // how often sources send watermarks; default 200ms
+	TolerableCheckpointFailures int           // failed checkpoints in a row before a failover; default 3, -1 never
+	TakeOverSinks               bool          // a start without a checkpoint may write into another incarnation's sinks
+	OwnershipLease              time.Duration // of CheckpointDir; default 10s
+	OwnershipWait               time.Duration // for another owner at Start; default twice the lease, -1 forever
+	CommitRetries               int           // retries of a failed commit; default 5
+	CommitTimeout               time.Duration // of each call of the commit protocol; default CheckpointTimeout
+	CheckTimeout                time.Duration // of the configuration checks at Start; default 30s, negative skips them
+	Control                     ControlOptions
+	Logger                      *slog.Logger                         // default slog.Default()
+	Probe                       func(p ProbePoint, id checkpoint.ID) // called at the points of the checkpoint protocol
 
 	fs    vfs.FS       // the checkpoint store's filesystem; nil: the OS's (tests inject errors)
 	names *OptionNames // how messages spell options; nil: as Go fields (see WithOptionNames)
 }
 
-// RestartStrategy restarts a failed job with exponential backoff.
+// RestartStrategy restarts a failed job with exponential backoff; see
+// stream.RestartStrategy, which it mirrors, for its documentation.
 type RestartStrategy struct {
-	// MaxAttempts is the number of restarts allowed without a checkpoint
-	// completing in between; 0 means the default, 10; -1 disables restarts.
-	MaxAttempts int
-	// InitialBackoff is the wait before the first restart. Default 100ms.
-	InitialBackoff time.Duration
-	// MaxBackoff caps the wait. Default 10s.
-	MaxBackoff time.Duration
+	MaxAttempts    int           // restarts without a completed checkpoint in between; default 10, -1 none
+	InitialBackoff time.Duration // before the first restart; default 100ms
+	MaxBackoff     time.Duration // caps the wait; default 10s
 }
 
 // ProbePoint names a point of the checkpoint protocol.
