@@ -188,6 +188,12 @@ func (p *plan) checkLimits(c *compiler) {
 	if cfg.Checkpoint.Timeout <= 0 {
 		c.errorf(doc.Pos(&cfg.Checkpoint.Timeout), "checkpoint.timeout is %v: use a positive duration such as 1m", cfg.Checkpoint.Timeout)
 	}
+	if cfg.Checkpoint.RequestTimeout <= 0 {
+		c.errorf(doc.Pos(&cfg.Checkpoint.RequestTimeout), "checkpoint.request_timeout is %v: use a positive duration such as 30s", cfg.Checkpoint.RequestTimeout)
+	}
+	if cfg.Checkpoint.MinTransferRate <= 0 {
+		c.errorf(doc.Pos(&cfg.Checkpoint.MinTransferRate), "checkpoint.min_transfer_rate is %d: use a positive number of bytes per second such as 1048576 (1 MiB/s)", cfg.Checkpoint.MinTransferRate)
+	}
 	if cfg.Checkpoint.Retained < 1 {
 		c.errorf(doc.Pos(&cfg.Checkpoint.Retained), "checkpoint.retained is %d: keep at least 1 checkpoint", cfg.Checkpoint.Retained)
 	}

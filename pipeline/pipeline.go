@@ -169,6 +169,8 @@ func (p *Pipeline) options(o RunOptions) stream.Options {
 		CheckpointInterval:     c.Checkpoint.Interval,
 		CheckpointTimeout:      c.Checkpoint.Timeout,
 		RetainedCheckpoints:    c.Checkpoint.Retained,
+		StorageRequestTimeout:  c.Checkpoint.RequestTimeout,
+		StorageMinTransferRate: c.Checkpoint.MinTransferRate,
 		Parallelism:            c.Parallelism,
 		Restart:                stream.RestartStrategy{MaxAttempts: c.Restart.MaxAttempts, InitialBackoff: c.Restart.InitialBackoff, MaxBackoff: c.Restart.MaxBackoff},
 		Logger:                 o.Logger,

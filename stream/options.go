@@ -121,6 +121,19 @@ type Options struct {
 	// credentials: see [Checker]). A check without an answer within it
 	// fails the start. Default 30s; negative skips the checks.
 	CheckTimeout time.Duration
+	// StorageRequestTimeout bounds each request to object storage (an
+	// s3:// CheckpointDir), plus the time its bytes take at
+	// StorageMinTransferRate: a slower request fails, and the checkpoint or
+	// restore that made it is retried. Default 30s. Local directories have
+	// no timeout.
+	StorageRequestTimeout time.Duration
+	// StorageMinTransferRate is the slowest transfer, in bytes per second,
+	// that a request moving state to or from object storage may take: a
+	// request moving n bytes gets StorageRequestTimeout + n /
+	// StorageMinTransferRate, so a large object of state is not cut off by
+	// a timeout sized for small ones. Default 1 MiB/s (a 5 GiB object gets
+	// 30 s + 85 min). Large objects go up in parts (multipart uploads).
+	StorageMinTransferRate int64
 	// Control serves the job's control API, its Prometheus metrics and
 	// its web page over HTTP. Default off: nothing is served unless
 	// Control.Addr is set. See [ControlOptions].
@@ -216,6 +229,8 @@ func (o Options) engine() runtime.Options {
 		CommitRetries:               o.CommitRetries,
 		CommitTimeout:               o.CommitTimeout,
 		CheckTimeout:                o.CheckTimeout,
+		StorageRequestTimeout:       o.StorageRequestTimeout,
+		StorageMinTransferRate:      o.StorageMinTransferRate,
 		Control:                     o.Control.engine(),
 		Logger:                      o.Logger,
 		Probe:                       o.Probe,

@@ -39,6 +39,8 @@ func (j *Job) configuration() []control.Setting {
 		{Name: "ownership lease", Value: text(o.OwnershipLease)},
 		{Name: "commit retries", Value: strconv.Itoa(o.CommitRetries)},
 		{Name: "commit timeout", Value: text(o.CommitTimeout)},
+		{Name: "storage request timeout", Value: text(o.StorageRequestTimeout)},
+		{Name: "storage min transfer rate", Value: fmt.Sprintf("%.1f MiB/s", float64(o.StorageMinTransferRate)/(1<<20))},
 		{Name: "batch size", Value: strconv.Itoa(o.BatchSize)},
 		{Name: "channel capacity", Value: strconv.Itoa(o.ChannelCapacity)},
 		{Name: "watermark interval", Value: text(o.WatermarkInterval)},

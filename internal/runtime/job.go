@@ -176,7 +176,8 @@ func Start(ctx context.Context, g Graph, opts Options) (*Job, error) {
 
 // acquire opens the job's checkpoint storage and takes its ownership.
 func acquire(ctx context.Context, job string, opts Options) (store.Storage, store.Ownership, error) {
-	st, err := store.OpenStorage(opts.CheckpointDir, store.Options{FS: opts.fs, Retained: opts.RetainedCheckpoints, Logger: opts.Logger, SkipCorrupt: opts.SkipCorruptCheckpoints})
+	st, err := store.OpenStorage(opts.CheckpointDir, store.Options{FS: opts.fs, Retained: opts.RetainedCheckpoints, Logger: opts.Logger, SkipCorrupt: opts.SkipCorruptCheckpoints,
+		RequestTimeout: opts.StorageRequestTimeout, MinTransferRate: opts.StorageMinTransferRate})
 	if err != nil {
 		return nil, store.Ownership{}, err
 	}

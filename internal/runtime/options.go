@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/checkpoint/store"
 	"github.com/exactlyonce/exactly/internal/vfs"
 	"github.com/exactlyonce/exactly/state"
 )
@@ -38,6 +39,8 @@ type Options struct {
 	CommitRetries               int           // retries of a failed commit; default 5
 	CommitTimeout               time.Duration // of each call of the commit protocol; default CheckpointTimeout
 	CheckTimeout                time.Duration // of the configuration checks at Start; default 30s, negative skips them
+	StorageRequestTimeout       time.Duration // of each request to object storage, before its bytes' time; default 30s
+	StorageMinTransferRate      int64         // bytes per second a request to object storage may not fall below; default 1 MiB/s
 	Control                     ControlOptions
 	Logger                      *slog.Logger                         // default slog.Default()
 	Probe                       func(p ProbePoint, id checkpoint.ID) // called at the points of the checkpoint protocol
@@ -116,6 +119,12 @@ func (o Options) withDefaults() Options {
 	if o.WatermarkInterval == 0 {
 		o.WatermarkInterval = 200 * time.Millisecond
 	}
+	if o.StorageRequestTimeout == 0 {
+		o.StorageRequestTimeout = store.DefaultRequestTimeout
+	}
+	if o.StorageMinTransferRate == 0 {
+		o.StorageMinTransferRate = store.DefaultMinTransferRate
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -153,6 +162,8 @@ func (o Options) validate() error {
 		{o.OwnershipWait < -1, "OwnershipWait", o.OwnershipWait, "use -1 (wait as a standby), 0 (default: twice the lease) or a positive duration"},
 		{o.TolerableCheckpointFailures < -1, "TolerableCheckpointFailures", o.TolerableCheckpointFailures, "use -1 (never fail over), 0 (default 3) or a positive count"},
 		{o.WatermarkInterval < 0, "WatermarkInterval", o.WatermarkInterval, "use 0 (default 200ms) or a positive duration"},
+		{o.StorageRequestTimeout < 0, "StorageRequestTimeout", o.StorageRequestTimeout, "use 0 (default 30s) or a positive duration"},
+		{o.StorageMinTransferRate < 0, "StorageMinTransferRate", o.StorageMinTransferRate, "use 0 (default 1 MiB/s) or a positive number of bytes per second"},
 	}
 	for _, c := range checks {
 		if c.bad {

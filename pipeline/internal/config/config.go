@@ -132,10 +132,12 @@ type Sink struct {
 
 // Checkpoint configures checkpoints.
 type Checkpoint struct {
-	Storage  string        `yaml:"storage" default:"{name}-checkpoints" doc:"A local directory (relative to the pipeline file's directory; {name} is replaced by the pipeline's name) or s3://bucket/prefix?endpoint=host:port&region=r (credentials from the AWS environment variables)."`
-	Interval time.Duration `yaml:"interval" default:"1s" doc:"Time between checkpoints; output becomes visible at this pace."`
-	Timeout  time.Duration `yaml:"timeout" default:"1m" doc:"A checkpoint not complete this long after it started is aborted."`
-	Retained int           `yaml:"retained" default:"3" doc:"Completed checkpoints kept."`
+	Storage         string        `yaml:"storage" default:"{name}-checkpoints" doc:"A local directory (relative to the pipeline file's directory; {name} is replaced by the pipeline's name) or s3://bucket/prefix?endpoint=host:port&region=r (credentials from the AWS environment variables)."`
+	Interval        time.Duration `yaml:"interval" default:"1s" doc:"Time between checkpoints; output becomes visible at this pace."`
+	Timeout         time.Duration `yaml:"timeout" default:"1m" doc:"A checkpoint not complete this long after it started is aborted."`
+	Retained        int           `yaml:"retained" default:"3" doc:"Completed checkpoints kept."`
+	RequestTimeout  time.Duration `yaml:"request_timeout" default:"30s" doc:"With s3:// storage: how long a request may take, plus the time its bytes take at min_transfer_rate; a slower one fails and is retried."`
+	MinTransferRate int64         `yaml:"min_transfer_rate" default:"1048576" doc:"With s3:// storage: the slowest transfer, in bytes per second, a request moving state may take before it fails."`
 }
 
 // Restart configures the restarts of a failed run.
