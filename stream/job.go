@@ -53,7 +53,9 @@ type node struct {
 	inherit     bool // stateless: inherit the first input's parallelism
 	sideOutputs bool // a process function, which may have side outputs
 	sides       []sideTag
-	source      any // a source's source.Source, as given to Source
+	source      any                                         // a source's source.Source, as given to Source
+	eventTime   bool                                        // a source with event time
+	withSource  func(src any) (runtime.OperatorSpec, error) // a source's spec with another source.Source of its type
 }
 
 // New returns an empty job. The name is recorded in checkpoints.

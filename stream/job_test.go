@@ -105,7 +105,7 @@ func newMemSink[T any]() *memSink[T] {
 }
 
 func (m *memSink[T]) NewWriter(_ context.Context, info sink.WriterInfo) (sink.Writer[T], error) {
-	return &memWriter[T]{m: m, subtask: info.Subtask}, nil
+	return &memWriter[T]{m: m, job: info.Job, subtask: info.Subtask}, nil
 }
 func (m *memSink[T]) NewCommitter(context.Context, sink.CommitterInfo) (sink.Committer, error) {
 	return memCommitter[T]{m}, nil
@@ -119,6 +119,7 @@ func (m *memSink[T]) Visible() []T {
 
 type memWriter[T any] struct {
 	m       *memSink[T]
+	job     string // the transactions of several jobs into one sink differ
 	subtask int
 	open    []T
 }
@@ -132,7 +133,7 @@ func (w *memWriter[T]) Prepare(_ context.Context, id checkpoint.ID) ([]byte, err
 	if len(w.open) == 0 {
 		return nil, nil
 	}
-	key := fmt.Sprintf("%d-%d", w.subtask, id)
+	key := fmt.Sprintf("%s/%d-%d", w.job, w.subtask, id)
 	w.m.mu.Lock()
 	w.m.prepared[key] = w.open
 	w.m.mu.Unlock()

@@ -83,13 +83,21 @@ func addSource[T any](j *Job, name string, src source.Source[T], et *EventTime[T
 	if src == nil {
 		j.fail("source %q is nil", name)
 	}
-	nd := &node{spec: runtime.OperatorSpec{
-		Name: name,
-		NewSource: func(ctx context.Context, oc runtime.OperatorContext, out runtime.Emitter) (runtime.SourceOperator, error) {
-			return newSourceOp(ctx, oc, src, et, out)
-		},
-		Check: checkOf(src),
-	}, source: src}
+	nd := &node{source: src, eventTime: et != nil}
+	nd.withSource = func(v any) (runtime.OperatorSpec, error) {
+		src, ok := v.(source.Source[T])
+		if !ok {
+			return runtime.OperatorSpec{}, fmt.Errorf("stream: source %q: its replacement is a %T, not a source.Source[%T]", name, v, *new(T))
+		}
+		return runtime.OperatorSpec{
+			Name: name,
+			NewSource: func(ctx context.Context, oc runtime.OperatorContext, out runtime.Emitter) (runtime.SourceOperator, error) {
+				return newSourceOp(ctx, oc, src, et, out)
+			},
+			Check: checkOf(src),
+		}, nil
+	}
+	nd.spec, _ = nd.withSource(src)
 	return Stream[T]{job: j, op: j.add(nd, options(opts, SourceOption.applySource))}
 }
 
@@ -197,6 +205,7 @@ func (ks KeyedStream[K, T]) input() runtime.Input {
 			}
 			return runtime.NewRouter(ctx, runtime.Hash, outs, batchSize, maxParallelism, keyGroup)
 		},
+		Shuffle: keyShuffle[K, T]{key: ks.key, codec: ks.codec},
 	}
 }
 

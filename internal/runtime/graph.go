@@ -49,6 +49,10 @@ type Input struct {
 	// subtask; outs holds the channels to the consumer subtasks it may reach
 	// (one for Forward). Use [NewRouter].
 	NewRouter func(ctx context.Context, outs []chan<- Message, batchSize, maxParallelism int) Router
+	// Shuffle is what the builder of the graph knows of a Hash edge's
+	// records, to carry them between processes (package stream's stages);
+	// the engine does not use it.
+	Shuffle any
 }
 
 // OperatorSpec describes one operator of a graph.

@@ -1,0 +1,110 @@
+package stream
+
+import (
+	"fmt"
+
+	"github.com/exactlyonce/exactly/internal/stages"
+)
+
+// stageIO connects a stage's cuts to what carries them between processes
+// (Kafka topics, in package cluster; memory, in tests).
+type stageIO struct {
+	// read adds to j the source of the cut's topic, for the stage's task:
+	// a stream of the encoded records.
+	read func(j *Job, c cut) (Stream[[]byte], error)
+	// write adds to j the sink of the cut's topic, from the envelopes s.
+	write func(s Stream[stages.Envelope], c cut) error
+	// source returns the task's copy of one of the job's own sources, the
+	// source.Source src of the operator name (a Kafka source restricted to
+	// the task's partition), or an error when it cannot be split.
+	source func(name string, src any) (any, error)
+}
+
+// stageJob returns the job of stage s of plan for one task, named name:
+// the stage's operators, with the job's sources replaced by io.source, a
+// reader of each cut it reads in front of the operator that reads it, and
+// a writer of each cut it writes behind the operator that writes it. Its
+// operators run one subtask each: the task is the unit of parallelism.
+// maxParallelism is the job's number of key groups, which the writers'
+// envelopes are computed with.
+func (j *Job) stageJob(name string, plan stagePlan, s int, io stageIO, maxParallelism int) (*Job, error) {
+	if len(j.errs) > 0 {
+		return nil, j.errs[0]
+	}
+	sj := New(name)
+	sj.stateBackend = j.stateBackend
+	at := map[int]int{} // the job's operator index → the stage job's
+	for _, op := range plan.stages[s].ops {
+		nd := *j.nodes[op]
+		nd.parallelism = 1
+		nd.spec.Inputs = append(nd.spec.Inputs[:0:0], nd.spec.Inputs...)
+		if nd.withSource != nil {
+			src, err := io.source(nd.spec.Name, nd.source)
+			if err != nil {
+				return nil, err
+			}
+			spec, err := nd.withSource(src)
+			if err != nil {
+				return nil, err
+			}
+			nd.source, nd.spec.NewSource, nd.spec.Check = src, spec.NewSource, spec.Check
+		}
+		for k, in := range nd.spec.Inputs {
+			c, isCut := plan.cutInto(op, k)
+			if !isCut {
+				nd.spec.Inputs[k].From = at[in.From]
+				continue
+			}
+			sh, ok := in.Shuffle.(shuffle)
+			if !ok {
+				return nil, fmt.Errorf("stream: job %q: the key shuffle into %q has no codec (internal error)", j.name, nd.spec.Name)
+			}
+			if err := sh.check(); err != nil {
+				return nil, err
+			}
+			encoded, err := io.read(sj, c)
+			if err != nil {
+				return nil, err
+			}
+			nd.spec.Inputs[k].From = sh.decoder(encoded, c.topic+".decode")
+			nd.spec.Inputs[k].Output = 0
+		}
+		at[op] = sj.add(&nd, nil)
+	}
+	for _, ci := range plan.stages[s].writes {
+		c := plan.cuts[ci]
+		in := j.nodes[c.to].spec.Inputs[c.input]
+		sh, ok := in.Shuffle.(shuffle)
+		if !ok {
+			return nil, fmt.Errorf("stream: job %q: the key shuffle into %q has no codec (internal error)", j.name, j.nodes[c.to].spec.Name)
+		}
+		if err := sh.check(); err != nil {
+			return nil, err
+		}
+		if err := io.write(sh.encoder(sj, at[c.from], in.Output, c.topic+".encode", maxParallelism), c); err != nil {
+			return nil, err
+		}
+	}
+	return sj, nil
+}
+
+// cutInto returns the cut into input k of operator op, if it is one.
+func (p stagePlan) cutInto(op, k int) (cut, bool) {
+	for _, c := range p.cuts {
+		if c.to == op && c.input == k {
+			return c, true
+		}
+	}
+	return cut{}, false
+}
+
+// usesEventTime reports whether any of the job's sources tracks event
+// time: then its cuts carry watermarks.
+func (j *Job) usesEventTime() bool {
+	for _, nd := range j.nodes {
+		if nd.eventTime {
+			return true
+		}
+	}
+	return false
+}
