@@ -240,6 +240,9 @@ func (s *Sink[T]) checkTimeout(ctx context.Context, cl *kgo.Client) error {
 // for a non-transactional one.
 func (s *Sink[T]) producerOpts(txnID *string, extra ...kgo.Opt) []kgo.Opt {
 	var partitioner kgo.Partitioner = kgo.StickyKeyPartitioner(nil)
+	if s.opts.ManualPartitions {
+		partitioner = kgo.ManualPartitioner()
+	}
 	if s.opts.Watermarks {
 		partitioner = controlPartitioner{inner: partitioner, topic: s.opts.Topic, pin: &s.pin}
 	}

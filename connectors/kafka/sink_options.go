@@ -60,6 +60,10 @@ type Message struct {
 	Headers []Header
 	// Timestamp is the record's timestamp; zero means now.
 	Timestamp time.Time
+	// Partition is the partition the record goes to when
+	// SinkOptions.ManualPartitions is set (then Key only travels with the
+	// record); ignored otherwise.
+	Partition int32
 }
 
 // Header is a record header.
@@ -131,6 +135,13 @@ type SinkOptions struct {
 	// Guarantee ExactlyOnce. See docs/kafka.md, "Watermarks between
 	// jobs". Default false.
 	Watermarks bool
+	// ManualPartitions makes each Message's Partition choose its
+	// partition instead of a hash of its Key, for a writer that decides
+	// where each record goes (a stage of a job writing its repartition
+	// topic by key group). A negative partition fails the job permanently;
+	// a partition the topic does not have fails the checkpoint's
+	// transaction, which is aborted, as any produce error. Default false.
+	ManualPartitions bool
 }
 
 // compressions maps SinkOptions.Compression to franz-go's codecs.

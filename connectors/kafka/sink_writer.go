@@ -257,6 +257,12 @@ func (w *writer[T]) Write(ctx context.Context, batch []T) error {
 		}
 		r := &recs[i]
 		r.Topic, r.Key, r.Value, r.Timestamp = m.Topic, m.Key, m.Value, m.Timestamp
+		if w.s.opts.ManualPartitions {
+			if m.Partition < 0 {
+				return sink.Permanent(fmt.Errorf("kafka: sink %q subtask %d: record %d of the batch names partition %d: name a partition of the topic, from 0", w.info.Sink, w.info.Subtask, i, m.Partition))
+			}
+			r.Partition = m.Partition
+		}
 		if r.Topic == "" && w.s.opts.Topic == "" {
 			return fmt.Errorf("kafka: sink %q subtask %d: record %d of the batch names no topic and SinkOptions.Topic is empty: set one of them", w.info.Sink, w.info.Subtask, i)
 		}
