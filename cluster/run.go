@@ -44,6 +44,12 @@ type Options struct {
 	// 0, the default, sets no limit; 1 gives up at the first failure. A
 	// rebalance that takes a parked task away forgets it.
 	MaxFailedTasks int
+	// RepartitionPartitions is the number of partitions of each
+	// repartition topic of a job run by RunJob, and so the number of tasks
+	// of each stage that reads one; at most Job.MaxParallelism. It cannot
+	// change once the topics exist. Default: the most partitions among the
+	// job's input topics.
+	RepartitionPartitions int32
 }
 
 // Build returns the job of one task. It must create the job with
@@ -74,6 +80,13 @@ func Run(ctx context.Context, name string, opts Options, build Build) error {
 // up; Wait returns Run's result. The Instance reports the tasks it parked
 // (ParkedTasks), for a status page or clustermetrics.NewCollector.
 func Start(ctx context.Context, name string, opts Options, build Build) (*Instance, error) {
+	return start(ctx, name, opts, build, true)
+}
+
+// start is Start; checkSources says whether each task's job is checked to
+// read only the task's partition (a job of Build's; the stage jobs of
+// RunJob are made so).
+func start(ctx context.Context, name string, opts Options, build Build, checkSources bool) (*Instance, error) {
 	if name == "" {
 		return nil, errors.New("cluster: Run: the job name is empty: name the job")
 	}
@@ -82,6 +95,9 @@ func Start(ctx context.Context, name string, opts Options, build Build) (*Instan
 	}
 	if opts.Job.CheckpointDir == "" {
 		return nil, errors.New("cluster: Options.Job.CheckpointDir is empty: give the base directory or s3:// URL of the tasks' checkpoints")
+	}
+	if opts.RepartitionPartitions < 0 {
+		return nil, fmt.Errorf("cluster: Options.RepartitionPartitions is %d: use 0 (the most partitions of the job's input topics) or a positive count", opts.RepartitionPartitions)
 	}
 	if opts.MaxFailedTasks < 0 {
 		return nil, fmt.Errorf("cluster: Options.MaxFailedTasks is %d: use 0 for no limit, or the number of failed tasks at which the instance gives up", opts.MaxFailedTasks)
@@ -95,7 +111,7 @@ func Start(ctx context.Context, name string, opts Options, build Build) (*Instan
 		log = slog.Default()
 	}
 	in := &Instance{
-		name: name, opts: opts, build: build, log: log.With("job", name),
+		name: name, opts: opts, build: build, checkSources: checkSources, log: log.With("job", name),
 		l: newLifecycle(opts.MaxFailedTasks), runs: map[Task]context.CancelFunc{}, parkedAt: map[Task]time.Time{},
 		finished: make(chan error, 1), done: make(chan struct{}),
 	}
@@ -132,11 +148,12 @@ func Start(ctx context.Context, name string, opts Options, build Build) (*Instan
 
 // Instance is one running instance of a job run by a cluster (Start).
 type Instance struct {
-	name  string
-	opts  Options
-	build Build
-	log   *slog.Logger
-	ctx   context.Context // the tasks' parent: not cancelled by Run's ctx, so that stops are clean
+	name         string
+	opts         Options
+	build        Build
+	checkSources bool // see start
+	log          *slog.Logger
+	ctx          context.Context // the tasks' parent: not cancelled by Run's ctx, so that stops are clean
 
 	mu         sync.Mutex
 	l          *lifecycle
@@ -271,8 +288,10 @@ func (in *Instance) runTask(ctx context.Context, t Task) error {
 	if j == nil || j.Name() != name {
 		return fmt.Errorf("the job built for task %s must be created with stream.New(%q), the name Build is given", t, name)
 	}
-	if err := readsOnly(j, t); err != nil {
-		return err
+	if in.checkSources {
+		if err := readsOnly(j, t); err != nil {
+			return err
+		}
 	}
 	o := in.opts.Job
 	o.CheckpointDir = taskLocation(o.CheckpointDir, t)

@@ -6,11 +6,7 @@ import "github.com/exactlyonce/exactly/internal/stages"
 // stage, whether it holds sources of the job, the topics it reads and
 // those it writes.
 func StagesForTest(j *Job, opts Options) (hasSources []bool, reads, writes [][]string, err error) {
-	g, err := j.graph(opts)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	plan, err := planStages(g)
+	plan, _, err := j.stagePlan(opts)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -31,17 +27,9 @@ func StagesForTest(j *Job, opts Options) (hasSources []bool, reads, writes [][]s
 // StageJobForTest returns the job of stage s of j for one task (see
 // Job.stageJob), its sources unchanged.
 func StageJobForTest(j *Job, opts Options, name string, s int, read func(sj *Job, topic string) (Stream[[]byte], error), write func(s Stream[stages.Envelope], topic string) error) (*Job, error) {
-	g, err := j.graph(opts)
+	plan, maxPar, err := j.stagePlan(opts)
 	if err != nil {
 		return nil, err
-	}
-	plan, err := planStages(g)
-	if err != nil {
-		return nil, err
-	}
-	maxPar := opts.MaxParallelism
-	if maxPar == 0 {
-		maxPar = 128
 	}
 	return j.stageJob(name, plan, s, stageIO{
 		read:   func(sj *Job, c cut) (Stream[[]byte], error) { return read(sj, c.topic) },

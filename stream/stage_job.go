@@ -108,3 +108,60 @@ func (j *Job) usesEventTime() bool {
 	}
 	return false
 }
+
+func init() {
+	stages.Hooks.Plan = func(job, opts any) (stages.Plan, error) {
+		j, o := job.(*Job), opts.(Options)
+		plan, _, err := j.stagePlan(o)
+		if err != nil {
+			return stages.Plan{}, err
+		}
+		out := stages.Plan{EventTime: j.usesEventTime()}
+		for _, st := range plan.stages {
+			var s stages.Stage
+			for _, op := range st.sources {
+				s.Sources = append(s.Sources, j.nodes[op].spec.Name)
+			}
+			s.Reads, s.Writes = st.reads, st.writes
+			out.Stages = append(out.Stages, s)
+		}
+		for _, c := range plan.cuts {
+			out.Cuts = append(out.Cuts, stages.Cut{Topic: c.topic, From: c.fromStage, To: c.toStage})
+		}
+		return out, nil
+	}
+	stages.Hooks.StageJob = func(job, opts any, name string, s int, io stages.IO) (any, error) {
+		j, o := job.(*Job), opts.(Options)
+		plan, maxPar, err := j.stagePlan(o)
+		if err != nil {
+			return nil, err
+		}
+		cutOf := func(c cut) stages.Cut { return stages.Cut{Topic: c.topic, From: c.fromStage, To: c.toStage} }
+		return j.stageJob(name, plan, s, stageIO{
+			read: func(sj *Job, c cut) (Stream[[]byte], error) {
+				v, err := io.Read(sj, cutOf(c))
+				if err != nil {
+					return Stream[[]byte]{}, err
+				}
+				return v.(Stream[[]byte]), nil
+			},
+			write:  func(e Stream[stages.Envelope], c cut) error { return io.Write(e, cutOf(c)) },
+			source: io.Source,
+		}, maxPar)
+	}
+}
+
+// stagePlan plans the stages of j's graph under opts, and returns the
+// number of key groups the envelopes are computed with.
+func (j *Job) stagePlan(opts Options) (stagePlan, int, error) {
+	g, err := j.graph(opts)
+	if err != nil {
+		return stagePlan{}, 0, err
+	}
+	plan, err := planStages(g)
+	maxPar := opts.MaxParallelism
+	if maxPar == 0 {
+		maxPar = 128 // the engine's default
+	}
+	return plan, maxPar, err
+}

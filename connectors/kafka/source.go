@@ -44,8 +44,10 @@ type Record[V any] struct {
 	// DecodeError is set, under SourceOptions.DecodeErrors =
 	// DeadLetterDecodeErrors only, when the Deserializer rejected the
 	// value; Undecoded then holds the value as fetched. [SplitDeadLetters]
-	// separates such records from the others.
-	DecodeError error
+	// separates such records from the others. It does not cross to
+	// another stage of a job run on a cluster (package cluster): split
+	// such records off before a KeyBy.
+	DecodeError error `json:"-"`
 	// Undecoded is the value as fetched when DecodeError is set, else nil.
 	Undecoded []byte
 }
@@ -292,6 +294,23 @@ func (s *Source[V]) Check(ctx context.Context) error {
 // partition).
 func (s *Source[V]) ReadsPartitions() (topics []string, partitions []int32) {
 	return s.opts.Topics, s.opts.Partitions
+}
+
+// ForPartition returns a copy of the source that reads partition p of each
+// of its topics only, with upstreams writers of watermarks
+// (SourceOptions.Upstreams; 0 keeps the source's own setting): the
+// source of one task of a job that runs in stages, each task one
+// partition (package cluster). The copy counts its skipped records apart.
+func (s *Source[V]) ForPartition(p int32, upstreams int) (*Source[V], error) {
+	o := s.opts
+	if o.TopicRegex != "" {
+		return nil, fmt.Errorf("kafka: a source of TopicRegex %q cannot be split into tasks by partition: list its topics in SourceOptions.Topics", o.TopicRegex)
+	}
+	o.Partitions = []int32{p}
+	if upstreams > 0 {
+		o.Upstreams = upstreams
+	}
+	return NewSource(o, s.decode)
 }
 
 // Skipped returns how many records this process skipped under

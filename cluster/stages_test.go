@@ -1,0 +1,190 @@
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactlyonce/exactly/cluster"
+	"github.com/exactlyonce/exactly/connectors/generator"
+	"github.com/exactlyonce/exactly/connectors/kafka"
+	"github.com/exactlyonce/exactly/internal/kafkatest"
+	"github.com/exactlyonce/exactly/internal/testenv"
+	"github.com/exactlyonce/exactly/sink"
+	"github.com/exactlyonce/exactly/state"
+	"github.com/exactlyonce/exactly/stream"
+)
+
+// keyCount is the record between the two keyed stages of stagesJob.
+type keyCount struct {
+	Key string
+	N   int
+}
+
+// stagesJob is an ordinary job, written once with no notion of tasks: it
+// counts the records of each key of topic in, keys the counts by their
+// remainder by 5 and counts those, into topic out ("g:c": the c-th count
+// of group g). Every output is independent of the order of the records.
+func stagesJob(name string, conn kafka.Conn, in, out string) (*stream.Job, error) {
+	src, err := kafka.NewSource(kafka.SourceOptions{Conn: conn, Topics: []string{in}}, kafka.String())
+	if err != nil {
+		return nil, err
+	}
+	snk, err := kafka.NewSink(kafka.SinkOptions{Conn: conn, Topic: out, TransactionTimeout: time.Minute, CheckpointInterval: 200 * time.Millisecond},
+		func(v string) (kafka.Message, error) { return kafka.Message{Value: []byte(v)}, nil })
+	if err != nil {
+		return nil, err
+	}
+	j := stream.New(name)
+	counts := stream.Process(stream.KeyBy(stream.Source(j, "in", src), func(r kafka.Record[string]) string { return string(r.Key) }, state.StringCodec{}),
+		"per-key", runningCount[kafka.Record[string]](func(k string, n int) keyCount { return keyCount{k, n} }))
+	groups := stream.Process(stream.KeyBy(counts, func(c keyCount) string { return fmt.Sprint(c.N % 5) }, state.StringCodec{}),
+		"per-group", runningCount[keyCount](func(g string, n int) string { return fmt.Sprintf("%s:%d", g, n) }))
+	stream.SinkTo(groups, "out", snk)
+	return j, nil
+}
+
+// runningCount counts the records of each key, emitting out(key, count).
+func runningCount[IN, OUT any](out func(key string, n int) OUT) func(ctx *stream.Context[string]) (stream.ProcessFunc[string, IN, OUT], error) {
+	return func(ctx *stream.Context[string]) (stream.ProcessFunc[string, IN, OUT], error) {
+		n, err := state.NewValueState(ctx.State(), "n", state.IntCodec{})
+		return stream.ProcessFunc[string, IN, OUT]{Process: func(ctx *stream.Context[string], _ IN, o *stream.Output[OUT]) error {
+			c, _ := n.Value()
+			c++
+			n.Update(c)
+			o.Emit(out(ctx.Key(), c))
+			return nil
+		}}, err
+	}
+}
+
+// TestRunJobInStages runs stagesJob, an ordinary job, on two instances
+// with cluster.RunJob: the engine cuts it into three stages at its two
+// KeyBys, creates the two repartition topics, and the group spreads the
+// tasks of all three stages over the instances. The committed output must
+// be exactly what one process computes: each group's counts 1..120, once.
+func TestRunJobInStages(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	adm := kafkatest.Admin(t, brokers)
+	name := kafkatest.UniqueName("stages")
+	in, out := name+"-in", name+"-out"
+	kafkatest.CreateTopic(t, adm, in, 4)
+	kafkatest.CreateTopic(t, adm, out, 4)
+	t.Cleanup(func() {
+		for _, topic := range []string{name + "-per-key-0-repartition", name + "-per-group-0-repartition"} {
+			if _, err := adm.DeleteTopics(context.Background(), topic); err != nil {
+				t.Logf("delete topic %s: %v", topic, err)
+			}
+		}
+	})
+	const keys, perKey = 12, 50
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.DefaultProduceTopic(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range perKey {
+		for k := range keys {
+			key := fmt.Sprintf("k%02d", k)
+			if err := cl.ProduceSync(context.Background(), &kgo.Record{Key: []byte(key), Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cl.Close()
+
+	ctx, stop := context.WithCancel(context.Background())
+	checkpoints := t.TempDir()
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range errs {
+		conn := kafka.Conn{Brokers: []string{brokers}, ClientID: fmt.Sprintf("instance-%d", i)}
+		j, err := stagesJob(name, conn, in, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = cluster.RunJob(ctx, j, cluster.Options{
+				Group: kafka.GroupOptions{Conn: conn, SessionTimeout: 6 * time.Second},
+				Job:   stream.Options{CheckpointDir: checkpoints, CheckpointInterval: 200 * time.Millisecond, OwnershipLease: 3 * time.Second},
+			})
+		}()
+	}
+	recs := kafkatest.ReadCommitted(t, brokers, out, keys*perKey, 2*time.Minute)
+	stop()
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("instance %d: %v", i, err)
+		}
+	}
+	var got, want []string
+	for _, r := range recs {
+		got = append(got, string(r.Value))
+	}
+	for g := range 5 {
+		for c := 1; c <= keys*perKey/5; c++ {
+			want = append(want, fmt.Sprintf("%d:%d", g, c))
+		}
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("committed output: %d records, want %d; first difference: %s", len(got), len(want), firstDifference(got, want))
+	}
+}
+
+// firstDifference describes where two sorted lists first differ.
+func firstDifference(a, b []string) string {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return fmt.Sprintf("at %d: %q, want %q", i, a[i], b[i])
+		}
+	}
+	return fmt.Sprintf("lengths %d and %d (%s)", len(a), len(b), strings.Join(a[min(len(a), len(b)):min(len(a), len(b)+5)], " "))
+}
+
+// TestRunJobRefusesWhatItCannotSplit: a job of a source that cannot be
+// split by partition (a generator) is refused at start, naming the
+// source; so is a repartition topic that exists with another partition
+// count than the job needs, naming the topic and both counts.
+func TestRunJobRefusesWhatItCannotSplit(t *testing.T) {
+	j := stream.New("generated")
+	src, err := generator.New(generator.Options{Count: 10, Splits: 2}, func(i uint64) string { return fmt.Sprint(i) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyed := stream.KeyBy(stream.Source(j, "numbers", src), func(s string) string { return s }, state.StringCodec{})
+	stream.SinkTo(stream.Process(keyed, "count", runningCount[string](func(k string, n int) string { return k })), "out", discard{})
+	err = cluster.RunJob(context.Background(), j, cluster.Options{Job: stream.Options{CheckpointDir: t.TempDir()}})
+	if err == nil || !strings.Contains(err.Error(), `source "numbers" of job "generated"`) || !strings.Contains(err.Error(), "cannot be split by partition") {
+		t.Errorf("a generator source on a cluster: %v", err)
+	}
+
+	brokers := testenv.Kafka(t)
+	adm := kafkatest.Admin(t, brokers)
+	name := kafkatest.UniqueName("miscount")
+	in, out := name+"-in", name+"-out"
+	kafkatest.CreateTopic(t, adm, in, 4)
+	kafkatest.CreateTopic(t, adm, out, 4)
+	kafkatest.CreateTopic(t, adm, name+"-per-key-0-repartition", 3)
+	conn := kafka.Conn{Brokers: []string{brokers}}
+	j, err = stagesJob(name, conn, in, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = cluster.RunJob(context.Background(), j, cluster.Options{Group: kafka.GroupOptions{Conn: conn}, Job: stream.Options{CheckpointDir: t.TempDir()}})
+	if err == nil || !strings.Contains(err.Error(), name+"-per-key-0-repartition\" exists with 3 partitions, but the job needs 4") {
+		t.Errorf("a repartition topic of 3 partitions for a job that needs 4: %v", err)
+	}
+}
+
+// discard is a sink that is never written: its job is refused first.
+type discard struct{ sink.Sink[string] }
