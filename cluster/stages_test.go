@@ -188,3 +188,94 @@ func TestRunJobRefusesWhatItCannotSplit(t *testing.T) {
 
 // discard is a sink that is never written: its job is refused first.
 type discard struct{ sink.Sink[string] }
+
+// TestRunJobWindowsInStages runs a job of event-time windows with
+// cluster.RunJob: records "k:i" happen at i seconds; the job keys them by
+// key and counts each key's records per 10-second window. The window
+// stage's tasks take their watermark from the writers of the repartition
+// topic, the first stage's four tasks (Upstreams from the plan, not set
+// by anyone): every window must fire once, with all its 10 records.
+func TestRunJobWindowsInStages(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	adm := kafkatest.Admin(t, brokers)
+	name := kafkatest.UniqueName("windows")
+	in, out := name+"-in", name+"-out"
+	kafkatest.CreateTopic(t, adm, in, 4)
+	kafkatest.CreateTopic(t, adm, out, 4)
+	t.Cleanup(func() {
+		if _, err := adm.DeleteTopics(context.Background(), name+"-windows-0-repartition"); err != nil {
+			t.Logf("delete the repartition topic: %v", err)
+		}
+	})
+	const keys, perKey = 12, 50
+	// Every partition gets keys, so that every first-stage task has a
+	// watermark to pass on.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.DefaultProduceTopic(in), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range perKey + 1 {
+		if i == perKey {
+			i = endOfInput // closes every window of the others
+		}
+		for k := range keys {
+			key := fmt.Sprintf("k%02d", k)
+			r := &kgo.Record{Key: []byte(key), Value: []byte(fmt.Sprintf("%s:%d", key, i)), Partition: int32(k % 4)}
+			if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cl.Close()
+
+	conn := kafka.Conn{Brokers: []string{brokers}}
+	src, err := kafka.NewSource(kafka.SourceOptions{Conn: conn, Topics: []string{in}}, kafka.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	snk, err := kafka.NewSink(kafka.SinkOptions{Conn: conn, Topic: out, TransactionTimeout: time.Minute, CheckpointInterval: 200 * time.Millisecond},
+		func(v string) (kafka.Message, error) { return kafka.Message{Value: []byte(v)}, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := stream.New(name)
+	timestamp := func(r kafka.Record[string]) time.Time { return eventTime(r.Value) }
+	keyed := stream.KeyBy(stream.SourceWithEventTime(j, "in", src, stream.EventTime[kafka.Record[string]]{Timestamp: timestamp}),
+		func(r kafka.Record[string]) string { return string(r.Key) }, state.StringCodec{})
+	counts := stream.WindowAggregate(keyed, "windows", stream.Tumbling(10*time.Second), timestamp,
+		stream.Aggregate[string, kafka.Record[string], int, string]{
+			Add:    func(n int, _ kafka.Record[string]) int { return n + 1 },
+			Codec:  state.IntCodec{},
+			Result: func(k string, w stream.Window, n int) string { return fmt.Sprintf("%s@%d:%d", k, w.Start.Unix(), n) },
+		})
+	stream.SinkTo(counts, "out", snk)
+
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- cluster.RunJob(ctx, j, cluster.Options{
+			Group: kafka.GroupOptions{Conn: conn, SessionTimeout: 6 * time.Second},
+			Job:   stream.Options{CheckpointDir: t.TempDir(), CheckpointInterval: 200 * time.Millisecond},
+		})
+	}()
+	const windows = keys * perKey / 10
+	recs := kafkatest.ReadCommitted(t, brokers, out, windows, 2*time.Minute)
+	stop()
+	if err := <-done; err != nil {
+		t.Error(err)
+	}
+	var got, want []string
+	for _, r := range recs {
+		got = append(got, string(r.Value))
+	}
+	for k := range keys {
+		for w := 0; w < perKey; w += 10 {
+			want = append(want, fmt.Sprintf("k%02d@%d:10", k, w))
+		}
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("windows: %d records, want %d; first difference: %s", len(got), len(want), firstDifference(got, want))
+	}
+}
