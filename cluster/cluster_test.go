@@ -42,6 +42,7 @@ const (
 	envRekeyed  = "EXACTLY_CLUSTER_REKEYED" // the repartition topic of the two-stage job; empty for one stage
 	envWindows  = "EXACTLY_CLUSTER_WINDOWS" // "1": the two-stage job's second stage counts per event-time window
 	envState    = "EXACTLY_CLUSTER_STATE"   // the instance's Pebble directory, for the windowed stage's state
+	envRunJob   = "EXACTLY_CLUSTER_RUNJOB"  // the name of the job written once that cluster.RunJob runs (ordinaryJob); empty for the hand-wired jobs
 )
 
 const (
@@ -76,6 +77,20 @@ func TestClusterInstance(t *testing.T) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	conn := kafka.Conn{Brokers: []string{brokers}, ClientID: os.Getenv(envInstance)}
+	if name := os.Getenv(envRunJob); name != "" {
+		j, err := ordinaryJob(name, conn, os.Getenv(envIn), os.Getenv(envOut))
+		if err == nil {
+			err = cluster.RunJob(ctx, j, cluster.Options{
+				Group:                 kafka.GroupOptions{Conn: conn, Group: os.Getenv(envGroup), SessionTimeout: sessionTimeout},
+				Job:                   stream.Options{CheckpointDir: os.Getenv(envCkpt), CheckpointInterval: 200 * time.Millisecond, OwnershipLease: ownershipLease},
+				RepartitionPartitions: 4,
+			})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
 	in, rekeyed, windows := os.Getenv(envIn), os.Getenv(envRekeyed), os.Getenv(envWindows) == "1"
 	topics := []string{in}
 	if rekeyed != "" {
@@ -142,6 +157,65 @@ func rekeyJob(name string, conn kafka.Conn, task cluster.Task, rekeyed string, w
 	}
 	values := stream.Map(in, func(r kafka.Record[string]) string { return r.Value })
 	stream.SinkTo(values, "rekeyed", snk)
+	return j, nil
+}
+
+// keyEvent is a record between the stages of ordinaryJob: the running
+// count N of a key's records, and the event time At (seconds) of the
+// record that made it.
+type keyEvent struct {
+	Key   string
+	N, At int
+}
+
+// ordinaryJob is the job of TestClusterRunsAJobWrittenOnce, written once
+// with no notion of tasks or stages: records "kNN:i" (event time i
+// seconds) → a running count per key → keyed by group "gM" (M = NN mod
+// rekeyGroups) → a count per group and 10 s tumbling window of event time
+// → the output topic. cluster.RunJob cuts it into three stages.
+func ordinaryJob(name string, conn kafka.Conn, in, out string) (*stream.Job, error) {
+	src, err := kafka.NewSource(kafka.SourceOptions{Conn: conn, Topics: []string{in}}, kafka.String())
+	if err != nil {
+		return nil, err
+	}
+	snk, err := kafka.NewSink(kafka.SinkOptions{Conn: conn, Topic: out, TransactionTimeout: time.Minute, CheckpointInterval: 200 * time.Millisecond},
+		func(v string) (kafka.Message, error) {
+			g, _, _ := strings.Cut(v, "@")
+			return kafka.Message{Key: []byte(g), Value: []byte(v)}, nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	j := stream.New(name)
+	records := stream.SourceWithEventTime(j, "in", src, stream.EventTime[kafka.Record[string]]{
+		Timestamp: func(r kafka.Record[string]) time.Time { return eventTime(r.Value) }, IdleTimeout: 3 * time.Second})
+	counted := stream.Process(stream.KeyBy(records, func(r kafka.Record[string]) string { return string(r.Key) }, state.StringCodec{}), "per-key",
+		func(ctx *stream.Context[string]) (stream.ProcessFunc[string, kafka.Record[string], keyEvent], error) {
+			n, err := state.NewValueState(ctx.State(), "n", state.IntCodec{})
+			return stream.ProcessFunc[string, kafka.Record[string], keyEvent]{
+				Process: func(ctx *stream.Context[string], r kafka.Record[string], o *stream.Output[keyEvent]) error {
+					c, _ := n.Value()
+					c++
+					n.Update(c)
+					o.Emit(keyEvent{Key: ctx.Key(), N: c, At: int(eventTime(r.Value).Unix())})
+					return nil
+				},
+			}, err
+		})
+	group := func(e keyEvent) string {
+		n, _ := strconv.Atoi(strings.TrimPrefix(e.Key, "k"))
+		return "g" + strconv.Itoa(n%rekeyGroups)
+	}
+	at := func(e keyEvent) time.Time { return time.Unix(int64(e.At), 0) }
+	windows := stream.WindowAggregate(stream.KeyBy(counted, group, state.StringCodec{}), "per-group", stream.Tumbling(clusterWindow), at,
+		stream.Aggregate[string, keyEvent, int, string]{
+			Add:   func(n int, _ keyEvent) int { return n + 1 },
+			Codec: state.IntCodec{},
+			Result: func(g string, w stream.Window, n int) string {
+				return g + "@" + strconv.FormatInt(w.Start.Unix(), 10) + ":" + strconv.Itoa(n)
+			},
+		})
+	stream.SinkTo(windows, "out", snk)
 	return j, nil
 }
 
@@ -263,6 +337,23 @@ func TestClusterMovesWindows(t *testing.T) {
 	breakInstances(t, windowedStages, want)
 }
 
+// TestClusterRunsAJobWrittenOnce runs the same faults on ordinaryJob, a
+// job written once that cluster.RunJob cuts into three stages (a running
+// count per key, a count per group and window of event time) with two
+// repartition topics it creates: nobody wires stages, topics, watermarks
+// or upstream counts. Every window must fire exactly once with all its
+// records, as in a single process.
+func TestClusterRunsAJobWrittenOnce(t *testing.T) {
+	var want []string
+	per := clusterKeys / rekeyGroups * int(clusterWindow/time.Second)
+	for g := range rekeyGroups {
+		for w := 0; w < clusterPerKey; w += int(clusterWindow / time.Second) {
+			want = append(want, fmt.Sprintf("g%d@%d:%d", g, w, per))
+		}
+	}
+	breakInstances(t, writtenOnce, want)
+}
+
 // counts returns "key:1" … "key:n".
 func counts(key string, n int) []string {
 	out := make([]string, n)
@@ -279,6 +370,7 @@ const (
 	oneStage       clusterJob = iota // a running count per key
 	twoStages                        // re-key, then a running count per group
 	windowedStages                   // re-key, then a count per group and window
+	writtenOnce                      // ordinaryJob, in the stages cluster.RunJob makes
 )
 
 // breakInstances runs the faults of TestClusterMovesTasks on job and
@@ -301,7 +393,18 @@ func breakInstances(t *testing.T, job clusterJob, want []string) {
 	t.Cleanup(func() { _, _ = adm.DeleteGroup(context.Background(), group) })
 
 	env := []string{envIn + "=" + in, envOut + "=" + out, envGroup + "=" + group, envCkpt + "=" + ckpt, testenv.ParentHoldsLock}
-	if job != oneStage {
+	if job == writtenOnce {
+		name := kafkatest.UniqueName("written-once")
+		env = append(env, envRunJob+"="+name)
+		t.Cleanup(func() {
+			for _, topic := range []string{name + "-per-key-0-repartition", name + "-per-group-0-repartition"} {
+				if _, err := adm.DeleteTopics(context.Background(), topic); err != nil {
+					t.Logf("delete topic %s: %v", topic, err)
+				}
+			}
+		})
+	}
+	if job == twoStages || job == windowedStages {
 		rekeyed := kafkatest.UniqueName("cluster-rekeyed")
 		kafkatest.CreateTopic(t, adm, rekeyed, 4)
 		env = append(env, envRekeyed+"="+rekeyed)
@@ -325,7 +428,7 @@ func breakInstances(t *testing.T, job clusterJob, want []string) {
 	})
 
 	produced := make(chan error, 1)
-	go func() { produced <- produce(brokers, in, job == windowedStages) }()
+	go func() { produced <- produce(brokers, in, job == windowedStages || job == writtenOnce) }()
 
 	a, b, cc := c.start("a"), c.start("b"), c.start("c")
 	progress := func(what string) { waitForOutput(t, c, adm, out, what) }
