@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/exactlyonce/exactly/connectors/kafka"
 	"github.com/exactlyonce/exactly/pipeline/internal/config"
 	"github.com/exactlyonce/exactly/pipeline/internal/record"
 	"github.com/exactlyonce/exactly/pipeline/internal/yamlconf"
@@ -283,4 +284,17 @@ func (p *plan) checkAllRead(c *compiler) {
 			c.errorf(p.doc.Pos(&p.cfg.Streams[i]), "stream %s is read by no stream or output: add an output of \"from: %s\", or remove it", sp.name, sp.name)
 		}
 	}
+}
+
+// clusterConn returns the connection of the group of a pipeline run on a
+// cluster: its first input's, every input being a kafka source (a file or
+// generator source cannot be split into tasks by partition).
+func (p *plan) clusterConn() (kafka.Conn, error) {
+	for _, in := range p.inputs {
+		if in.cfg.Kind != "kafka" {
+			return kafka.Conn{}, p.doc.Errorf(in.cfg, "%s: a %s source cannot run on a cluster, whose tasks are the partitions of kafka topics: read kafka, or run the pipeline without --cluster", in.what, in.cfg.Kind)
+		}
+	}
+	first := p.inputs[0].cfg
+	return kafka.Conn{Brokers: first.Brokers, SASL: sasl(first.SASL)}, nil
 }

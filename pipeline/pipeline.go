@@ -27,6 +27,8 @@ import (
 	"sync/atomic"
 
 	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/cluster"
+	"github.com/exactlyonce/exactly/connectors/kafka"
 	"github.com/exactlyonce/exactly/internal/runtime"
 	"github.com/exactlyonce/exactly/pipeline/internal/config"
 	"github.com/exactlyonce/exactly/pipeline/internal/yamlconf"
@@ -145,6 +147,15 @@ type RunOptions struct {
 	// restored (stream.Options.SkipCorruptCheckpoints; exactly run
 	// --skip-corrupt-checkpoints).
 	SkipCorruptCheckpoints bool
+	// Cluster runs this process as one instance of the pipeline on a
+	// cluster (cluster.RunJob; exactly run --cluster): the pipeline is cut
+	// into stages at each key_by, and the instances that run the same file
+	// share its tasks through the consumer group "exactly-" + its name.
+	// Every input must be a kafka source; keep checkpoint.storage on
+	// object storage (s3://) when the instances run on several machines.
+	// Control is not served: each task is a job of its own. Run returns
+	// nil when ctx ends, once this instance's tasks stopped cleanly.
+	Cluster bool
 }
 
 // optionNames spell, in the engine's messages, the choices they offer as
@@ -191,6 +202,15 @@ func (p *Pipeline) Run(ctx context.Context, o RunOptions) error {
 	j, err := p.plan.build()
 	if err != nil {
 		return err
+	}
+	if o.Cluster {
+		conn, err := p.plan.clusterConn()
+		if err != nil {
+			return err
+		}
+		opts := p.options(o)
+		opts.Control = stream.ControlOptions{}
+		return cluster.RunJob(ctx, j, cluster.Options{Group: kafka.GroupOptions{Conn: conn}, Job: opts})
 	}
 	r, err := j.Start(ctx, p.options(o))
 	if err == nil {

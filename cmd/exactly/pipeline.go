@@ -115,9 +115,13 @@ func runPipeline(ctx context.Context, args []string, out io.Writer) error {
 	runFinished := fs.Bool("run-finished", false, "run a pipeline whose last checkpoint is the final one of its input on from there, for new input (without it such a run commits and ends)")
 	takeOver := fs.Bool("take-over-sinks", false, "let a run without a checkpoint write into sinks that hold another run's output, on purpose (a rerun from scratch)")
 	skipCorrupt := fs.Bool("skip-corrupt-checkpoints", false, "fall back past completed checkpoints that do not verify to the newest that does, accepting duplicates of the output committed after it")
+	onCluster := fs.Bool("cluster", false, "run this process as one instance of the pipeline on a cluster: start the same file on each machine; the pipeline is cut into stages at each key_by and the instances share its tasks (kafka inputs only; keep checkpoint.storage on s3://; no control API; see docs/scale-out.md)")
 	path, err := pipelineArgs(fs, runUsage, args, out)
 	if err != nil {
 		return err
+	}
+	if *onCluster && flagSet(fs, "control-addr") {
+		return errors.New("run: --control-addr does not apply with --cluster: an instance runs each of its tasks as a job of its own; leave --control-addr out")
 	}
 	lv, ok := logLevels[*level]
 	if !ok {
@@ -136,7 +140,10 @@ func runPipeline(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if !flagSet(fs, "control-addr") {
+	switch {
+	case *onCluster:
+		*control = ""
+	case !flagSet(fs, "control-addr"):
 		*control = firstFreeControlAddr()
 	}
 	localToken := ""
@@ -153,7 +160,7 @@ func runPipeline(ctx context.Context, args []string, out io.Writer) error {
 	// crashtest.Probe is nil except in a child of a crash test, which
 	// kills the process at a point of the checkpoint protocol.
 	ro := pipeline.RunOptions{Logger: slog.New(h), Probe: crashtest.Probe(), RestoreFrom: *from,
-		RunFinished: *runFinished, TakeOverSinks: *takeOver, SkipCorruptCheckpoints: *skipCorrupt,
+		RunFinished: *runFinished, TakeOverSinks: *takeOver, SkipCorruptCheckpoints: *skipCorrupt, Cluster: *onCluster,
 		Started: func(addr string) {
 			if addr != "" {
 				fmt.Fprintf(out, "control API and web page: http://%s/ (exactly status --addr %s)\n", addr, addr)
@@ -164,6 +171,13 @@ func runPipeline(ctx context.Context, args []string, out io.Writer) error {
 		}}
 	if *control != "" {
 		ro.Control = stream.ControlOptions{Addr: *control, TokenFile: *tokenFile, TokenEnv: *tokenEnv, Metrics: metrics.Handler}
+	}
+	if *onCluster {
+		if err := p.Run(ctx, ro); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "pipeline %q: this instance stopped, its tasks' output committed; the other instances take its tasks over\n", p.Name())
+		return nil
 	}
 	if err := p.Run(ctx, ro); err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {

@@ -82,6 +82,7 @@ func TestPipelineCommandErrorsAreOneLine(t *testing.T) {
 		{[]string{"p.yaml", "--log-format", "xml"}, `run: --log-format is "xml": use text or json, such as --log-format json`},
 		{[]string{"p.yaml", "--nope"}, "run: flag provided but not defined: -nope (run 'exactly run --help' for its flags)"},
 		{[]string{"missing.yaml"}, "pipeline: open missing.yaml: no such file or directory: give the path of a pipeline YAML file"},
+		{[]string{"p.yaml", "--cluster", "--control-addr", "127.0.0.1:0"}, "run: --control-addr does not apply with --cluster: an instance runs each of its tasks as a job of its own; leave --control-addr out"},
 	} {
 		err := runPipeline(context.Background(), tc.args, new(strings.Builder))
 		if err == nil || err.Error() != tc.want {
@@ -182,5 +183,16 @@ func TestErrorLineSaysExactlyOnce(t *testing.T) {
 		if got := errorLine(err); got != want {
 			t.Errorf("errorLine(%q) = %q, want %q", err, got, want)
 		}
+	}
+}
+
+// TestRunOnAClusterRefusesAGenerator: a pipeline whose source cannot be
+// split into tasks by partition is refused by run --cluster at once, with
+// the source's position in the file and the fix.
+func TestRunOnAClusterRefusesAGenerator(t *testing.T) {
+	example := exampleCopy(t, "orders-sqlite.yaml")
+	err := runPipeline(context.Background(), []string{example, "--cluster", "--log-level", "error"}, new(strings.Builder))
+	if err == nil || !strings.Contains(err.Error(), "orders-sqlite.yaml:") || !strings.Contains(err.Error(), "source: a generator source cannot run on a cluster") || !strings.Contains(err.Error(), "run the pipeline without --cluster") {
+		t.Errorf("run --cluster of a generator source: %v", err)
 	}
 }

@@ -91,6 +91,17 @@ records too late for stream NAME's windowed aggregate, with the fields they
 had before its key_by. The names of inputs, aggregates and outputs name
 their checkpointed state and the sinks' transactions: keep them stable.
 
+## On a cluster
+
+` + "`exactly run --cluster pipeline.yaml`" + ` on each of several machines runs one
+pipeline on all of them: it is cut into stages at each ` + "`key_by`" + `, the stages
+exchange records through repartition topics the engine creates, and the
+instances share the stages' tasks (one per partition) through the consumer
+group ` + "`exactly-{name}`" + `. Every input must be a kafka source (a file or
+generator cannot be split into tasks); keep ` + "`checkpoint.storage`" + ` on object
+storage (s3://) so that a task's checkpoints reach whichever machine takes
+it over. An instance serves no control API. See docs/scale-out.md.
+
 ## Event time and windows
 
 ` + "`event_time.field`" + ` gives each record its event time (a ` + "`time`" + ` field, or an int of
