@@ -279,3 +279,93 @@ func TestRunJobWindowsInStages(t *testing.T) {
 		t.Errorf("windows: %d records, want %d; first difference: %s", len(got), len(want), firstDifference(got, want))
 	}
 }
+
+// TestRunJobJoinInStages runs a job that joins two topics by user with
+// cluster.RunJob: each input is a stage of its own, and the join's stage
+// reads both repartition topics, the same partition of each in one task.
+// Every (order, payment) pair of a user must come out once.
+func TestRunJobJoinInStages(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	adm := kafkatest.Admin(t, brokers)
+	name := kafkatest.UniqueName("join")
+	orders, payments, out := name+"-orders", name+"-payments", name+"-out"
+	for _, topic := range []string{orders, payments, out} {
+		kafkatest.CreateTopic(t, adm, topic, 4)
+	}
+	t.Cleanup(func() {
+		for _, topic := range []string{name + "-join-0-repartition", name + "-join-1-repartition"} {
+			if _, err := adm.DeleteTopics(context.Background(), topic); err != nil {
+				t.Logf("delete topic %s: %v", topic, err)
+			}
+		}
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for u := range 6 {
+		user := fmt.Sprintf("u%d", u)
+		for o := range 3 {
+			for p := range 2 {
+				want = append(want, fmt.Sprintf("%s:o%d:p%d", user, o, p))
+			}
+			if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: orders, Key: []byte(user), Value: []byte(fmt.Sprintf("o%d", o))}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for p := range 2 {
+			if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: payments, Key: []byte(user), Value: []byte(fmt.Sprintf("p%d", p))}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cl.Close()
+
+	conn := kafka.Conn{Brokers: []string{brokers}}
+	source := func(topic string) *kafka.Source[string] {
+		src, err := kafka.NewSource(kafka.SourceOptions{Conn: conn, Topics: []string{topic}}, kafka.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return src
+	}
+	snk, err := kafka.NewSink(kafka.SinkOptions{Conn: conn, Topic: out, TransactionTimeout: time.Minute, CheckpointInterval: 200 * time.Millisecond},
+		func(v string) (kafka.Message, error) { return kafka.Message{Value: []byte(v)}, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := stream.New(name)
+	byUser := func(r kafka.Record[string]) string { return string(r.Key) }
+	joined := stream.InnerJoin(
+		stream.KeyBy(stream.Source(j, "orders", source(orders)), byUser, state.StringCodec{}),
+		stream.KeyBy(stream.Source(j, "payments", source(payments)), byUser, state.StringCodec{}),
+		"join", stream.JoinInputs[kafka.Record[string], kafka.Record[string]]{
+			Codec1: state.JSONCodec[kafka.Record[string]]{}, Codec2: state.JSONCodec[kafka.Record[string]]{},
+		},
+		func(user string, o, p kafka.Record[string]) string { return user + ":" + o.Value + ":" + p.Value })
+	stream.SinkTo(joined, "out", snk)
+
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- cluster.RunJob(ctx, j, cluster.Options{
+			Group: kafka.GroupOptions{Conn: conn, SessionTimeout: 6 * time.Second},
+			Job:   stream.Options{CheckpointDir: t.TempDir(), CheckpointInterval: 200 * time.Millisecond},
+		})
+	}()
+	recs := kafkatest.ReadCommitted(t, brokers, out, len(want), 2*time.Minute)
+	stop()
+	if err := <-done; err != nil {
+		t.Error(err)
+	}
+	var got []string
+	for _, r := range recs {
+		got = append(got, string(r.Value))
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("joined: %d records, want %d; first difference: %s", len(got), len(want), firstDifference(got, want))
+	}
+}

@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"time"
@@ -125,4 +126,41 @@ func tagSecond[A, B any](s Stream[B], kind string) Stream[either[A, B]] {
 		}
 		return out
 	}, nil)
+}
+
+// eitherJSON is the JSON form of an either, which crosses to another
+// stage of a job run on a cluster: the value of the input it came from.
+type eitherJSON[A, B any] struct {
+	A      *A   `json:"a,omitempty"`
+	B      *B   `json:"b,omitempty"`
+	Second bool `json:"second,omitempty"`
+}
+
+// MarshalJSON encodes the value of the input e came from.
+func (e either[A, B]) MarshalJSON() ([]byte, error) {
+	if e.second {
+		return json.Marshal(eitherJSON[A, B]{B: &e.b, Second: true})
+	}
+	return json.Marshal(eitherJSON[A, B]{A: &e.a})
+}
+
+// UnmarshalJSON decodes what MarshalJSON encoded.
+func (e *either[A, B]) UnmarshalJSON(data []byte) error {
+	var j eitherJSON[A, B]
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	*e = either[A, B]{second: j.Second}
+	if j.A != nil {
+		e.a = *j.A
+	}
+	if j.B != nil {
+		e.b = *j.B
+	}
+	return nil
+}
+
+// jsonParts returns the types an either's JSON holds, for jsonSafe.
+func (either[A, B]) jsonParts() []reflect.Type {
+	return []reflect.Type{reflect.TypeFor[A](), reflect.TypeFor[B]()}
 }

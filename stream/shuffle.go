@@ -41,6 +41,11 @@ func (s keyShuffle[K, T]) check() error {
 	return nil
 }
 
+// jsonParter is a type of the engine's own that encodes itself as JSON
+// from values of the types jsonParts lists (the records of a join's two
+// inputs), which must be JSON-safe in turn.
+type jsonParter interface{ jsonParts() []reflect.Type }
+
 // jsonSafe reports a part of type t, named path, that JSON cannot carry
 // through a round trip: an unexported struct field, a func, a channel, an
 // interface (decoded as a map, not its type), a complex number.
@@ -49,6 +54,14 @@ func jsonSafe(t reflect.Type, path string, seen map[reflect.Type]bool) error {
 		return nil
 	}
 	seen[t] = true
+	if p, ok := reflect.Zero(t).Interface().(jsonParter); ok {
+		for _, part := range p.jsonParts() {
+			if err := jsonSafe(part, path+"("+part.String()+")", seen); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	if t.Implements(reflect.TypeFor[json.Marshaler]()) || reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]()) {
 		return nil // the type encodes itself
 	}
