@@ -18,12 +18,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactlyonce/exactly/checkpoint/store"
 	"github.com/exactlyonce/exactly/cluster"
 	"github.com/exactlyonce/exactly/connectors/kafka"
+	"github.com/exactlyonce/exactly/connectors/postgres"
 	"github.com/exactlyonce/exactly/internal/crashtest/crashtesting"
 	"github.com/exactlyonce/exactly/internal/kafkatest"
 	"github.com/exactlyonce/exactly/internal/testenv"
@@ -43,6 +45,7 @@ const (
 	envWindows  = "EXACTLY_CLUSTER_WINDOWS" // "1": the two-stage job's second stage counts per event-time window
 	envState    = "EXACTLY_CLUSTER_STATE"   // the instance's Pebble directory, for the windowed stage's state
 	envRunJob   = "EXACTLY_CLUSTER_RUNJOB"  // the name of the job written once that cluster.RunJob runs (ordinaryJob); empty for the hand-wired jobs
+	envTable    = "EXACTLY_CLUSTER_TABLE"   // ordinaryJob's PostgreSQL table of the running counts
 )
 
 const (
@@ -78,7 +81,7 @@ func TestClusterInstance(t *testing.T) {
 	defer stop()
 	conn := kafka.Conn{Brokers: []string{brokers}, ClientID: os.Getenv(envInstance)}
 	if name := os.Getenv(envRunJob); name != "" {
-		j, err := ordinaryJob(name, conn, os.Getenv(envIn), os.Getenv(envOut))
+		j, err := ordinaryJob(name, conn, os.Getenv(envIn), os.Getenv(envOut), testenv.Postgres(t), os.Getenv(envTable))
 		if err == nil {
 			err = cluster.RunJob(ctx, j, cluster.Options{
 				Group:                 kafka.GroupOptions{Conn: conn, Group: os.Getenv(envGroup), SessionTimeout: sessionTimeout},
@@ -170,10 +173,11 @@ type keyEvent struct {
 
 // ordinaryJob is the job of TestClusterRunsAJobWrittenOnce, written once
 // with no notion of tasks or stages: records "kNN:i" (event time i
-// seconds) → a running count per key → keyed by group "gM" (M = NN mod
-// rekeyGroups) → a count per group and 10 s tumbling window of event time
-// → the output topic. cluster.RunJob cuts it into three stages.
-func ordinaryJob(name string, conn kafka.Conn, in, out string) (*stream.Job, error) {
+// seconds) → a running count per key, written to the PostgreSQL table
+// table (key, n) → keyed by group "gM" (M = NN mod rekeyGroups) → a count
+// per group and 10 s tumbling window of event time → the output topic.
+// cluster.RunJob cuts it into three stages.
+func ordinaryJob(name string, conn kafka.Conn, in, out, dsn, table string) (*stream.Job, error) {
 	src, err := kafka.NewSource(kafka.SourceOptions{Conn: conn, Topics: []string{in}}, kafka.String())
 	if err != nil {
 		return nil, err
@@ -202,6 +206,12 @@ func ordinaryJob(name string, conn kafka.Conn, in, out string) (*stream.Job, err
 				},
 			}, err
 		})
+	rows, err := postgres.NewSink(postgres.Options{DSN: dsn, Table: table, Columns: []postgres.Column{{Name: "key"}, {Name: "n"}}},
+		func(e keyEvent, row []any) []any { return append(row, e.Key, int64(e.N)) })
+	if err != nil {
+		return nil, err
+	}
+	stream.SinkTo(counted, "counts", rows)
 	group := func(e keyEvent) string {
 		n, _ := strconv.Atoi(strings.TrimPrefix(e.Key, "k"))
 		return "g" + strconv.Itoa(n%rekeyGroups)
@@ -393,9 +403,12 @@ func breakInstances(t *testing.T, job clusterJob, want []string) {
 	t.Cleanup(func() { _, _ = adm.DeleteGroup(context.Background(), group) })
 
 	env := []string{envIn + "=" + in, envOut + "=" + out, envGroup + "=" + group, envCkpt + "=" + ckpt, testenv.ParentHoldsLock}
+	var table string
 	if job == writtenOnce {
 		name := kafkatest.UniqueName("written-once")
-		env = append(env, envRunJob+"="+name)
+		table = strings.ReplaceAll(name, "-", "_")
+		createCountsTable(t, table)
+		env = append(env, envRunJob+"="+name, envTable+"="+table)
 		t.Cleanup(func() {
 			for _, topic := range []string{name + "-per-key-0-repartition", name + "-per-group-0-repartition"} {
 				if _, err := adm.DeleteTopics(context.Background(), topic); err != nil {
@@ -481,6 +494,9 @@ func breakInstances(t *testing.T, job clusterJob, want []string) {
 	recs := kafkatest.ReadCommitted(t, brokers, out, len(want), 2*time.Minute)
 	checkOnce(t, recs, want)
 	c.stopAll(t)
+	if table != "" {
+		checkCountsTable(t, table)
+	}
 	// The pause must have made b a zombie: its tasks were taken over, and
 	// when it resumed it found itself fenced. Without that the test would
 	// not have tried what it claims to.
@@ -771,4 +787,70 @@ func (c *instances) dumpLogs() {
 	for _, in := range c.all {
 		c.t.Logf("--- instance %s ---\n%s", in.name, in.out.String())
 	}
+}
+
+// createCountsTable creates ordinaryJob's table of running counts, dropped
+// when t ends.
+func createCountsTable(t *testing.T, table string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, testenv.Postgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE TABLE "+table+" (key text NOT NULL, n bigint NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), testenv.Postgres(t))
+		if err == nil {
+			_, err = conn.Exec(context.Background(), "DROP TABLE "+table)
+			conn.Close(context.Background())
+		}
+		if err != nil {
+			t.Logf("drop table %s: %v", table, err)
+		}
+	})
+}
+
+// checkCountsTable checks that ordinaryJob's table holds every running
+// count "k:c" of the input exactly once, and nothing else: 1 to
+// clusterPerKey, and one more for each key's record that ends the input.
+func checkCountsTable(t *testing.T, table string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, testenv.Postgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, "SELECT key || ':' || n FROM "+table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for k := range clusterKeys {
+		want = append(want, counts(fmt.Sprintf("k%02d", k), clusterPerKey+1)...)
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		seen := map[string]int{}
+		for _, v := range got {
+			seen[v]++
+		}
+		var wrong []string
+		for _, v := range want {
+			if seen[v] != 1 {
+				wrong = append(wrong, fmt.Sprintf("%s seen %d times", v, seen[v]))
+			}
+		}
+		t.Errorf("table %s: %d rows, want %d; %d counts not once: %s", table, len(got), len(want), len(wrong), strings.Join(wrong[:min(len(wrong), 10)], ", "))
+	}
+	t.Logf("table %s: all %d running counts once", table, len(want))
 }
