@@ -175,8 +175,7 @@ func (sp *jobStages) io(p int32, opts Options) stages.IO {
 			return stream.Map(recs, func(r kafka.Record[[]byte]) []byte { return r.Value }, stream.Name(c.Topic+".values")), nil
 		},
 		Write: func(envelopes any, c stages.Cut) error {
-			snk, err := kafka.NewSink(kafka.SinkOptions{Conn: sp.conn, Topic: c.Topic, ManualPartitions: true, Watermarks: sp.plan.EventTime,
-				CheckpointInterval: opts.Job.CheckpointInterval},
+			snk, err := kafka.NewSink(kafka.SinkOptions{Conn: sp.conn, Topic: c.Topic, ManualPartitions: true, Watermarks: sp.plan.EventTime},
 				func(e stages.Envelope) (kafka.Message, error) {
 					return kafka.Message{Value: e.Value, Partition: int32(stages.Partition(e.KeyGroup, sp.maxParallelism, int(sp.partitions)))}, nil
 				})

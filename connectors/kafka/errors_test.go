@@ -34,6 +34,14 @@ func TestBadConfiguration(t *testing.T) {
 	enc := func(string) (kafka.Message, error) { return kafka.Message{}, nil }
 	_, err := kafka.NewSink(kafka.SinkOptions{Conn: kafka.Conn{Brokers: []string{"h:1"}}, TransactionTimeout: time.Second, CheckpointInterval: time.Second}, enc)
 	wantErr(t, err, "TransactionTimeout", "3 checkpoint intervals")
+	// Without SinkOptions.CheckpointInterval the writer checks against the
+	// job's interval, which the engine gives it: set once, in the job.
+	s, err := kafka.NewSink(kafka.SinkOptions{Conn: kafka.Conn{Brokers: []string{"h:1"}}, TransactionTimeout: 2 * time.Second}, enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.NewWriter(context.Background(), sink.WriterInfo{Job: "j", Sink: "out", Parallelism: 1, CheckpointInterval: time.Second})
+	wantErr(t, err, "TransactionTimeout 2s is shorter than 3 checkpoint intervals of this job (3s)")
 	_, err = kafka.NewSink(kafka.SinkOptions{}, enc)
 	wantErr(t, err, "Brokers is empty")
 	_, err = kafka.NewSink(kafka.SinkOptions{Conn: kafka.Conn{Brokers: []string{"h:1"}}, Watermarks: true}, enc)

@@ -13,7 +13,8 @@ import (
 type GroupOptions struct {
 	// Conn says how to reach the cluster. Conn.Brokers is required.
 	Conn Conn
-	// Group is the consumer group's name. Required.
+	// Group is the consumer group's name. Required by JoinGroup;
+	// package cluster sets it to "exactly-" + the job's name when empty.
 	Group string
 	// Topics are the topics whose partitions the group assigns to its
 	// members. Required; every topic must exist.

@@ -112,8 +112,11 @@ type SinkOptions struct {
 	// intervals and at most the brokers' transaction.max.timeout.ms.
 	// Default 15m.
 	TransactionTimeout time.Duration
-	// CheckpointInterval is the job's checkpoint interval, used only to
-	// check TransactionTimeout. Default 1s, the engine's default.
+	// CheckpointInterval, when set, checks TransactionTimeout against it
+	// already in NewSink. It need not be set: each writer checks
+	// TransactionTimeout against the checkpoint interval of the job it
+	// runs in (sink.WriterInfo), so the interval is set once, in the job's
+	// options. Default 0: only the writers check.
 	CheckpointInterval time.Duration
 	// Compression compresses produced batches: "none" (the default, as in
 	// Kafka's own producer), "gzip", "snappy", "lz4" or "zstd". Compression
@@ -161,9 +164,6 @@ func (o *SinkOptions) validate() error {
 	if o.TransactionTimeout == 0 {
 		o.TransactionTimeout = DefaultTransactionTimeout
 	}
-	if o.CheckpointInterval == 0 {
-		o.CheckpointInterval = time.Second
-	}
 	if o.Compression == "" {
 		o.Compression = "none"
 	}
@@ -176,8 +176,8 @@ func (o *SinkOptions) validate() error {
 	}{
 		{o.Guarantee < ExactlyOnce || o.Guarantee > NoGuarantee, "Guarantee", o.Guarantee, "use ExactlyOnce, AtLeastOnce or NoGuarantee"},
 		{o.PoolSize < 2 || o.PoolSize > 1000, "PoolSize", o.PoolSize, "use 0 (default 5) or a count in [2, 1000]: one transaction is open while the previous one waits for its commit"},
-		{o.CheckpointInterval < 0, "CheckpointInterval", o.CheckpointInterval, "set it to the job's checkpoint interval"},
-		{o.TransactionTimeout < 3*o.CheckpointInterval, "TransactionTimeout", o.TransactionTimeout,
+		{o.CheckpointInterval < 0, "CheckpointInterval", o.CheckpointInterval, "leave it 0 (the writers check against the job's interval) or set it to the job's checkpoint interval"},
+		{o.TransactionTimeout < 0 || o.TransactionTimeout < 3*o.CheckpointInterval, "TransactionTimeout", o.TransactionTimeout,
 			fmt.Sprintf("use at least 3 checkpoint intervals (%v), better the longest outage the job must survive", 3*o.CheckpointInterval)},
 		{!knownCompression, "Compression", strconv.Quote(o.Compression), `use "none", "gzip", "snappy", "lz4" or "zstd"`},
 		{o.TransactionalIDPrefix != "" && !validPrefix.MatchString(o.TransactionalIDPrefix), "TransactionalIDPrefix", strconv.Quote(o.TransactionalIDPrefix),
