@@ -80,13 +80,14 @@ func Run(ctx context.Context, name string, opts Options, build Build) error {
 // up; Wait returns Run's result. The Instance reports the tasks it parked
 // (ParkedTasks), for a status page or clustermetrics.NewCollector.
 func Start(ctx context.Context, name string, opts Options, build Build) (*Instance, error) {
-	return start(ctx, name, opts, build, true)
+	return start(ctx, name, opts, build, true, func(Task) []any { return nil })
 }
 
 // start is Start; checkSources says whether each task's job is checked to
 // read only the task's partition (a job of Build's; the stage jobs of
-// RunJob are made so).
-func start(ctx context.Context, name string, opts Options, build Build, checkSources bool) (*Instance, error) {
+// RunJob are made so), and taskAttrs gives the log attributes of a task's
+// lines besides the task.
+func start(ctx context.Context, name string, opts Options, build Build, checkSources bool, taskAttrs func(Task) []any) (*Instance, error) {
 	if name == "" {
 		return nil, errors.New("cluster: Run: the job name is empty: name the job")
 	}
@@ -111,7 +112,7 @@ func start(ctx context.Context, name string, opts Options, build Build, checkSou
 		log = slog.Default()
 	}
 	in := &Instance{
-		name: name, opts: opts, build: build, checkSources: checkSources, log: log.With("job", name),
+		name: name, opts: opts, build: build, checkSources: checkSources, taskAttrs: taskAttrs, log: log.With("job", name),
 		l: newLifecycle(opts.MaxFailedTasks), runs: map[Task]context.CancelFunc{}, parkedAt: map[Task]time.Time{},
 		finished: make(chan error, 1), done: make(chan struct{}),
 	}
@@ -151,7 +152,8 @@ type Instance struct {
 	name         string
 	opts         Options
 	build        Build
-	checkSources bool // see start
+	checkSources bool             // see start
+	taskAttrs    func(Task) []any // the log attributes of a task's lines besides the task; RunJob adds its stage
 	log          *slog.Logger
 	ctx          context.Context // the tasks' parent: not cancelled by Run's ctx, so that stops are clean
 
@@ -295,6 +297,12 @@ func (in *Instance) runTask(ctx context.Context, t Task) error {
 	}
 	o := in.opts.Job
 	o.CheckpointDir = taskLocation(o.CheckpointDir, t)
+	// Every line of the task's job, its sinks' included, says which task
+	// it is of (and which stage, for RunJob): an instance runs several.
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	o.Logger = o.Logger.With(append([]any{"task", t.String()}, in.taskAttrs(t)...)...)
 	j.SetStateBackend(taskStateBackend(j.StateBackend(), t))
 	return j.Run(ctx, o)
 }

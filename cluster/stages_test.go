@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -100,6 +101,8 @@ func TestRunJobInStages(t *testing.T) {
 
 	ctx, stop := context.WithCancel(context.Background())
 	checkpoints := t.TempDir()
+	var logs lockedBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	for i := range errs {
@@ -113,13 +116,22 @@ func TestRunJobInStages(t *testing.T) {
 			defer wg.Done()
 			errs[i] = cluster.RunJob(ctx, j, cluster.Options{
 				Group: kafka.GroupOptions{Conn: conn, SessionTimeout: 6 * time.Second},
-				Job:   stream.Options{CheckpointDir: checkpoints, CheckpointInterval: 200 * time.Millisecond, OwnershipLease: 3 * time.Second},
+				Job:   stream.Options{CheckpointDir: checkpoints, CheckpointInterval: 200 * time.Millisecond, OwnershipLease: 3 * time.Second, Logger: logger},
 			})
 		}()
 	}
 	recs := kafkatest.ReadCommitted(t, brokers, out, keys*perKey, 2*time.Minute)
 	stop()
 	wg.Wait()
+	// Every line of a task's job names the task and its stage: an
+	// instance runs several.
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	for _, line := range lines {
+		if !strings.Contains(line, `msg="cluster:`) && (!strings.Contains(line, " task=") || !strings.Contains(line, " stage=")) {
+			t.Errorf("a log line names no task and stage: %s", line)
+		}
+	}
+	t.Logf("%d log lines", len(lines))
 	for i, err := range errs {
 		if err != nil {
 			t.Errorf("instance %d: %v", i, err)
@@ -368,4 +380,22 @@ func TestRunJobJoinInStages(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("joined: %d records, want %d; first difference: %s", len(got), len(want), firstDifference(got, want))
 	}
+}
+
+// lockedBuffer is a buffer the instances' loggers write to concurrently.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

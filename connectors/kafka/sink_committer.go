@@ -87,7 +87,12 @@ func (c *committer[T]) Commit(ctx context.Context, cm sink.Committable) error {
 	}
 	switch out {
 	case outcomeCommitted:
-		c.logger.Info("kafka: transaction was already committed", "sink", c.name, "checkpoint", cm.Checkpoint, "subtask", cm.Subtask, "txn", d.TxnID, "answer", answer)
+		// The usual case after a restart or a task's move: the restored
+		// checkpoint's commit is sent again, the producer that began the
+		// transaction has been fenced by the new owner, and the log shows
+		// the transaction committed. Nothing is wrong.
+		c.logger.Info("kafka: transaction committed before (by the run that prepared it); its producer is fenced since, as expected after a restore or a move",
+			"sink", c.name, "checkpoint", cm.Checkpoint, "subtask", cm.Subtask, "txn", d.TxnID, "coordinator_code", answer.Error())
 		c.s.setBusy(d.TxnID, false)
 		return nil
 	case outcomeAborted:
