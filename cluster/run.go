@@ -80,14 +80,14 @@ func Run(ctx context.Context, name string, opts Options, build Build) error {
 // up; Wait returns Run's result. The Instance reports the tasks it parked
 // (ParkedTasks), for a status page or clustermetrics.NewCollector.
 func Start(ctx context.Context, name string, opts Options, build Build) (*Instance, error) {
-	return start(ctx, name, opts, build, true, func(Task) []any { return nil })
+	return start(ctx, name, opts, build, true, func(Task) int { return -1 })
 }
 
 // start is Start; checkSources says whether each task's job is checked to
 // read only the task's partition (a job of Build's; the stage jobs of
-// RunJob are made so), and taskAttrs gives the log attributes of a task's
-// lines besides the task.
-func start(ctx context.Context, name string, opts Options, build Build, checkSources bool, taskAttrs func(Task) []any) (*Instance, error) {
+// RunJob are made so), and stageOf gives a task's stage (-1 without
+// stages).
+func start(ctx context.Context, name string, opts Options, build Build, checkSources bool, stageOf func(Task) int) (*Instance, error) {
 	if name == "" {
 		return nil, errors.New("cluster: Run: the job name is empty: name the job")
 	}
@@ -112,8 +112,9 @@ func start(ctx context.Context, name string, opts Options, build Build, checkSou
 		log = slog.Default()
 	}
 	in := &Instance{
-		name: name, opts: opts, build: build, checkSources: checkSources, taskAttrs: taskAttrs, log: log.With("job", name),
+		name: name, opts: opts, build: build, checkSources: checkSources, stageOf: stageOf, log: log.With("job", name),
 		l: newLifecycle(opts.MaxFailedTasks), runs: map[Task]context.CancelFunc{}, parkedAt: map[Task]time.Time{},
+		startedAt: map[Task]time.Time{}, starts: map[Task]int{},
 		finished: make(chan error, 1), done: make(chan struct{}),
 	}
 	taskCtx, cancelTasks := context.WithCancel(context.WithoutCancel(ctx))
@@ -152,8 +153,8 @@ type Instance struct {
 	name         string
 	opts         Options
 	build        Build
-	checkSources bool             // see start
-	taskAttrs    func(Task) []any // the log attributes of a task's lines besides the task; RunJob adds its stage
+	checkSources bool           // see start
+	stageOf      func(Task) int // a task's stage: RunJob's plan, -1 for Run
 	log          *slog.Logger
 	ctx          context.Context // the tasks' parent: not cancelled by Run's ctx, so that stops are clean
 
@@ -161,6 +162,8 @@ type Instance struct {
 	l          *lifecycle
 	runs       map[Task]context.CancelFunc
 	parkedAt   map[Task]time.Time // when each task the lifecycle holds parked was parked
+	startedAt  map[Task]time.Time // when each task's current run started
+	starts     map[Task]int       // the runs of each task started here
 	parkings   uint64             // tasks parked since Start
 	revokeDone chan struct{}      // closed by answerRevoke
 	finished   chan error
@@ -226,6 +229,8 @@ func (in *Instance) carryOut(acts []action) {
 		case startTask:
 			ctx, cancel := context.WithCancel(in.ctx)
 			in.runs[a.task] = cancel
+			in.startedAt[a.task] = time.Now()
+			in.starts[a.task]++
 			in.log.Info("cluster: task assigned: starting it", "task", a.task.String())
 			go in.run(ctx, a.task)
 		case stopTask:
@@ -302,7 +307,11 @@ func (in *Instance) runTask(ctx context.Context, t Task) error {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	o.Logger = o.Logger.With(append([]any{"task", t.String()}, in.taskAttrs(t)...)...)
+	attrs := []any{"task", t.String()}
+	if s := in.stageOf(t); s >= 0 {
+		attrs = append(attrs, "stage", s)
+	}
+	o.Logger = o.Logger.With(attrs...)
 	j.SetStateBackend(taskStateBackend(j.StateBackend(), t))
 	return j.Run(ctx, o)
 }

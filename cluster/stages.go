@@ -46,7 +46,7 @@ func StartJob(ctx context.Context, j *stream.Job, opts Options) (*Instance, erro
 		return nil, err
 	}
 	opts.Group.Topics = sp.leaders
-	return start(ctx, j.Name(), opts, sp.build(j, opts), false, func(t Task) []any { return []any{"stage", slices.Index(sp.leaders, t.Topic)} })
+	return start(ctx, j.Name(), opts, sp.build(j, opts), false, func(t Task) int { return slices.Index(sp.leaders, t.Topic) })
 }
 
 // jobStages is a job's stage plan, resolved against the cluster: the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -103,26 +104,47 @@ func TestRunJobInStages(t *testing.T) {
 	checkpoints := t.TempDir()
 	var logs lockedBuffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
-	var wg sync.WaitGroup
-	errs := make([]error, 2)
-	for i := range errs {
+	instances := make([]*cluster.Instance, 2)
+	for i := range instances {
 		conn := kafka.Conn{Brokers: []string{brokers}, ClientID: fmt.Sprintf("instance-%d", i)}
 		j, err := stagesJob(name, conn, in, out)
 		if err != nil {
 			t.Fatal(err)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = cluster.RunJob(ctx, j, cluster.Options{
-				Group: kafka.GroupOptions{Conn: conn, SessionTimeout: 6 * time.Second},
-				Job:   stream.Options{CheckpointDir: checkpoints, CheckpointInterval: 200 * time.Millisecond, OwnershipLease: 3 * time.Second, Logger: logger},
-			})
-		}()
+		instances[i], err = cluster.StartJob(ctx, j, cluster.Options{
+			Group: kafka.GroupOptions{Conn: conn, SessionTimeout: 6 * time.Second},
+			Job:   stream.Options{CheckpointDir: checkpoints, CheckpointInterval: 200 * time.Millisecond, OwnershipLease: 3 * time.Second, Logger: logger},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	recs := kafkatest.ReadCommitted(t, brokers, out, keys*perKey, 2*time.Minute)
+	// The instances' tasks: all 12 (3 stages of 4 partitions), each on one
+	// instance, running.
+	perStage := map[int]int{}
+	for _, in := range instances {
+		for _, ts := range in.Tasks() {
+			if ts.State != "running" || ts.Runs < 1 {
+				t.Errorf("task %s: %+v, want running", ts.Task, ts)
+			}
+			perStage[ts.Stage]++
+		}
+	}
+	if fmt.Sprint(perStage) != "map[0:4 1:4 2:4]" {
+		t.Errorf("tasks per stage over the instances: %v, want 4 of each of the 3 stages", perStage)
+	}
+	rec := httptest.NewRecorder()
+	instances[0].Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/api/v1/tasks", nil))
+	if rec.Code != 200 || !strings.Contains(rec.Body.String(), `"job":"`+name+`"`) || !strings.Contains(rec.Body.String(), `"state":"running"`) {
+		t.Errorf("GET /api/v1/tasks: %d %s", rec.Code, rec.Body)
+	}
 	stop()
-	wg.Wait()
+	for i, in := range instances {
+		if err := in.Wait(); err != nil {
+			t.Errorf("instance %d: %v", i, err)
+		}
+	}
 	// Every line of a task's job names the task and its stage: an
 	// instance runs several.
 	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
@@ -132,11 +154,6 @@ func TestRunJobInStages(t *testing.T) {
 		}
 	}
 	t.Logf("%d log lines", len(lines))
-	for i, err := range errs {
-		if err != nil {
-			t.Errorf("instance %d: %v", i, err)
-		}
-	}
 	var got, want []string
 	for _, r := range recs {
 		got = append(got, string(r.Value))
