@@ -222,6 +222,9 @@ function drawThroughput(points) {
 
 // drawExceptions lists the job's errors, newest first, each with its whole
 // text on a click.
+// drawn holds what the views that are redrawn only on a change show now.
+const drawn = { exceptions: null, configuration: null };
+
 function drawExceptions(st) {
   const items = [];
   if (st.error) items.push({ time: null, what: `the job (${st.state})`, text: st.error });
@@ -230,6 +233,11 @@ function drawExceptions(st) {
     if (c.status === "aborted" && c.reason) items.push({ time: c.triggered, what: `${c.kind} ${c.id} aborted`, text: c.reason });
   }
   items.sort((a, b) => (b.time ? Date.parse(b.time) : Infinity) - (a.time ? Date.parse(a.time) : Infinity));
+  // Redrawn only when they change: a redraw would close the exception the
+  // user opened.
+  const shown = JSON.stringify(items.slice(0, 20));
+  if (shown === drawn.exceptions) return;
+  drawn.exceptions = shown;
   const ul = $("exceptions");
   ul.replaceChildren();
   if (items.length === 0) ul.appendChild(el("li", { class: "muted" }, "none"));
@@ -244,6 +252,9 @@ function drawExceptions(st) {
 }
 
 function drawConfiguration(settings) {
+  const shown = JSON.stringify(settings);
+  if (shown === drawn.configuration) return;
+  drawn.configuration = shown;
   fill($("configuration").tBodies[0], settings, (tr, s) => {
     tr.dataset.name = s.name;
     cell(tr, s.name);
