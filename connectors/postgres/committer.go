@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/sink"
@@ -213,7 +214,12 @@ func (m *committer) Abort(ctx context.Context, cm sink.Committable) error {
 	return m.run(ctx, "abort", cm, func(conn *pgx.Conn, c committable) error {
 		return m.asOwner(ctx, conn, func() error {
 			if c.mode == Fenced {
-				_, err := conn.Exec(ctx, "DROP TABLE IF EXISTS "+m.c.staging(stagingName(m.key, int64(c.id))))
+				staging := stagingName(m.key, int64(c.id))
+				_, err := conn.Exec(ctx, "DROP TABLE IF EXISTS "+m.c.staging(staging))
+				if err == nil {
+					m.log.Info("postgres: aborted a transaction: dropped its staging table", "table", m.c.table, "staging", staging,
+						"checkpoint", c.checkpoint, "subtask", c.subtask, "owner", m.owner.String())
+				}
 				return err
 			}
 			return rollbackPrepared(ctx, conn, gid(m.key, c.subtask, c.checkpoint, c.tag))
@@ -272,7 +278,10 @@ func (m *committer) abortLingering(ctx context.Context, conn *pgx.Conn) error {
 		}
 	}
 	if len(gids) > 0 || len(tables) > 0 {
-		m.log.Info("postgres: removed what earlier attempts left behind", "table", m.c.table, "prepared_transactions", len(gids), "staging_tables", len(tables))
+		// The names, so that a staging table found missing later can be
+		// traced to the run that dropped it.
+		m.log.Info("postgres: removed what earlier attempts left behind", "table", m.c.table, "prepared_transactions", len(gids), "staging_tables", len(tables),
+			"dropped", strings.Join(tables, ","), "owner", m.owner.String())
 	}
 	return nil
 }
