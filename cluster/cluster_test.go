@@ -343,6 +343,12 @@ func TestClusterMovesStages(t *testing.T) {
 // from their checkpoints and are paused with b: every window must fire
 // exactly once with all its records (3 keys × 10 s = 30), none late.
 func TestClusterMovesWindows(t *testing.T) {
+	breakInstances(t, windowedStages, groupWindows())
+}
+
+// groupWindows returns the output of the windowed jobs: every group's
+// windows, each with the records of its clusterKeys / rekeyGroups keys.
+func groupWindows() []string {
 	var want []string
 	per := clusterKeys / rekeyGroups * int(clusterWindow/time.Second)
 	for g := range rekeyGroups {
@@ -350,7 +356,7 @@ func TestClusterMovesWindows(t *testing.T) {
 			want = append(want, fmt.Sprintf("g%d@%d:%d", g, w, per))
 		}
 	}
-	breakInstances(t, windowedStages, want)
+	return want
 }
 
 // TestClusterRunsAJobWrittenOnce runs the same faults on ordinaryJob, a
@@ -360,14 +366,7 @@ func TestClusterMovesWindows(t *testing.T) {
 // or upstream counts. Every window must fire exactly once with all its
 // records, as in a single process.
 func TestClusterRunsAJobWrittenOnce(t *testing.T) {
-	var want []string
-	per := clusterKeys / rekeyGroups * int(clusterWindow/time.Second)
-	for g := range rekeyGroups {
-		for w := 0; w < clusterPerKey; w += int(clusterWindow / time.Second) {
-			want = append(want, fmt.Sprintf("g%d@%d:%d", g, w, per))
-		}
-	}
-	breakInstances(t, writtenOnce, want)
+	breakInstances(t, writtenOnce, groupWindows())
 }
 
 // counts returns "key:1" … "key:n".
@@ -423,13 +422,7 @@ func breakInstances(t *testing.T, job clusterJob, want []string) {
 			createCountsTable(t, table)
 			env = append(env, envTable+"="+table)
 		}
-		t.Cleanup(func() {
-			for _, topic := range []string{name + "-per-key-0-repartition", name + "-per-group-0-repartition"} {
-				if _, err := adm.DeleteTopics(context.Background(), topic); err != nil {
-					t.Logf("delete topic %s: %v", topic, err)
-				}
-			}
-		})
+		kafkatest.DeleteRepartitionTopicsAtEnd(t, adm, name)
 	}
 	if job == twoStages || job == windowedStages {
 		rekeyed := kafkatest.UniqueName("cluster-rekeyed")

@@ -69,10 +69,7 @@ func planJob(ctx context.Context, j *stream.Job, opts Options) (*jobStages, erro
 	if err != nil {
 		return nil, err
 	}
-	sp := &jobStages{plan: plan, conn: opts.Group.Conn, topics: make([][]string, len(plan.Stages)), maxParallelism: opts.Job.MaxParallelism}
-	if sp.maxParallelism == 0 {
-		sp.maxParallelism = 128 // the engine's default
-	}
+	sp := &jobStages{plan: plan, conn: opts.Group.Conn, topics: make([][]string, len(plan.Stages)), maxParallelism: plan.MaxParallelism}
 	sources := j.Sources()
 	var sourceTopics []string
 	for s, st := range plan.Stages {

@@ -78,13 +78,7 @@ func TestRunJobInStages(t *testing.T) {
 	in, out := name+"-in", name+"-out"
 	kafkatest.CreateTopic(t, adm, in, 4)
 	kafkatest.CreateTopic(t, adm, out, 4)
-	t.Cleanup(func() {
-		for _, topic := range []string{name + "-per-key-0-repartition", name + "-per-group-0-repartition"} {
-			if _, err := adm.DeleteTopics(context.Background(), topic); err != nil {
-				t.Logf("delete topic %s: %v", topic, err)
-			}
-		}
-	})
+	kafkatest.DeleteRepartitionTopicsAtEnd(t, adm, name)
 	const keys, perKey = 12, 50
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.DefaultProduceTopic(in))
 	if err != nil {
@@ -231,11 +225,7 @@ func TestRunJobWindowsInStages(t *testing.T) {
 	in, out := name+"-in", name+"-out"
 	kafkatest.CreateTopic(t, adm, in, 4)
 	kafkatest.CreateTopic(t, adm, out, 4)
-	t.Cleanup(func() {
-		if _, err := adm.DeleteTopics(context.Background(), name+"-windows-0-repartition"); err != nil {
-			t.Logf("delete the repartition topic: %v", err)
-		}
-	})
+	kafkatest.DeleteRepartitionTopicsAtEnd(t, adm, name)
 	const keys, perKey = 12, 50
 	// Every partition gets keys, so that every first-stage task has a
 	// watermark to pass on.
@@ -321,13 +311,7 @@ func TestRunJobJoinInStages(t *testing.T) {
 	for _, topic := range []string{orders, payments, out} {
 		kafkatest.CreateTopic(t, adm, topic, 4)
 	}
-	t.Cleanup(func() {
-		for _, topic := range []string{name + "-join-0-repartition", name + "-join-1-repartition"} {
-			if _, err := adm.DeleteTopics(context.Background(), topic); err != nil {
-				t.Logf("delete topic %s: %v", topic, err)
-			}
-		}
-	})
+	kafkatest.DeleteRepartitionTopicsAtEnd(t, adm, name)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers))
 	if err != nil {
 		t.Fatal(err)

@@ -1,9 +1,7 @@
 package pipeline
 
 import (
-	"cmp"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/exactlyonce/exactly/connectors/file"
@@ -71,12 +69,14 @@ func (p *plan) build() (*stream.Job, error) {
 		b.transform(sp)
 	}
 	// The dead letters' outputs last: the others split off theirs.
-	outputs := slices.SortedStableFunc(slices.Values(p.outputs), func(a, b *outputPlan) int {
-		return cmp.Compare(boolInt(a.from == deadLettersName), boolInt(b.from == deadLettersName))
-	})
-	for _, o := range outputs {
-		if err := b.addSink(o); err != nil {
-			return nil, err
+	for _, dead := range []bool{false, true} {
+		for _, o := range p.outputs {
+			if (o.from == deadLettersName) != dead {
+				continue
+			}
+			if err := b.addSink(o); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return j, nil
@@ -134,14 +134,6 @@ func (b *builder) transform(sp *streamPlan) {
 		}
 	}
 	b.add(sp.name, s)
-}
-
-// boolInt is 1 for true, 0 for false.
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // isDead reports whether it is a dead letter.

@@ -30,22 +30,7 @@ func TestPipelineOnACluster(t *testing.T) {
 	in, out := name+"-in", name+"-out"
 	kafkatest.CreateTopic(t, adm, in, 4)
 	kafkatest.CreateTopic(t, adm, out, 2)
-	t.Cleanup(func() {
-		// The repartition topics the cluster created: <name>-<operator>-<input>-repartition.
-		td, err := adm.ListTopics(context.Background())
-		if err != nil {
-			t.Logf("list topics: %v", err)
-			return
-		}
-		for _, topic := range td.Names() {
-			if strings.HasPrefix(topic, name+"-") && strings.HasSuffix(topic, "-repartition") {
-				t.Logf("deleting repartition topic %s", topic)
-				if _, err := adm.DeleteTopics(context.Background(), topic); err != nil {
-					t.Logf("delete topic %s: %v", topic, err)
-				}
-			}
-		}
-	})
+	kafkatest.DeleteRepartitionTopicsAtEnd(t, adm, name)
 	const n = 360
 	want := map[string]int{}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.DefaultProduceTopic(in), kgo.RecordPartitioner(kgo.ManualPartitioner()))

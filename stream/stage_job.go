@@ -112,11 +112,11 @@ func (j *Job) usesEventTime() bool {
 func init() {
 	stages.Hooks.Plan = func(job, opts any) (stages.Plan, error) {
 		j, o := job.(*Job), opts.(Options)
-		plan, _, err := j.stagePlan(o)
+		plan, maxPar, err := j.stagePlan(o)
 		if err != nil {
 			return stages.Plan{}, err
 		}
-		out := stages.Plan{EventTime: j.usesEventTime()}
+		out := stages.Plan{EventTime: j.usesEventTime(), MaxParallelism: maxPar}
 		for _, st := range plan.stages {
 			var s stages.Stage
 			for _, op := range st.sources {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,4 +106,24 @@ func ReadCommitted(t testing.TB, brokers, topic string, want int, timeout time.D
 		}
 	}
 	return out
+}
+
+// DeleteRepartitionTopicsAtEnd deletes, when the test ends, the
+// repartition topics a job called job run on a cluster created:
+// "<job>-…-repartition" (cluster.RunJob names them so).
+func DeleteRepartitionTopicsAtEnd(t testing.TB, adm *kadm.Client, job string) {
+	t.Cleanup(func() {
+		td, err := adm.ListTopics(context.Background())
+		if err != nil {
+			t.Logf("list topics: %v", err)
+			return
+		}
+		for _, topic := range td.Names() {
+			if strings.HasPrefix(topic, job+"-") && strings.HasSuffix(topic, "-repartition") {
+				if _, err := adm.DeleteTopics(context.Background(), topic); err != nil {
+					t.Logf("delete topic %s: %v", topic, err)
+				}
+			}
+		}
+	})
 }

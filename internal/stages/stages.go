@@ -30,6 +30,9 @@ type Plan struct {
 	// EventTime says that the job tracks event time: its cuts carry the
 	// writers' watermarks, and their readers wait for every writer's.
 	EventTime bool
+	// MaxParallelism is the job's number of key groups, which the
+	// envelopes' key groups are of.
+	MaxParallelism int
 }
 
 // Stage is one stage of a plan.
