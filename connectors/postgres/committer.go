@@ -41,11 +41,26 @@ type committer struct {
 }
 
 // connection returns the open connection, connecting if needed.
+//
+// A committer's session holds the sink's owner row (fenced mode, and
+// Fence) or the owner lock (prepared mode) while it checks that it owns
+// the sink and acts, and a successor's Fence waits for both. The server
+// cannot tell a paused process (SIGSTOP, a stalled virtual machine) from
+// a slow one, so the session of a committer paused there would block the
+// successor for as long as the pause lasts: the task could not move. So
+// the server ends a committer's session that stays idle that long: inside
+// a transaction, through idle_in_transaction_session_timeout, set on
+// every committer session; holding the owner lock outside one, through
+// idle_session_timeout, set only while the lock is held (lockOwner). The
+// limit is half of Options.LockTimeout (idleLimit), so that a successor's
+// wait ends well within its own lock_timeout. The paused committer finds
+// its connection closed when it resumes and, reconnecting, that it was
+// fenced.
 func (m *committer) connection(ctx context.Context) (*pgx.Conn, error) {
 	if m.conn != nil && !m.conn.IsClosed() {
 		return m.conn, nil
 	}
-	conn, err := m.c.connect(ctx)
+	conn, err := m.c.connectWith(ctx, m.c.committerCfg)
 	if err != nil {
 		return nil, err
 	}
@@ -104,10 +119,7 @@ func (m *committer) Commit(ctx context.Context, cm sink.Committable) error {
 // an earlier Commit moved it.
 func (m *committer) commitStaged(ctx context.Context, conn *pgx.Conn, c committable, incarnation string) error {
 	staging := m.c.staging(stagingName(m.key, int64(c.id)))
-	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if err := m.checkOwner(ctx, tx, " FOR SHARE"); err != nil {
-			return err
-		}
+	err := m.inOwnerTx(ctx, conn, func(tx pgx.Tx) error {
 		// Locking first makes a concurrent duplicate Commit wait here and
 		// then find the table gone, rather than deadlock at the DROP.
 		if _, err := tx.Exec(ctx, "LOCK TABLE "+staging+" IN ACCESS EXCLUSIVE MODE"); err != nil {
@@ -212,18 +224,19 @@ func isUndefinedObject(err error) bool {
 // succeeds.
 func (m *committer) Abort(ctx context.Context, cm sink.Committable) error {
 	return m.run(ctx, "abort", cm, func(conn *pgx.Conn, c committable) error {
-		return m.asOwner(ctx, conn, func() error {
-			if c.mode == Fenced {
-				staging := stagingName(m.key, int64(c.id))
-				_, err := conn.Exec(ctx, "DROP TABLE IF EXISTS "+m.c.staging(staging))
-				if err == nil {
-					m.log.Info("postgres: aborted a transaction: dropped its staging table", "table", m.c.table, "staging", staging,
-						"checkpoint", c.checkpoint, "subtask", c.subtask, "owner", m.owner.String())
-				}
-				return err
-			}
-			return rollbackPrepared(ctx, conn, gid(m.key, c.subtask, c.checkpoint, c.tag))
+		if c.mode != Fenced {
+			return m.asOwner(ctx, conn, func() error { return rollbackPrepared(ctx, conn, gid(m.key, c.subtask, c.checkpoint, c.tag)) })
+		}
+		staging := stagingName(m.key, int64(c.id))
+		err := m.inOwnerTx(ctx, conn, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, "DROP TABLE IF EXISTS "+m.c.staging(staging))
+			return err
 		})
+		if err == nil {
+			m.log.Info("postgres: aborted a transaction: dropped its staging table", "table", m.c.table, "staging", staging,
+				"checkpoint", c.checkpoint, "subtask", c.subtask, "owner", m.owner.String())
+		}
+		return err
 	})
 }
 
@@ -240,7 +253,7 @@ func rollbackPrepared(ctx context.Context, conn *pgx.Conn, g string) error {
 func (m *committer) AbortLingering(ctx context.Context, id checkpoint.ID) error {
 	conn, err := m.connection(ctx)
 	if err == nil {
-		err = m.asOwner(ctx, conn, func() error { return m.abortLingering(ctx, conn) })
+		err = m.abortLingering(ctx, conn)
 	}
 	if err != nil {
 		m.drop()
@@ -258,24 +271,38 @@ func (m *committer) abortLingering(ctx context.Context, conn *pgx.Conn) error {
 	if err != nil {
 		return err
 	}
-	for _, g := range gids {
-		if err := rollbackPrepared(ctx, conn, g); err != nil {
-			return fmt.Errorf("rollback prepared transaction %q: %w", g, err)
+	if len(gids) > 0 {
+		err := m.asOwner(ctx, conn, func() error {
+			for _, g := range gids {
+				if err := rollbackPrepared(ctx, conn, g); err != nil {
+					return fmt.Errorf("rollback prepared transaction %q: %w", g, err)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 	}
-	rows, err = conn.Query(ctx, "SELECT relname::text FROM pg_class WHERE relnamespace = to_regnamespace($1) AND relkind = 'r' AND starts_with(relname, $2)",
-		m.c.opts.Schema, stagingPrefix+m.key+"_")
-	if err != nil {
-		return err
-	}
-	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return err
-	}
-	for _, t := range tables {
-		if _, err := conn.Exec(ctx, "DROP TABLE IF EXISTS "+m.c.staging(t)); err != nil {
-			return fmt.Errorf("drop staging table %s: %w", t, err)
+	var tables []string
+	err = m.inOwnerTx(ctx, conn, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, "SELECT relname::text FROM pg_class WHERE relnamespace = to_regnamespace($1) AND relkind = 'r' AND starts_with(relname, $2)",
+			m.c.opts.Schema, stagingPrefix+m.key+"_")
+		if err != nil {
+			return err
 		}
+		if tables, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			return err
+		}
+		for _, t := range tables {
+			if _, err := tx.Exec(ctx, "DROP TABLE IF EXISTS "+m.c.staging(t)); err != nil {
+				return fmt.Errorf("drop staging table %s: %w", t, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if len(gids) > 0 || len(tables) > 0 {
 		// The names, so that a staging table found missing later can be

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/internal/testenv"
@@ -225,5 +226,78 @@ func TestLegacyProgressMigrates(t *testing.T) {
 	legacy.Checkpoint, legacy.Data = 8, committable{mode: Fenced, checkpoint: 8, id: 43}.encode()
 	if err := c.Commit(ctx, legacy); !sink.IsPermanent(err) || !strings.Contains(err.Error(), "high-water mark is 7") {
 		t.Fatalf("Commit of a lost legacy committable above the mark = %v, want the permanent 'prepared rows are gone'", err)
+	}
+}
+
+// TestPausedCommitterDoesNotBlockItsSuccessor: a committer whose process
+// is paused (SIGSTOP, a stalled machine) while it holds the sink's owner
+// row (fenced mode: between the statements of its commit transaction) or
+// the owner lock (prepared mode: between taking the lock and COMMIT
+// PREPARED) must not block the Fence of the instance that takes its task
+// over for as long as the pause lasts — the server cannot tell a paused
+// client from a slow one. The multi-process cluster test found it: a
+// paused instance kept its successor's Fence failing every LockTimeout
+// for two minutes, and the task could not move. The server now ends the
+// paused session after half of LockTimeout idle; the successor's Fence,
+// retried as the engine retries a failed start, goes through, and the
+// paused committer, resumed, is fenced.
+func TestPausedCommitterDoesNotBlockItsSuccessor(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			ctx := context.Background()
+			conn := db(t)
+			opts := freshTable(t, conn, "paused_"+mode.String(), mode)
+			opts.LockTimeout = 2 * time.Second
+			s := newTestSink(t, opts)
+			old, current := testOwner, sink.Owner{Incarnation: testOwner.Incarnation, Epoch: testOwner.Epoch + 1}
+			paused := committerOf(t, s, "out", old, false, 0).(*committer)
+			cm := writePrepare(t, newOwnedWriter(t, s, "out", 0, old), 0, 1, recs(0, 3))
+
+			// What a commit holds at the moment its process is paused.
+			pconn, err := paused.connection(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var resume func() error
+			if mode == Fenced {
+				tx, err := pconn.Begin(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := paused.checkOwner(ctx, tx, " FOR SHARE"); err != nil {
+					t.Fatal(err)
+				}
+				resume = func() error { _, err := tx.Exec(ctx, "SELECT 1"); return err }
+			} else {
+				if err := paused.lockOwner(ctx, pconn); err != nil {
+					t.Fatal(err)
+				}
+				resume = func() error { _, err := pconn.Exec(ctx, "SELECT 1"); return err }
+			}
+
+			successor := openCommitter(t, s, sink.CommitterInfo{Job: "test", Sink: "out", Owner: current})
+			var fenceErr error
+			for attempt := 1; attempt <= 3; attempt++ {
+				if fenceErr = successor.Fence(ctx, 1); fenceErr == nil || sink.IsPermanent(fenceErr) {
+					break
+				}
+				t.Logf("Fence attempt %d while the earlier owner's session is paused: %v", attempt, fenceErr)
+			}
+			if fenceErr != nil {
+				t.Fatalf("the successor could not fence while the earlier owner's committer was paused holding the owner's lock: %v", fenceErr)
+			}
+			if err := resume(); err == nil {
+				t.Error("the paused committer's session is still open after its successor fenced it: the server should have ended it")
+			}
+			if err := paused.Commit(ctx, cm); !errors.Is(err, sink.ErrFenced) {
+				t.Errorf("the resumed committer's Commit = %v, want sink.ErrFenced", err)
+			}
+			if err := successor.Commit(ctx, cm); err != nil {
+				t.Fatal(err)
+			}
+			if got := ids(t, conn, opts.Table); !slices.Equal(got, want(0, 3)) {
+				t.Fatalf("after the successor's Commit: %v", got)
+			}
+		})
 	}
 }

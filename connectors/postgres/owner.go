@@ -17,21 +17,25 @@ import (
 // locks make "the owner is still mine" true while a committer makes data
 // visible or removes prepared data:
 //
-//   - Fenced mode commits in one transaction, which reads the owner row
-//     FOR SHARE before it moves anything. Fence updates the row, so it
-//     waits until commits in flight end, and a commit that starts after
-//     Fence sees the new owner.
+//   - In fenced mode everything a committer does (commit, abort, drop
+//     what earlier attempts left) runs in one transaction, which reads the
+//     owner row FOR SHARE before it moves or drops anything (inOwnerTx).
+//     Fence updates the row, so it waits until those in flight end, and one
+//     that starts after Fence sees the new owner.
 //   - COMMIT PREPARED and ROLLBACK PREPARED cannot run inside a
 //     transaction block, so a row lock cannot cover them. Instead the
 //     committer holds the sink's owner lock, a session-level advisory lock
 //     in shared mode, from before it reads the owner row until after the
-//     statement; Fence takes the same lock in exclusive mode (for its
-//     transaction) before it reads and writes the row. So Fence waits for
-//     every check-then-act in flight, and every later check sees its
-//     write. Abort and AbortLingering, in both modes, work the same way. If
-//     the committer's session dies while it holds the lock, the server
-//     releases it; if the committer's process is paused while holding it,
-//     Fence's wait ends after Options.LockTimeout with a retryable error.
+//     statement (asOwner); Fence takes the same lock in exclusive mode (for
+//     its transaction) before it reads and writes the row. So Fence waits
+//     for every check-then-act in flight, and every later check sees its
+//     write.
+//
+// If the committer's session dies while it holds either, the server
+// releases it; if the committer's process is paused while holding it, the
+// server ends its session once it has been idle for half of
+// Options.LockTimeout (see committer.connection), and Fence, which waits up
+// to LockTimeout, goes on.
 //
 // The owner lock's keys are the two halves of the sink key, in the
 // two-integer key space of advisory locks, apart from the one-bigint space
@@ -72,12 +76,17 @@ func (m *committer) fence(ctx context.Context, tx pgx.Tx, restored checkpoint.ID
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, $2)", k1, k2); err != nil {
 		if isLockTimeout(err) {
 			return fmt.Errorf("waited longer than Options.LockTimeout (%s) for the sink's owner lock, which a committer holds while it commits or aborts "+
-				"(perhaps a paused process of an earlier owner): the job retries; if it recurs, find the session holding the advisory lock (%d, %d) in pg_locks: %w",
-				m.c.opts.LockTimeout, k1, k2, err)
+				"(perhaps a paused process of an earlier owner, whose session the server ends after %s idle): the job retries; if it recurs, find the session holding the advisory lock (%d, %d) in pg_locks: %w",
+				m.c.opts.LockTimeout, idleLimit(m.c.opts.LockTimeout), k1, k2, err)
 		}
 		return fmt.Errorf("take the owner lock: %w", err)
 	}
 	cur, found, err := m.readOwner(ctx, tx, " FOR UPDATE")
+	if isLockTimeout(err) {
+		return fmt.Errorf("waited longer than Options.LockTimeout (%s) for the sink's owner row, which a committer reads FOR SHARE while it commits or aborts "+
+			"(perhaps a paused process of an earlier owner, whose session the server ends after %s idle): the job retries: %w",
+			m.c.opts.LockTimeout, idleLimit(m.c.opts.LockTimeout), err)
+	}
 	if err != nil {
 		return err
 	}
@@ -118,18 +127,52 @@ func (m *committer) fence(ctx context.Context, tx pgx.Tx, restored checkpoint.ID
 // connection when asOwner fails, which releases the lock if the unlock did
 // not run.
 func (m *committer) asOwner(ctx context.Context, conn *pgx.Conn, f func() error) error {
-	k1, k2 := m.ownerLockKeys()
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock_shared($1, $2)", k1, k2); err != nil {
-		return fmt.Errorf("take the owner lock: %w", err)
+	if err := m.lockOwner(ctx, conn); err != nil {
+		return err
 	}
 	err := m.checkOwner(ctx, conn, "")
 	if err == nil {
 		err = f()
 	}
-	if _, uerr := conn.Exec(ctx, "SELECT pg_advisory_unlock_shared($1, $2)", k1, k2); uerr != nil && err == nil {
-		err = fmt.Errorf("release the owner lock: %w", uerr)
+	if uerr := m.unlockOwner(ctx, conn); uerr != nil && err == nil {
+		err = uerr
 	}
 	return err
+}
+
+// lockOwner takes the owner lock in shared mode and, in the same round
+// trip, makes the server end the session if it stays idle for idleLimit
+// while it holds the lock (a paused process; see committer.connection).
+// The lock's keys are numbers, so they go into the text: a statement with
+// arguments cannot share a round trip.
+func (m *committer) lockOwner(ctx context.Context, conn *pgx.Conn) error {
+	k1, k2 := m.ownerLockKeys()
+	sql := fmt.Sprintf("SET idle_session_timeout = %d; SELECT pg_advisory_lock_shared(%d, %d)", idleLimit(m.c.opts.LockTimeout).Milliseconds(), k1, k2)
+	if _, err := conn.Exec(ctx, sql); err != nil {
+		return fmt.Errorf("take the owner lock: %w", err)
+	}
+	return nil
+}
+
+// unlockOwner releases the owner lock and the idle limit of lockOwner.
+func (m *committer) unlockOwner(ctx context.Context, conn *pgx.Conn) error {
+	k1, k2 := m.ownerLockKeys()
+	if _, err := conn.Exec(ctx, fmt.Sprintf("SELECT pg_advisory_unlock_shared(%d, %d); SET idle_session_timeout = 0", k1, k2)); err != nil {
+		return fmt.Errorf("release the owner lock: %w", err)
+	}
+	return nil
+}
+
+// inOwnerTx runs f in a transaction that first reads the sink's owner row
+// FOR SHARE and checks that the committer's owner owns the sink: Fence,
+// which updates the row, waits for it, and it sees a Fence before it.
+func (m *committer) inOwnerTx(ctx context.Context, conn *pgx.Conn, f func(pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if err := m.checkOwner(ctx, tx, " FOR SHARE"); err != nil {
+			return err
+		}
+		return f(tx)
+	})
 }
 
 // checkOwner fails unless the sink's owner row records the committer's

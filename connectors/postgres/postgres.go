@@ -20,10 +20,13 @@
 // otherwise it records the committer's owner. Commit, Abort and
 // AbortLingering check, in both modes, that the row still records their
 // owner, and fail with [sink.ErrFenced] without changing anything if not:
-// in fenced mode inside the commit transaction (the row read FOR SHARE),
-// elsewhere holding the owner lock (a session-level advisory lock) in
-// shared mode around the check and the statement, because COMMIT PREPARED
-// cannot run in a transaction block. owner.go explains the locking.
+// for staging tables inside the transaction that moves or drops them (the
+// row read FOR SHARE), for prepared transactions holding the owner lock (a
+// session-level advisory lock) in shared mode around the check and the
+// statement, because COMMIT PREPARED cannot run in a transaction block.
+// The server ends a committer's session that stays idle while it holds
+// either (a paused process) after half of Options.LockTimeout, so that a
+// successor's Fence is not blocked by it. owner.go explains the locking.
 //
 // # Fenced mode (the default)
 //
@@ -171,9 +174,10 @@ func NewSink[T any](opts Options, toRow func(v T, row []any) []any) (*Sink[T], e
 // core is what writers and committers of one sink share: the connection
 // configuration and the SQL text, built once.
 type core struct {
-	opts   Options
-	cfg    *pgx.ConnConfig
-	server string // host:port/database as user, for messages
+	opts         Options
+	cfg          *pgx.ConnConfig // a writer's sessions
+	committerCfg *pgx.ConnConfig // a committer's: cfg with an idle limit
+	server       string          // host:port/database as user, for messages
 	// redactedDSN is Options.DSN without its password, for scrub.
 	redactedDSN string
 	target      string // quoted schema.table
@@ -199,15 +203,20 @@ func newCore(opts Options) (*core, error) {
 		cfg.ConnectTimeout = defaultConnectTimeout
 	}
 	cfg.RuntimeParams["lock_timeout"] = fmt.Sprintf("%dms", opts.LockTimeout.Milliseconds())
+	// A committer's sessions end on the server when they stay idle inside
+	// a transaction for half of LockTimeout (see committer.connection).
+	committerCfg := cfg.Copy()
+	committerCfg.RuntimeParams["idle_in_transaction_session_timeout"] = fmt.Sprintf("%dms", idleLimit(opts.LockTimeout).Milliseconds())
 	c := &core{
-		opts:        opts,
-		cfg:         cfg,
-		server:      fmt.Sprintf("%s:%d/%s as %s", cfg.Host, cfg.Port, cfg.Database, cfg.User),
-		redactedDSN: redactDSN(opts.DSN),
-		target:      pgx.Identifier{opts.Schema, opts.Table}.Sanitize(),
-		progress:    pgx.Identifier{opts.Schema, progressTable}.Sanitize(),
-		owners:      pgx.Identifier{opts.Schema, ownerTable}.Sanitize(),
-		table:       opts.Schema + "." + opts.Table,
+		opts:         opts,
+		cfg:          cfg,
+		committerCfg: committerCfg,
+		server:       fmt.Sprintf("%s:%d/%s as %s", cfg.Host, cfg.Port, cfg.Database, cfg.User),
+		redactedDSN:  redactDSN(opts.DSN),
+		target:       pgx.Identifier{opts.Schema, opts.Table}.Sanitize(),
+		progress:     pgx.Identifier{opts.Schema, progressTable}.Sanitize(),
+		owners:       pgx.Identifier{opts.Schema, ownerTable}.Sanitize(),
+		table:        opts.Schema + "." + opts.Table,
 	}
 	for _, col := range opts.Columns {
 		c.names = append(c.names, col.Name)
@@ -269,9 +278,23 @@ func ownerTag(o sink.Owner) string {
 	return fmt.Sprintf("%s.%d", hex.EncodeToString(sum[:4]), o.Epoch)
 }
 
-// connect opens a connection; its errors never contain the password.
+// idleLimit is how long a committer's session may stay idle while it
+// holds the sink's owner lock or the owner row (see committer.connection):
+// half of lockTimeout, so that a successor waiting lockTimeout for those
+// locks gets them from the server before its own wait ends.
+func idleLimit(lockTimeout time.Duration) time.Duration {
+	return max(lockTimeout/2, time.Millisecond)
+}
+
+// connect opens a connection for a writer; its errors never contain the
+// password.
 func (c *core) connect(ctx context.Context) (*pgx.Conn, error) {
-	conn, err := pgx.ConnectConfig(ctx, c.cfg)
+	return c.connectWith(ctx, c.cfg)
+}
+
+// connectWith opens a connection with cfg (c.cfg or c.committerCfg).
+func (c *core) connectWith(ctx context.Context, cfg *pgx.ConnConfig) (*pgx.Conn, error) {
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, c.scrub(markPermanent(fmt.Errorf("postgres: connect to %s%s: %w", c.server, tlsAdvice(err), err)))
 	}
@@ -279,18 +302,24 @@ func (c *core) connect(ctx context.Context) (*pgx.Conn, error) {
 }
 
 // setup creates the tables the sink needs, checks the target table's
-// columns and, in prepared mode, the server's max_prepared_transactions. It
+// columns and, in prepared mode, the server's max_prepared_transactions and
+// version. It
 // returns the type OIDs of Options.Columns and, in fenced mode, the column
 // definitions of staging tables. Subtasks run it concurrently: an advisory
 // lock serializes the DDL (see sinkTables).
 func (c *core) setup(ctx context.Context, conn *pgx.Conn) (oids []uint32, stagingCols string, err error) {
 	if c.opts.Mode == Prepared {
-		var n int
-		if err := conn.QueryRow(ctx, "SELECT current_setting('max_prepared_transactions')::int").Scan(&n); err != nil {
+		var n, version int
+		if err := conn.QueryRow(ctx, "SELECT current_setting('max_prepared_transactions')::int, current_setting('server_version_num')::int").Scan(&n, &version); err != nil {
 			return nil, "", fmt.Errorf("read max_prepared_transactions: %w", err)
 		}
 		if err := checkPreparedCapacity(n); err != nil {
 			return nil, "", err
+		}
+		if version < 140000 {
+			// The committer limits how long a paused process may hold the
+			// owner lock with idle_session_timeout (see committer.connection).
+			return nil, "", sink.Permanent(fmt.Errorf("commit mode prepared needs PostgreSQL 14 or later (for idle_session_timeout), and the server is version %d: upgrade it, or use commit mode fenced", version))
 		}
 	}
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
