@@ -39,42 +39,58 @@ func EnsureTopic(ctx context.Context, conn Conn, topic string, partitions int32)
 	resp, err := adm.CreateTopic(ctx, partitions, -1, nil, topic)
 	switch {
 	case err == nil && resp.Err == nil:
-		return awaitLeaders(ctx, adm, topic, partitions)
 	case err == nil && !errors.Is(resp.Err, kerr.TopicAlreadyExists):
 		return fmt.Errorf("kafka: creating topic %q: %w", topic, conn.explain(resp.Err))
 	case err != nil && !errors.Is(err, kerr.TopicAlreadyExists):
 		return fmt.Errorf("kafka: creating topic %q: %w", topic, conn.explain(err))
 	}
-	td, err := listTopics(ctx, conn, []string{topic}, "the repartition topic")
+	// Created here or by another instance a moment ago: either way the
+	// brokers may answer before their metadata lists the topic.
+	n, err := awaitLeaders(ctx, adm, topic)
 	if err != nil {
 		return err
 	}
-	if n := int32(len(td[topic].Partitions)); n != partitions {
+	if n != partitions {
 		return fmt.Errorf("kafka: topic %q exists with %d partitions, but the job needs %d: its partitions hold the keys by their count, so it cannot change under a job; delete the topic if nothing of it is needed (see docs/scale-out.md, \"Repartition topics\"), or set the job's count of repartition partitions to %d", topic, n, partitions, n)
 	}
 	return nil
 }
 
-// awaitLeaders waits until the metadata lists every partition of a topic
-// just created with a leader: the brokers answer the creation before, and
-// a client asking at once is told the topic does not exist.
-func awaitLeaders(ctx context.Context, adm *kadm.Client, topic string, partitions int32) error {
+// awaitLeaders waits until the metadata lists topic with a leader for
+// every partition, and returns its partition count: the brokers answer a
+// creation before their metadata has the topic, so a client asking at once
+// (this one, or another instance that found the topic already created) is
+// told it does not exist.
+func awaitLeaders(ctx context.Context, adm *kadm.Client, topic string) (int32, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	var last error
 	for {
 		md, err := adm.Metadata(ctx, topic)
-		if td, ok := md.Topics[topic]; err == nil && ok && td.Err == nil && len(td.Partitions) == int(partitions) {
-			ready := true
+		td, ok := md.Topics[topic]
+		switch {
+		case err != nil:
+			last = err
+		case !ok:
+			last = errors.New("not in the metadata")
+		case td.Err != nil:
+			last = td.Err
+		case len(td.Partitions) == 0:
+			last = errors.New("no partitions in the metadata")
+		default:
+			last = nil
 			for _, p := range td.Partitions {
-				ready = ready && p.Err == nil && p.Leader >= 0
+				if p.Err != nil || p.Leader < 0 {
+					last = fmt.Errorf("partition %d has no leader", p.Partition)
+				}
 			}
-			if ready {
-				return nil
+			if last == nil {
+				return int32(len(td.Partitions)), nil
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("kafka: topic %q was created, but its partitions have no leader after 30s: check the brokers", topic)
+			return 0, fmt.Errorf("kafka: topic %q exists, but the brokers' metadata does not list it with a leader for every partition after 30s (%v): check the brokers", topic, last)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
