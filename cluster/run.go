@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"path"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/exactlyonce/exactly/checkpoint/store"
 	"github.com/exactlyonce/exactly/connectors/kafka"
+	"github.com/exactlyonce/exactly/control"
 	"github.com/exactlyonce/exactly/sink"
 	"github.com/exactlyonce/exactly/state"
 	"github.com/exactlyonce/exactly/stream"
@@ -25,7 +27,9 @@ type Options struct {
 	// topics, whose partitions are the tasks. Group.Group defaults to
 	// "exactly-" followed by the job's name.
 	Group kafka.GroupOptions
-	// Job holds the options of every task's job. Job.CheckpointDir is
+	// Job holds the options of every task's job, but Job.Control, which
+	// serves the instance's control API and web page (its tasks and the
+	// group's assignment; Instance.Status). Job.CheckpointDir is
 	// required and is the base of the tasks' checkpoint storage: task t
 	// checkpoints under CheckpointDir/t.Name(). Use object storage (an
 	// s3:// URL) when the instances run on different machines, so that a
@@ -111,27 +115,63 @@ func start(ctx context.Context, name string, opts Options, build Build, checkSou
 	if log == nil {
 		log = slog.Default()
 	}
+	// Options.Job.Control serves the instance's control API; the tasks'
+	// jobs serve none (they would all take the one address).
+	ctl := opts.Job.Control
+	opts.Job.Control = stream.ControlOptions{}
+	ln, token, err := openControl(ctl)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: job %q: %w", name, err)
+	}
+	ctx, stop := context.WithCancel(ctx)
 	in := &Instance{
 		name: name, opts: opts, build: build, checkSources: checkSources, stageOf: stageOf, log: log.With("job", name),
-		l: newLifecycle(opts.MaxFailedTasks), runs: map[Task]context.CancelFunc{}, parkedAt: map[Task]time.Time{},
-		startedAt: map[Task]time.Time{}, starts: map[Task]int{},
+		l: newLifecycle(opts.MaxFailedTasks), runs: map[Task]context.CancelFunc{}, running: map[Task]*stream.Running{}, parkedAt: map[Task]time.Time{},
+		startedAt: map[Task]time.Time{}, starts: map[Task]int{}, started: time.Now(), stop: stop,
 		finished: make(chan error, 1), done: make(chan struct{}),
 	}
 	taskCtx, cancelTasks := context.WithCancel(context.WithoutCancel(ctx))
 	in.ctx = taskCtx
 	m, err := kafka.JoinGroup(ctx, opts.Group, kafka.GroupEvents{
-		Assigned: func(p map[string][]int32) { in.do(func() []action { return in.l.assigned(tasksOf(p)) }) },
-		Revoked:  in.revoked,
-		Lost:     func(p map[string][]int32) { in.do(func() []action { return in.l.lost(tasksOf(p)) }) },
+		Assigned: func(p map[string][]int32) {
+			in.assignment.changed()
+			in.do(func() []action { return in.l.assigned(tasksOf(p)) })
+		},
+		Revoked: func(p map[string][]int32) {
+			in.assignment.changed()
+			in.revoked(p)
+		},
+		Lost: func(p map[string][]int32) {
+			in.assignment.changed()
+			in.do(func() []action { return in.l.lost(tasksOf(p)) })
+		},
 	})
 	if err != nil {
 		cancelTasks()
+		stop()
+		if ln != nil {
+			_ = ln.Close()
+		}
 		return nil, fmt.Errorf("cluster: joining the group of job %q: %w", name, err)
 	}
+	in.membership = m
 	in.log.Info("cluster: joined the group", "group", opts.Group.Group, "topics", opts.Group.Topics)
+	var srv *control.Server
+	if ln != nil {
+		srv = control.Serve(ln, in, control.Config{Token: token, TokenOption: "Options.Job.Control.TokenFile or TokenEnv (exactly run --token-file or --token-env)"})
+		in.controlAddr = srv.Addr()
+		in.log.Info("cluster: control API and web page serving", "url", "http://"+srv.Addr()+"/", "token", token != "")
+	}
 	go func() {
 		defer close(in.done)
 		defer cancelTasks()
+		if srv != nil {
+			defer func() {
+				cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				_ = srv.Close(cctx) // the instance has stopped; nothing is left to answer
+			}()
+		}
 		var err error
 		select {
 		case <-ctx.Done():
@@ -158,14 +198,21 @@ type Instance struct {
 	log          *slog.Logger
 	ctx          context.Context // the tasks' parent: not cancelled by Run's ctx, so that stops are clean
 
+	membership  *kafka.Membership
+	assignment  assignmentCache    // the group's assignment, for the status
+	started     time.Time          // when Start was called
+	stop        context.CancelFunc // stops the instance (control API's stop)
+	controlAddr string             // where the control API listens, "" if it does not
+
 	mu         sync.Mutex
 	l          *lifecycle
 	runs       map[Task]context.CancelFunc
-	parkedAt   map[Task]time.Time // when each task the lifecycle holds parked was parked
-	startedAt  map[Task]time.Time // when each task's current run started
-	starts     map[Task]int       // the runs of each task started here
-	parkings   uint64             // tasks parked since Start
-	revokeDone chan struct{}      // closed by answerRevoke
+	running    map[Task]*stream.Running // each task's current run, once its job started
+	parkedAt   map[Task]time.Time       // when each task the lifecycle holds parked was parked
+	startedAt  map[Task]time.Time       // when each task's current run started
+	starts     map[Task]int             // the runs of each task started here
+	parkings   uint64                   // tasks parked since Start
+	revokeDone chan struct{}            // closed by answerRevoke
 	finished   chan error
 
 	done chan struct{} // closed when the instance has stopped and left the group
@@ -313,7 +360,45 @@ func (in *Instance) runTask(ctx context.Context, t Task) error {
 	}
 	o.Logger = o.Logger.With(attrs...)
 	j.SetStateBackend(taskStateBackend(j.StateBackend(), t))
-	return j.Run(ctx, o)
+	r, err := j.Start(ctx, o)
+	if err != nil {
+		return err
+	}
+	in.mu.Lock()
+	in.running[t] = r
+	in.mu.Unlock()
+	defer func() {
+		in.mu.Lock()
+		delete(in.running, t)
+		in.mu.Unlock()
+	}()
+	return r.Wait()
+}
+
+// ControlAddr returns the address the instance's control API listens on
+// (Options.Job.Control.Addr), "" when it serves none.
+func (in *Instance) ControlAddr() string { return in.controlAddr }
+
+// openControl opens the listener and token of the instance's control API;
+// nil, "" when o serves nothing. /metrics is not served on an instance
+// (clustermetrics.NewCollector reports its tasks to a registry of the
+// program's own).
+func openControl(o stream.ControlOptions) (net.Listener, string, error) {
+	if o.Addr == "" {
+		if o.TokenFile != "" || o.TokenEnv != "" {
+			return nil, "", errors.New(`Options.Job.Control.Addr = "" while a token is set: set Addr to a host:port such as 127.0.0.1:8081, or leave Control empty`)
+		}
+		return nil, "", nil
+	}
+	token, err := control.LoadToken(o.TokenFile, o.TokenEnv)
+	if err != nil {
+		return nil, "", fmt.Errorf("the control API's token (Options.Job.Control.TokenFile or TokenEnv; exactly run --token-file or --token-env): %w", err)
+	}
+	ln, err := control.Listen(o.Addr, token != "")
+	if err != nil {
+		return nil, "", fmt.Errorf("Options.Job.Control.Addr (exactly run --control-addr) = %q is invalid: %w", o.Addr, err)
+	}
+	return ln, token, nil
 }
 
 // taskStateBackend returns the state backend of task t's job, built with

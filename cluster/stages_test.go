@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"github.com/exactlyonce/exactly/cluster"
 	"github.com/exactlyonce/exactly/connectors/generator"
 	"github.com/exactlyonce/exactly/connectors/kafka"
+	"github.com/exactlyonce/exactly/control"
 	"github.com/exactlyonce/exactly/internal/kafkatest"
 	"github.com/exactlyonce/exactly/internal/testenv"
 	"github.com/exactlyonce/exactly/sink"
@@ -105,9 +105,13 @@ func TestRunJobInStages(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		opts := stream.Options{CheckpointDir: checkpoints, CheckpointInterval: 200 * time.Millisecond, OwnershipLease: 3 * time.Second, Logger: logger}
+		if i == 0 {
+			opts.Control.Addr = "127.0.0.1:0"
+		}
 		instances[i], err = cluster.StartJob(ctx, j, cluster.Options{
 			Group: kafka.GroupOptions{Conn: conn, SessionTimeout: 6 * time.Second},
-			Job:   stream.Options{CheckpointDir: checkpoints, CheckpointInterval: 200 * time.Millisecond, OwnershipLease: 3 * time.Second, Logger: logger},
+			Job:   opts,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -119,8 +123,8 @@ func TestRunJobInStages(t *testing.T) {
 	perStage := map[int]int{}
 	for _, in := range instances {
 		for _, ts := range in.Tasks() {
-			if ts.State != "running" || ts.Runs < 1 {
-				t.Errorf("task %s: %+v, want running", ts.Task, ts)
+			if ts.State != control.TaskRunning || ts.Runs < 1 {
+				t.Errorf("task %s/%d: %+v, want running", ts.Topic, ts.Partition, ts)
 			}
 			perStage[ts.Stage]++
 		}
@@ -128,10 +132,28 @@ func TestRunJobInStages(t *testing.T) {
 	if fmt.Sprint(perStage) != "map[0:4 1:4 2:4]" {
 		t.Errorf("tasks per stage over the instances: %v, want 4 of each of the 3 stages", perStage)
 	}
-	rec := httptest.NewRecorder()
-	instances[0].Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/api/v1/tasks", nil))
-	if rec.Code != 200 || !strings.Contains(rec.Body.String(), `"job":"`+name+`"`) || !strings.Contains(rec.Body.String(), `"state":"running"`) {
-		t.Errorf("GET /api/v1/tasks: %d %s", rec.Code, rec.Body)
+	// The control API of an instance lists its tasks and the group's
+	// assignment: every task, each on one member.
+	c := control.Client{Addr: instances[0].ControlAddr()}
+	var st control.Status
+	for deadline := time.Now().Add(time.Minute); ; {
+		if st, err = c.Status(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// The assignment is described in the background, a moment after
+		// the first status asks.
+		if (assigned(st) == 12 && len(st.Cluster.Assignment) == 2) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if st.Cluster == nil || st.Job != name || len(st.Cluster.Assignment) != 2 || assigned(st) != 12 {
+		t.Errorf("GET /api/v1/job of instance 0: %+v, want the 12 tasks on 2 members", st.Cluster)
+	}
+	for _, ct := range st.Cluster.Tasks {
+		if ct.State != control.TaskRunning || ct.Epoch == 0 || ct.Checkpoint == 0 {
+			t.Errorf("task %s/%d in the status: %+v, want running, with an epoch and a completed checkpoint", ct.Topic, ct.Partition, ct)
+		}
 	}
 	stop()
 	for i, in := range instances {
@@ -399,4 +421,15 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// assigned counts the tasks of the group's assignment in st.
+func assigned(st control.Status) int {
+	n := 0
+	if st.Cluster != nil {
+		for _, m := range st.Cluster.Assignment {
+			n += len(m.Tasks)
+		}
+	}
+	return n
 }

@@ -70,6 +70,7 @@ func Serve(ln net.Listener, job Job, cfg Config) *Server {
 		"lag":           func(st Status) any { return st.Lag },
 		"throughput":    func(st Status) any { return st.Throughput },
 		"configuration": func(st Status) any { return st.Configuration },
+		"cluster":       func(st Status) any { return st.Cluster },
 	}
 	for name, part := range parts {
 		mux.HandleFunc("GET /api/v1/"+name, s.get(func(st Status) any { return map[string]any{"version": Version, name: part(st)} }))

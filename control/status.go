@@ -62,6 +62,9 @@ type Status struct {
 	// Configuration is the job's options that shape its run, as set or
 	// defaulted (never a secret: tokens and credentials are left out).
 	Configuration []Setting `json:"configuration"`
+	// Cluster is set for an instance of a job run on a cluster: its tasks
+	// and the group's assignment.
+	Cluster *Cluster `json:"cluster,omitempty"`
 }
 
 // MaxThroughputPoints is how many points [Status].Throughput keeps: five

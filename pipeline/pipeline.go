@@ -153,8 +153,9 @@ type RunOptions struct {
 	// share its tasks through the consumer group "exactly-" + its name.
 	// Every input must be a kafka source; keep checkpoint.storage on
 	// object storage (s3://) when the instances run on several machines.
-	// Control is not served: each task is a job of its own. Run returns
-	// nil when ctx ends, once this instance's tasks stopped cleanly.
+	// Control serves the instance's control API and web page: its tasks
+	// and the group's assignment (no /metrics yet). Run returns nil when
+	// ctx ends, once this instance's tasks stopped cleanly.
 	Cluster bool
 }
 
@@ -208,9 +209,14 @@ func (p *Pipeline) Run(ctx context.Context, o RunOptions) error {
 		if err != nil {
 			return err
 		}
-		opts := p.options(o)
-		opts.Control = stream.ControlOptions{}
-		return cluster.RunJob(ctx, j, cluster.Options{Group: kafka.GroupOptions{Conn: conn}, Job: opts})
+		in, err := cluster.StartJob(ctx, j, cluster.Options{Group: kafka.GroupOptions{Conn: conn}, Job: p.options(o)})
+		if err != nil {
+			return err
+		}
+		if o.Started != nil {
+			o.Started(in.ControlAddr())
+		}
+		return in.Wait()
 	}
 	r, err := j.Start(ctx, p.options(o))
 	if err == nil {

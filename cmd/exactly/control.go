@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -167,6 +168,10 @@ const watermarkLayout = "2006-01-02 15:04:05.000"
 
 // printStatus prints a summary of st; subtasks adds a line per subtask.
 func printStatus(out io.Writer, st control.Status, subtasks bool) {
+	if st.Cluster != nil {
+		printCluster(out, st)
+		return
+	}
 	fmt.Fprintf(out, "job %s: %s since %s (incarnation %s, epoch %d)\n", st.Job, st.State, st.Started.Format(time.RFC3339), st.Incarnation, st.Epoch)
 	if st.Error != "" {
 		fmt.Fprintf(out, "error: %s\n", firstLine(st.Error))
@@ -239,4 +244,50 @@ func printStatus(out io.Writer, st control.Status, subtasks bool) {
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
+}
+
+// printCluster prints the status of an instance of a job run on a
+// cluster: its tasks, then the group's assignment.
+func printCluster(out io.Writer, st control.Status) {
+	c := st.Cluster
+	fmt.Fprintf(out, "job %s: instance %s of group %s, %s since %s\n", st.Job, c.Member, c.Group, st.State, st.Started.Format(time.RFC3339))
+	if st.Error != "" {
+		fmt.Fprintf(out, "error: %s\n", firstLine(st.Error))
+	}
+	fmt.Fprintf(out, "storage %s\n\ntasks of this instance: %d\n", st.Storage, len(c.Tasks))
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TASK\tSTAGE\tSTATE\tSINCE\tEPOCH\tCHECKPOINT\tRUNS\tRESTARTS\tERROR")
+	for _, t := range c.Tasks {
+		checkpoint := "-"
+		if t.Checkpoint > 0 {
+			checkpoint = strconv.FormatUint(t.Checkpoint, 10)
+			if !t.CheckpointTime.IsZero() {
+				checkpoint += " at " + t.CheckpointTime.Format(time.TimeOnly)
+			}
+		}
+		stage := "-"
+		if t.Stage >= 0 {
+			stage = strconv.Itoa(t.Stage)
+		}
+		fmt.Fprintf(tw, "%s/%d\t%s\t%s\t%s\t%d\t%s\t%d\t%d\t%s\n", t.Topic, t.Partition, stage, t.State, t.Since.Format(time.TimeOnly), t.Epoch, checkpoint, t.Runs, t.Restarts, firstLine(t.Error))
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(out, "\ngroup assignment (%d members", len(c.Assignment))
+	if !c.AssignmentTime.IsZero() {
+		fmt.Fprintf(out, ", as of %s", c.AssignmentTime.Format(time.TimeOnly))
+	}
+	fmt.Fprintln(out, "):")
+	if c.AssignmentError != "" {
+		fmt.Fprintf(out, "  the broker did not describe the group: %s\n", firstLine(c.AssignmentError))
+	}
+	for _, m := range c.Assignment {
+		self := ""
+		if m.Member == c.Member {
+			self = " (this instance)"
+		}
+		fmt.Fprintf(out, "  %s%s, client %s at %s: %d tasks\n", m.Member, self, m.Client, m.Host, len(m.Tasks))
+		for _, t := range m.Tasks {
+			fmt.Fprintf(out, "    %s\n", t)
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 	goruntime "runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/exactlyonce/exactly/control"
 	"github.com/exactlyonce/exactly/internal/testjob"
@@ -197,5 +198,41 @@ func TestVersion(t *testing.T) {
 	v := version()
 	if !strings.HasPrefix(v, "exactly ") || !strings.Contains(v, goruntime.Version()) {
 		t.Errorf("version() = %q, want exactly … and the Go version", v)
+	}
+}
+
+// TestStatusOfAClusterInstance prints the status of an instance of a job
+// run on a cluster: its tasks, then the group's assignment.
+func TestStatusOfAClusterInstance(t *testing.T) {
+	at := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
+	st := control.Status{Job: "orders", State: control.StateRunning, Started: at, Storage: "s3://bucket/orders",
+		Cluster: &control.Cluster{Group: "exactly-orders", Member: "m-1", AssignmentTime: at,
+			Tasks: []control.Task{
+				{Topic: "orders", Partition: 0, Stage: 0, State: control.TaskRunning, Since: at, Runs: 1, Epoch: 3, Checkpoint: 41, CheckpointTime: at},
+				{Topic: "orders-per-user-0-repartition", Partition: 2, Stage: 1, State: control.TaskParked, Since: at, Runs: 2, Error: "corrupt checkpoint\nstack"},
+			},
+			Assignment: []control.Member{
+				{Member: "m-1", Client: "host-a", Host: "/10.0.0.1", Tasks: []string{"orders/0", "orders-per-user-0-repartition/2"}},
+				{Member: "m-2", Client: "host-b", Host: "/10.0.0.2", Tasks: []string{"orders/1"}},
+			}}}
+	var out strings.Builder
+	printStatus(&out, st, false)
+	want := `job orders: instance m-1 of group exactly-orders, running since 2026-12-05T10:00:00Z
+storage s3://bucket/orders
+
+tasks of this instance: 2
+TASK                             STAGE  STATE    SINCE     EPOCH  CHECKPOINT      RUNS  RESTARTS  ERROR
+orders/0                         0      running  10:00:00  3      41 at 10:00:00  1     0         
+orders-per-user-0-repartition/2  1      parked   10:00:00  0      -               2     0         corrupt checkpoint
+
+group assignment (2 members, as of 10:00:00):
+  m-1 (this instance), client host-a at /10.0.0.1: 2 tasks
+    orders/0
+    orders-per-user-0-repartition/2
+  m-2, client host-b at /10.0.0.2: 1 tasks
+    orders/1
+`
+	if out.String() != want {
+		t.Errorf("exactly status of a cluster instance printed:\n%s\nwant:\n%s", out.String(), want)
 	}
 }

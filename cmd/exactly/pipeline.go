@@ -115,13 +115,10 @@ func runPipeline(ctx context.Context, args []string, out io.Writer) error {
 	runFinished := fs.Bool("run-finished", false, "run a pipeline whose last checkpoint is the final one of its input on from there, for new input (without it such a run commits and ends)")
 	takeOver := fs.Bool("take-over-sinks", false, "let a run without a checkpoint write into sinks that hold another run's output, on purpose (a rerun from scratch)")
 	skipCorrupt := fs.Bool("skip-corrupt-checkpoints", false, "fall back past completed checkpoints that do not verify to the newest that does, accepting duplicates of the output committed after it")
-	onCluster := fs.Bool("cluster", false, "run this process as one instance of the pipeline on a cluster: start the same file on each machine; the pipeline is cut into stages at each key_by and the instances share its tasks (kafka inputs only; keep checkpoint.storage on s3://; no control API; see docs/scale-out.md)")
+	onCluster := fs.Bool("cluster", false, "run this process as one instance of the pipeline on a cluster: start the same file on each machine; the pipeline is cut into stages at each key_by and the instances share its tasks (kafka inputs only; keep checkpoint.storage on s3://; the control API shows the instance's tasks and the group's assignment, without /metrics; see docs/scale-out.md)")
 	path, err := pipelineArgs(fs, runUsage, args, out)
 	if err != nil {
 		return err
-	}
-	if *onCluster && flagSet(fs, "control-addr") {
-		return errors.New("run: --control-addr does not apply with --cluster: an instance runs each of its tasks as a job of its own; leave --control-addr out")
 	}
 	lv, ok := logLevels[*level]
 	if !ok {
@@ -140,10 +137,7 @@ func runPipeline(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	switch {
-	case *onCluster:
-		*control = ""
-	case !flagSet(fs, "control-addr"):
+	if !flagSet(fs, "control-addr") {
 		*control = firstFreeControlAddr()
 	}
 	localToken := ""

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -49,6 +52,7 @@ type GroupEvents struct {
 // only: it never fetches records and never commits offsets.
 type Membership struct {
 	cl     *kgo.Client
+	group  string
 	topics []string
 }
 
@@ -110,7 +114,7 @@ func JoinGroup(ctx context.Context, opts GroupOptions, ev GroupEvents) (*Members
 		cl.Close()
 		return nil, err
 	}
-	return &Membership{cl: cl, topics: opts.Topics}, nil
+	return &Membership{cl: cl, group: opts.Group, topics: opts.Topics}, nil
 }
 
 // Leave leaves the group (its partitions go to the other members at once,
@@ -120,4 +124,49 @@ func (m *Membership) Leave(ctx context.Context) error {
 	err := m.cl.LeaveGroupContext(ctx)
 	m.cl.Close()
 	return err
+}
+
+// Member returns the member's id in the group, "" before it joined.
+func (m *Membership) Member() string {
+	id, _ := m.cl.GroupMetadata()
+	return id
+}
+
+// GroupMember is one member of a consumer group as the broker describes
+// it ([Membership.Assignment]).
+type GroupMember struct {
+	// Member is its member id, Client its client id, Host the address the
+	// broker sees it at.
+	Member, Client, Host string
+	// Partitions are the partitions the group assigned it, by topic.
+	Partitions map[string][]int32
+}
+
+// Assignment asks the group's coordinator for the group's members and
+// their assigned partitions, in the order of their member ids: the
+// assignment of every instance, not only this one's.
+func (m *Membership) Assignment(ctx context.Context) ([]GroupMember, error) {
+	described, err := kadm.NewClient(m.cl).DescribeGroups(ctx, m.group)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: describing group %q: %w", m.group, err)
+	}
+	g, ok := described[m.group]
+	if !ok {
+		return nil, fmt.Errorf("kafka: describing group %q: the broker did not answer for it", m.group)
+	}
+	if g.Err != nil {
+		return nil, fmt.Errorf("kafka: describing group %q: %w", m.group, g.Err)
+	}
+	out := make([]GroupMember, 0, len(g.Members))
+	for _, d := range g.Members {
+		gm := GroupMember{Member: d.MemberID, Client: d.ClientID, Host: d.ClientHost, Partitions: map[string][]int32{}}
+		if c, ok := d.Assigned.AsConsumer(); ok {
+			for _, t := range c.Topics {
+				gm.Partitions[t.Topic] = append(gm.Partitions[t.Topic], t.Partitions...)
+			}
+		}
+		out = append(out, gm)
+	}
+	slices.SortFunc(out, func(a, b GroupMember) int { return strings.Compare(a.Member, b.Member) })
+	return out, nil
 }

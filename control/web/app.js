@@ -262,12 +262,44 @@ function drawConfiguration(settings) {
   });
 }
 
+// drawCluster shows, for an instance of a job run on a cluster, its tasks
+// and the group's assignment; the section stays hidden otherwise.
+function drawCluster(c) {
+  $("cluster").hidden = !c;
+  if (!c) return;
+  fill($("tasks").tBodies[0], c.tasks, (tr, t) => {
+    tr.dataset.task = `${t.topic}/${t.partition}`;
+    cell(tr, `${t.topic}/${t.partition}`);
+    cell(tr, t.stage >= 0 ? String(t.stage) : "-");
+    cell(tr, t.state);
+    cell(tr, time(t.since));
+    cell(tr, String(t.epoch));
+    cell(tr, t.checkpoint ? String(t.checkpoint) + (t.checkpoint_time ? " at " + time(t.checkpoint_time) : "") : "-");
+    cell(tr, String(t.runs));
+    cell(tr, String(t.restarts));
+    cell(tr, t.error ? t.error.split("\n")[0] : "");
+  });
+  $("assignment-meta").textContent = `${c.assignment.length} members of group ${c.group}` +
+    (c.assignment_time && !c.assignment_time.startsWith("0001") ? `, as the broker described it at ${time(c.assignment_time)}` : "") +
+    (c.assignment_error ? ` (the latest description failed: ${c.assignment_error})` : "");
+  fill($("assignment").tBodies[0], c.assignment, (tr, m) => {
+    tr.dataset.member = m.member;
+    cell(tr, m.member + (m.member === c.member ? " (this instance)" : ""));
+    cell(tr, m.client);
+    cell(tr, m.host);
+    cell(tr, m.tasks.join(" "));
+  });
+}
+
 function draw(st) {
   $("job").textContent = st.job;
   $("state").textContent = st.state;
   $("state").className = "badge " + st.state;
-  $("meta").textContent = `started ${new Date(st.started).toLocaleString("en-GB")} · incarnation ${st.incarnation} · epoch ${st.epoch} · storage ${st.storage}` +
-    (st.restored_from ? ` · restored from checkpoint ${st.restored_from}` : "");
+  $("meta").textContent = st.cluster
+    ? `started ${new Date(st.started).toLocaleString("en-GB")} · instance ${st.cluster.member} of group ${st.cluster.group} · storage ${st.storage}`
+    : `started ${new Date(st.started).toLocaleString("en-GB")} · incarnation ${st.incarnation} · epoch ${st.epoch} · storage ${st.storage}` +
+      (st.restored_from ? ` · restored from checkpoint ${st.restored_from}` : "");
+  drawCluster(st.cluster);
   const err = $("error");
   err.hidden = !st.error;
   err.textContent = st.error ? st.error.split("\n")[0] : "";

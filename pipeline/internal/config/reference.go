@@ -100,7 +100,10 @@ instances share the stages' tasks (one per partition) through the consumer
 group ` + "`exactly-{name}`" + `. Every input must be a kafka source (a file or
 generator cannot be split into tasks); keep ` + "`checkpoint.storage`" + ` on object
 storage (s3://) so that a task's checkpoints reach whichever machine takes
-it over. An instance serves no control API. See docs/scale-out.md.
+it over. Each instance serves a control API and web page of its own
+(` + "`--control-addr`" + `): ` + "`exactly status`" + ` lists its tasks (stage, partition,
+state, epoch, last checkpoint) and the group's whole assignment. See
+docs/scale-out.md.
 
 ## Event time and windows
 
