@@ -45,7 +45,9 @@ import (
 //     (Options.MaxFailedTasks), reaching it fails the instance: every
 //     other task is stopped cleanly and the first failure returned (the
 //     supervisor, e.g. Kubernetes, restarts the process).
-//   - A shutdown stops every task cleanly and ends when all have exited.
+//   - A shutdown stops every task cleanly and ends when all have exited; so
+//     does a failure of the instance (another job in the group: fail),
+//     which Run then returns.
 type lifecycle struct {
 	tasks     map[Task]*taskRun
 	revoking  map[Task]bool  // revoked, the revocation waits for their exit
@@ -214,6 +216,16 @@ func (l *lifecycle) exited(t Task, err error) []action {
 		acts = append(acts, action{kind: startTask, task: t})
 	}
 	return append(acts, l.finishIfDone()...)
+}
+
+// fail shuts the instance down with err, which Wait returns: every task
+// stops cleanly. A shutdown under way keeps its own cause.
+func (l *lifecycle) fail(err error) []action {
+	if l.shutdown {
+		return nil
+	}
+	l.err, l.shutdown = err, true
+	return append(l.stopAll(), l.finishIfDone()...)
 }
 
 // stopAll stops every running task cleanly.

@@ -108,6 +108,23 @@ func TestLifecycle(t *testing.T) {
 			"exit a/0 canceled => -",
 			"exit a/1 canceled => finish nil",
 		}},
+		{"a failure of the instance stops everything and finishes with it", []string{
+			"assign a/0 a/1 => start a/0, start a/1",
+			"fail other => stop a/0, stop a/1",
+			"assign a/2 => -",
+			"fail boom => -",
+			"exit a/0 canceled => -",
+			"exit a/1 canceled => finish other",
+		}},
+		{"a failure with nothing running finishes at once", []string{
+			"fail other => finish other",
+		}},
+		{"a failure during a shutdown keeps the shutdown's cause", []string{
+			"assign a/0 => start a/0",
+			"shutdown => stop a/0",
+			"fail other => -",
+			"exit a/0 canceled => finish nil",
+		}},
 		{"shutdown with nothing running finishes at once", []string{
 			"shutdown => finish nil",
 		}},
@@ -169,6 +186,8 @@ func apply(t *testing.T, l *lifecycle, ev string) []action {
 		return l.lost(parseTasks(t, f[1:]))
 	case "shutdown":
 		return l.stop()
+	case "fail":
+		return l.fail(scriptErrors[f[1]])
 	case "taken-over":
 		return l.takenOver(parseTasks(t, f[1:2])[0])
 	case "exit":

@@ -127,7 +127,7 @@ func start(ctx context.Context, name string, opts Options, build Build, checkSou
 	in := &Instance{
 		name: name, opts: opts, build: build, checkSources: checkSources, stageOf: stageOf, log: log.With("job", name),
 		l: newLifecycle(opts.MaxFailedTasks), runs: map[Task]context.CancelFunc{}, running: map[Task]*stream.Running{}, parkedAt: map[Task]time.Time{},
-		startedAt: map[Task]time.Time{}, starts: map[Task]int{}, started: time.Now(), stop: stop,
+		startedAt: map[Task]time.Time{}, starts: map[Task]int{}, started: time.Now(), stop: stop, joined: make(chan struct{}),
 		finished: make(chan error, 1), done: make(chan struct{}),
 	}
 	taskCtx, cancelTasks := context.WithCancel(context.WithoutCancel(ctx))
@@ -135,6 +135,11 @@ func start(ctx context.Context, name string, opts Options, build Build, checkSou
 	m, err := kafka.JoinGroup(ctx, opts.Group, kafka.GroupEvents{
 		Assigned: func(p map[string][]int32) {
 			in.assignment.changed()
+			if err := in.checkGroup(); err != nil {
+				in.log.Error("cluster: stopping this instance", "err", err)
+				in.do(func() []action { return in.l.fail(err) })
+				return
+			}
 			in.do(func() []action { return in.l.assigned(tasksOf(p)) })
 		},
 		Revoked: func(p map[string][]int32) {
@@ -146,6 +151,10 @@ func start(ctx context.Context, name string, opts Options, build Build, checkSou
 			in.do(func() []action { return in.l.lost(tasksOf(p)) })
 		},
 	})
+	if err == nil {
+		in.membership = m
+	}
+	close(in.joined)
 	if err != nil {
 		cancelTasks()
 		stop()
@@ -154,7 +163,6 @@ func start(ctx context.Context, name string, opts Options, build Build, checkSou
 		}
 		return nil, fmt.Errorf("cluster: joining the group of job %q: %w", name, err)
 	}
-	in.membership = m
 	in.log.Info("cluster: joined the group", "group", opts.Group.Group, "topics", opts.Group.Topics)
 	var srv *control.Server
 	if ln != nil {
@@ -198,7 +206,8 @@ type Instance struct {
 	log          *slog.Logger
 	ctx          context.Context // the tasks' parent: not cancelled by Run's ctx, so that stops are clean
 
-	membership  *kafka.Membership
+	membership  *kafka.Membership  // set before joined is closed; nil if joining failed
+	joined      chan struct{}      // closed once JoinGroup returned (the group's events may come before)
 	assignment  assignmentCache    // the group's assignment, for the status
 	started     time.Time          // when Start was called
 	stop        context.CancelFunc // stops the instance (control API's stop)

@@ -433,3 +433,62 @@ func assigned(st control.Status) int {
 	}
 	return n
 }
+
+// TestTwoJobsOfOneNameAreRefused starts an instance of a job, then an
+// instance of another job with the same name (the same operators over
+// another input topic): they would share the group and, their operators
+// having the same names, the repartition topics, so that each would read
+// the other's records. The second is refused at its first assignment,
+// before it runs a task, with an error naming the other member's topics
+// and the fix; the first goes on.
+func TestTwoJobsOfOneNameAreRefused(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	adm := kafkatest.Admin(t, brokers)
+	name := kafkatest.UniqueName("same-name")
+	kafkatest.DeleteRepartitionTopicsAtEnd(t, adm, name)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	start := func(input string) *cluster.Instance {
+		t.Helper()
+		kafkatest.CreateTopic(t, adm, input, 2)
+		kafkatest.CreateTopic(t, adm, input+"-out", 2)
+		conn := kafka.Conn{Brokers: []string{brokers}, ClientID: input}
+		j, err := stagesJob(name, conn, input, input+"-out")
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err := cluster.StartJob(ctx, j, cluster.Options{
+			Group: kafka.GroupOptions{Conn: conn, SessionTimeout: 6 * time.Second},
+			Job:   stream.Options{CheckpointDir: t.TempDir(), CheckpointInterval: 200 * time.Millisecond, OwnershipLease: 3 * time.Second},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return in
+	}
+	first := start(name + "-orders")
+	for len(first.Tasks()) == 0 {
+		time.Sleep(50 * time.Millisecond) // the first has its tasks before the second joins
+	}
+	second := start(name + "-payments")
+	done := make(chan error, 1)
+	go func() { done <- second.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(2 * time.Minute): // a guard against a hang
+		t.Fatal("the second job of the same name was not refused within 2 minutes")
+	}
+	want := "another job named \"" + name + "\", or another version of this job with other stages, shares the group"
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), name+"-orders") {
+		t.Fatalf("the second job of the same name ended with %v, want an error containing %q and the first job's input topic", err, want)
+	}
+	t.Logf("refused: %v", err)
+	for _, ct := range second.Tasks() {
+		t.Errorf("the refused instance still holds task %s/%d (%s)", ct.Topic, ct.Partition, ct.State)
+	}
+	stop()
+	if err := first.Wait(); err != nil {
+		t.Errorf("the first job: %v", err)
+	}
+}

@@ -138,13 +138,15 @@ type GroupMember struct {
 	// Member is its member id, Client its client id, Host the address the
 	// broker sees it at.
 	Member, Client, Host string
+	// Topics are the topics it subscribed to when it joined, sorted.
+	Topics []string
 	// Partitions are the partitions the group assigned it, by topic.
 	Partitions map[string][]int32
 }
 
 // Assignment asks the group's coordinator for the group's members and
-// their assigned partitions, in the order of their member ids: the
-// assignment of every instance, not only this one's.
+// their subscriptions and assigned partitions, in the order of their
+// member ids: the assignment of every instance, not only this one's.
 func (m *Membership) Assignment(ctx context.Context) ([]GroupMember, error) {
 	described, err := kadm.NewClient(m.cl).DescribeGroups(ctx, m.group)
 	if err != nil {
@@ -160,6 +162,9 @@ func (m *Membership) Assignment(ctx context.Context) ([]GroupMember, error) {
 	out := make([]GroupMember, 0, len(g.Members))
 	for _, d := range g.Members {
 		gm := GroupMember{Member: d.MemberID, Client: d.ClientID, Host: d.ClientHost, Partitions: map[string][]int32{}}
+		if c, ok := d.Join.AsConsumer(); ok {
+			gm.Topics = slices.Sorted(slices.Values(c.Topics))
+		}
 		if c, ok := d.Assigned.AsConsumer(); ok {
 			for _, t := range c.Topics {
 				gm.Partitions[t.Topic] = append(gm.Partitions[t.Topic], t.Partitions...)
