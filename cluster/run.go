@@ -54,6 +54,15 @@ type Options struct {
 	// change once the topics exist. Default: the most partitions among the
 	// job's input topics.
 	RepartitionPartitions int32
+	// StagePause is the Job.CheckpointOnCaughtUp of the tasks of every
+	// stage after the first of a job run by RunJob, when Job sets none: a
+	// task of such a stage checkpoints this long after its last checkpoint
+	// as soon as it has read what the stage before it committed, so that
+	// each stage adds about this pause and a checkpoint's duration to the
+	// output's latency instead of up to a whole interval. 0 means a tenth
+	// of Job.CheckpointInterval; negative turns it off (every task
+	// checkpoints on the interval only).
+	StagePause time.Duration
 }
 
 // Build returns the job of one task. It must create the job with
@@ -358,6 +367,9 @@ func (in *Instance) runTask(ctx context.Context, t Task) error {
 	}
 	o := in.opts.Job
 	o.CheckpointDir = taskLocation(o.CheckpointDir, t)
+	if in.stageOf(t) > 0 && o.CheckpointOnCaughtUp == 0 {
+		o.CheckpointOnCaughtUp = stagePause(in.opts)
+	}
 	// Every line of the task's job, its sinks' included, says which task
 	// it is of (and which stage, for RunJob): an instance runs several.
 	if o.Logger == nil {
@@ -382,6 +394,23 @@ func (in *Instance) runTask(ctx context.Context, t Task) error {
 		in.mu.Unlock()
 	}()
 	return r.Wait()
+}
+
+// stagePause is the CheckpointOnCaughtUp of a task of a stage after the
+// first: Options.StagePause, or a tenth of the checkpoint interval (whose
+// default is 1s), or 0 when StagePause is negative.
+func stagePause(o Options) time.Duration {
+	switch {
+	case o.StagePause < 0:
+		return 0
+	case o.StagePause > 0:
+		return o.StagePause
+	}
+	interval := o.Job.CheckpointInterval
+	if interval == 0 {
+		interval = time.Second // the engine's default
+	}
+	return interval / 10
 }
 
 // ControlAddr returns the address the instance's control API listens on

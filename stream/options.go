@@ -32,6 +32,17 @@ type Options struct {
 	// MinPauseBetweenCheckpoints is the least time from the end of one
 	// checkpoint to the next trigger. Default 0.
 	MinPauseBetweenCheckpoints time.Duration
+	// CheckpointOnCaughtUp, when positive, also triggers a checkpoint as
+	// soon as a source has read all the input visible to it after reading
+	// new input, once this long has passed since the last checkpoint
+	// ended (and MinPauseBetweenCheckpoints): output that new input
+	// produced is committed about this pause after the input arrived,
+	// instead of up to a whole interval later. It costs more checkpoints
+	// while input arrives in bursts. A job run in stages on a cluster sets
+	// it for every stage after the first (cluster.Options.StagePause),
+	// whose input arrives when the stage before commits. Default 0: on the
+	// interval only.
+	CheckpointOnCaughtUp time.Duration
 	// RetainedCheckpoints is how many completed checkpoints are kept. Default 3.
 	RetainedCheckpoints int
 	// Parallelism is the parallelism of operators that set none and do not
@@ -212,6 +223,7 @@ func (o Options) engine() runtime.Options {
 		CheckpointInterval:          o.CheckpointInterval,
 		CheckpointTimeout:           o.CheckpointTimeout,
 		MinPauseBetweenCheckpoints:  o.MinPauseBetweenCheckpoints,
+		CheckpointOnCaughtUp:        o.CheckpointOnCaughtUp,
 		RetainedCheckpoints:         o.RetainedCheckpoints,
 		Parallelism:                 o.Parallelism,
 		MaxParallelism:              o.MaxParallelism,

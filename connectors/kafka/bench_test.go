@@ -3,9 +3,9 @@ package kafka_test
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -55,7 +55,7 @@ func BenchmarkKafkaToKafka(b *testing.B) {
 		b.Run(g.String(), func(b *testing.B) {
 			for range b.N {
 				b.ReportMetric(benchThroughput(b, brokers, g), "events/s")
-				p50, p99 := benchLatency(b, brokers, g, 1)
+				p50, p99 := benchLatency(b, brokers, g, 1, 0)
 				b.ReportMetric(float64(p50.Milliseconds()), "p50-ms")
 				b.ReportMetric(float64(p99.Milliseconds()), "p99-ms")
 			}
@@ -110,22 +110,26 @@ func benchThroughput(b *testing.B, brokers string, g kafka.Guarantee) float64 {
 //	go test -run '^$' -bench StagesVisibility -benchtime 1x ./connectors/kafka/
 func BenchmarkStagesVisibility(b *testing.B) {
 	brokers := testenv.Kafka(b)
-	for _, stages := range []int{1, 2, 3} {
-		b.Run(strconv.Itoa(stages), func(b *testing.B) {
-			for range b.N {
-				p50, p99 := benchLatency(b, brokers, kafka.ExactlyOnce, stages)
-				b.ReportMetric(float64(p50.Milliseconds()), "p50-ms")
-				b.ReportMetric(float64(p99.Milliseconds()), "p99-ms")
-			}
-		})
+	for _, caughtUp := range []time.Duration{0, 100 * time.Millisecond} {
+		for _, stages := range []int{1, 2, 3} {
+			b.Run(fmt.Sprintf("caught-up=%v/%d", caughtUp, stages), func(b *testing.B) {
+				for range b.N {
+					p50, p99 := benchLatency(b, brokers, kafka.ExactlyOnce, stages, caughtUp)
+					b.ReportMetric(float64(p50.Milliseconds()), "p50-ms")
+					b.ReportMetric(float64(p99.Milliseconds()), "p99-ms")
+				}
+			})
+		}
 	}
 }
 
 // benchLatency feeds a chain of stages map jobs (in → job → topic → job
 // … → out, each job with its own checkpoints and transactions) at
 // benchRate for benchSpan and returns the p50 and p99 of the time from
-// production to visibility at the end of the chain.
-func benchLatency(b *testing.B, brokers string, g kafka.Guarantee, stages int) (p50, p99 time.Duration) {
+// production to visibility at the end of the chain. Every job but the
+// first checkpoints with stream.Options.CheckpointOnCaughtUp = caughtUp
+// (as cluster.RunJob's stages after the first do).
+func benchLatency(b *testing.B, brokers string, g kafka.Guarantee, stages int, caughtUp time.Duration) (p50, p99 time.Duration) {
 	adm := kafkatest.Admin(b, brokers)
 	topics := []string{kafkatest.UniqueName("lat-in")}
 	for range stages {
@@ -141,9 +145,11 @@ func benchLatency(b *testing.B, brokers string, g kafka.Guarantee, stages int) (
 	done := make(chan error, stages)
 	for i := range stages {
 		j := mapJob(b, brokers, topics[i], topics[i+1], g, false)
-		go func() {
-			done <- j.Run(ctx, stream.Options{CheckpointDir: filepath.Join(b.TempDir(), "ckpt"), CheckpointInterval: time.Second})
-		}()
+		opts := stream.Options{CheckpointDir: filepath.Join(b.TempDir(), "ckpt"), CheckpointInterval: time.Second}
+		if i > 0 {
+			opts.CheckpointOnCaughtUp = caughtUp
+		}
+		go func() { done <- j.Run(ctx, opts) }()
 	}
 	time.Sleep(2 * time.Second) // let the jobs start
 	reader, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.ConsumeTopics(out),

@@ -27,6 +27,14 @@ type Config struct {
 	// MinPause is the least time between the end of one checkpoint and the
 	// trigger of the next periodic one.
 	MinPause time.Duration
+	// CaughtUpPause, when positive, lets a checkpoint be triggered before
+	// Interval: as soon as a source caught up after reading new input
+	// ([Coordinator.CaughtUp]), once CaughtUpPause (and MinPause) have
+	// passed since the last checkpoint ended. Output derived from input
+	// that just became visible — a stage reading what the stage before it
+	// committed — is then committed without waiting out the interval. 0
+	// triggers on Interval only.
+	CaughtUpPause time.Duration
 	// Subtasks is the number of subtasks that acknowledge every checkpoint.
 	Subtasks int
 	// SubtaskNames optionally names the subtasks ("sink[0]"), by index, for
@@ -193,6 +201,7 @@ type Coordinator struct {
 	lastTrigger time.Time
 	lastEnd     time.Time
 
+	caughtUp        bool               // a source caught up after new input since the last trigger (CaughtUpPause)
 	savepoints      []savepointRequest // queued requests
 	failures        int                // checkpoints failed in a row
 	sourcesFinished bool
@@ -208,6 +217,8 @@ func NewCoordinator(cfg Config) (*Coordinator, error) {
 		return nil, fmt.Errorf("checkpoint: timeout %v must be positive: set CheckpointTimeout, for example to 1m", cfg.Timeout)
 	case cfg.MinPause < 0:
 		return nil, fmt.Errorf("checkpoint: min pause %v must not be negative: set MinPauseBetweenCheckpoints to 0 or more", cfg.MinPause)
+	case cfg.CaughtUpPause < 0:
+		return nil, fmt.Errorf("checkpoint: caught-up pause %v must not be negative: use 0 (checkpoints on the interval only) or more", cfg.CaughtUpPause)
 	case cfg.Subtasks <= 0:
 		return nil, fmt.Errorf("checkpoint: %d subtasks: a job needs at least one subtask", cfg.Subtasks)
 	case cfg.SubtaskNames != nil && len(cfg.SubtaskNames) != cfg.Subtasks:
@@ -246,8 +257,23 @@ func (c *Coordinator) Tick(now time.Time) []Action {
 		return c.reserve(now, checkpoint.KindCheckpoint)
 	case now.Sub(c.lastTrigger) >= c.cfg.Interval && now.Sub(c.lastEnd) >= c.cfg.MinPause:
 		return c.reserve(now, checkpoint.KindCheckpoint)
+	case c.caughtUp && now.Sub(c.lastEnd) >= max(c.cfg.CaughtUpPause, c.cfg.MinPause):
+		return c.reserve(now, checkpoint.KindCheckpoint)
 	}
 	return nil
+}
+
+// CaughtUp records that a source subtask read new input since the last
+// checkpoint was triggered and has now read all the input visible to it.
+// With Config.CaughtUpPause set, the next checkpoint is then due
+// CaughtUpPause after the last one ended, if that is before the interval;
+// without, CaughtUp does nothing.
+func (c *Coordinator) CaughtUp(now time.Time) []Action {
+	if c.cfg.CaughtUpPause <= 0 || c.stopped {
+		return nil
+	}
+	c.caughtUp = true
+	return c.Tick(now)
 }
 
 // NextTick returns when Tick next has something to do: trigger the
@@ -270,6 +296,9 @@ func (c *Coordinator) NextTick() (at time.Time, ok bool) {
 	due := c.lastTrigger.Add(c.cfg.Interval)
 	if pause := c.lastEnd.Add(c.cfg.MinPause); pause.After(due) {
 		due = pause
+	}
+	if early := c.lastEnd.Add(max(c.cfg.CaughtUpPause, c.cfg.MinPause)); c.caughtUp && early.Before(due) {
+		due = early
 	}
 	return due, true
 }
@@ -464,6 +493,7 @@ func (c *Coordinator) reserve(now time.Time, kind checkpoint.Kind) []Action {
 	c.phase = reserving
 	c.kind = kind
 	c.lastTrigger = now
+	c.caughtUp = false
 	return []Action{ReserveID{Kind: kind}}
 }
 

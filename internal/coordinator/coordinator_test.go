@@ -56,6 +56,8 @@ func newCoordinatorScript(t *testing.T) func(f []string) []string {
 					cfg.Timeout = mustDuration(t, v)
 				case "minpause":
 					cfg.MinPause = mustDuration(t, v)
+				case "caughtup":
+					cfg.CaughtUpPause = mustDuration(t, v)
 				case "subtasks":
 					cfg.Subtasks = mustInt(t, v)
 				case "tolerable":
@@ -99,6 +101,8 @@ func newCoordinatorScript(t *testing.T) func(f []string) []string {
 			actions = c.RequestSavepoint(now, uint64(mustInt(t, f[1])), len(f) > 2 && f[2] == "stop")
 		case "sources-finished":
 			actions = c.SourcesFinished(now)
+		case "caught-up":
+			actions = c.CaughtUp(now)
 		case "reset":
 			actions = c.Reset(now)
 		case "next-tick":

@@ -71,7 +71,8 @@ func (j *Job) build(ctx context.Context, rp *restorePoint, events chan<- event, 
 
 				eventTime: j.metrics.taskEventTime(fmt.Sprintf("%s[%d]", op.Name, s)),
 
-				wmInterval: j.opts.WatermarkInterval,
+				wmInterval:     j.opts.WatermarkInterval,
+				reportCaughtUp: j.opts.CheckpointOnCaughtUp > 0,
 			}
 			for k := range op.Inputs {
 				for u := range chans[h][k] {

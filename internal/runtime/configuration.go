@@ -26,6 +26,7 @@ func (j *Job) configuration() []control.Setting {
 		{Name: "checkpoint interval", Value: text(o.CheckpointInterval)},
 		{Name: "checkpoint timeout", Value: text(o.CheckpointTimeout)},
 		{Name: "min pause between checkpoints", Value: text(o.MinPauseBetweenCheckpoints)},
+		{Name: "checkpoint on caught up", Value: text(o.CheckpointOnCaughtUp)},
 		{Name: "retained checkpoints", Value: strconv.Itoa(o.RetainedCheckpoints)},
 		{Name: "tolerable checkpoint failures", Value: strconv.Itoa(o.TolerableCheckpointFailures)},
 		{Name: "parallelism (default)", Value: strconv.Itoa(o.Parallelism)},

@@ -65,6 +65,8 @@ func (d *driver) handle(e event) []coordinator.Action {
 		return d.job.coord.Ack(now, e.id, e.task, e.states)
 	case evDecline:
 		return d.job.coord.Decline(now, e.id, e.task, e.err.Error())
+	case evCaughtUp:
+		return d.job.coord.CaughtUp(now)
 	case evSourceFinished:
 		d.sourcesOut++
 		if d.sourcesOut == d.sourceSubtasks() {

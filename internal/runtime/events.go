@@ -14,6 +14,7 @@ const (
 	evAck eventKind = iota
 	evDecline
 	evSourceFinished
+	evCaughtUp // a source read new input and then all that is visible (Options.CheckpointOnCaughtUp)
 	evTaskDone
 	evTaskFailed
 )

@@ -105,6 +105,7 @@ func Start(ctx context.Context, g Graph, opts Options) (*Job, error) {
 		Interval:          opts.CheckpointInterval,
 		Timeout:           opts.CheckpointTimeout,
 		MinPause:          opts.MinPauseBetweenCheckpoints,
+		CaughtUpPause:     opts.CheckpointOnCaughtUp,
 		Incarnation:       own.Incarnation,
 		Epoch:             own.Epoch,
 		Subtasks:          len(names),

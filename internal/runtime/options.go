@@ -22,6 +22,7 @@ type Options struct {
 	CheckpointInterval          time.Duration // between two checkpoint triggers; default 1s
 	CheckpointTimeout           time.Duration // aborts an incomplete checkpoint; default 1m
 	MinPauseBetweenCheckpoints  time.Duration // from a checkpoint's end to the next trigger; default 0
+	CheckpointOnCaughtUp        time.Duration // a checkpoint this long after the last one ended once a source caught up after new input; 0: on the interval only
 	RetainedCheckpoints         int           // completed checkpoints kept; default 3
 	Parallelism                 int           // of operators that set none; default 1
 	MaxParallelism              int           // the number of key groups; default 128
@@ -148,6 +149,7 @@ func (o Options) validate() error {
 		{o.CheckpointInterval < 0, "CheckpointInterval", o.CheckpointInterval, "use a positive duration such as 1s"},
 		{o.CheckpointTimeout < 0, "CheckpointTimeout", o.CheckpointTimeout, "use a positive duration such as 1m"},
 		{o.MinPauseBetweenCheckpoints < 0, "MinPauseBetweenCheckpoints", o.MinPauseBetweenCheckpoints, "use 0 or a positive duration"},
+		{o.CheckpointOnCaughtUp < 0, "CheckpointOnCaughtUp", o.CheckpointOnCaughtUp, "use 0 (checkpoints on the interval only) or a positive duration"},
 		{o.RetainedCheckpoints < 0, "RetainedCheckpoints", o.RetainedCheckpoints, "keep at least 1"},
 		{o.Parallelism < 0, "Parallelism", o.Parallelism, "use a positive count, at most MaxParallelism"},
 		{o.MaxParallelism < 0 || o.MaxParallelism > 1<<15, "MaxParallelism", o.MaxParallelism, "use a value in [1, 32768]"},

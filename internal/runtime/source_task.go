@@ -51,6 +51,7 @@ func (t *task) runSource(ctx context.Context) error {
 				return fmt.Errorf("source %s: %w", t.name, err)
 			}
 			if n > 0 {
+				t.unreported = t.reportCaughtUp
 				if err := t.flush(); err != nil {
 					return err
 				}
@@ -69,6 +70,12 @@ func (t *task) runSource(ctx context.Context) error {
 				t.report(ctx, event{kind: evSourceFinished})
 			} else if err := t.sourceWatermark(ctx, wms, merger, pacer); err != nil {
 				return err
+			} else if t.unreported {
+				// Read all that is visible now, after new input: a
+				// checkpoint may commit what it produced (a stage that
+				// reads what the stage before it just committed).
+				t.unreported = false
+				t.report(ctx, event{kind: evCaughtUp})
 			}
 		}
 		var timeout <-chan time.Time

@@ -45,6 +45,11 @@ type task struct {
 	logger  *slog.Logger
 	// wmInterval is the least time between two watermarks of a source task.
 	wmInterval time.Duration
+	// reportCaughtUp makes a source task tell the driver when it has read
+	// all its visible input after reading new input
+	// (Options.CheckpointOnCaughtUp); unreported says it read input since
+	// it last told.
+	reportCaughtUp, unreported bool
 	// times accumulates where the task's time goes (busy, idle,
 	// backpressured), for the control API; nil counts nothing (tests
 	// that build tasks by hand).
