@@ -203,6 +203,7 @@ func withEventTime[T any](j *stream.Job, in *inputPlan, src source.Source[T], ts
 	return stream.SourceWithEventTime(j, in.name, src, stream.EventTime[T]{
 		Timestamp:         func(v T) time.Time { return time.Unix(0, ts(v)) },
 		MaxOutOfOrderness: in.eventCfg.MaxOutOfOrderness,
+		IdleTimeout:       in.eventCfg.IdleTimeout,
 	}, in.sourceOptions()...)
 }
 

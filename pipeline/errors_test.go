@@ -255,6 +255,13 @@ sink: {kind: file, dir: out}
 checkpoint: {interval: fast}
 `,
 		`p.yaml:4:24: checkpoint.interval is "fast": not a duration: write a number with a unit, such as 500ms, 10s or 5m`},
+	{"negative idle timeout", `
+name: x
+source: {kind: generator, count: 1, fields: {a: index}}
+event_time: {field: a, idle_timeout: -5s}
+sink: {kind: file, dir: out}
+`,
+		`p.yaml:3:38: event_time.idle_timeout is -5s: use 0 (never idle) or a positive duration`},
 	{"unknown aggregation", `
 name: x
 source: {kind: generator, count: 1, fields: {a: index}}

@@ -218,6 +218,9 @@ func (p *plan) compileInput(c *compiler, in *inputPlan) {
 		if ec.MaxOutOfOrderness < 0 {
 			c.errorf(p.doc.Pos(&ec.MaxOutOfOrderness), "%s.max_out_of_orderness is %v: use 0 or a positive duration", in.eventWhat, ec.MaxOutOfOrderness)
 		}
+		if ec.IdleTimeout < 0 {
+			c.errorf(p.doc.Pos(&ec.IdleTimeout), "%s.idle_timeout is %v: use 0 (never idle) or a positive duration", in.eventWhat, ec.IdleTimeout)
+		}
 	}
 	p.addNode(&node{name: in.name, schema: in.schema, eventTime: in.eventCfg != nil})
 }

@@ -170,10 +170,16 @@ func (d *driver) do(ctx context.Context, a coordinator.Action) []coordinator.Act
 	case coordinator.Abort:
 		j.metrics.Aborted.Add(1)
 		j.metrics.obs.aborted(a.ID, a.Reason, time.Now())
+		// A checkpoint that failed to reserve its id has none: its lines
+		// say so rather than "checkpoint=0".
+		which := []any{"checkpoint", a.ID, "kind", a.Kind}
+		if a.ID == 0 {
+			which = []any{"checkpoint", "none (its id was not reserved)", "kind", a.Kind}
+		}
 		if a.Routine {
-			j.opts.Logger.Info("checkpoint in flight abandoned: the job is stopping or restarting (normal; the last completed checkpoint stands)", "checkpoint", a.ID, "kind", a.Kind)
+			j.opts.Logger.Info("checkpoint in flight abandoned: the job is stopping or restarting (normal; the last completed checkpoint stands)", which...)
 		} else {
-			j.opts.Logger.Warn("checkpoint aborted", "checkpoint", a.ID, "kind", a.Kind, "reason", a.Reason)
+			j.opts.Logger.Warn("checkpoint aborted", append(which, "reason", a.Reason)...)
 		}
 		if a.ID != 0 {
 			if err := j.store.Discard(a.ID, a.Kind); err != nil {

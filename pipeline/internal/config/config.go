@@ -85,6 +85,7 @@ type Decode struct {
 type EventTime struct {
 	Field             yamlconf.Text `yaml:"field" required:"true" type:"expression" example:"ts" doc:"An expression of the decoded record giving its event time: a time field, or an int of milliseconds since the Unix epoch."`
 	MaxOutOfOrderness time.Duration `yaml:"max_out_of_orderness" doc:"How far a record may lag behind the newest one of its split before it is late."`
+	IdleTimeout       time.Duration `yaml:"idle_timeout" example:"10s" doc:"A split (a Kafka partition, a file) that yields no record for this long is idle: it stops holding the watermark back until it yields again. Default: never idle, so an empty partition holds every window open."`
 }
 
 // Step is one transform; exactly one of its fields is set.
