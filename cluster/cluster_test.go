@@ -30,6 +30,7 @@ import (
 	"github.com/exactlyonce/exactly/internal/kafkatest"
 	"github.com/exactlyonce/exactly/internal/testenv"
 	"github.com/exactlyonce/exactly/internal/testlog"
+	"github.com/exactlyonce/exactly/pipeline"
 	"github.com/exactlyonce/exactly/state"
 	"github.com/exactlyonce/exactly/stream"
 )
@@ -41,11 +42,12 @@ const (
 	envOut      = "EXACTLY_CLUSTER_OUT"
 	envGroup    = "EXACTLY_CLUSTER_GROUP"
 	envCkpt     = "EXACTLY_CLUSTER_CHECKPOINTS"
-	envRekeyed  = "EXACTLY_CLUSTER_REKEYED" // the repartition topic of the two-stage job; empty for one stage
-	envWindows  = "EXACTLY_CLUSTER_WINDOWS" // "1": the two-stage job's second stage counts per event-time window
-	envState    = "EXACTLY_CLUSTER_STATE"   // the instance's Pebble directory, for the windowed stage's state
-	envRunJob   = "EXACTLY_CLUSTER_RUNJOB"  // the name of the job written once that cluster.RunJob runs (ordinaryJob); empty for the hand-wired jobs
-	envTable    = "EXACTLY_CLUSTER_TABLE"   // ordinaryJob's PostgreSQL table of the running counts
+	envRekeyed  = "EXACTLY_CLUSTER_REKEYED"  // the repartition topic of the two-stage job; empty for one stage
+	envWindows  = "EXACTLY_CLUSTER_WINDOWS"  // "1": the two-stage job's second stage counts per event-time window
+	envState    = "EXACTLY_CLUSTER_STATE"    // the instance's Pebble directory, for the windowed stage's state
+	envRunJob   = "EXACTLY_CLUSTER_RUNJOB"   // the name of the job written once that cluster.RunJob runs (ordinaryJob); empty for the hand-wired jobs
+	envTable    = "EXACTLY_CLUSTER_TABLE"    // ordinaryJob's PostgreSQL table of the running counts
+	envPipeline = "EXACTLY_CLUSTER_PIPELINE" // the file of the YAML pipeline an instance runs (exactly run --cluster), instead of a Go job
 )
 
 const (
@@ -80,6 +82,16 @@ func TestClusterInstance(t *testing.T) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	conn := kafka.Conn{Brokers: []string{brokers}, ClientID: os.Getenv(envInstance)}
+	if file := os.Getenv(envPipeline); file != "" {
+		p, err := pipeline.Load(file)
+		if err == nil {
+			err = p.Run(ctx, pipeline.RunOptions{Cluster: true})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
 	if name := os.Getenv(envRunJob); name != "" {
 		dsn, table := "", os.Getenv(envTable)
 		if table != "" {
@@ -371,6 +383,43 @@ func groupWindows() []string {
 	return want
 }
 
+// TestClusterRunsAPipeline runs the same faults on clusterPipeline, a
+// YAML pipeline run by each instance as exactly run --cluster runs it:
+// the same two key_bys and window as ordinaryJob (without the join and
+// the table), cut into three stages. Every window must fire exactly once
+// with all its records.
+func TestClusterRunsAPipeline(t *testing.T) {
+	breakInstances(t, yamlPipeline, groupWindows())
+}
+
+// clusterPipeline is the pipeline of TestClusterRunsAPipeline: records
+// "kNN:i" (event time i seconds) → a running count per key → keyed by
+// group "gM" (M = NN mod rekeyGroups) → a count per group and 10 s
+// tumbling window of event time → "gM@start:count" into topic out. Its
+// session timeout and ownership lease are the Go jobs' (the faults are
+// timed to them).
+func clusterPipeline(name, brokers, in, out, group, ckpt string) string {
+	return fmt.Sprintf(`name: %s
+source: {kind: kafka, brokers: [%q], topics: [%s]}
+decode: {format: raw}
+event_time: {field: 'int(split(value, ":")[1]) * 1000', idle_timeout: 3s}
+transforms:
+  - map: {key: 'split(value, ":")[0]'}
+  - key_by: key
+  - aggregate: {name: per-key, values: {n: count()}}
+  - map: {group: '"g" + string(int(trimPrefix(key, "k")) %% %d)'}
+  - key_by: group
+  - aggregate:
+      name: per-group
+      window: {kind: tumbling, size: %s}
+      values: {n: count()}
+  - map: {out: 'key + "@" + string(window_start.Unix()) + ":" + string(n)'}
+sink: {kind: kafka, brokers: [%q], topic: %s, key: 'split(out, "@")[0]', format: csv}
+checkpoint: {interval: 200ms, storage: %q}
+cluster: {group: %s, session_timeout: %s, ownership_lease: %s, repartition_partitions: 4}
+`, name, brokers, in, rekeyGroups, clusterWindow, brokers, out, ckpt, group, sessionTimeout, ownershipLease)
+}
+
 // TestClusterRunsAJobWrittenOnce runs the same faults on ordinaryJob, a
 // job written once that cluster.RunJob cuts into four stages (the source,
 // a running count per key, an interval join of the records with their
@@ -401,6 +450,7 @@ const (
 	twoStages                        // re-key, then a running count per group
 	windowedStages                   // re-key, then a count per group and window
 	writtenOnce                      // ordinaryJob, in the stages cluster.RunJob makes
+	yamlPipeline                     // clusterPipeline, run as exactly run --cluster runs it
 )
 
 // breakInstances runs the faults of TestClusterMovesTasks on job and
@@ -438,6 +488,20 @@ func breakInstances(t *testing.T, job clusterJob, want []string) {
 		}
 		kafkatest.DeleteRepartitionTopicsAtEnd(t, adm, name)
 	}
+	if job == yamlPipeline {
+		name := kafkatest.UniqueName("pipeline")
+		dir, err := os.MkdirTemp("", "cluster-pipeline")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.RemoveAll(dir) })
+		file := filepath.Join(dir, "pipeline.yaml")
+		if err := os.WriteFile(file, []byte(clusterPipeline(name, brokers, in, out, group, ckpt)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		env = append(env, envPipeline+"="+file)
+		kafkatest.DeleteRepartitionTopicsAtEnd(t, adm, name)
+	}
 	if job == twoStages || job == windowedStages {
 		rekeyed := kafkatest.UniqueName("cluster-rekeyed")
 		kafkatest.CreateTopic(t, adm, rekeyed, 4)
@@ -462,7 +526,9 @@ func breakInstances(t *testing.T, job clusterJob, want []string) {
 	})
 
 	produced := make(chan error, 1)
-	go func() { produced <- produce(brokers, in, job == windowedStages || job == writtenOnce) }()
+	go func() {
+		produced <- produce(brokers, in, job == windowedStages || job == writtenOnce || job == yamlPipeline)
+	}()
 
 	a, b, cc := c.start("a"), c.start("b"), c.start("c")
 	progress := func(what string) { waitForOutput(t, c, adm, out, what) }

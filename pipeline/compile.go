@@ -100,6 +100,7 @@ func compile(cfg *config.Pipeline, doc *yamlconf.Document) (*plan, error) {
 	c := &compiler{file: doc.File}
 	p := &plan{cfg: cfg, doc: doc, nodes: map[string]*node{}}
 	p.cfg.Checkpoint.Storage = strings.ReplaceAll(p.cfg.Checkpoint.Storage, "{name}", p.cfg.Name)
+	p.cfg.Cluster.Group = strings.ReplaceAll(p.cfg.Cluster.Group, "{name}", p.cfg.Name)
 	p.shape(c)
 	p.resolvePaths()
 	p.checkLimits(c)
@@ -184,6 +185,21 @@ func (p *plan) checkLimits(c *compiler) {
 	}
 	if cfg.Checkpoint.Interval <= 0 {
 		c.errorf(doc.Pos(&cfg.Checkpoint.Interval), "checkpoint.interval is %v: use a positive duration such as 1s", cfg.Checkpoint.Interval)
+	}
+	cl := &cfg.Cluster
+	for _, d := range []struct {
+		v    *time.Duration
+		what string
+	}{{&cl.SessionTimeout, "cluster.session_timeout"}, {&cl.OwnershipLease, "cluster.ownership_lease"}} {
+		if *d.v <= 0 {
+			c.errorf(doc.Pos(d.v), "%s is %v: use a positive duration such as 10s", d.what, *d.v)
+		}
+	}
+	if cl.StagePause < 0 {
+		c.errorf(doc.Pos(&cl.StagePause), "cluster.stage_pause is %v: use 0 (a tenth of checkpoint.interval) or a positive duration", cl.StagePause)
+	}
+	if cl.RepartitionPartitions < 0 || cl.RepartitionPartitions > maxParallelism {
+		c.errorf(doc.Pos(&cl.RepartitionPartitions), "cluster.repartition_partitions is %d: use 0 (the most partitions of the input topics) or 1 to %d", cl.RepartitionPartitions, maxParallelism)
 	}
 	if cfg.Checkpoint.Timeout <= 0 {
 		c.errorf(doc.Pos(&cfg.Checkpoint.Timeout), "checkpoint.timeout is %v: use a positive duration such as 1m", cfg.Checkpoint.Timeout)

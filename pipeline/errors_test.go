@@ -130,7 +130,7 @@ name: x
 sorce: {kind: generator, count: 1, fields: {a: index}}
 sink: {kind: file, dir: out}
 `,
-		`p.yaml:2:1: unknown field "sorce" in the pipeline (did you mean "source"?): use one of name, parallelism, guarantee, source, decode, event_time, transforms, sink, dead_letters, inputs, streams, outputs, checkpoint, state, restart`},
+		`p.yaml:2:1: unknown field "sorce" in the pipeline (did you mean "source"?): use one of name, parallelism, guarantee, source, decode, event_time, transforms, sink, dead_letters, inputs, streams, outputs, checkpoint, state, restart, cluster`},
 	{"unknown field in source", `
 name: x
 source:
@@ -262,6 +262,13 @@ event_time: {field: a, idle_timeout: -5s}
 sink: {kind: file, dir: out}
 `,
 		`p.yaml:3:38: event_time.idle_timeout is -5s: use 0 (never idle) or a positive duration`},
+	{"a cluster session timeout of zero", `
+name: x
+source: {kind: generator, count: 1, fields: {a: index}}
+sink: {kind: file, dir: out}
+cluster: {session_timeout: 0s}
+`,
+		`p.yaml:4:28: cluster.session_timeout is 0s: use a positive duration such as 10s`},
 	{"unknown aggregation", `
 name: x
 source: {kind: generator, count: 1, fields: {a: index}}

@@ -209,7 +209,15 @@ func (p *Pipeline) Run(ctx context.Context, o RunOptions) error {
 		if err != nil {
 			return err
 		}
-		in, err := cluster.StartJob(ctx, j, cluster.Options{Group: kafka.GroupOptions{Conn: conn}, Job: p.options(o)})
+		cl := p.plan.cfg.Cluster
+		opts := p.options(o)
+		opts.OwnershipLease = cl.OwnershipLease
+		in, err := cluster.StartJob(ctx, j, cluster.Options{
+			Group:                 kafka.GroupOptions{Conn: conn, Group: cl.Group, SessionTimeout: cl.SessionTimeout},
+			Job:                   opts,
+			RepartitionPartitions: int32(cl.RepartitionPartitions),
+			StagePause:            cl.StagePause,
+		})
 		if err != nil {
 			return err
 		}

@@ -27,6 +27,7 @@ type Pipeline struct {
 	Checkpoint  Checkpoint `yaml:"checkpoint" doc:"Checkpoint storage and pace."`
 	State       State      `yaml:"state" doc:"Where keyed state (aggregations, windows) lives."`
 	Restart     Restart    `yaml:"restart" doc:"How a failed run is restarted from its latest checkpoint."`
+	Cluster     Cluster    `yaml:"cluster" doc:"How the instances of exactly run --cluster share the pipeline (ignored without --cluster)."`
 }
 
 // Input is one of several sources: a named stream of decoded records.
@@ -139,6 +140,15 @@ type Checkpoint struct {
 	Retained        int           `yaml:"retained" default:"3" doc:"Completed checkpoints kept."`
 	RequestTimeout  time.Duration `yaml:"request_timeout" default:"30s" doc:"With s3:// storage: how long a request may take, plus the time its bytes take at min_transfer_rate; a slower one fails and is retried."`
 	MinTransferRate int64         `yaml:"min_transfer_rate" default:"1048576" doc:"With s3:// storage: the slowest transfer, in bytes per second, a request moving state may take before it fails."`
+}
+
+// Cluster configures a pipeline run on a cluster.
+type Cluster struct {
+	Group                 string        `yaml:"group" default:"exactly-{name}" doc:"The Kafka consumer group the instances share."`
+	SessionTimeout        time.Duration `yaml:"session_timeout" default:"10s" doc:"How long the group waits for an instance that stopped answering (killed, paused, cut off) before it hands its tasks to the others; the broker bounds it (group.min.session.timeout.ms, 6s by default)."`
+	OwnershipLease        time.Duration `yaml:"ownership_lease" default:"10s" doc:"How long a task's checkpoint storage stays owned by an instance that stopped renewing it: the task's next instance waits this long for a paused one."`
+	RepartitionPartitions int           `yaml:"repartition_partitions" doc:"Partitions of each repartition topic (the tasks of each stage after the first); default: the most partitions of the input topics. It cannot change once the topics exist."`
+	StagePause            time.Duration `yaml:"stage_pause" doc:"A task of a stage after the first checkpoints this long after its last checkpoint once it has read what the stage before committed, so that each stage adds about this to the output's latency; default a tenth of checkpoint.interval."`
 }
 
 // Restart configures the restarts of a failed run.

@@ -102,8 +102,14 @@ generator cannot be split into tasks); keep ` + "`checkpoint.storage`" + ` on ob
 storage (s3://) so that a task's checkpoints reach whichever machine takes
 it over. Each instance serves a control API and web page of its own
 (` + "`--control-addr`" + `): ` + "`exactly status`" + ` lists its tasks (stage, partition,
-state, epoch, last checkpoint) and the group's whole assignment. See
-docs/scale-out.md.
+state, epoch, last checkpoint) and the group's whole assignment. The
+` + "`cluster`" + ` section sets the group, its session timeout, the tasks' ownership
+lease, the repartition topics' partitions and the stages' checkpoint
+pause; give ` + "`event_time.idle_timeout`" + ` when an input partition may stay empty,
+or its windows never close. ` + "`TestClusterRunsAPipeline`" + ` runs a pipeline of two
+` + "`key_by`" + `s and a window on three instance processes under the faults of the
+Go jobs' test (SIGKILL, SIGSTOP past the session, SIGTERM, instances
+added): every window exactly once. See docs/scale-out.md.
 
 ## Event time and windows
 
