@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -25,9 +26,10 @@ func TopicPartitions(ctx context.Context, conn Conn, topics []string) (map[strin
 }
 
 // EnsureTopic creates topic with partitions partitions (the brokers'
-// default replication factor) unless it exists; a topic that exists with
-// another partition count is refused with an error naming it, both counts
-// and the fix. It is for the repartition topics of a job run in stages,
+// default replication factor) and the settings of a repartition topic
+// (repartitionConfigs: not compacted) unless it exists; a topic that
+// exists with another partition count or compacted is refused with an
+// error naming it, what was found and the fix. It is for the repartition topics of a job run in stages,
 // whose count fixes which partition holds which keys.
 func EnsureTopic(ctx context.Context, conn Conn, topic string, partitions int32) error {
 	cl, err := conn.newClient(ctx)
@@ -36,7 +38,7 @@ func EnsureTopic(ctx context.Context, conn Conn, topic string, partitions int32)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	resp, err := adm.CreateTopic(ctx, partitions, -1, nil, topic)
+	resp, err := adm.CreateTopic(ctx, partitions, -1, repartitionConfigs, topic)
 	switch {
 	case err == nil && resp.Err == nil:
 	case err == nil && !errors.Is(resp.Err, kerr.TopicAlreadyExists):
@@ -52,6 +54,41 @@ func EnsureTopic(ctx context.Context, conn Conn, topic string, partitions int32)
 	}
 	if n != partitions {
 		return fmt.Errorf("kafka: topic %q exists with %d partitions, but the job needs %d: its partitions hold the keys by their count, so it cannot change under a job; delete the topic if nothing of it is needed (see docs/scale-out.md, \"Repartition topics\"), or set the job's count of repartition partitions to %d", topic, n, partitions, n)
+	}
+	return checkRepartitionConfigs(ctx, adm, conn, topic)
+}
+
+// repartitionConfigs are the settings a repartition topic is created
+// with: never compacted, which would keep only the last record of each key.
+// Its records are deleted by the topic's retention (the broker's default,
+// log.retention.hours, 7 days unless changed): a stage stopped longer than
+// that finds its position gone and stops with an error. Deleting records
+// once the reading stage has checkpointed past them, as Kafka Streams does
+// with infinite retention, is not done: a restored upstream sink reads its
+// transactions' records back to learn their outcome (docs/scale-out.md,
+// "Repartition topics").
+var repartitionConfigs = map[string]*string{"cleanup.policy": kadm.StringPtr("delete")}
+
+// checkRepartitionConfigs refuses a repartition topic that is compacted,
+// naming the setting, its value and the fix.
+func checkRepartitionConfigs(ctx context.Context, adm *kadm.Client, conn Conn, topic string) error {
+	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("kafka: reading the settings of topic %q: %w", topic, conn.explain(err))
+	}
+	rc, err := rcs.On(topic, nil)
+	if err == nil {
+		err = rc.Err
+	}
+	if err != nil {
+		return fmt.Errorf("kafka: reading the settings of topic %q: %w", topic, conn.explain(err))
+	}
+	for _, c := range rc.Configs {
+		if c.Key == "cleanup.policy" && c.Value != nil && strings.Contains(*c.Value, "compact") {
+			return fmt.Errorf("kafka: repartition topic %q has cleanup.policy=%s, but compaction would keep only the last record of each key of a job run in stages: "+
+				"set cleanup.policy=delete (kafka-configs.sh --alter --entity-type topics --entity-name %s --add-config cleanup.policy=delete) on an empty topic, or delete the topic if nothing of it is needed (docs/scale-out.md, \"Repartition topics\")",
+				topic, *c.Value, topic)
+		}
 	}
 	return nil
 }

@@ -2,8 +2,11 @@ package kafka_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/exactlyonce/exactly/connectors/kafka"
 	"github.com/exactlyonce/exactly/internal/kafkatest"
@@ -40,5 +43,49 @@ func TestEnsureTopicFromManyInstances(t *testing.T) {
 		if err != nil || got[topic] != 3 {
 			t.Fatalf("topic %s after ensuring it: %v partitions, %v; want 3", topic, got[topic], err)
 		}
+	}
+}
+
+// TestEnsureTopicRefusesACompactedTopic: a repartition topic that exists
+// compacted would keep only the last record of each key, so the job's
+// stages would lose records silently: it is refused, naming the setting
+// and the fix. A topic EnsureTopic creates is not compacted.
+func TestEnsureTopicRefusesACompactedTopic(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	adm := kafkatest.Admin(t, brokers)
+	conn := kafka.Conn{Brokers: []string{brokers}}
+	ctx := context.Background()
+	compacted := kafkatest.UniqueName("compacted")
+	if _, err := adm.CreateTopic(ctx, 2, -1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, compacted); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), compacted) })
+	err := kafka.EnsureTopic(ctx, conn, compacted, 2)
+	want := `repartition topic "` + compacted + `" has cleanup.policy=compact, but compaction would keep only the last record of each key`
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "--add-config cleanup.policy=delete") {
+		t.Fatalf("EnsureTopic of a compacted topic: %v, want an error containing %q and the fix", err, want)
+	}
+
+	created := kafkatest.UniqueName("created")
+	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), created) })
+	if err := kafka.EnsureTopic(ctx, conn, created, 2); err != nil {
+		t.Fatal(err)
+	}
+	rcs, err := adm.DescribeTopicConfigs(ctx, created)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rcs.On(created, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range rc.Configs {
+		if c.Key == "cleanup.policy" && (c.Value == nil || *c.Value != "delete") {
+			t.Errorf("a topic EnsureTopic created has cleanup.policy %v, want delete", c.Value)
+		}
+	}
+	// Ensured again, as every instance's start does: accepted.
+	if err := kafka.EnsureTopic(ctx, conn, created, 2); err != nil {
+		t.Errorf("EnsureTopic of the topic it created: %v", err)
 	}
 }
