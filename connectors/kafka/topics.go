@@ -27,7 +27,7 @@ func TopicPartitions(ctx context.Context, conn Conn, topics []string) (map[strin
 
 // EnsureTopic creates topic with partitions partitions (the brokers'
 // default replication factor) and the settings of a repartition topic
-// (repartitionConfigs: not compacted) unless it exists; a topic that
+// (not compacted) unless it exists; a topic that
 // exists with another partition count or compacted is refused with an
 // error naming it, what was found and the fix. It is for the repartition topics of a job run in stages,
 // whose count fixes which partition holds which keys.
