@@ -2,7 +2,6 @@ package control_test
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -23,6 +22,7 @@ import (
 	"github.com/exactlyonce/exactly/connectors/generator"
 	"github.com/exactlyonce/exactly/connectors/postgres"
 	"github.com/exactlyonce/exactly/control"
+	"github.com/exactlyonce/exactly/internal/s3test"
 	"github.com/exactlyonce/exactly/internal/testenv"
 	"github.com/exactlyonce/exactly/internal/testwait"
 	"github.com/exactlyonce/exactly/metrics"
@@ -99,26 +99,6 @@ func dropPG(t *testing.T, dsn, job, table string) {
 	}
 }
 
-// s3Location returns a fresh prefix of the test bucket, removed when t ends.
-func s3Location(t *testing.T) string {
-	t.Helper()
-	raw := make([]byte, 6)
-	if _, err := rand.Read(raw); err != nil {
-		t.Fatal(err)
-	}
-	location := "s3://" + testenv.S3Bucket + "/ops-control-" + hex.EncodeToString(raw) + "?endpoint=" + testenv.S3(t)
-	t.Cleanup(func() {
-		st, err := store.OpenObject(location, store.Options{})
-		if err == nil {
-			err = st.RemoveAll()
-		}
-		if err != nil {
-			t.Errorf("removing %s: %v", location, err)
-		}
-	})
-	return location
-}
-
 // get returns the body of GET base+path.
 func get(t *testing.T, base, path string) string {
 	t.Helper()
@@ -150,7 +130,7 @@ func get(t *testing.T, base, path string) string {
 // secret key, which is no word.
 func TestControlAPIOnARunningJob(t *testing.T) {
 	dsn := testenv.Postgres(t)
-	location := s3Location(t)
+	location := s3test.Location(t, "ops-control")
 	secrets := map[string]string{"the S3 secret key": os.Getenv("AWS_SECRET_ACCESS_KEY"), "the DSN": dsn}
 	if u, err := url.Parse(dsn); err == nil && u.User != nil {
 		secrets["the database credentials"] = u.User.String() + "@"

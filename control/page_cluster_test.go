@@ -1,8 +1,6 @@
 package control_test
 
 import (
-	"context"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -12,23 +10,11 @@ import (
 	"github.com/exactlyonce/exactly/control"
 )
 
-// clusterInstance is a control.Job that answers the status of an instance
-// of a job run on a cluster, as package cluster's Instance does.
-type clusterInstance struct{ st control.Status }
-
-func (c clusterInstance) Status() control.Status { return c.st }
-func (clusterInstance) Savepoint(context.Context) (string, error) {
-	return "", nil
-}
-func (clusterInstance) StopWithSavepoint(context.Context) (string, error) { return "", nil }
-func (clusterInstance) Stop()                                             {}
-
 // TestPageShowsClusterTasks loads the page of a cluster instance in
 // headless Chromium: it shows the instance's tasks with their stage,
 // state, epoch and last checkpoint, and the group's assignment with this
 // instance marked.
 func TestPageShowsClusterTasks(t *testing.T) {
-	path := chromium(t)
 	now := time.Now()
 	st := control.Status{Version: control.Version, Job: "orders", State: control.StateRunning, Started: now, Storage: "s3://bucket/orders",
 		Operators: []control.Operator{}, Restarts: []control.Restart{}, Lag: []control.SplitLag{}, Configuration: []control.Setting{},
@@ -42,23 +28,8 @@ func TestPageShowsClusterTasks(t *testing.T) {
 				{Member: "m-2", Client: "host-b", Host: "/10.0.0.2", Tasks: []string{"orders/1"}},
 			}}}
 	st.Checkpoints.History, st.Checkpoints.Pending = []control.Checkpoint{}, []control.PendingCommit{}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := control.Serve(ln, clusterInstance{st}, control.Config{})
-	defer srv.Close(context.Background())
-
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.Flag("headless", true))...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(alloc)
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute) // a guard against a hang
-	defer cancelTimeout()
-	if err := chromedp.Do(ctx, chromedp.Navigate("http://"+srv.Addr()+"/"),
-		chromedp.WaitVisible(`#tasks tr[data-task="orders/0"]`),
-		chromedp.WaitVisible(`#assignment tr[data-member="m-2"]`)); err != nil {
+	ctx := openStaticPage(t, st)
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(`#tasks tr[data-task="orders/0"]`), chromedp.WaitVisible(`#assignment tr[data-member="m-2"]`)); err != nil {
 		t.Fatalf("the page's cluster section: %v", err)
 	}
 	for sel, want := range map[string]string{

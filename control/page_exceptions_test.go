@@ -12,21 +12,41 @@ import (
 	"github.com/exactlyonce/exactly/control"
 )
 
-// failingJob is a job that restarts after failures, with a status to
-// match, for the page's exceptions view.
-type failingJob struct{ st control.Status }
+// staticJob is a job whose status is fixed, for tests of the page's views.
+type staticJob struct{ st control.Status }
 
-func (f failingJob) Status() control.Status                          { return f.st }
-func (failingJob) Savepoint(context.Context) (string, error)         { return "", nil }
-func (failingJob) StopWithSavepoint(context.Context) (string, error) { return "", nil }
-func (failingJob) Stop()                                             {}
+func (j staticJob) Status() control.Status                          { return j.st }
+func (staticJob) Savepoint(context.Context) (string, error)         { return "", nil }
+func (staticJob) StopWithSavepoint(context.Context) (string, error) { return "", nil }
+func (staticJob) Stop()                                             {}
+
+// openStaticPage serves st's page and opens it in headless Chromium,
+// which it closes at the end of the test; the context is the browser's.
+func openStaticPage(t *testing.T, st control.Status) context.Context {
+	t.Helper()
+	path := chromium(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := control.Serve(ln, staticJob{st}, control.Config{})
+	t.Cleanup(func() { _ = srv.Close(context.Background()) })
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.Flag("headless", true))...)
+	ctx, cancel := chromedp.NewContext(alloc)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute) // a guard against a hang
+	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
+	if err := chromedp.Do(ctx, chromedp.Navigate("http://"+srv.Addr()+"/")); err != nil {
+		t.Fatal(err)
+	}
+	return ctx
+}
 
 // TestPageShowsExceptions: the exceptions view lists the job's current
 // failure, the failures it restarted after and the reasons of aborted
 // checkpoints, newest first, each with its whole text (a panic's stack
 // included) on a click.
 func TestPageShowsExceptions(t *testing.T) {
-	path := chromium(t)
 	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	st := control.Status{Version: control.Version, Job: "failing", State: control.StateRestarting, Started: t0,
 		Error:    "sink out: connection refused\nat line two",
@@ -37,21 +57,8 @@ func TestPageShowsExceptions(t *testing.T) {
 		Graph:     control.Graph{Nodes: []control.Node{}, Edges: []control.Edge{}},
 		Operators: []control.Operator{}, Lag: []control.SplitLag{}, Throughput: []control.ThroughputPoint{}, Configuration: []control.Setting{},
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := control.Serve(ln, failingJob{st}, control.Config{})
-	defer srv.Close(context.Background())
-
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.Flag("headless", true))...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(alloc)
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, time.Minute) // a guard against a hang
-	defer cancelTimeout()
-	if err := chromedp.Do(ctx, chromedp.Navigate("http://"+srv.Addr()+"/"), chromedp.WaitVisible(`#exceptions details`)); err != nil {
+	ctx := openStaticPage(t, st)
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(`#exceptions details`)); err != nil {
 		t.Fatal(err)
 	}
 	summaries, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#exceptions summary')].map(s => s.textContent)`))

@@ -1,33 +1,19 @@
 package pipeline
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/exactlyonce/exactly/checkpoint/store"
-	"github.com/exactlyonce/exactly/internal/testenv"
+	"github.com/exactlyonce/exactly/internal/s3test"
 )
 
 // TestCheckpointsOnObjectStorage runs a windowed pipeline with its
 // checkpoints on the S3 server (checkpoint.storage an s3:// URL) and
 // compares its table with a run on a local directory.
 func TestCheckpointsOnObjectStorage(t *testing.T) {
-	endpoint := testenv.S3(t)
-	raw := make([]byte, 6)
-	_, _ = rand.Read(raw)
-	location := "s3://" + testenv.S3Bucket + "/pipeline-" + hex.EncodeToString(raw) + "?endpoint=" + endpoint
-	t.Cleanup(func() {
-		st, err := store.OpenObject(location, store.Options{})
-		if err == nil {
-			err = st.RemoveAll()
-		}
-		if err != nil {
-			t.Error(err)
-		}
-	})
+	location := s3test.Location(t, "pipeline")
 	window := "{kind: tumbling, size: 10s}"
 	local := runYAML(t, windowPipeline(window, ""), windowQuery)
 	onS3 := runYAML(t, windowPipeline(window, "checkpoint: {interval: 50ms, storage: \""+location+"\"}\n"), windowQuery)

@@ -2,8 +2,6 @@ package postgres
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,6 +10,7 @@ import (
 	"github.com/exactlyonce/exactly/checkpoint/store"
 	"github.com/exactlyonce/exactly/internal/crashtest"
 	"github.com/exactlyonce/exactly/internal/crashtest/crashtesting"
+	"github.com/exactlyonce/exactly/internal/s3test"
 	"github.com/exactlyonce/exactly/internal/testenv"
 	"github.com/exactlyonce/exactly/state"
 	"github.com/exactlyonce/exactly/stream"
@@ -70,15 +69,12 @@ func TestCrashOnObjectStorage(t *testing.T) {
 		return
 	}
 	testenv.Exclusive(t, testenv.S3Service) // the S3 server restarts under it
-	endpoint := testenv.S3(t)
+	_ = testenv.S3(t)                       // skips without the S3 server before anything is set up
 	conn := db(t)
 	dropTables(t, conn, name+"_events", name+"_totals")
 	forgetSinks(t, conn, "public", name+"_events", name, "events")
 	forgetSinks(t, conn, "public", name+"_totals", name, "latest")
-	raw := make([]byte, 6)
-	_, _ = rand.Read(raw)
-	location := "s3://" + testenv.S3Bucket + "/pgcrash-" + hex.EncodeToString(raw) + "?endpoint=" + endpoint
-	t.Cleanup(func() { removePrefix(t, location) })
+	location := s3test.Location(t, "pgcrash")
 
 	stopRestarts := testenv.RestartEvery(t, testenv.S3Service, s3RestartEvery, "kill", "start")
 	rep := crashtesting.Run(t, crashtest.Options{Kills: crashtesting.Sized(12, 40), MaxDelay: 1500 * time.Millisecond,
@@ -109,17 +105,5 @@ func TestCrashOnObjectStorage(t *testing.T) {
 	}
 	if len(orphans) > 0 {
 		t.Errorf("%d objects on S3 that no retained checkpoint refers to after the job ended, e.g. %s", len(orphans), orphans[0])
-	}
-}
-
-// removePrefix deletes the objects a test wrote under location's prefix.
-func removePrefix(t *testing.T, location string) {
-	st, err := store.OpenObject(location, store.Options{})
-	if err != nil {
-		t.Error(err)
-		return
-	}
-	if err := st.RemoveAll(); err != nil {
-		t.Error(err)
 	}
 }

@@ -2,14 +2,11 @@ package runtime_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"testing"
 	"time"
 
-	"github.com/exactlyonce/exactly/checkpoint/store"
-	"github.com/exactlyonce/exactly/internal/testenv"
+	"github.com/exactlyonce/exactly/internal/s3test"
 	"github.com/exactlyonce/exactly/stream"
 )
 
@@ -21,19 +18,7 @@ import (
 // retries through an outage, does not succeed within 3 s; with the
 // defaults, the same job runs there.
 func TestStorageTimeoutsReachTheObjectStore(t *testing.T) {
-	endpoint := testenv.S3(t)
-	raw := make([]byte, 6)
-	_, _ = rand.Read(raw)
-	location := "s3://" + testenv.S3Bucket + "/storage-options-" + hex.EncodeToString(raw) + "?endpoint=" + endpoint
-	t.Cleanup(func() {
-		st, err := store.OpenObject(location, store.Options{})
-		if err == nil {
-			err = st.RemoveAll()
-		}
-		if err != nil {
-			t.Error(err)
-		}
-	})
+	location := s3test.Location(t, "storage-options")
 	ctx := context.Background()
 	out := &txSink{prepared: map[string][]int{}, done: map[string]bool{}}
 	short, cancel := context.WithTimeout(ctx, 3*time.Second)
