@@ -52,8 +52,8 @@ type committer struct {
 // a transaction, through idle_in_transaction_session_timeout, set on
 // every committer session; holding the owner lock outside one, through
 // idle_session_timeout, set only while the lock is held (lockOwner). The
-// limit is half of Options.LockTimeout (idleLimit), so that a successor's
-// wait ends well within its own lock_timeout. The paused committer finds
+// limit is half of Options.LockTimeout, at least 5s (idleLimit), so that a
+// successor's wait ends within its own lock_timeout. The paused committer finds
 // its connection closed when it resumes and, reconnecting, that it was
 // fenced.
 func (m *committer) connection(ctx context.Context) (*pgx.Conn, error) {

@@ -238,7 +238,8 @@ func TestLegacyProgressMigrates(t *testing.T) {
 // client from a slow one. The multi-process cluster test found it: a
 // paused instance kept its successor's Fence failing every LockTimeout
 // for two minutes, and the task could not move. The server now ends the
-// paused session after half of LockTimeout idle; the successor's Fence,
+// paused session after half of LockTimeout idle (at least 5s); the
+// successor's Fence,
 // retried as the engine retries a failed start, goes through, and the
 // paused committer, resumed, is fenced.
 func TestPausedCommitterDoesNotBlockItsSuccessor(t *testing.T) {
@@ -247,7 +248,7 @@ func TestPausedCommitterDoesNotBlockItsSuccessor(t *testing.T) {
 			ctx := context.Background()
 			conn := db(t)
 			opts := freshTable(t, conn, "paused_"+mode.String(), mode)
-			opts.LockTimeout = 2 * time.Second
+			opts.LockTimeout = 12 * time.Second // the paused session ends after 6s idle
 			s := newTestSink(t, opts)
 			old, current := testOwner, sink.Owner{Incarnation: testOwner.Incarnation, Epoch: testOwner.Epoch + 1}
 			paused := committerOf(t, s, "out", old, false, 0).(*committer)

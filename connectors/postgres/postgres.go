@@ -25,7 +25,8 @@
 // session-level advisory lock) in shared mode around the check and the
 // statement, because COMMIT PREPARED cannot run in a transaction block.
 // The server ends a committer's session that stays idle while it holds
-// either (a paused process) after half of Options.LockTimeout, so that a
+// either (a paused process) after half of Options.LockTimeout (at least
+// 5s), so that a
 // successor's Fence is not blocked by it. owner.go explains the locking.
 //
 // # Fenced mode (the default)
@@ -204,7 +205,7 @@ func newCore(opts Options) (*core, error) {
 	}
 	cfg.RuntimeParams["lock_timeout"] = fmt.Sprintf("%dms", opts.LockTimeout.Milliseconds())
 	// A committer's sessions end on the server when they stay idle inside
-	// a transaction for half of LockTimeout (see committer.connection).
+	// a transaction for half of LockTimeout, at least 5s (idleLimit).
 	committerCfg := cfg.Copy()
 	committerCfg.RuntimeParams["idle_in_transaction_session_timeout"] = fmt.Sprintf("%dms", idleLimit(opts.LockTimeout).Milliseconds())
 	c := &core{
@@ -281,10 +282,17 @@ func ownerTag(o sink.Owner) string {
 // idleLimit is how long a committer's session may stay idle while it
 // holds the sink's owner lock or the owner row (see committer.connection):
 // half of lockTimeout, so that a successor waiting lockTimeout for those
-// locks gets them from the server before its own wait ends.
+// locks gets them from the server before its own wait ends — but at least
+// minIdleLimit, so that a committer slowed down between two statements
+// (a loaded machine) is not cut off. With a LockTimeout under twice
+// minIdleLimit a successor's Fence may time out once or twice before the
+// paused session is ended; the engine retries it.
 func idleLimit(lockTimeout time.Duration) time.Duration {
-	return max(lockTimeout/2, time.Millisecond)
+	return max(lockTimeout/2, minIdleLimit)
 }
+
+// minIdleLimit is the least idleLimit.
+const minIdleLimit = 5 * time.Second
 
 // connect opens a connection for a writer; its errors never contain the
 // password.
