@@ -144,10 +144,13 @@ func start(ctx context.Context, name string, opts Options, build Build, checkSou
 	m, err := kafka.JoinGroup(ctx, opts.Group, kafka.GroupEvents{
 		Assigned: func(p map[string][]int32) {
 			in.assignment.changed()
-			if err := in.checkGroup(); err != nil {
-				in.log.Error("cluster: stopping this instance", "err", err)
-				in.do(func() []action { return in.l.fail(err) })
-				return
+			if !in.groupChecked {
+				in.groupChecked = true
+				if err := in.checkGroup(); err != nil {
+					in.log.Error("cluster: stopping this instance", "err", err)
+					in.do(func() []action { return in.l.fail(err) })
+					return
+				}
 			}
 			in.do(func() []action { return in.l.assigned(tasksOf(p)) })
 		},
@@ -215,12 +218,13 @@ type Instance struct {
 	log          *slog.Logger
 	ctx          context.Context // the tasks' parent: not cancelled by Run's ctx, so that stops are clean
 
-	membership  *kafka.Membership  // set before joined is closed; nil if joining failed
-	joined      chan struct{}      // closed once JoinGroup returned (the group's events may come before)
-	assignment  assignmentCache    // the group's assignment, for the status
-	started     time.Time          // when Start was called
-	stop        context.CancelFunc // stops the instance (control API's stop)
-	controlAddr string             // where the control API listens, "" if it does not
+	membership   *kafka.Membership  // set before joined is closed; nil if joining failed
+	joined       chan struct{}      // closed once JoinGroup returned (the group's events may come before)
+	groupChecked bool               // the first assignment checked the group's members (only the group's callbacks use it)
+	assignment   assignmentCache    // the group's assignment, for the status
+	started      time.Time          // when Start was called
+	stop         context.CancelFunc // stops the instance (control API's stop)
+	controlAddr  string             // where the control API listens, "" if it does not
 
 	mu         sync.Mutex
 	l          *lifecycle

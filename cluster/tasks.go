@@ -164,7 +164,8 @@ func (c *assignmentCache) changed() {
 func (c *assignmentCache) fetch(m *kafka.Membership, changes uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), assignmentRefresh)
 	defer cancel()
-	gms, err := m.Assignment(ctx)
+	g, err := m.Describe(ctx)
+	gms := g.Members
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.fetching, c.at, c.seen = false, time.Now(), changes

@@ -89,6 +89,12 @@ func JoinGroup(ctx context.Context, opts GroupOptions, ev GroupEvents) (*Members
 	if ev.Assigned == nil || ev.Revoked == nil || ev.Lost == nil {
 		return nil, errors.New("kafka: JoinGroup: GroupEvents.Assigned, Revoked and Lost are all required")
 	}
+	// The topics are checked before the member joins: once it has joined,
+	// a failure would close the client, which waits for the group's
+	// events, whose callee may be waiting for JoinGroup to return.
+	if _, err := listTopics(ctx, opts.Conn, opts.Topics, "GroupOptions.Topics"); err != nil {
+		return nil, err
+	}
 	call := func(f func(map[string][]int32)) func(context.Context, *kgo.Client, map[string][]int32) {
 		return func(_ context.Context, _ *kgo.Client, m map[string][]int32) { f(m) }
 	}
@@ -110,10 +116,6 @@ func JoinGroup(ctx context.Context, opts GroupOptions, ev GroupEvents) (*Members
 	// The member is for the assignment only: the tasks read their
 	// partitions from their checkpointed positions with their own clients.
 	cl.PauseFetchTopics(opts.Topics...)
-	if _, err := listTopics(ctx, opts.Conn, opts.Topics, "GroupOptions.Topics"); err != nil {
-		cl.Close()
-		return nil, err
-	}
 	return &Membership{cl: cl, group: opts.Group, topics: opts.Topics}, nil
 }
 
@@ -133,33 +135,44 @@ func (m *Membership) Member() string {
 }
 
 // GroupMember is one member of a consumer group as the broker describes
-// it ([Membership.Assignment]).
+// it ([Membership.Describe]).
 type GroupMember struct {
 	// Member is its member id, Client its client id, Host the address the
 	// broker sees it at.
 	Member, Client, Host string
-	// Topics are the topics it subscribed to when it joined, sorted.
+	// Topics are the topics it subscribed to when it joined, sorted; the
+	// broker tells them only while the group is stable.
 	Topics []string
 	// Partitions are the partitions the group assigned it, by topic.
 	Partitions map[string][]int32
 }
 
-// Assignment asks the group's coordinator for the group's members and
-// their subscriptions and assigned partitions, in the order of their
-// member ids: the assignment of every instance, not only this one's.
-func (m *Membership) Assignment(ctx context.Context) ([]GroupMember, error) {
+// Group is a consumer group as its coordinator describes it.
+type Group struct {
+	// State is the group's state: Stable, PreparingRebalance,
+	// CompletingRebalance, Empty or Dead. Only a Stable group's
+	// description holds its members' subscriptions and assignments.
+	State string
+	// Members are its members, in the order of their member ids.
+	Members []GroupMember
+}
+
+// Describe asks the group's coordinator for the group's state, members,
+// their subscriptions and assigned partitions: the assignment of every
+// instance, not only this one's.
+func (m *Membership) Describe(ctx context.Context) (Group, error) {
 	described, err := kadm.NewClient(m.cl).DescribeGroups(ctx, m.group)
 	if err != nil {
-		return nil, fmt.Errorf("kafka: describing group %q: %w", m.group, err)
+		return Group{}, fmt.Errorf("kafka: describing group %q: %w", m.group, err)
 	}
 	g, ok := described[m.group]
 	if !ok {
-		return nil, fmt.Errorf("kafka: describing group %q: the broker did not answer for it", m.group)
+		return Group{}, fmt.Errorf("kafka: describing group %q: the broker did not answer for it", m.group)
 	}
 	if g.Err != nil {
-		return nil, fmt.Errorf("kafka: describing group %q: %w", m.group, g.Err)
+		return Group{}, fmt.Errorf("kafka: describing group %q: %w", m.group, g.Err)
 	}
-	out := make([]GroupMember, 0, len(g.Members))
+	out := Group{State: g.State, Members: make([]GroupMember, 0, len(g.Members))}
 	for _, d := range g.Members {
 		gm := GroupMember{Member: d.MemberID, Client: d.ClientID, Host: d.ClientHost, Partitions: map[string][]int32{}}
 		if c, ok := d.Join.AsConsumer(); ok {
@@ -170,8 +183,8 @@ func (m *Membership) Assignment(ctx context.Context) ([]GroupMember, error) {
 				gm.Partitions[t.Topic] = append(gm.Partitions[t.Topic], t.Partitions...)
 			}
 		}
-		out = append(out, gm)
+		out.Members = append(out.Members, gm)
 	}
-	slices.SortFunc(out, func(a, b GroupMember) int { return strings.Compare(a.Member, b.Member) })
+	slices.SortFunc(out.Members, func(a, b GroupMember) int { return strings.Compare(a.Member, b.Member) })
 	return out, nil
 }

@@ -39,8 +39,9 @@ func EnsureTopic(ctx context.Context, conn Conn, topic string, partitions int32)
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	resp, err := adm.CreateTopic(ctx, partitions, -1, repartitionConfigs, topic)
+	created := err == nil && resp.Err == nil
 	switch {
-	case err == nil && resp.Err == nil:
+	case created:
 	case err == nil && !errors.Is(resp.Err, kerr.TopicAlreadyExists):
 		return fmt.Errorf("kafka: creating topic %q: %w", topic, conn.explain(resp.Err))
 	case err != nil && !errors.Is(err, kerr.TopicAlreadyExists):
@@ -48,7 +49,7 @@ func EnsureTopic(ctx context.Context, conn Conn, topic string, partitions int32)
 	}
 	// Created here or by another instance a moment ago: either way the
 	// brokers may answer before their metadata lists the topic.
-	n, err := awaitLeaders(ctx, adm, topic)
+	n, err := awaitTopic(ctx, adm, topic, created)
 	if err != nil {
 		return err
 	}
@@ -93,12 +94,15 @@ func checkRepartitionConfigs(ctx context.Context, adm *kadm.Client, conn Conn, t
 	return nil
 }
 
-// awaitLeaders waits until the metadata lists topic with a leader for
-// every partition, and returns its partition count: the brokers answer a
-// creation before their metadata has the topic, so a client asking at once
-// (this one, or another instance that found the topic already created) is
-// told it does not exist.
-func awaitLeaders(ctx context.Context, adm *kadm.Client, topic string) (int32, error) {
+// awaitTopic waits until the metadata lists topic — with a leader for
+// every partition when leaders is set (a topic just created, which its
+// writers are about to use) — and returns its partition count: the
+// brokers answer a creation before their metadata has the topic, so a
+// client asking at once (this one, or another instance that found the
+// topic already created) is told it does not exist. A topic that existed
+// before needs no leaders here: a partition whose broker is down makes
+// only its own tasks wait, as before.
+func awaitTopic(ctx context.Context, adm *kadm.Client, topic string, leaders bool) (int32, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var last error
@@ -117,7 +121,7 @@ func awaitLeaders(ctx context.Context, adm *kadm.Client, topic string) (int32, e
 		default:
 			last = nil
 			for _, p := range td.Partitions {
-				if p.Err != nil || p.Leader < 0 {
+				if leaders && (p.Err != nil || p.Leader < 0) {
 					last = fmt.Errorf("partition %d has no leader", p.Partition)
 				}
 			}
@@ -127,7 +131,7 @@ func awaitLeaders(ctx context.Context, adm *kadm.Client, topic string) (int32, e
 		}
 		select {
 		case <-ctx.Done():
-			return 0, fmt.Errorf("kafka: topic %q exists, but the brokers' metadata does not list it with a leader for every partition after 30s (%v): check the brokers", topic, last)
+			return 0, fmt.Errorf("kafka: topic %q exists, but the brokers' metadata does not list it whole after 30s (%v): check the brokers", topic, last)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

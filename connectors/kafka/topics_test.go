@@ -18,7 +18,7 @@ import (
 // repartition topics when they start together: every caller succeeds,
 // also those that find the topic created a moment ago by another, whose
 // metadata the brokers may not list yet (a failure of the test command,
-// "topic … does not exist or is not readable", before awaitLeaders also
+// "topic … does not exist or is not readable", before awaitTopic also
 // waited for a topic another caller created).
 func TestEnsureTopicFromManyInstances(t *testing.T) {
 	brokers := testenv.Kafka(t)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/sink"
@@ -147,7 +148,10 @@ func (m *committer) asOwner(ctx context.Context, conn *pgx.Conn, f func() error)
 // arguments cannot share a round trip.
 func (m *committer) lockOwner(ctx context.Context, conn *pgx.Conn) error {
 	k1, k2 := m.ownerLockKeys()
-	sql := fmt.Sprintf("SET idle_session_timeout = %d; SELECT pg_advisory_lock_shared(%d, %d)", idleLimit(m.c.opts.LockTimeout).Milliseconds(), k1, k2)
+	sql := fmt.Sprintf("SELECT pg_advisory_lock_shared(%d, %d)", k1, k2)
+	if hasIdleSessionTimeout(conn) {
+		sql = fmt.Sprintf("SET idle_session_timeout = %d; ", idleLimit(m.c.opts.LockTimeout).Milliseconds()) + sql
+	}
 	if _, err := conn.Exec(ctx, sql); err != nil {
 		return fmt.Errorf("take the owner lock: %w", err)
 	}
@@ -157,10 +161,25 @@ func (m *committer) lockOwner(ctx context.Context, conn *pgx.Conn) error {
 // unlockOwner releases the owner lock and the idle limit of lockOwner.
 func (m *committer) unlockOwner(ctx context.Context, conn *pgx.Conn) error {
 	k1, k2 := m.ownerLockKeys()
-	if _, err := conn.Exec(ctx, fmt.Sprintf("SELECT pg_advisory_unlock_shared(%d, %d); SET idle_session_timeout = 0", k1, k2)); err != nil {
+	sql := fmt.Sprintf("SELECT pg_advisory_unlock_shared(%d, %d)", k1, k2)
+	if hasIdleSessionTimeout(conn) {
+		sql += "; SET idle_session_timeout = 0"
+	}
+	if _, err := conn.Exec(ctx, sql); err != nil {
 		return fmt.Errorf("release the owner lock: %w", err)
 	}
 	return nil
+}
+
+// hasIdleSessionTimeout reports whether the server has
+// idle_session_timeout (PostgreSQL 14 and later). Prepared mode refuses an
+// older server at setup, but a job restored from a checkpoint of that mode,
+// or one cleaning up after it, still commits or rolls back its prepared
+// transactions there, without the limit.
+func hasIdleSessionTimeout(conn *pgx.Conn) bool {
+	major, _, _ := strings.Cut(conn.PgConn().ParameterStatus("server_version"), ".")
+	n, err := strconv.Atoi(major)
+	return err == nil && n >= 14
 }
 
 // inOwnerTx runs f in a transaction that first reads the sink's owner row

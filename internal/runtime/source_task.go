@@ -73,9 +73,10 @@ func (t *task) runSource(ctx context.Context) error {
 			} else if t.unreported {
 				// Read all that is visible now, after new input: a
 				// checkpoint may commit what it produced (a stage that
-				// reads what the stage before it just committed).
-				t.unreported = false
-				t.report(ctx, event{kind: evCaughtUp})
+				// reads what the stage before it just committed). Told
+				// without waiting: a driver busy with storage hears it at
+				// the next empty poll instead of holding the source.
+				t.unreported = !t.tryReport(event{kind: evCaughtUp})
 			}
 		}
 		var timeout <-chan time.Time

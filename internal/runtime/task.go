@@ -84,6 +84,18 @@ func (t *task) report(ctx context.Context, e event) {
 	}
 }
 
+// tryReport sends e to the driver if it can take it at once, and says
+// whether it did.
+func (t *task) tryReport(e event) bool {
+	e.task = t.index
+	select {
+	case t.events <- e:
+		return true
+	default:
+		return false
+	}
+}
+
 // runRecovered is run with a panic of an operator of the chain turned into
 // an error, so that it fails the attempt instead of the process.
 func (t *task) runRecovered(ctx context.Context) (err error) {
