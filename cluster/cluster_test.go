@@ -199,11 +199,7 @@ func ordinaryJob(name string, conn kafka.Conn, in, out, dsn, table string) (*str
 	if err != nil {
 		return nil, err
 	}
-	snk, err := kafka.NewSink(kafka.SinkOptions{Conn: conn, Topic: out, TransactionTimeout: time.Minute, CheckpointInterval: 200 * time.Millisecond},
-		func(v string) (kafka.Message, error) {
-			g, _, _ := strings.Cut(v, "@")
-			return kafka.Message{Key: []byte(g), Value: []byte(v)}, nil
-		})
+	snk, err := windowSink(kafka.SinkOptions{Conn: conn, Topic: out, TransactionTimeout: time.Minute, CheckpointInterval: 200 * time.Millisecond})
 	if err != nil {
 		return nil, err
 	}
@@ -257,6 +253,15 @@ func ordinaryJob(name string, conn kafka.Conn, in, out, dsn, table string) (*str
 	return j, nil
 }
 
+// windowSink writes the windowed jobs' results "gM@start:count" to a
+// Kafka topic, keyed by their group gM.
+func windowSink(o kafka.SinkOptions) (*kafka.Sink[string], error) {
+	return kafka.NewSink(o, func(v string) (kafka.Message, error) {
+		g, _, _ := strings.Cut(v, "@")
+		return kafka.Message{Key: []byte(g), Value: []byte(v)}, nil
+	})
+}
+
 // eventTime is the event time of record "k:i": i seconds.
 func eventTime(v string) time.Time {
 	_, i, _ := strings.Cut(v, ":")
@@ -273,11 +278,7 @@ func windowJob(name string, conn kafka.Conn, task cluster.Task, out string) (*st
 	if err != nil {
 		return nil, err
 	}
-	snk, err := kafka.NewSink(kafka.SinkOptions{Conn: conn, Topic: out, TransactionTimeout: time.Minute},
-		func(v string) (kafka.Message, error) {
-			g, _, _ := strings.Cut(v, "@")
-			return kafka.Message{Key: []byte(g), Value: []byte(v)}, nil
-		})
+	snk, err := windowSink(kafka.SinkOptions{Conn: conn, Topic: out, TransactionTimeout: time.Minute})
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/exactlyonce/exactly/checkpoint/store"
 	"github.com/exactlyonce/exactly/connectors/kafka"
 	"github.com/exactlyonce/exactly/control"
+	"github.com/exactlyonce/exactly/internal/runtime"
 	"github.com/exactlyonce/exactly/sink"
 	"github.com/exactlyonce/exactly/state"
 	"github.com/exactlyonce/exactly/stream"
@@ -412,7 +413,7 @@ func stagePause(o Options) time.Duration {
 	}
 	interval := o.Job.CheckpointInterval
 	if interval == 0 {
-		interval = time.Second // the engine's default
+		interval = runtime.DefaultCheckpointInterval
 	}
 	return interval / 10
 }
@@ -426,21 +427,10 @@ func (in *Instance) ControlAddr() string { return in.controlAddr }
 // (clustermetrics.NewCollector reports its tasks to a registry of the
 // program's own).
 func openControl(o stream.ControlOptions) (net.Listener, string, error) {
-	if o.Addr == "" {
-		if o.TokenFile != "" || o.TokenEnv != "" {
-			return nil, "", errors.New(`Options.Job.Control.Addr = "" while a token is set: set Addr to a host:port such as 127.0.0.1:8081, or leave Control empty`)
-		}
-		return nil, "", nil
-	}
-	token, err := control.LoadToken(o.TokenFile, o.TokenEnv)
-	if err != nil {
-		return nil, "", fmt.Errorf("the control API's token (Options.Job.Control.TokenFile or TokenEnv; exactly run --token-file or --token-env): %w", err)
-	}
-	ln, err := control.Listen(o.Addr, token != "")
-	if err != nil {
-		return nil, "", fmt.Errorf("Options.Job.Control.Addr (exactly run --control-addr) = %q is invalid: %w", o.Addr, err)
-	}
-	return ln, token, nil
+	return runtime.OpenControl(runtime.ControlOptions{Addr: o.Addr, TokenFile: o.TokenFile, TokenEnv: o.TokenEnv}, runtime.OptionNames{
+		ControlAddr:  "Options.Job.Control.Addr (exactly run --control-addr)",
+		ControlToken: "Options.Job.Control.TokenFile or TokenEnv (exactly run --token-file or --token-env)",
+	})
 }
 
 // taskStateBackend returns the state backend of task t's job, built with

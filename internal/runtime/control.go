@@ -20,9 +20,10 @@ type ControlOptions struct {
 	Metrics   func(job string, m *Metrics) http.Handler // the handler of GET /metrics; nil answers 404
 }
 
-// openControl validates o and opens its listener and token; nil, "" when
-// o serves nothing.
-func openControl(o ControlOptions, names OptionNames) (net.Listener, string, error) {
+// OpenControl validates o and opens its listener and token; nil, "" when
+// o serves nothing. names spell the options in its errors. A job calls it
+// at Start; package cluster for the control API of an instance.
+func OpenControl(o ControlOptions, names OptionNames) (net.Listener, string, error) {
 	if o.Addr == "" {
 		if o.TokenFile != "" || o.TokenEnv != "" || o.Metrics != nil {
 			return nil, "", fmt.Errorf(`exactly: option Control.Addr = "" while other Control options are set: set Control.Addr to a host:port such as 127.0.0.1:8081, or leave Control empty`)

@@ -60,7 +60,7 @@ func Start(ctx context.Context, g Graph, opts Options) (*Job, error) {
 	if err := g.validate(opts.MaxParallelism); err != nil {
 		return nil, err
 	}
-	ln, token, err := openControl(opts.Control, opts.optionNames())
+	ln, token, err := OpenControl(opts.Control, opts.optionNames())
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,10 @@ import (
 // default, is there: go doc github.com/exactlyonce/exactly/stream.Options.
 // The zero value of every field means its default; [Options.withDefaults]
 // sets them.
+// DefaultCheckpointInterval is the checkpoint interval of a job that sets
+// none.
+const DefaultCheckpointInterval = time.Second
+
 type Options struct {
 	CheckpointDir               string        // where checkpoints are kept; required
 	CheckpointInterval          time.Duration // between two checkpoint triggers; default 1s
@@ -76,7 +80,7 @@ const (
 
 func (o Options) withDefaults() Options {
 	if o.CheckpointInterval == 0 {
-		o.CheckpointInterval = time.Second
+		o.CheckpointInterval = DefaultCheckpointInterval
 	}
 	if o.CheckpointTimeout == 0 {
 		o.CheckpointTimeout = time.Minute
