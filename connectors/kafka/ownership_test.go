@@ -113,6 +113,14 @@ func TestDefaultPrefixUnambiguous(t *testing.T) {
 			// Job b starts: its writer opens and its committer recovers.
 			ownedWriter(t, sb, b)
 			start(t, ownedCommitter(t, sb, b), 0)
+			if tc.prefix != "" {
+				// The writer opens its first producer in the background;
+				// its InitProducerID under the shared id aborts a's
+				// transaction. Wait for it, or a's commit may come first.
+				kafkatest.WaitFor(t, 10*time.Second, "job b's producer to take over the shared id", func() bool {
+					return len(openTransactions(t, adm, tc.prefix)) == 0
+				})
+			}
 			err = ownedCommitter(t, sa, a).Commit(ctx, sink.Committable{Checkpoint: 1, Data: data})
 			if tc.prefix == "" {
 				if err != nil {
