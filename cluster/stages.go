@@ -99,6 +99,14 @@ func planJob(ctx context.Context, j *stream.Job, opts Options) (*jobStages, erro
 	if int(sp.partitions) > sp.maxParallelism {
 		return nil, fmt.Errorf("cluster: job %q: %d repartition partitions, more than the job's %d key groups (stream.Options.MaxParallelism): set Options.RepartitionPartitions to at most %d", j.Name(), sp.partitions, sp.maxParallelism, sp.maxParallelism)
 	}
+	if err := checkSharedSinks(j.Name(), plan, func(s int) int32 {
+		if len(sp.topics[s]) > 0 {
+			return counts[sp.topics[s][0]]
+		}
+		return sp.partitions
+	}); err != nil {
+		return nil, err
+	}
 	for _, c := range plan.Cuts {
 		if err := kafka.EnsureTopic(ctx, sp.conn, c.Topic, sp.partitions); err != nil {
 			return nil, fmt.Errorf("cluster: job %q: %w", j.Name(), err)
@@ -129,6 +137,34 @@ func planJob(ctx context.Context, j *stream.Job, opts Options) (*jobStages, erro
 		sp.leaders = append(sp.leaders, leader)
 	}
 	return sp, nil
+}
+
+// sharedOutput is implemented by a sink that can tell whether the jobs of
+// several tasks may share it: each task of a stage runs a job of its own
+// name, and a sink that names its output without the job's name (a fixed
+// Kafka transactional id prefix, a directory, a SQLite file) would have
+// the tasks fence or overwrite each other. SharedByJobs returns why, or nil.
+type sharedOutput interface{ SharedByJobs() error }
+
+// checkSharedSinks refuses a sink of a stage that runs as more than one
+// task (tasks gives a stage's count) when the sink cannot be shared.
+func checkSharedSinks(job string, plan stages.Plan, tasks func(stage int) int32) error {
+	for s, st := range plan.Stages {
+		n := tasks(s)
+		if n < 2 {
+			continue
+		}
+		for _, sk := range st.Sinks {
+			so, ok := sk.Sink.(sharedOutput)
+			if !ok {
+				continue
+			}
+			if err := so.SharedByJobs(); err != nil {
+				return fmt.Errorf("cluster: job %q: sink %q runs in stage %d, as %d tasks, each a job of its own: %w", job, sk.Name, s, n, err)
+			}
+		}
+	}
+	return nil
 }
 
 // build returns the Build of the tasks of every stage: a task is a

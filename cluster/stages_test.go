@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -13,8 +14,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactlyonce/exactly/cluster"
+	"github.com/exactlyonce/exactly/connectors/file"
 	"github.com/exactlyonce/exactly/connectors/generator"
 	"github.com/exactlyonce/exactly/connectors/kafka"
+	"github.com/exactlyonce/exactly/connectors/sqlite"
 	"github.com/exactlyonce/exactly/control"
 	"github.com/exactlyonce/exactly/internal/kafkatest"
 	"github.com/exactlyonce/exactly/internal/testenv"
@@ -228,6 +231,67 @@ func TestRunJobRefusesWhatItCannotSplit(t *testing.T) {
 	err = cluster.RunJob(context.Background(), j, cluster.Options{Group: kafka.GroupOptions{Conn: conn}, Job: stream.Options{CheckpointDir: t.TempDir()}})
 	if err == nil || !strings.Contains(err.Error(), name+"-per-key-0-repartition\" exists with 3 partitions, but the job needs 4") {
 		t.Errorf("a repartition topic of 3 partitions for a job that needs 4: %v", err)
+	}
+}
+
+// TestRunJobRefusesSinksTasksCannotShare: the tasks of a stage are jobs
+// of their own names; a sink that names its output without the job's name
+// would have them fence each other. A Kafka sink with a fixed
+// transactional id prefix, a file sink and a SQLite sink in a stage of
+// four tasks are refused at start, naming the sink, the stage and the
+// fix, before any repartition topic is created; the Kafka sink with the
+// default prefix is accepted (TestRunJobInStages).
+func TestRunJobRefusesSinksTasksCannotShare(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	adm := kafkatest.Admin(t, brokers)
+	name := kafkatest.UniqueName("shared-sink")
+	kafkatest.CreateTopic(t, adm, name+"-in", 4)
+	conn := kafka.Conn{Brokers: []string{brokers}}
+	prefixed, err := kafka.NewSink(kafka.SinkOptions{Conn: conn, Topic: name + "-out", TransactionalIDPrefix: "fixed"},
+		func(v string) (kafka.Message, error) { return kafka.Message{Value: []byte(v)}, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := file.NewSink(t.TempDir(), func(b []byte, v string) []byte { return append(b, v...) }, file.SinkOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sqlite.NewSink(sqlite.Options{Path: filepath.Join(t.TempDir(), "out.db"), Table: "out", Columns: []sqlite.Column{{Name: "v", Type: "TEXT"}}},
+		func(v string, row []any) []any { return append(row, v) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		sink sink.Sink[string]
+		want string
+	}{
+		{prefixed, `transactional id prefix is "fixed"`},
+		{files, "file: the sink writes to directory"},
+		{db, "sqlite: the sink writes to"},
+	} {
+		src, err := kafka.NewSource(kafka.SourceOptions{Conn: conn, Topics: []string{name + "-in"}}, kafka.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		j := stream.New(name)
+		keyed := stream.KeyBy(stream.Source(j, "in", src), func(r kafka.Record[string]) string { return string(r.Key) }, state.StringCodec{})
+		stream.SinkTo(stream.Process(keyed, "count", runningCount[kafka.Record[string]](func(k string, n int) string { return k })), "out", tc.sink)
+		// Bounded: a job that is not refused runs until the context ends.
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		err = cluster.RunJob(ctx, j, cluster.Options{Group: kafka.GroupOptions{Conn: conn}, Job: stream.Options{CheckpointDir: t.TempDir()}})
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), `sink "out" runs in stage 1, as 4 tasks`) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("a %T in a stage of 4 tasks: %v; want a refusal naming the sink and saying %q", tc.sink, err, tc.want)
+		}
+	}
+	topics, err := adm.ListTopics(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, topic := range topics.Names() {
+		if strings.HasPrefix(topic, name+"-") && strings.HasSuffix(topic, "-repartition") {
+			t.Errorf("repartition topic %s was created for a refused job", topic)
+		}
 	}
 }
 

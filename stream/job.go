@@ -54,6 +54,7 @@ type node struct {
 	sideOutputs bool // a process function, which may have side outputs
 	sides       []sideTag
 	source      any                                         // a source's source.Source, as given to Source
+	sink        any                                         // a sink's sink.Sink, as given to SinkTo
 	eventTime   bool                                        // a source with event time
 	withSource  func(src any) (runtime.OperatorSpec, error) // a source's spec with another source.Source of its type
 }

@@ -23,7 +23,7 @@ func SinkTo[T any](s Stream[T], name string, sk sink.Sink[T], opts ...SinkOption
 	if sk == nil {
 		j.fail("sink %q is nil", name)
 	}
-	nd := &node{inherit: true}
+	nd := &node{inherit: true, sink: sk}
 	nd.spec = runtime.OperatorSpec{
 		Name:   name,
 		Inputs: []runtime.Input{s.input()},

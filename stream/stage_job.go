@@ -122,6 +122,11 @@ func init() {
 			for _, op := range st.sources {
 				s.Sources = append(s.Sources, j.nodes[op].spec.Name)
 			}
+			for _, op := range st.ops {
+				if nd := j.nodes[op]; nd.sink != nil {
+					s.Sinks = append(s.Sinks, stages.Sink{Name: nd.spec.Name, Sink: nd.sink})
+				}
+			}
 			s.Reads, s.Writes = st.reads, st.writes
 			out.Stages = append(out.Stages, s)
 		}

@@ -127,6 +127,15 @@ func newSink[T any](fsys vfs.FS, dir string, encode func(dst []byte, v T) []byte
 	return &Sink[T]{fs: fsys, dir: dir, encode: encode, opts: opts}, nil
 }
 
+// SharedByJobs reports why jobs of different names cannot write through
+// the sink at once, as the tasks of one stage of a cluster would (package
+// cluster asks it when it plans a job): the sink's files and owner record
+// are named by the sink's name and the directory, not the job's, so the
+// jobs would fence each other; and the directory is local to a machine.
+func (s *Sink[T]) SharedByJobs() error {
+	return fmt.Errorf("file: the sink writes to directory %s under names that do not hold the job's name: jobs sharing it would take its ownership from each other, and tasks on other machines would write to their own disks. Write a stage that runs as many tasks to Kafka or PostgreSQL, or run the job in one process", s.dir)
+}
+
 // NewWriter opens the writer of one subtask. It creates no file until the
 // first Write.
 func (s *Sink[T]) NewWriter(_ context.Context, info sink.WriterInfo) (sink.Writer[T], error) {

@@ -72,6 +72,19 @@ func (s *Sink[T]) prefix(job, name string) string {
 	return DefaultTransactionalIDPrefix(job, name)
 }
 
+// SharedByJobs reports whether jobs of different names may write through
+// the sink at once, as the tasks of one stage of a cluster do (package
+// cluster asks it when it plans a job): with SinkOptions.TransactionalIDPrefix
+// set they would write under the same transactional ids and fence each
+// other's transactions, and it returns why; with the default prefix, which
+// is derived from the job's name, or without transactions, it returns nil.
+func (s *Sink[T]) SharedByJobs() error {
+	if s.opts.Guarantee != ExactlyOnce || s.opts.TransactionalIDPrefix == "" {
+		return nil
+	}
+	return fmt.Errorf("kafka: the sink's transactional id prefix is %q (SinkOptions.TransactionalIDPrefix), the same for every job that uses it: the jobs would open the same transactional ids and abort each other's transactions. Leave TransactionalIDPrefix empty: the default prefix is derived from each job's name (DefaultTransactionalIDPrefix), and a prefixed ACL on \"exactly-\" covers them all", s.opts.TransactionalIDPrefix)
+}
+
 // DefaultTransactionalIDPrefix returns the transactional id prefix a sink
 // named sinkName in job uses when SinkOptions.TransactionalIDPrefix is
 // empty: "exactly-{job}.{sink}-{hash}", readable names and 16 hex digits of

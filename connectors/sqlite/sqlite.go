@@ -168,6 +168,15 @@ type Sink[T any] struct {
 
 var _ sink.Sink[int] = (*Sink[int])(nil)
 
+// SharedByJobs reports why jobs of different names cannot write through
+// the sink at once, as the tasks of one stage of a cluster would (package
+// cluster asks it when it plans a job): its progress and owner rows are
+// keyed by the sink's name, not the job's, so the jobs would fence each
+// other; and the database file is local to a machine.
+func (s *Sink[T]) SharedByJobs() error {
+	return fmt.Errorf("sqlite: the sink writes to %s, whose progress and owner rows are keyed by the sink's name and not the job's: jobs sharing it would take its ownership from each other, and tasks on other machines would write to their own files. Write a stage that runs as many tasks to Kafka or PostgreSQL, or run the job in one process", s.opts.Path)
+}
+
 // NewSink returns a sink into opts.Table of opts.Path. toRow appends the
 // values of v's columns, in Options.Columns order, to row and returns it;
 // the values must be of types the driver accepts (integers, floats, strings,

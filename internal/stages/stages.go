@@ -39,8 +39,16 @@ type Plan struct {
 type Stage struct {
 	// Sources names the job's own sources in the stage.
 	Sources []string
+	// Sinks are the job's sinks in the stage.
+	Sinks []Sink
 	// Reads and Writes index the plan's cuts the stage reads and writes.
 	Reads, Writes []int
+}
+
+// Sink is one of a job's sinks: its name and its sink.Sink.
+type Sink struct {
+	Name string
+	Sink any
 }
 
 // Cut is a key shuffle carried by a repartition topic.
