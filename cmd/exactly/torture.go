@@ -43,6 +43,15 @@ non-zero on any anomaly or broken rule. Disk faults need root. The service scrip
 this process's environment (KAFKA_DIR, EXACTLY_POSTGRES_DATA, ...). See
 docs/reliability.md.
 
+With --instances N the job runs as a cluster job (cluster.RunJob: stages
+joined by repartition topics, its Kafka sinks and both PostgreSQL sinks, no
+file sink) on N instance processes, and the process faults are instance
+faults: SIGKILL of an instance, an instance restarted to kill itself at each
+protocol point, SIGSTOP past the session timeout then SIGCONT (the zombie's
+outcome is counted), SIGTERM (a clean leave, which must exit 0), a new
+instance joining, two instances killed at once, and an instance restarted
+with its working directory wiped; mixed with the service and network faults.
+
 Flags:
 `
 
@@ -68,6 +77,7 @@ func runTorture(ctx context.Context, args []string, out io.Writer) error {
 	fs.DurationVar(&c.Interval, "interval", 300*time.Millisecond, "checkpoint interval")
 	fs.StringVar(&c.Dir, "dir", "exactly-torture", "working directory: checkpoints and file output (cleared first)")
 	fs.BoolVar(&c.NoDisk, "no-disk-faults", false, "no checkpoint directory faults (they need root)")
+	fs.IntVar(&c.Instances, "instances", 0, "run the job as a cluster job on this many instance processes, with instance faults (0: one process)")
 	fs.BoolVar(&c.Pebble, "pebble", false, "keep the job's keyed state in the Pebble backend (on disk) instead of on the heap")
 	fs.StringVar(&c.S3, "s3", "", "endpoint of the S3 server (scripts/s3.sh prints it as EXACTLY_S3): keep the checkpoints there and make object-storage faults instead of checkpoint directory faults")
 	if err := parseFlags(fs, tortureUsage, args, out); err != nil {

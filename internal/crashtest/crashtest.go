@@ -58,6 +58,13 @@ func Probe() func(runtime.ProbePoint, checkpoint.ID) {
 	}
 }
 
+// KillAt returns the environment entry that makes [Probe], in a process
+// started with it, SIGKILL that process the nth time it reaches point:
+// for supervisors of their own (the torture suite's cluster runs).
+func KillAt(point runtime.ProbePoint, n int) string {
+	return fmt.Sprintf("%s=%s:%d", envCrashAt, point, n)
+}
+
 // Options configures a crash run.
 type Options struct {
 	// Kills is the number of kills to make before the child may finish. Default 20.

@@ -17,16 +17,16 @@ import (
 // CheckKafka checks the output topic of the exactly-once Kafka sink of the
 // keyed totals: the committed records that readCommitted finds, partition
 // by partition in offset order, are checked against x.
-func CheckKafka(ctx context.Context, x *Expected, name, brokers, topic, txnPrefix string) (SinkResult, error) {
-	return checkTopic(ctx, name, brokers, topic, txnPrefix, parseOut, x.Check)
+func CheckKafka(ctx context.Context, x *Expected, name, brokers, topic string, txnPrefixes []string) (SinkResult, error) {
+	return checkTopic(ctx, name, brokers, topic, txnPrefixes, parseOut, x.Check)
 }
 
 // checkTopic reads topic as readCommitted does, parses each partition's
 // records with parse and checks the streams with check.
-func checkTopic[T any](ctx context.Context, name, brokers, topic, txnPrefix string,
+func checkTopic[T any](ctx context.Context, name, brokers, topic string, txnPrefixes []string,
 	parse func(string) (T, error), check func(SinkResult, [][]T) SinkResult) (SinkResult, error) {
 	res := SinkResult{Sink: name}
-	parts, err := readCommitted(ctx, &res, brokers, topic, txnPrefix)
+	parts, err := readCommitted(ctx, &res, brokers, topic, txnPrefixes)
 	if err != nil {
 		return res, err
 	}
@@ -36,7 +36,7 @@ func checkTopic[T any](ctx context.Context, name, brokers, topic, txnPrefix stri
 // readCommitted returns the values of the records a read_committed reader
 // reads from topic, one stream per partition (in partition order), each in
 // offset order, and counts in res the transaction anomalies of the
-// exactly-once Kafka sink that wrote them under txnPrefix.
+// exactly-once Kafka sink that wrote them under txnPrefixes.
 //
 // It first scans the topic with a read_uncommitted reader that keeps the
 // control records, and works out from the transaction markers, without
@@ -46,9 +46,9 @@ func checkTopic[T any](ctx context.Context, name, brokers, topic, txnPrefix stri
 // record it returns that is not committed by the markers is an aborted or
 // uncommitted record made visible (AbortedVisible); a transaction left
 // open, by the markers or in the broker's transaction list under
-// txnPrefix, is Lingering. A record written outside a transaction is
+// one of txnPrefixes, is Lingering. A record written outside a transaction is
 // Unexpected.
-func readCommitted(ctx context.Context, res *SinkResult, brokers, topic, txnPrefix string) ([][]string, error) {
+func readCommitted(ctx context.Context, res *SinkResult, brokers, topic string, txnPrefixes []string) ([][]string, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers))
 	if err != nil {
 		return nil, err
@@ -127,7 +127,7 @@ func readCommitted(ctx context.Context, res *SinkResult, brokers, topic, txnPref
 		return nil, fmt.Errorf("list transactions: %w", err)
 	}
 	for _, id := range open.TransactionalIDs() {
-		if strings.HasPrefix(id, txnPrefix+"-") {
+		if slices.ContainsFunc(txnPrefixes, func(p string) bool { return strings.HasPrefix(id, p+"-") }) {
 			res.Lingering++
 			res.example("transaction %s still open", id)
 		}

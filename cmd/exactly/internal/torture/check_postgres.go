@@ -15,7 +15,7 @@ import (
 // order (the table's pos column, a bigserial) form one ordered stream. The
 // sink's staging tables (fenced mode) and prepared transactions (prepared
 // mode) left after the job ended count as lingering.
-func CheckPostgres(ctx context.Context, x *Expected, name, dsn, table, job, sinkName string) (SinkResult, error) {
+func CheckPostgres(ctx context.Context, x *Expected, name, dsn, table string, jobs []string, sinkName string) (SinkResult, error) {
 	res := SinkResult{Sink: name}
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
@@ -38,20 +38,29 @@ func CheckPostgres(ctx context.Context, x *Expected, name, dsn, table, job, sink
 		return res, err
 	}
 	// The sink tags what it leaves behind with its key (connectors/postgres).
-	sum := sha256.Sum256([]byte(job + "\n" + sinkName + "\npublic." + table))
-	key := hex.EncodeToString(sum[:8])
-	var staging, prepared int
-	err = conn.QueryRow(ctx, `SELECT
+	for _, job := range jobs {
+		key := sinkKey(job, sinkName, table)
+		var staging, prepared int
+		err = conn.QueryRow(ctx, `SELECT
 		(SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND starts_with(tablename, '_exactly_stage_' || $1 || '_')),
 		(SELECT count(*) FROM pg_prepared_xacts WHERE starts_with(gid, 'exactly:' || $1 || ':'))`, key).Scan(&staging, &prepared)
-	if err != nil {
-		return res, err
-	}
-	if staging+prepared > 0 {
-		res.Lingering += staging + prepared
-		res.example("%d staging tables and %d prepared transactions left", staging, prepared)
+		if err != nil {
+			return res, err
+		}
+		if staging+prepared > 0 {
+			res.Lingering += staging + prepared
+			res.example("job %s: %d staging tables and %d prepared transactions left", job, staging, prepared)
+		}
 	}
 	return x.Check(res, [][]Out{stream}), nil
+}
+
+// sinkKey returns the key the PostgreSQL sink named sinkName of job tags
+// its staging tables, prepared transactions and rows with, for table
+// (connectors/postgres).
+func sinkKey(job, sinkName, table string) string {
+	sum := sha256.Sum256([]byte(job + "\n" + sinkName + "\npublic." + table))
+	return hex.EncodeToString(sum[:8])
 }
 
 // createTable creates the table the PostgreSQL sinks write to: the
@@ -69,7 +78,7 @@ func createTable(ctx context.Context, dsn, table string) error {
 // dropTables drops the run's tables and deletes the rows its sinks left in
 // the shared progress and owner tables (connectors/postgres), when they
 // exist.
-func dropTables(ctx context.Context, dsn string, tables ...string) error {
+func dropTables(ctx context.Context, dsn string, jobs []string, tables ...string) error {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return err
@@ -78,8 +87,9 @@ func dropTables(ctx context.Context, dsn string, tables ...string) error {
 	var keys []string
 	for _, t := range tables {
 		for _, s := range []string{sinkFenced, sinkPrepared} {
-			sum := sha256.Sum256([]byte(jobName + "\n" + s + "\npublic." + t))
-			keys = append(keys, hex.EncodeToString(sum[:8]))
+			for _, job := range jobs {
+				keys = append(keys, sinkKey(job, s, t))
+			}
 		}
 	}
 	// After a failed run, the sinks may have left prepared transactions

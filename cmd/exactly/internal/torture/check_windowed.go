@@ -9,8 +9,8 @@ import (
 // exactly-once Kafka sink: the committed records that readCommitted finds,
 // partition by partition in offset order, are checked against x's windows
 // by [Expected.CheckWindows].
-func CheckKafkaWindows(ctx context.Context, x *Expected, name, brokers, topic, txnPrefix string) (SinkResult, error) {
-	return checkTopic(ctx, name, brokers, topic, txnPrefix, parseWindow, x.CheckWindows)
+func CheckKafkaWindows(ctx context.Context, x *Expected, name, brokers, topic string, txnPrefixes []string) (SinkResult, error) {
+	return checkTopic(ctx, name, brokers, topic, txnPrefixes, parseWindow, x.CheckWindows)
 }
 
 // CheckWindows verifies the committed output of a windowed sink, given as

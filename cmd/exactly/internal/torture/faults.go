@@ -52,8 +52,11 @@ type injector struct {
 	s3       *objectStorage // the checkpoints' object storage; nil: a local directory
 	ckfs     string         // mount point of the tmpfs holding ckpt; "" when not mounted
 	groups   []string
-	logf     func(format string, args ...any)
-	enough   func() bool // the fault budget or the time limit is reached
+	// instances is set in a cluster run: its process faults are the
+	// instance faults.
+	instances bool
+	logf      func(format string, args ...any)
+	enough    func() bool // the fault budget or the time limit is reached
 
 	progress string    // the job's progress file: a "c" per completed checkpoint
 	job      jobConfig // the job's configuration, for the processes the injector starts
@@ -140,8 +143,12 @@ func (in *injector) failf(format string, args ...any) {
 }
 
 // processKinds returns the process faults that can be made: the clean
-// stop during an outage needs toxiproxy.
+// stop during an outage needs toxiproxy; a cluster run makes the instance
+// faults instead.
 func (in *injector) processKinds() []string {
+	if in.instances {
+		return instanceKinds()
+	}
 	if in.tp == nil {
 		return slices.DeleteFunc(slices.Clone(processKinds), func(k string) bool { return k == FaultCleanStop })
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -56,6 +57,39 @@ type jobConfig struct {
 	Progress    string // file the job appends "c" to per completed checkpoint and "r" per restart
 	Rate        float64
 	Interval    time.Duration
+	// Cluster runs the job with cluster.RunJob, as one instance of a
+	// cluster of processes (Config.Instances), under the name Job and the
+	// consumer group Group: it reads its input unbounded (the loader ends
+	// each partition with an end marker, whose time closes every window),
+	// its Kafka sinks use the default transactional id prefixes (a fixed
+	// one cannot be shared by the tasks of a stage), and it has no file
+	// sink (the tasks of a stage cannot share a directory).
+	Cluster bool
+	Job     string
+	Group   string
+	// Unthrottle is a file whose existence lifts the throttle (Rate): the
+	// supervisor of a cluster run creates it once every fault is made, so
+	// that the running instances read the rest at full speed.
+	Unthrottle string
+}
+
+// envInstance names the instance process of a cluster run (Config.Instances);
+// envInstanceDir is its working directory.
+const (
+	envInstance    = "EXACTLY_TORTURE_INSTANCE"
+	envInstanceDir = "EXACTLY_TORTURE_INSTANCE_DIR"
+)
+
+// endMarker is the value of the record that ends each input partition of
+// a cluster run; the job drops it after reading its time.
+const endMarker = "end"
+
+// name returns the job's name.
+func (c jobConfig) name() string {
+	if c.Cluster {
+		return c.Job
+	}
+	return jobName
 }
 
 // IsChild reports whether this process is a torture job started by [Run].
@@ -82,32 +116,20 @@ func RunChild(ctx context.Context) error {
 		return err
 	}
 	defer progress.Close()
+	if c.Cluster && c.StateDir != "" {
+		// Each instance keeps its tasks' Pebble databases in its own
+		// working directory, which a fault may wipe.
+		c.StateDir = filepath.Join(os.Getenv(envInstanceDir), "pebble")
+	}
 	j, err := buildJob(c)
 	if err != nil {
 		return err
 	}
-	kill := crashtest.Probe()
-	r, err := j.Start(ctx, stream.Options{
-		CheckpointDir:      c.Checkpoints,
-		CheckpointInterval: c.Interval,
-		CheckpointTimeout:  checkpointTimeout,
-		// A short lease, so that a paused process becomes a zombie within
-		// seconds (the zombie fault); a second instance waits two leases.
-		OwnershipLease: ownershipLease,
-		// Small batches: the throttle sleeps inside the source's task, and
-		// a barrier waits behind the batch being throttled.
-		BatchSize: 32,
-		Logger:    slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Restart:   stream.RestartStrategy{MaxAttempts: 1000, InitialBackoff: 100 * time.Millisecond, MaxBackoff: 2 * time.Second},
-		Probe: func(p stream.ProbePoint, id checkpoint.ID) {
-			if p == stream.ProbeMetadataWritten {
-				_, _ = progress.WriteString("c")
-			}
-			if kill != nil {
-				kill(p, id)
-			}
-		},
-	})
+	opts := jobOptions(c, progress)
+	if c.Cluster {
+		return runInstance(ctx, c, j, opts)
+	}
+	r, err := j.Start(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -129,25 +151,56 @@ func RunChild(ctx context.Context) error {
 	}
 }
 
+// jobOptions returns the options the torture job runs with: it appends a
+// "c" to progress per completed checkpoint, and its probe kills the
+// process where crashtest asked.
+func jobOptions(c jobConfig, progress *os.File) stream.Options {
+	kill := crashtest.Probe()
+	return stream.Options{
+		CheckpointDir:      c.Checkpoints,
+		CheckpointInterval: c.Interval,
+		CheckpointTimeout:  checkpointTimeout,
+		// A short lease, so that a paused process becomes a zombie within
+		// seconds (the zombie fault); a second instance waits two leases.
+		OwnershipLease: ownershipLease,
+		// Small batches: the throttle sleeps inside the source's task, and
+		// a barrier waits behind the batch being throttled.
+		BatchSize: 32,
+		Logger:    slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Restart:   stream.RestartStrategy{MaxAttempts: 1000, InitialBackoff: 100 * time.Millisecond, MaxBackoff: 2 * time.Second},
+		Probe: func(p stream.ProbePoint, id checkpoint.ID) {
+			if p == stream.ProbeMetadataWritten {
+				_, _ = progress.WriteString("c")
+			}
+			if kill != nil {
+				kill(p, id)
+			}
+		},
+	}
+}
+
 // buildJob builds Kafka input (with event time) → throttle → keyed totals
 // → four exactly-once sinks: Kafka, PostgreSQL fenced, PostgreSQL prepared,
 // files; and throttle → keyed event-time windows → a fifth, Kafka.
 func buildJob(c jobConfig) (*stream.Job, error) {
 	conn := kafka.Conn{Brokers: []string{c.Brokers}}
-	src, err := kafka.NewSource(kafka.SourceOptions{Conn: conn, Topics: []string{c.Input}, Bounded: true}, kafka.String())
+	src, err := kafka.NewSource(kafka.SourceOptions{Conn: conn, Topics: []string{c.Input}, Bounded: !c.Cluster}, kafka.String())
 	if err != nil {
 		return nil, err
 	}
-	j := stream.New(jobName)
+	j := stream.New(c.name())
 	if c.StateDir != "" {
 		j.SetStateBackend(state.BackendConfig{Kind: state.PebbleBackend, Dir: c.StateDir})
 	}
-	lim := newLimiter(c.Rate)
+	lim := newLimiter(c.Rate, c.Unthrottle)
 	// The loader stamps each record with its event's time, in id order per
 	// partition: no record trails its partition's newest, none is late.
 	in := stream.SourceWithEventTime(j, "input", src, stream.EventTime[kafka.Record[string]]{
 		Timestamp: func(r kafka.Record[string]) time.Time { return r.Timestamp },
 	}, stream.Parallelism(jobParallelism))
+	if c.Cluster {
+		in = stream.Filter(in, func(r kafka.Record[string]) bool { return r.Value != endMarker }, stream.Name("drop-end-markers"))
+	}
 	events := stream.Map(in, func(r kafka.Record[string]) Event {
 		lim.wait()
 		e, err := parseEvent(r.Value)
@@ -162,7 +215,7 @@ func buildJob(c jobConfig) (*stream.Job, error) {
 	})
 	outs := Totals(events, jobParallelism)
 
-	ks, err := kafkaSink(conn, c, c.Output, c.TxnPrefix, func(o Out) kafka.Message {
+	ks, err := kafkaSink(conn, c, c.Output, c.sinkPrefix(c.TxnPrefix), func(o Out) kafka.Message {
 		return kafka.Message{Key: []byte(o.Key), Value: appendOut(nil, o)}
 	})
 	if err != nil {
@@ -180,16 +233,18 @@ func buildJob(c jobConfig) (*stream.Job, error) {
 		}
 		stream.SinkTo(outs, pg.name, s, stream.Parallelism(jobParallelism))
 	}
-	fs, err := file.NewSink(c.Files, appendOut, file.SinkOptions{Prefix: "out", Suffix: ".csv"})
-	if err != nil {
-		return nil, err
+	if !c.Cluster {
+		fs, err := file.NewSink(c.Files, appendOut, file.SinkOptions{Prefix: "out", Suffix: ".csv"})
+		if err != nil {
+			return nil, err
+		}
+		stream.SinkTo(outs, sinkFiles, fs, stream.Parallelism(jobParallelism))
 	}
-	stream.SinkTo(outs, sinkFiles, fs, stream.Parallelism(jobParallelism))
 
 	// Each window's record is stamped with the window's last millisecond:
 	// event time long past, which is why the topic keeps records forever
 	// (retention.ms=-1, see load).
-	ws, err := kafkaSink(conn, c, c.Windows, c.WindowsTxn, func(w WindowOut) kafka.Message {
+	ws, err := kafkaSink(conn, c, c.Windows, c.sinkPrefix(c.WindowsTxn), func(w WindowOut) kafka.Message {
 		return kafka.Message{Key: []byte(w.Key), Value: appendWindow(nil, w), Timestamp: time.UnixMilli(w.Start).Add(windowSize - time.Millisecond)}
 	})
 	if err != nil {
@@ -197,6 +252,15 @@ func buildJob(c jobConfig) (*stream.Job, error) {
 	}
 	stream.SinkTo(Windows(events, jobParallelism), sinkWindows, ws, stream.Parallelism(jobParallelism))
 	return j, nil
+}
+
+// sinkPrefix returns the transactional id prefix of a Kafka sink: prefix,
+// or in a cluster run the default one (empty).
+func (c jobConfig) sinkPrefix(prefix string) string {
+	if c.Cluster {
+		return ""
+	}
+	return prefix
 }
 
 // kafkaSink returns an exactly-once Kafka sink writing encode's messages
@@ -218,27 +282,39 @@ var outColumns = []postgres.Column{
 }
 
 // limiter spaces calls to wait at a rate per second shared by every
-// caller; a zero rate never waits.
+// caller; a zero rate never waits, nor does any once the file lift names
+// exists (looked for every second).
 type limiter struct {
-	mu    sync.Mutex
-	every time.Duration
-	next  time.Time
+	mu      sync.Mutex
+	every   time.Duration
+	next    time.Time
+	lift    string
+	checked time.Time
 }
 
-func newLimiter(rate float64) *limiter {
+func newLimiter(rate float64, lift string) *limiter {
 	if rate <= 0 {
 		return &limiter{}
 	}
-	return &limiter{every: time.Duration(float64(time.Second) / rate)}
+	return &limiter{every: time.Duration(float64(time.Second) / rate), lift: lift}
 }
 
 // wait returns when the caller's turn has come.
 func (l *limiter) wait() {
+	l.mu.Lock()
 	if l.every == 0 {
+		l.mu.Unlock()
 		return
 	}
-	l.mu.Lock()
 	now := time.Now()
+	if l.lift != "" && now.Sub(l.checked) > time.Second {
+		l.checked = now
+		if _, err := os.Stat(l.lift); err == nil {
+			l.every = 0
+			l.mu.Unlock()
+			return
+		}
+	}
 	if l.next.Before(now) {
 		l.next = now
 	}

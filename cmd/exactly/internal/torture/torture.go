@@ -73,6 +73,12 @@ type Config struct {
 	// Pebble keeps the job's keyed state in the Pebble backend, under Dir,
 	// instead of on the heap.
 	Pebble bool
+	// Instances, when above 0, runs the job as a cluster job
+	// (cluster.RunJob, stages joined by repartition topics) on this many
+	// instance processes, and makes the instance faults (FaultInstanceKill
+	// ...) with the service and network faults instead of the
+	// single-process ones. The job then has no file sink (see jobConfig).
+	Instances int
 	// Logf receives progress; nil discards it.
 	Logf func(format string, args ...any)
 }
@@ -86,8 +92,11 @@ type Report struct {
 	// Faults counts the faults injected by kind.
 	Faults map[string]int
 	// Runs counts the job processes started; every one after the first
-	// recovered from the previous one's checkpoint.
+	// recovered from the previous one's checkpoint. In a cluster run it
+	// counts the instance processes started.
 	Runs int
+	// Instances is Config.Instances.
+	Instances int
 	// Failovers counts restarts of the job inside a process after an error.
 	Failovers int
 	// Checkpoints counts the checkpoints completed.
@@ -131,7 +140,7 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "torture report: seed %d, %d events over %d keys, %v\n", r.Seed, r.Events, r.Keys, r.Duration.Round(time.Second))
 	fmt.Fprintf(w, "faults injected: %d\n", r.TotalFaults())
 	for _, k := range slices.Sorted(maps.Keys(r.Faults)) {
-		fmt.Fprintf(w, "  %-32s %d\n", k, r.Faults[k])
+		fmt.Fprintf(w, "  %-36s %d\n", k, r.Faults[k])
 	}
 	if len(r.Outcomes) > 0 {
 		fmt.Fprintf(w, "process fault outcomes:\n")
@@ -139,7 +148,11 @@ func (r *Report) Print(w io.Writer) {
 			fmt.Fprintf(w, "  %-86s %d\n", k, r.Outcomes[k])
 		}
 	}
-	fmt.Fprintf(w, "recoveries: %d job process restarts from a checkpoint, %d failovers inside a process\n", r.Runs-1, r.Failovers)
+	if r.Instances > 0 {
+		fmt.Fprintf(w, "instance processes started: %d (%d at the start, then the restarts, replacements and joins)\n", r.Runs, r.Instances)
+	} else {
+		fmt.Fprintf(w, "recoveries: %d job process restarts from a checkpoint, %d failovers inside a process\n", r.Runs-1, r.Failovers)
+	}
 	fmt.Fprintf(w, "checkpoints completed: %d\n", r.Checkpoints)
 	verified, sinks := map[string]int{}, map[string]int{}
 	for _, s := range r.Sinks {
@@ -205,6 +218,11 @@ func Run(ctx context.Context, c Config, command func(context.Context) *exec.Cmd)
 	if c.Pebble {
 		jc.StateDir = filepath.Join(c.Dir, "pebble")
 	}
+	if c.Instances > 0 {
+		// Run-unique: the repartition topics are named after the job.
+		jc.Cluster, jc.Job, jc.Group = true, name, name+"-group"
+		jc.Unthrottle = filepath.Join(c.Dir, "unthrottle")
+	}
 	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -246,6 +264,9 @@ func Run(ctx context.Context, c Config, command func(context.Context) *exec.Cmd)
 		return nil, err
 	}
 
+	if c.Instances > 0 {
+		return runCluster(ctx, c, jc, in, cfgJSON, command, began, logf)
+	}
 	var kills atomic.Int64
 	// Enough once the budget is spent and every fault kind was made once
 	// (kills dominate the budget; without the second condition a run could
@@ -306,42 +327,59 @@ func Run(ctx context.Context, c Config, command func(context.Context) *exec.Cmd)
 		// data is deleted afterwards. The services are started first.
 		if finished && in.servicesUp() == nil {
 			rep.Failure = err.Error()
-			if cerr := checkSinks(ctx, c, jc, rep, logf); cerr != nil {
+			if cerr := checkSinks(ctx, c, jc, singleOwners(jc), rep, logf); cerr != nil {
 				err = errors.Join(err, cerr)
 			}
 		}
 		return rep, err
 	}
-	if err := checkSinks(ctx, c, jc, rep, logf); err != nil {
+	if err := checkSinks(ctx, c, jc, singleOwners(jc), rep, logf); err != nil {
 		return rep, err
 	}
 	rep.Duration = time.Since(began)
 	return rep, nil
 }
 
+// sinkOwners names what the run's sinks leave behind: the transactional
+// id prefixes of its Kafka sinks and the job names its PostgreSQL sinks
+// key their staging tables and prepared transactions by.
+type sinkOwners struct {
+	kafka, windows []string
+	jobs           []string
+	// repartition lists a cluster run's repartition topics.
+	repartition []string
+}
+
+// singleOwners returns the owners of a run in one process.
+func singleOwners(jc jobConfig) sinkOwners {
+	return sinkOwners{kafka: []string{jc.TxnPrefix}, windows: []string{jc.WindowsTxn}, jobs: []string{jobName}}
+}
+
 // checkSinks checks every sink of the finished job against the expected
 // output and records the verdicts in rep.
-func checkSinks(ctx context.Context, c Config, jc jobConfig, rep *Report, logf func(string, ...any)) error {
+func checkSinks(ctx context.Context, c Config, jc jobConfig, o sinkOwners, rep *Report, logf func(string, ...any)) error {
 	x := NewExpected(c.Workload)
 	logf("torture: job finished; checking the sinks")
 	rep.Windows = len(x.windows)
-	res, err := CheckKafka(ctx, x, sinkKafka, c.Kafka, jc.Output, jc.TxnPrefix)
+	res, err := CheckKafka(ctx, x, sinkKafka, c.Kafka, jc.Output, o.kafka)
 	if err != nil {
 		return fmt.Errorf("torture: checking Kafka: %w", err)
 	}
 	rep.Sinks = append(rep.Sinks, res)
 	for _, s := range []struct{ name, table string }{{sinkFenced, jc.Fenced}, {sinkPrepared, jc.Prepared}} {
-		res, err := CheckPostgres(ctx, x, "postgres "+strings.TrimPrefix(s.name, "pg-"), c.Postgres, s.table, jobName, s.name)
+		res, err := CheckPostgres(ctx, x, "postgres "+strings.TrimPrefix(s.name, "pg-"), c.Postgres, s.table, o.jobs, s.name)
 		if err != nil {
 			return fmt.Errorf("torture: checking PostgreSQL table %s: %w", s.table, err)
 		}
 		rep.Sinks = append(rep.Sinks, res)
 	}
-	if res, err = CheckFiles(x, sinkFiles, jc.Files); err != nil {
-		return fmt.Errorf("torture: checking files: %w", err)
+	if !jc.Cluster {
+		if res, err = CheckFiles(x, sinkFiles, jc.Files); err != nil {
+			return fmt.Errorf("torture: checking files: %w", err)
+		}
+		rep.Sinks = append(rep.Sinks, res)
 	}
-	rep.Sinks = append(rep.Sinks, res)
-	if res, err = CheckKafkaWindows(ctx, x, sinkWindows, c.Kafka, jc.Windows, jc.WindowsTxn); err != nil {
+	if res, err = CheckKafkaWindows(ctx, x, sinkWindows, c.Kafka, jc.Windows, o.windows); err != nil {
 		return fmt.Errorf("torture: checking the windowed Kafka topic: %w", err)
 	}
 	rep.Sinks = append(rep.Sinks, res)
@@ -470,6 +508,34 @@ func load(ctx context.Context, c Config, jc jobConfig) error {
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		return fmt.Errorf("torture: load the input: %w", err)
 	}
+	if jc.Cluster {
+		return endInput(ctx, c.Kafka, jc.Input, evs)
+	}
+	return nil
+}
+
+// endInput ends each partition of the input topic of a cluster run, whose
+// job reads it unbounded, with an end marker stamped an hour after the
+// last event: the watermark it brings closes every window.
+func endInput(ctx context.Context, brokers, topic string, evs []Event) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	var last time.Time
+	for _, e := range evs {
+		if e.Time().After(last) {
+			last = e.Time()
+		}
+	}
+	var recs []*kgo.Record
+	for p := range int32(inputPartitions) {
+		recs = append(recs, &kgo.Record{Partition: p, Value: []byte(endMarker), Timestamp: last.Add(time.Hour)})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		return fmt.Errorf("torture: end the input: %w", err)
+	}
 	return nil
 }
 
@@ -484,14 +550,25 @@ func dropRun(c Config, jc jobConfig) error {
 		return err
 	}
 	defer cl.Close()
-	resp, err := kadm.NewClient(cl).DeleteTopics(ctx, jc.Input, jc.Output, jc.Windows)
+	adm := kadm.NewClient(cl)
+	topics := []string{jc.Input, jc.Output, jc.Windows}
+	jobs := []string{jobName}
+	if jc.Cluster {
+		o, err := clusterOwners(ctx, adm, jc)
+		errs = append(errs, err)
+		topics, jobs = append(topics, o.repartition...), o.jobs
+		if _, err := adm.DeleteGroup(ctx, jc.Group); err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
+			errs = append(errs, fmt.Errorf("delete group %s: %w", jc.Group, err))
+		}
+	}
+	resp, err := adm.DeleteTopics(ctx, topics...)
 	errs = append(errs, err)
 	for _, r := range resp {
 		if r.Err != nil && !errors.Is(r.Err, kerr.UnknownTopicOrPartition) {
 			errs = append(errs, fmt.Errorf("delete topic %s: %w", r.Topic, r.Err))
 		}
 	}
-	errs = append(errs, dropTables(ctx, c.Postgres, jc.Fenced, jc.Prepared))
+	errs = append(errs, dropTables(ctx, c.Postgres, jobs, jc.Fenced, jc.Prepared))
 	return errors.Join(errs...)
 }
 

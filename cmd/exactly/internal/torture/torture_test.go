@@ -39,6 +39,21 @@ func TestTortureObjectStorage(t *testing.T) {
 	})
 }
 
+// TestTortureInstances is the CI-sized cluster torture run: the torture
+// job as a cluster job (cluster.RunJob, three stages) on three instance
+// processes, its checkpoints on the S3 server and its state in Pebble,
+// with every kind of instance fault (kills, protocol-point kills, a
+// zombie, clean leaves, a join, two kills at once, a wiped working
+// directory) mixed with the service, network and object-storage faults,
+// then the strict check of every sink.
+func TestTortureInstances(t *testing.T) {
+	tortureTest(t, 0, []testenv.Service{testenv.S3Service}, func(c *Config) []string {
+		c.Instances, c.S3, c.NoDisk, c.Pebble = 3, testenv.S3(t), true, true
+		c.Events, c.Keys, c.Rate = 20_000, 200, 60
+		return []string{FaultS3Restart, FaultSlowUpload}
+	})
+}
+
 // tortureTest runs a torture run of at least faults faults, configured by
 // configure, which returns the fault kinds it adds to those every run
 // must make. It holds the broker, PostgreSQL, toxiproxy and the services
@@ -60,8 +75,14 @@ func tortureTest(t *testing.T, faults int, services []testenv.Service, configure
 		Faults:   faults, Kafka: testenv.Kafka(t), Postgres: testenv.Postgres(t), Toxiproxy: testenv.Toxiproxy(t),
 		Rate: 400, Dir: t.TempDir(), Logf: t.Logf,
 	}
-	want := append([]string{"kill:", FaultKafkaRestart, FaultPostgresRestart, FaultLatency, FaultReset, FaultTimeout, FaultPartition,
-		FaultCleanStop, FaultSecondInstance, FaultZombie, FaultCorrupt, FaultStuckWrite, FaultCommitRejected, FaultRerun}, configure(&c)...)
+	added := configure(&c)
+	want := []string{FaultKafkaRestart, FaultPostgresRestart, FaultLatency, FaultReset, FaultTimeout, FaultPartition}
+	if c.Instances > 0 {
+		want = append(want, instanceKinds()...)
+	} else {
+		want = append(want, "kill:", FaultCleanStop, FaultSecondInstance, FaultZombie, FaultCorrupt, FaultStuckWrite, FaultCommitRejected, FaultRerun)
+	}
+	want = append(want, added...)
 	if s := os.Getenv("EXACTLY_TORTURE_SEED"); s != "" {
 		var err error
 		if c.Seed, err = strconv.ParseUint(s, 10, 64); err != nil {
