@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/exactlyonce/exactly/bench/internal/child"
 	"github.com/exactlyonce/exactly/bench/nexmark"
 )
 
@@ -113,7 +114,7 @@ type backlogRun struct {
 	expected           uint64        // outputs to wait for; for q5 and q7 of the checked windows
 	timeout            time.Duration // the longest wait for them
 	col                *collector
-	p                  *proc
+	p                  *child.Process
 	began              time.Time
 	consumeErr         chan error
 	cancel             context.CancelFunc // ends the consumer
@@ -147,7 +148,7 @@ func (e env) startBacklog(ctx context.Context, s system, q, in, kind string, n, 
 	}
 	ctx, r.cancel = context.WithCancel(ctx)
 	go func() { r.consumeErr <- e.b.consume(ctx, r.out, r.col.add) }()
-	if r.p, err = start(r.argv, r.logPath); err != nil {
+	if r.p, err = child.Start(r.argv, r.logPath); err != nil {
 		r.cancel()
 		return nil, err
 	}
@@ -164,8 +165,8 @@ func (r *backlogRun) wait(t *time.Ticker, deadline <-chan time.Time) error {
 		return fmt.Errorf("%s: %w: %d of %d outputs after %v; log: %s", r.name, errDeadline, r.col.seen(), r.expected, r.timeout, r.logPath)
 	case err := <-r.consumeErr:
 		return err
-	case <-r.p.done:
-		return fmt.Errorf("%s: the system exited (%v); log: %s", r.name, r.p.err, r.logPath)
+	case <-r.p.Done:
+		return fmt.Errorf("%s: the system exited (%v); log: %s", r.name, r.p.Err, r.logPath)
 	case <-t.C:
 		return nil
 	}
@@ -174,12 +175,12 @@ func (r *backlogRun) wait(t *time.Ticker, deadline <-chan time.Time) error {
 // settle stops the system and waits for any output written after the last
 // expected one: that would be a duplicate.
 func (r *backlogRun) settle() {
-	r.p.stop(15 * time.Second)
+	r.p.Stop(15 * time.Second)
 	time.Sleep(2 * time.Second)
 }
 
 // close stops the system and the consumer.
 func (r *backlogRun) close() {
-	r.p.stop(15 * time.Second)
+	r.p.Stop(15 * time.Second)
 	r.cancel()
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/exactlyonce/exactly/bench/internal/child"
 	"github.com/exactlyonce/exactly/bench/internal/procstat"
 	"github.com/exactlyonce/exactly/bench/nexmark"
 )
@@ -86,7 +87,7 @@ func (e env) measureThroughput(ctx context.Context, s system, q, in string, n, e
 		return throughput{}, err
 	}
 	defer r.close()
-	pid := r.p.cmd.Process.Pid
+	pid := r.p.Cmd.Process.Pid
 
 	var (
 		samples []sample
@@ -294,19 +295,19 @@ func (e env) measureLatency(ctx context.Context, s system, q string, plan latenc
 
 	logPath := filepath.Join(dir, s.name+".log")
 	argv := s.argv(q, in, out, dir, name)
-	p, err := start(argv, logPath)
+	p, err := child.Start(argv, logPath)
 	if err != nil {
 		return latency{}, err
 	}
-	defer func() { p.stop(15 * time.Second) }()
+	defer func() { p.Stop(15 * time.Second) }()
 
 	// wait waits for d, failing when the system, the producer or the consumer fails.
 	wait := func(d time.Duration) error {
 		select {
 		case <-time.After(d):
 			return nil
-		case <-p.done:
-			return fmt.Errorf("%s: the system exited (%v); log: %s", name, p.err, logPath)
+		case <-p.Done:
+			return fmt.Errorf("%s: the system exited (%v); log: %s", name, p.Err, logPath)
 		case err := <-produceErr:
 			return fmt.Errorf("%s: producing: %v", name, err)
 		case err := <-consumeErr:
@@ -330,8 +331,8 @@ func (e env) measureLatency(ctx context.Context, s system, q string, plan latenc
 		return latency{}, err
 	}
 	killed := time.Now()
-	p.kill()
-	if p, err = start(argv, logPath); err != nil {
+	p.Kill()
+	if p, err = child.Start(argv, logPath); err != nil {
 		return latency{}, err
 	}
 	if err := wait(plan.others); err != nil {
@@ -353,7 +354,7 @@ func (e env) measureLatency(ctx context.Context, s system, q string, plan latenc
 			return latency{}, err
 		}
 	}
-	p.stop(15 * time.Second)
+	p.Stop(15 * time.Second)
 	time.Sleep(2 * time.Second) // anything written after the last expected output would be a duplicate
 
 	mu.Lock()
@@ -509,13 +510,13 @@ func (e env) measureKills(ctx context.Context, s system, q, in string, n, expect
 		if res.kills == kills || !killed.IsZero() || killAt.IsZero() || now.Before(killAt) || r.col.seen() >= expected {
 			continue
 		}
-		r.p.kill()
+		r.p.Kill()
 		killed = time.Now()
 		res.kills++
 		if killEnds, err = e.settledEnds(ctx, r.out); err != nil {
 			return killRun{}, err
 		}
-		if r.p, err = start(r.argv, r.logPath); err != nil {
+		if r.p, err = child.Start(r.argv, r.logPath); err != nil {
 			return killRun{}, err
 		}
 		deadline = time.After(e.timeout)

@@ -60,7 +60,7 @@ public final class Main {
     private Main() {}
 
     public static void main(String[] argv) throws InterruptedException, ExecutionException {
-        Map<String, String> a = flags(argv);
+        Map<String, String> a = flags(argv, "brokers", "query", "in", "out", "app-id", "state-dir");
         String query = a.get("query"), out = a.get("out");
 
         Properties p = new Properties();
@@ -144,8 +144,8 @@ public final class Main {
         }
     }
 
-    /** Parses --key value pairs; --brokers, --query, --in, --out, --app-id and --state-dir are required. */
-    private static Map<String, String> flags(String[] argv) {
+    /** Parses --key value pairs; the keys of required must be given. */
+    static Map<String, String> flags(String[] argv, String... required) {
         Map<String, String> a = new HashMap<>();
         for (int i = 0; i + 1 < argv.length; i += 2) {
             if (!argv[i].startsWith("--")) {
@@ -153,7 +153,7 @@ public final class Main {
             }
             a.put(argv[i].substring(2), argv[i + 1]);
         }
-        for (String k : new String[] {"brokers", "query", "in", "out", "app-id", "state-dir"}) {
+        for (String k : required) {
             if (!a.containsKey(k)) {
                 throw new IllegalArgumentException("--" + k + " is required");
             }
