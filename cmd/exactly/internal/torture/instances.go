@@ -68,6 +68,8 @@ const (
 	// zombieWatch is how long a resumed zombie is watched for its fenced
 	// tasks or its exit.
 	zombieWatch = 20 * time.Second
+	// zombieGrace is how long a zombie found fenced is watched further.
+	zombieGrace = 3 * time.Second
 )
 
 // Texts of the cluster's and the engine's log lines the supervisor reads.
@@ -361,12 +363,20 @@ func (f *fleet) zombie(ctx context.Context, rng *rand.Rand, p *instanceProc) err
 	if err := f.signal(p, syscall.SIGCONT); err != nil {
 		return err
 	}
-	select {
-	case <-p.done:
-	case <-time.After(zombieWatch):
+	isFenced := func(out string) bool {
+		return strings.Contains(out, textTakenOver) || strings.Contains(out, textLostOwnership) || strings.Contains(out, textFenced)
+	}
+	// Watched until it is fenced, and a little longer: a fenced zombie may
+	// be on its way out.
+	deadline := time.Now().Add(zombieWatch)
+	for time.Now().Before(deadline) && !p.exited() {
+		if grace := time.Now().Add(zombieGrace); grace.Before(deadline) && isFenced(p.output()[before:]) {
+			deadline = grace
+		}
+		sleep(ctx, 200*time.Millisecond)
 	}
 	after := p.output()[before:]
-	fenced := strings.Contains(after, textTakenOver) || strings.Contains(after, textLostOwnership) || strings.Contains(after, textFenced)
+	fenced := isFenced(after)
 	switch {
 	case p.exited() && !fenced:
 		f.forget(p)
