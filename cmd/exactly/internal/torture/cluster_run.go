@@ -96,6 +96,7 @@ func runCluster(ctx context.Context, c Config, jc jobConfig, in *injector, cfgJS
 			break
 		}
 	}
+	rep.Incomplete = true
 	err := errors.Join(in.heal(), in.servicesUp())
 	if werr := os.WriteFile(jc.Unthrottle, nil, 0o644); werr != nil {
 		err = errors.Join(err, werr)
@@ -105,6 +106,7 @@ func runCluster(ctx context.Context, c Config, jc jobConfig, in *injector, cfgJS
 	}
 	if err == nil && in.err == nil {
 		err = waitForOutput(ctx, c, jc, f, logf)
+		rep.Incomplete = err != nil
 	}
 	err = errors.Join(err, f.shutdown())
 	if parked := f.parked(); len(parked) > 0 {

@@ -195,7 +195,9 @@ func (f *fleet) signal(p *instanceProc, s syscall.Signal) error {
 	if s == syscall.SIGKILL || s == syscall.SIGTERM {
 		p.ended = true
 	}
-	if err := p.cmd.Process.Signal(s); err != nil && !p.exited() {
+	// A process that has exited, but whose exit the waiting goroutine has
+	// not recorded yet, answers os.ErrProcessDone.
+	if err := p.cmd.Process.Signal(s); err != nil && !errors.Is(err, os.ErrProcessDone) && !p.exited() {
 		return fmt.Errorf("torture: %v to instance %s: %w", s, p.name, err)
 	}
 	if s == syscall.SIGKILL {
