@@ -113,7 +113,7 @@ func runCluster(ctx context.Context, c Config, jc jobConfig, in *injector, cfgJS
 		err = errors.Join(err, fmt.Errorf("torture: %d tasks were parked (failed):\n%s", len(parked), strings.Join(parked, "\n")))
 	}
 	err = errors.Join(err, in.err)
-	o, oerr := clusterOwners(ctx, kadmClient(c.Kafka), jc)
+	o, oerr := clusterOwnersOf(ctx, c.Kafka, jc)
 	if oerr != nil {
 		return finish(errors.Join(err, oerr))
 	}
@@ -224,14 +224,14 @@ func tableRows(ctx context.Context, dsn, table string) (int, error) {
 	return n, err
 }
 
-// kadmClient returns an admin client of brokers; its errors surface at
-// its first request.
-func kadmClient(brokers string) *kadm.Client {
+// clusterOwnersOf is clusterOwners through a client of brokers of its own.
+func clusterOwnersOf(ctx context.Context, brokers string, jc jobConfig) (sinkOwners, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers))
 	if err != nil {
-		return nil
+		return sinkOwners{}, err
 	}
-	return kadm.NewClient(cl)
+	defer cl.Close()
+	return clusterOwners(ctx, kadm.NewClient(cl), jc)
 }
 
 // clusterOwners lists the tasks of a cluster run (one per partition of its
@@ -239,9 +239,6 @@ func kadmClient(brokers string) *kadm.Client {
 // "<job>.<topic>.<partition>") and returns what their sinks leave behind.
 func clusterOwners(ctx context.Context, adm *kadm.Client, jc jobConfig) (sinkOwners, error) {
 	var o sinkOwners
-	if adm == nil {
-		return o, errors.New("torture: no Kafka client")
-	}
 	topics, err := adm.ListTopics(ctx)
 	if err != nil {
 		return o, fmt.Errorf("torture: list the topics: %w", err)

@@ -3,14 +3,12 @@ package exactly.bench.kstreams;
 import java.time.Duration;
 import java.util.Map;
 import java.util.Properties;
-import java.util.concurrent.CountDownLatch;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.KeyValue;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
-import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler;
 import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.EmitStrategy;
 import org.apache.kafka.streams.kstream.Grouped;
@@ -65,24 +63,6 @@ public final class ClusterBench {
                 .map((w, n) -> KeyValue.pair(w.key(), w.key() + ":" + w.window().start() + ":" + n))
                 .to(a.get("out"), Produced.with(Serdes.String(), Serdes.String()));
 
-        KafkaStreams streams = new KafkaStreams(builder.build(), p);
-        CountDownLatch stopped = new CountDownLatch(1);
-        boolean[] failed = {false};
-        streams.setUncaughtExceptionHandler(e -> {
-            e.printStackTrace();
-            failed[0] = true;
-            return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
-        });
-        streams.setStateListener((now, before) -> {
-            if (now == KafkaStreams.State.NOT_RUNNING || now == KafkaStreams.State.ERROR) {
-                stopped.countDown();
-            }
-        });
-        Runtime.getRuntime().addShutdownHook(new Thread(() -> streams.close(Duration.ofSeconds(30))));
-        streams.start();
-        stopped.await();
-        if (failed[0]) {
-            System.exit(1);
-        }
+        Main.runUntilStopped(new KafkaStreams(builder.build(), p), Duration.ofSeconds(30));
     }
 }
