@@ -12,9 +12,11 @@ import (
 // copy of the windows to another table (fan-out of one stream). The
 // generator's records are a minute apart on one split, 20 a second, but
 // record 30 goes back to minute 0, whose window fired when the watermark
-// passed minute 1, a second and a half of wall time earlier (a watermark
-// follows each poll of the source: only a stall of the source task that
-// long would put records 1 to 30 in one poll).
+// passed minute 1. A watermark follows each poll of the source whose
+// records moved event time on, and a poll holds at most one second of the
+// generator's rate (20 records, however long the source task stalled), so
+// record 30 comes after the watermark of a poll that ended at record 10 or
+// later: it is late on any machine.
 func TestLateRecordsAsAStream(t *testing.T) {
 	got := runYAML(t, `
 name: late

@@ -44,7 +44,11 @@ type Options struct {
 	Splits int
 	// Rate is the target number of events per second across all splits,
 	// assuming every split is read concurrently; each split gets
-	// Rate/Splits. 0 means as fast as possible.
+	// Rate/Splits. 0 means as fast as possible. A split that was not read
+	// for a while catches up by at most one second of its share (the
+	// burst of Guava's RateLimiter, which Flink's DataGeneratorSource
+	// uses): a stall of the reader never releases its whole backlog in
+	// one read.
 	Rate float64
 	// Now returns the current time for rate limiting. nil means time.Now;
 	// tests set a fake clock.
@@ -129,12 +133,11 @@ func (s *Source[T]) Open(_ context.Context, split string, position []byte) (sour
 		emitted = v
 	}
 	return &reader[T]{
-		src:     s,
-		split:   idx,
-		size:    size,
-		emitted: emitted,
-		start:   emitted,
-		opened:  s.opts.Now(),
+		src:      s,
+		split:    idx,
+		size:     size,
+		emitted:  emitted,
+		refilled: s.opts.Now(),
 	}, nil
 }
 
@@ -162,8 +165,11 @@ type reader[T any] struct {
 	split   uint64
 	size    uint64 // events in this split
 	emitted uint64 // events of this split emitted so far, including before Open
-	start   uint64 // emitted at Open
-	opened  time.Time
+	// tokens is the rate limit's bucket: events the split may emit now,
+	// at most one second of its share; refilled is when it was last
+	// topped up.
+	tokens   float64
+	refilled time.Time
 }
 
 // Read generates the split's next events into buf. Under a rate limit it
@@ -176,14 +182,14 @@ func (r *reader[T]) Read(_ context.Context, buf []T) (int, error) {
 	n = min(n, r.size-r.emitted)
 	if r.src.opts.Rate > 0 {
 		share := r.src.opts.Rate / float64(r.src.opts.Splits)
-		allowed := r.src.opts.Now().Sub(r.opened).Seconds() * share
-		budget := allowed - float64(r.emitted-r.start)
-		if budget < 1 {
+		now := r.src.opts.Now()
+		r.tokens = min(max(share, 1), r.tokens+max(now.Sub(r.refilled).Seconds(), 0)*share)
+		r.refilled = now
+		if r.tokens < 1 {
 			return 0, nil
 		}
-		if budget < float64(n) {
-			n = uint64(budget)
-		}
+		n = min(n, uint64(r.tokens))
+		r.tokens -= float64(n)
 	}
 	step := uint64(r.src.opts.Splits)
 	index := r.split + r.emitted*step

@@ -163,9 +163,31 @@ func TestRateLimitWithFakeClock(t *testing.T) {
 	if n := read(); n != 10 {
 		t.Fatalf("after 1.25s: read %d, want 10 more", n)
 	}
+	// A reader not read for an hour catches up by one second of its
+	// share, not by the hour's 36,000 events.
 	now = now.Add(time.Hour)
-	if n := read(); n != len(buf) {
-		t.Fatalf("after an hour: read %d, want a full buffer of %d", n, len(buf))
+	if n := read(); n != 10 {
+		t.Fatalf("after an hour: read %d, want one second's 10", n)
+	}
+	if n := read(); n != 0 {
+		t.Fatalf("right after the catch-up: read %d, want 0", n)
+	}
+	now = now.Add(150 * time.Millisecond)
+	if n := read(); n != 1 {
+		t.Fatalf("150ms after the catch-up: read %d, want 1", n)
+	}
+	now = now.Add(50 * time.Millisecond) // the half event left over adds up
+	if n := read(); n != 1 {
+		t.Fatalf("200ms after the catch-up: read %d, want 1", n)
+	}
+	// A clock going back takes nothing from the bucket.
+	now = now.Add(-time.Minute)
+	if n := read(); n != 0 {
+		t.Fatalf("after the clock went back: read %d, want 0", n)
+	}
+	now = now.Add(time.Minute + time.Second)
+	if n := read(); n != 10 {
+		t.Fatalf("a second after the clock came back: read %d, want 10", n)
 	}
 	// A resumed reader counts its share from its own Open.
 	r2 := mustOpen(t, s, "gen-2", r.Position())

@@ -63,7 +63,7 @@ type Source struct {
 	Paths       []string         `yaml:"paths" kinds:"file" required:"file" example:"[input/orders.jsonl]" doc:"Files to read, one record per line; each file is one split. A relative path is relative to the pipeline file's directory, as are all paths of a pipeline."`
 	Count       uint64           `yaml:"count" kinds:"generator" required:"generator" example:"1000" doc:"Number of records to generate; 0: unbounded."`
 	Splits      int              `yaml:"splits" kinds:"generator" default:"4" doc:"Number of splits the records are dealt to (record i goes to split i mod splits)."`
-	Rate        float64          `yaml:"rate" kinds:"generator" doc:"Records per second across all splits; 0: as fast as possible."`
+	Rate        float64          `yaml:"rate" kinds:"generator" doc:"Records per second across all splits; 0: as fast as possible. A split not read for a while catches up by at most one second of its share."`
 	Fields      yamlconf.Entries `yaml:"fields" kinds:"generator" required:"generator" type:"mapping of name: expression" example:"{id: index, amount: index % 100}" doc:"The generated record's fields, in order: each an expression of index, the record's number from 0 (an int)."`
 	Parallelism int              `yaml:"parallelism" doc:"Parallel subtasks of the source; 0: the pipeline's parallelism."`
 }
