@@ -52,7 +52,7 @@ func (j *Job) drive(ctx context.Context, rp *restorePoint) error {
 		select {
 		case <-time.After(d.Backoff):
 		case <-ctx.Done():
-			return ctx.Err()
+			return j.cancelled(ctx)
 		}
 		// A restart restores the sinks, which fences and aborts what no
 		// restored checkpoint covers: a process that lost the job to a newer
@@ -124,7 +124,7 @@ func (j *Job) endError(ctx context.Context, res attemptResult, d coordinator.Dec
 	case res.err == nil:
 		return nil
 	case fenced(ctx):
-		return fmt.Errorf("exactly: job %q stopped: %w", j.g.Job, context.Cause(ctx))
+		return j.cancelled(ctx)
 	case ctx.Err() != nil && res.closeErr != nil:
 		// A commit that failed while stopping is the user's to know
 		// about: the output is safe in the checkpoint.
@@ -136,6 +136,17 @@ func (j *Job) endError(ctx context.Context, res attemptResult, d coordinator.Dec
 		return fmt.Errorf("exactly: job %q failed (%s): %w (to take the output over, start it with %s)", j.g.Job, d.Reason, res.err, j.opts.optionNames().TakeOverSinks)
 	}
 	return fmt.Errorf("exactly: job %q failed (%s): %w", j.g.Job, d.Reason, res.err)
+}
+
+// cancelled is why the job ended when ctx did: the ownership error when
+// the renewal loop cancelled it (another process took the job over: a
+// caller such as the cluster must not take that for a stop, nor for a
+// failure), ctx's error otherwise.
+func (j *Job) cancelled(ctx context.Context) error {
+	if fenced(ctx) {
+		return fmt.Errorf("exactly: job %q stopped: %w", j.g.Job, context.Cause(ctx))
+	}
+	return ctx.Err()
 }
 
 // errJobStructure marks a mismatch between a checkpoint and the job.

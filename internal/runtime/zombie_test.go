@@ -374,3 +374,64 @@ func TestZombieStartIsItsFencing(t *testing.T) {
 	}
 	t.Logf("the zombie's start failed with: %v", err)
 }
+
+// TestZombieInBackoffIsItsFencing: a process whose job failed and which is
+// taken over while it waits to restart stops with the ownership error. It
+// used to end with a bare context.Canceled (the renewal loop cancels the
+// job, and the wait returned the context's error): the cluster then took
+// the task for failed and parked it (TestTortureInstances in CI: "task
+// …-totals-0-repartition/1 failed: context canceled").
+func TestZombieInBackoffIsItsFencing(t *testing.T) {
+	dir, out := t.TempDir(), t.TempDir()
+	sk, err := file.NewSink(out, func(dst []byte, v int) []byte { return strconv.AppendInt(dst, int64(v), 10) }, file.SinkOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var done testwait.Counter
+	fail := make(chan struct{})
+	src := &takenOverSource{fail: fail, takeover: func() error { return takeOver(dir) }}
+	j := stream.New("zombie-backoff")
+	stream.SinkTo(stream.Source(j, "numbers", src), "out", sk)
+	r, err := j.Start(context.Background(), stream.Options{CheckpointDir: dir, CheckpointInterval: 10 * time.Millisecond,
+		OwnershipLease: 300 * time.Millisecond, Restart: stream.RestartStrategy{MaxAttempts: 2, InitialBackoff: time.Hour, MaxBackoff: time.Hour},
+		Probe: testwait.Checkpoints(&done, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, done.Reached(1), time.Minute, "a completed checkpoint", nil)
+	close(fail)
+	err = r.Wait()
+	if !errors.Is(err, store.ErrNotOwner) {
+		t.Fatalf("the job taken over in its restart's backoff ended with %v; want the ownership error (store.ErrNotOwner)", err)
+	}
+	t.Logf("the zombie stopped with: %v", err)
+}
+
+// takenOverSource reads nothing; once fail is closed, its reader runs
+// takeover and fails (a transient error), as when another process took
+// the job over while this one was cut off.
+type takenOverSource struct {
+	fail     <-chan struct{}
+	takeover func() error
+}
+
+func (*takenOverSource) Splits(context.Context) ([]string, error) { return []string{"0"}, nil }
+func (s *takenOverSource) Open(context.Context, string, []byte) (source.Reader[int], error) {
+	return &takenOverReader{s: s}, nil
+}
+
+type takenOverReader struct{ s *takenOverSource }
+
+func (r *takenOverReader) Read(context.Context, []int) (int, error) {
+	select {
+	case <-r.s.fail:
+		if err := r.s.takeover(); err != nil {
+			return 0, err
+		}
+		return 0, errors.New("the broker went away")
+	default:
+		return 0, nil
+	}
+}
+func (*takenOverReader) Position() []byte { return []byte{0} }
+func (*takenOverReader) Close() error     { return nil }
