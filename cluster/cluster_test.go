@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -386,7 +387,9 @@ func groupWindows() []string {
 // YAML pipeline run by each instance as exactly run --cluster runs it:
 // the same two key_bys and window as ordinaryJob (without the join and
 // the table), cut into three stages. Every window must fire exactly once
-// with all its records.
+// with all its records. Its group uses KIP-848's consumer protocol
+// (group_protocol: consumer), the other tests' the classic one: the
+// broker assigns, and the members reconcile on their heartbeats.
 func TestClusterRunsAPipeline(t *testing.T) {
 	breakInstances(t, yamlPipeline, groupWindows())
 }
@@ -396,7 +399,7 @@ func TestClusterRunsAPipeline(t *testing.T) {
 // group "gM" (M = NN mod rekeyGroups) → a count per group and 10 s
 // tumbling window of event time → "gM@start:count" into topic out. Its
 // session timeout and ownership lease are the Go jobs' (the faults are
-// timed to them).
+// timed to them); its group protocol is KIP-848's.
 func clusterPipeline(name, brokers, in, out, group, ckpt string) string {
 	return fmt.Sprintf(`name: %s
 source: {kind: kafka, brokers: [%q], topics: [%s]}
@@ -415,7 +418,7 @@ transforms:
   - map: {out: 'key + "@" + string(window_start.Unix()) + ":" + string(n)'}
 sink: {kind: kafka, brokers: [%q], topic: %s, key: 'split(out, "@")[0]', format: csv}
 checkpoint: {interval: 200ms, storage: %q}
-cluster: {group: %s, session_timeout: %s, ownership_lease: %s, repartition_partitions: 4}
+cluster: {group: %s, group_protocol: consumer, session_timeout: %s, ownership_lease: %s, repartition_partitions: 4}
 `, name, brokers, in, rekeyGroups, clusterWindow, brokers, out, ckpt, group, sessionTimeout, ownershipLease)
 }
 
@@ -744,32 +747,30 @@ func (in *instance) waitForTasks(t *testing.T) {
 }
 
 // tasks returns the partitions of the tasks the instance runs, as its log
-// tells: those it started and has not stopped since.
+// tells: those it started and has not stopped since. A task is its topic
+// and partition: a job of stages runs a partition 0 of each topic.
 func (in *instance) tasks() []int32 {
-	running := map[int32]bool{}
+	running := map[string]int32{}
 	for _, line := range strings.Split(in.out.String(), "\n") {
 		_, task, ok := strings.Cut(line, " task=")
 		if !ok {
 			continue
 		}
-		_, part, _ := strings.Cut(strings.Fields(task)[0], "/")
+		task = strings.Fields(task)[0]
+		_, part, _ := strings.Cut(task, "/")
 		p, err := strconv.Atoi(part)
 		if err != nil {
 			continue
 		}
 		switch {
 		case strings.Contains(line, "cluster: task assigned: starting it"):
-			running[int32(p)] = true
+			running[task] = int32(p)
 		case strings.Contains(line, "cluster: stopping task"):
-			delete(running, int32(p))
+			delete(running, task)
 		}
 	}
-	var ps []int32
-	for p := range running {
-		ps = append(ps, p)
-	}
-	slices.Sort(ps)
-	return ps
+	ps := slices.Sorted(maps.Values(running))
+	return slices.Compact(ps)
 }
 
 // ended returns an instance that has ended although the test did not end it.

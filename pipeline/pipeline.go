@@ -213,7 +213,7 @@ func (p *Pipeline) Run(ctx context.Context, o RunOptions) error {
 		opts := p.options(o)
 		opts.OwnershipLease = cl.OwnershipLease
 		in, err := cluster.StartJob(ctx, j, cluster.Options{
-			Group:                 kafka.GroupOptions{Conn: conn, Group: cl.Group, SessionTimeout: cl.SessionTimeout},
+			Group:                 kafka.GroupOptions{Conn: conn, Group: cl.Group, SessionTimeout: cl.SessionTimeout, Protocol: kafka.GroupProtocol(cl.GroupProtocol)},
 			Job:                   opts,
 			RepartitionPartitions: int32(cl.RepartitionPartitions),
 			StagePause:            cl.StagePause,

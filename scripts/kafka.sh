@@ -112,6 +112,12 @@ transaction.state.log.min.isr=1
 transaction.state.log.num.partitions=4
 min.insync.replicas=1
 group.initial.rebalance.delay.ms=0
+# KIP-848 consumer groups (kafka.GroupProtocolConsumer) take their session
+# timeout and heartbeat interval from group configs, which the broker bounds
+# (defaults 45s and 5s); the tests use sessions of a few seconds, as with the
+# classic protocol (whose minimum, group.min.session.timeout.ms, is 6s).
+group.consumer.min.session.timeout.ms=1000
+group.consumer.min.heartbeat.interval.ms=200
 auto.create.topics.enable=false
 log.flush.interval.messages=9223372036854775807
 EOF

@@ -29,7 +29,13 @@ type GroupOptions struct {
 	SessionTimeout time.Duration
 	// RebalanceTimeout bounds how long a member may take to give up
 	// revoked partitions in a rebalance (GroupEvents.Revoked). Default 60s.
+	// The classic protocol only: KIP-848's broker gives a member its
+	// session timeout to reconcile.
 	RebalanceTimeout time.Duration
+	// Protocol is the group's rebalance protocol: GroupProtocolClassic or
+	// GroupProtocolConsumer (KIP-848). Empty means DefaultGroupProtocol.
+	// Every member of a group must use the same one.
+	Protocol GroupProtocol
 }
 
 // GroupEvents receive the changes of a member's assignment. Each is called
@@ -51,9 +57,10 @@ type GroupEvents struct {
 // Membership is a member of a consumer group, used for its assignment
 // only: it never fetches records and never commits offsets.
 type Membership struct {
-	cl     *kgo.Client
-	group  string
-	topics []string
+	cl       *kgo.Client
+	group    string
+	topics   []string
+	protocol GroupProtocol
 }
 
 func (o *GroupOptions) validate() error {
@@ -75,10 +82,13 @@ func (o *GroupOptions) validate() error {
 	if o.RebalanceTimeout == 0 {
 		o.RebalanceTimeout = time.Minute
 	}
-	return nil
+	if o.Protocol == "" {
+		o.Protocol = DefaultGroupProtocol
+	}
+	return o.Protocol.validate()
 }
 
-// JoinGroup joins the group with the cooperative-sticky balancer: a
+// JoinGroup joins the group with its protocol (GroupOptions.Protocol): a
 // rebalance moves only the partitions that must move, and a member keeps
 // working on the others meanwhile. The events start once the group has
 // balanced; call Leave to leave.
@@ -95,28 +105,29 @@ func JoinGroup(ctx context.Context, opts GroupOptions, ev GroupEvents) (*Members
 	if _, err := listTopics(ctx, opts.Conn, opts.Topics, "GroupOptions.Topics"); err != nil {
 		return nil, err
 	}
+	if opts.Protocol == GroupProtocolConsumer {
+		if err := prepareConsumerGroup(ctx, opts); err != nil {
+			return nil, err
+		}
+	}
 	call := func(f func(map[string][]int32)) func(context.Context, *kgo.Client, map[string][]int32) {
 		return func(_ context.Context, _ *kgo.Client, m map[string][]int32) { f(m) }
 	}
-	cl, err := opts.Conn.newClient(ctx,
+	cl, err := opts.Conn.newClient(ctx, append(opts.clientOpts(),
 		kgo.ConsumerGroup(opts.Group),
 		kgo.ConsumeTopics(opts.Topics...),
-		kgo.Balancers(kgo.CooperativeStickyBalancer()),
-		kgo.SessionTimeout(opts.SessionTimeout),
-		kgo.HeartbeatInterval(opts.SessionTimeout/5),
-		kgo.RebalanceTimeout(opts.RebalanceTimeout),
 		kgo.DisableAutoCommit(),
 		kgo.OnPartitionsAssigned(call(ev.Assigned)),
 		kgo.OnPartitionsRevoked(call(ev.Revoked)),
 		kgo.OnPartitionsLost(call(ev.Lost)),
-	)
+	)...)
 	if err != nil {
 		return nil, err
 	}
 	// The member is for the assignment only: the tasks read their
 	// partitions from their checkpointed positions with their own clients.
 	cl.PauseFetchTopics(opts.Topics...)
-	return &Membership{cl: cl, group: opts.Group, topics: opts.Topics}, nil
+	return &Membership{cl: cl, group: opts.Group, topics: opts.Topics, protocol: opts.Protocol}, nil
 }
 
 // Leave leaves the group (its partitions go to the other members at once,
@@ -161,6 +172,9 @@ type Group struct {
 // their subscriptions and assigned partitions: the assignment of every
 // instance, not only this one's.
 func (m *Membership) Describe(ctx context.Context) (Group, error) {
+	if m.protocol == GroupProtocolConsumer {
+		return describeConsumerGroup(ctx, kadm.NewClient(m.cl), m.group)
+	}
 	described, err := kadm.NewClient(m.cl).DescribeGroups(ctx, m.group)
 	if err != nil {
 		return Group{}, fmt.Errorf("kafka: describing group %q: %w", m.group, err)

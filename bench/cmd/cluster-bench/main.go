@@ -68,7 +68,7 @@ type options struct {
 func main() {
 	var o options
 	flag.StringVar(&o.brokers, "brokers", os.Getenv("EXACTLY_KAFKA_BROKERS"), "Kafka bootstrap address (default $EXACTLY_KAFKA_BROKERS)")
-	flag.StringVar(&o.systems, "systems", "exactly,kstreams", "systems to measure, comma-separated: exactly, kstreams")
+	flag.StringVar(&o.systems, "systems", "exactly,kstreams", "systems to measure, comma-separated: exactly, exactly-kip848 (exactly on KIP-848's consumer group protocol), kstreams")
 	flag.IntVar(&o.instances, "instances", 3, "instances of each system")
 	flag.IntVar(&o.partitions, "partitions", 6, "partitions of the input and the output topics")
 	flag.Float64Var(&o.rate, "rate", 2000, "input events per second")
@@ -135,14 +135,16 @@ func run(ctx context.Context, o options) error {
 // files under dir.
 func system(o options, name string) (func(id, in, out, dir string, n int) []string, error) {
 	switch name {
-	case "exactly":
+	case "exactly", "exactly-kip848":
 		bin := filepath.Join(o.work, "exactly-cluster")
 		if err := build("go", "build", "-o", bin, "./bench/cmd/exactly-cluster"); err != nil {
 			return nil, err
 		}
+		protocol := map[string]string{"exactly": "classic", "exactly-kip848": "consumer"}[name]
 		return func(id, in, out, dir string, _ int) []string {
 			return []string{bin, "--brokers", o.brokers, "--in", in, "--out", out, "--name", id,
-				"--checkpoints", filepath.Join(dir, "checkpoints"), "--interval", o.interval.String(), "--session-timeout", o.session.String()}
+				"--checkpoints", filepath.Join(dir, "checkpoints"), "--interval", o.interval.String(), "--session-timeout", o.session.String(),
+				"--group-protocol", protocol}
 		}, nil
 	case "kstreams":
 		if err := build("mvn", "-q", "-B", "-f", "bench/peers/pom.xml", "-pl", "kstreams", "-am", "package"); err != nil {
@@ -157,7 +159,7 @@ func system(o options, name string) (func(id, in, out, dir string, n int) []stri
 				"--interval-ms", fmt.Sprint(o.interval.Milliseconds()), "--session-ms", fmt.Sprint(o.session.Milliseconds())}
 		}, nil
 	}
-	return nil, fmt.Errorf("unknown system %q: use exactly or kstreams", name)
+	return nil, fmt.Errorf("unknown system %q: use exactly, exactly-kip848 or kstreams", name)
 }
 
 // measure runs one system through the phases and deletes what it created.

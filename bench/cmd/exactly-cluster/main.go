@@ -38,6 +38,7 @@ func main() {
 	flag.DurationVar(&o.interval, "interval", time.Second, "checkpoint interval")
 	flag.DurationVar(&o.session, "session-timeout", 6*time.Second, "the group's session timeout")
 	flag.DurationVar(&o.window, "window", time.Second, "tumbling window size")
+	flag.StringVar(&o.protocol, "group-protocol", string(kafka.DefaultGroupProtocol), "the group's rebalance protocol: classic or consumer (KIP-848)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -48,8 +49,8 @@ func main() {
 }
 
 type options struct {
-	brokers, in, out, name, checkpoints string
-	interval, session, window           time.Duration
+	brokers, in, out, name, checkpoints, protocol string
+	interval, session, window                     time.Duration
 }
 
 // windowCount is one item's count in one window.
@@ -96,7 +97,7 @@ func run(ctx context.Context, o options) error {
 		})
 	stream.SinkTo(counts, "out", snk)
 	return cluster.RunJob(ctx, j, cluster.Options{
-		Group: kafka.GroupOptions{Conn: conn, SessionTimeout: o.session},
+		Group: kafka.GroupOptions{Conn: conn, SessionTimeout: o.session, Protocol: kafka.GroupProtocol(o.protocol)},
 		Job: stream.Options{CheckpointDir: o.checkpoints, CheckpointInterval: o.interval,
 			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))},
 	})
