@@ -43,6 +43,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactlyonce/exactly/bench/internal/child"
@@ -189,8 +190,8 @@ func measure(ctx context.Context, o options, system string, argv func(id, in, ou
 			}
 		}
 		_, _ = adm.DeleteTopics(cctx, topics...)
-		_, _ = adm.DeleteGroup(cctx, "exactly-"+id) // exactly's
-		_, _ = adm.DeleteGroup(cctx, id)            // Kafka Streams'
+		deleteGroup(cctx, adm, "exactly-"+id) // exactly's
+		deleteGroup(cctx, adm, id)            // Kafka Streams'
 		for _, sub := range []string{"checkpoints", "state-"} {
 			matches, _ := filepath.Glob(filepath.Join(dir, sub+"*"))
 			for _, m := range matches {
@@ -406,4 +407,29 @@ func build(name string, args ...string) error {
 		return fmt.Errorf("%s %v: %w", name, args, err)
 	}
 	return nil
+}
+
+// deleteGroup deletes group, again while the broker still counts members
+// (NON_EMPTY_GROUP: a killed instance's session has not expired yet),
+// until ctx ends. A group that does not exist is no error.
+func deleteGroup(ctx context.Context, adm *kadm.Client, group string) {
+	for {
+		resp, err := adm.DeleteGroup(ctx, group)
+		if err == nil {
+			err = resp.Err
+		}
+		switch {
+		case err == nil || errors.Is(err, kerr.GroupIDNotFound):
+			return
+		case !errors.Is(err, kerr.NonEmptyGroup):
+			fmt.Fprintf(os.Stderr, "cluster-bench: deleting group %s: %v\n", group, err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			fmt.Fprintf(os.Stderr, "cluster-bench: group %s still has members; delete it by hand: %v\n", group, err)
+			return
+		case <-time.After(time.Second):
+		}
+	}
 }
