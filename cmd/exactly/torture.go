@@ -93,7 +93,13 @@ func runTorture(ctx context.Context, args []string, out io.Writer) error {
 	if err := os.RemoveAll(c.Dir); err != nil {
 		return fmt.Errorf("torture: clearing --dir %s: %w", c.Dir, err)
 	}
-	fmt.Fprintf(out, "exactly torture: seed %d (replay: exactly torture %s --seed %d)\n", c.Seed, strings.Join(args, " "), c.Seed)
+	replay := strings.Join(args, " ")
+	seeded := false
+	fs.Visit(func(f *flag.Flag) { seeded = seeded || f.Name == "seed" })
+	if !seeded {
+		replay = strings.TrimSpace(replay + fmt.Sprintf(" --seed %d", c.Seed))
+	}
+	fmt.Fprintf(out, "exactly torture: seed %d (replay: exactly torture %s)\n", c.Seed, replay)
 	c.Logf = func(format string, a ...any) { fmt.Fprintf(out, "  "+format+"\n", a...) }
 	command := func(ctx context.Context) *exec.Cmd { return exec.CommandContext(ctx, self, "torture") }
 	rep, err := torture.Run(ctx, c, command)
