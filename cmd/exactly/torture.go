@@ -9,6 +9,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -93,13 +95,7 @@ func runTorture(ctx context.Context, args []string, out io.Writer) error {
 	if err := os.RemoveAll(c.Dir); err != nil {
 		return fmt.Errorf("torture: clearing --dir %s: %w", c.Dir, err)
 	}
-	replay := strings.Join(args, " ")
-	seeded := false
-	fs.Visit(func(f *flag.Flag) { seeded = seeded || f.Name == "seed" })
-	if !seeded {
-		replay = strings.TrimSpace(replay + fmt.Sprintf(" --seed %d", c.Seed))
-	}
-	fmt.Fprintf(out, "exactly torture: seed %d (replay: exactly torture %s)\n", c.Seed, replay)
+	fmt.Fprintf(out, "exactly torture: seed %d (replay: %s)\n", c.Seed, replayCommand(fs, args, c.Seed))
 	c.Logf = func(format string, a ...any) { fmt.Fprintf(out, "  "+format+"\n", a...) }
 	command := func(ctx context.Context) *exec.Cmd { return exec.CommandContext(ctx, self, "torture") }
 	rep, err := torture.Run(ctx, c, command)
@@ -119,4 +115,16 @@ func runTorture(ctx context.Context, args []string, out io.Writer) error {
 		err = fmt.Errorf("torture: %d anomalies (seed %d)", rep.Anomalies(), c.Seed)
 	}
 	return err
+}
+
+// replayCommand is the command that runs the torture of args again: args
+// with --seed seed added, unless they set a seed already (fs has parsed
+// them).
+func replayCommand(fs *flag.FlagSet, args []string, seed uint64) string {
+	seeded := false
+	fs.Visit(func(f *flag.Flag) { seeded = seeded || f.Name == "seed" })
+	if !seeded {
+		args = append(slices.Clip(args), "--seed", strconv.FormatUint(seed, 10))
+	}
+	return strings.Join(append([]string{"exactly", "torture"}, args...), " ")
 }

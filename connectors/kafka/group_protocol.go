@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -94,31 +93,35 @@ func prepareConsumerGroup(ctx context.Context, opts GroupOptions) error {
 				"use GroupOptions.Protocol %q or upgrade the brokers", b.NodeID, GroupProtocolClassic)
 		}
 	}
-	return setGroupConfigs(ctx, cl, opts.Group, map[string]time.Duration{
-		"consumer.session.timeout.ms":    opts.SessionTimeout,
-		"consumer.heartbeat.interval.ms": opts.SessionTimeout / 5,
+	return setGroupConfigs(ctx, cl, opts.Group, []groupConfig{
+		{"consumer.session.timeout.ms", opts.SessionTimeout},
+		{"consumer.heartbeat.interval.ms", opts.SessionTimeout / 5},
 	})
 }
 
-// setGroupConfigs sets durations, in milliseconds, as configs of group
-// (resource type GROUP, KIP-848).
-func setGroupConfigs(ctx context.Context, cl *kgo.Client, group string, configs map[string]time.Duration) error {
+// groupConfig is a config of a consumer group that holds a duration.
+type groupConfig struct {
+	name  string
+	value time.Duration
+}
+
+// setGroupConfigs sets configs, in milliseconds, on group (resource type
+// GROUP, KIP-848).
+func setGroupConfigs(ctx context.Context, cl *kgo.Client, group string, configs []groupConfig) error {
 	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	res := kmsg.NewIncrementalAlterConfigsRequestResource()
 	res.ResourceType = kmsg.ConfigResourceTypeGroupConfig
 	res.ResourceName = group
-	for _, name := range slices.Sorted(maps.Keys(configs)) {
-		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-		c.Name = name
-		c.Op = kmsg.IncrementalAlterConfigOpSet
-		c.Value = kmsg.StringPtr(strconv.FormatInt(configs[name].Milliseconds(), 10))
-		res.Configs = append(res.Configs, c)
-	}
-	req.Resources = append(req.Resources, res)
 	var set []string
-	for _, c := range res.Configs {
+	for _, gc := range configs {
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name = gc.name
+		c.Op = kmsg.IncrementalAlterConfigOpSet
+		c.Value = kmsg.StringPtr(strconv.FormatInt(gc.value.Milliseconds(), 10))
+		res.Configs = append(res.Configs, c)
 		set = append(set, c.Name+"="+*c.Value)
 	}
+	req.Resources = append(req.Resources, res)
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
 		return fmt.Errorf("kafka: setting the configs of group %q: %w", group, err)

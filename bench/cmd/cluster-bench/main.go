@@ -414,10 +414,7 @@ func build(name string, args ...string) error {
 // until ctx ends. A group that does not exist is no error.
 func deleteGroup(ctx context.Context, adm *kadm.Client, group string) {
 	for {
-		resp, err := adm.DeleteGroup(ctx, group)
-		if err == nil {
-			err = resp.Err
-		}
+		_, err := adm.DeleteGroup(ctx, group) // the group's own error included
 		switch {
 		case err == nil || errors.Is(err, kerr.GroupIDNotFound):
 			return
