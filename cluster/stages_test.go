@@ -122,15 +122,27 @@ func TestRunJobInStages(t *testing.T) {
 	}
 	recs := kafkatest.ReadCommitted(t, brokers, out, keys*perKey, 2*time.Minute)
 	// The instances' tasks: all 12 (3 stages of 4 partitions), each on one
-	// instance, running.
-	perStage := map[int]int{}
-	for _, in := range instances {
-		for _, ts := range in.Tasks() {
-			if ts.State != control.TaskRunning || ts.Runs < 1 {
-				t.Errorf("task %s/%d: %+v, want running", ts.Topic, ts.Partition, ts)
+	// instance, running. The output may be complete while the group still
+	// moves tasks to the second instance (the first ran them all until it
+	// joined): the check waits for the rebalance to end.
+	var perStage map[int]int
+	var notRunning []string
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		perStage, notRunning = map[int]int{}, nil
+		for _, in := range instances {
+			for _, ts := range in.Tasks() {
+				if ts.State != control.TaskRunning || ts.Runs < 1 {
+					notRunning = append(notRunning, fmt.Sprintf("task %s/%d: %+v, want running", ts.Topic, ts.Partition, ts))
+				}
+				perStage[ts.Stage]++
 			}
-			perStage[ts.Stage]++
 		}
+		if len(notRunning) == 0 && fmt.Sprint(perStage) == "map[0:4 1:4 2:4]" || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, e := range notRunning {
+		t.Error(e)
 	}
 	if fmt.Sprint(perStage) != "map[0:4 1:4 2:4]" {
 		t.Errorf("tasks per stage over the instances: %v, want 4 of each of the 3 stages", perStage)
