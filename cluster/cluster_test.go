@@ -65,6 +65,10 @@ const (
 	endOfInput = 100_000
 	// produceEvery paces the input so that records flow through every fault.
 	produceEvery = 6 * time.Millisecond
+	// roundsPerPhase is how many rounds of input (record "k:i" of every
+	// key) the producer writes per phase of breakInstances before it waits
+	// for the next: about 4.5 s of input at produceEvery.
+	roundsPerPhase = 31
 	// sessionTimeout is the group's, the least the broker allows by default.
 	sessionTimeout = 6 * time.Second
 	ownershipLease = 3 * time.Second
@@ -524,13 +528,13 @@ func breakInstances(t *testing.T, job clusterJob, want []string) {
 		}
 	})
 
-	produced := make(chan error, 1)
-	go func() {
-		produced <- produce(brokers, in, job == windowedStages || job == writtenOnce || job == yamlPipeline)
-	}()
+	input := startInput(t, brokers, in, job == windowedStages || job == writtenOnce || job == yamlPipeline)
 
 	a, b, cc := c.start("a"), c.start("b"), c.start("c")
-	progress := func(what string) { waitForOutput(t, c, adm, out, what) }
+	// Each phase's output must come from input produced after the phase
+	// began: input the instances had all consumed before a fault could
+	// not show that they recover from it.
+	progress := func(what string) { waitForOutput(t, c, adm, out, what, input) }
 	progress("output from the first three instances")
 
 	// Each fault is aimed at an instance that runs tasks: the group may
@@ -574,7 +578,7 @@ func breakInstances(t *testing.T, job clusterJob, want []string) {
 	d.wait(t, time.Minute)
 	progress("output after c and d left")
 
-	if err := <-produced; err != nil {
+	if err := input.finish(); err != nil {
 		t.Fatal(err)
 	}
 	recs := kafkatest.ReadCommitted(t, brokers, out, len(want), 2*time.Minute)
@@ -601,9 +605,39 @@ func (c *instances) taskStarts() int {
 	return n
 }
 
+// input is breakInstances' producer of the input, written phase by
+// phase: roundsPerPhase rounds when it starts and per release, all the
+// rest after finish. A producer on the wall clock alone finished the
+// input before b's pause when the machine ran the test slowly, and
+// the output then could not grow while b was paused (CI of 125f6db).
+type input struct {
+	more   chan struct{} // one receive per released phase; closed by finish
+	done   chan error
+	closed sync.Once
+}
+
+func startInput(t *testing.T, brokers, topic string, end bool) *input {
+	in := &input{more: make(chan struct{}, 16), done: make(chan error, 1)}
+	go func() { in.done <- produce(brokers, topic, end, in.more) }()
+	t.Cleanup(func() { in.closed.Do(func() { close(in.more) }) })
+	return in
+}
+
+// release lets the producer write the next phase's rounds.
+func (in *input) release() { in.more <- struct{}{} }
+
+// finish lets the producer write all the input that is left, and waits
+// until it has.
+func (in *input) finish() error {
+	in.closed.Do(func() { close(in.more) })
+	return <-in.done
+}
+
 // produce writes clusterPerKey records "k:i" per key, keyed by "k",
-// paced by produceEvery; with end, then one record "k:endOfInput" per key.
-func produce(brokers, topic string, end bool) error {
+// paced by produceEvery, roundsPerPhase rounds of them per receive from
+// more and the rest once more is closed; with end, then one record
+// "k:endOfInput" per key.
+func produce(brokers, topic string, end bool, more <-chan struct{}) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.DefaultProduceTopic(topic))
 	if err != nil {
 		return err
@@ -615,7 +649,15 @@ func produce(brokers, topic string, end bool) error {
 	if end {
 		last++
 	}
+	allowed := roundsPerPhase
 	for i := range last {
+		for i >= allowed && more != nil {
+			if _, ok := <-more; ok {
+				allowed += roundsPerPhase
+			} else {
+				more = nil
+			}
+		}
 		if i == clusterPerKey {
 			i = endOfInput
 		}
@@ -630,11 +672,13 @@ func produce(brokers, topic string, end bool) error {
 	return nil
 }
 
-// waitForOutput waits until out's committed end offsets grow, failing at
+// waitForOutput releases the next phase of input and waits until out's
+// committed end offsets grow past where they were before it, failing at
 // once when an instance that should run has ended.
-func waitForOutput(t *testing.T, c *instances, adm *kadm.Client, out, what string) {
+func waitForOutput(t *testing.T, c *instances, adm *kadm.Client, out, what string, input *input) {
 	t.Helper()
 	start := committedEnd(t, adm, out)
+	input.release()
 	kafkatest.WaitFor(t, 2*time.Minute, what, func() bool {
 		if in := c.ended(); in != nil {
 			t.Fatalf("waiting for %s: instance %s ended", what, in.name)

@@ -31,8 +31,11 @@ import (
 // writer wrote at or before the watermark when it reads the watermark. A
 // downstream source with SourceOptions.Upstreams takes, per partition, the
 // least watermark of the writers that are not idle, and none until it has
-// heard from every writer it expects (upstreamWatermarks). Control records
-// are never handed to the Deserializer, whatever the source's options.
+// heard from every writer it expects (upstreamWatermarks). An idle writer
+// that falls silent (killed, paused, failing its checkpoints) holds the
+// partition back again once the others wrote staleRounds rounds of marks
+// after its last (see upstreamWatermarks.isIdle). Control records are
+// never handed to the Deserializer, whatever the source's options.
 const watermarkHeader = "exactly-watermark"
 
 // watermarkVersion is the first byte of a watermark header's value.
@@ -53,6 +56,10 @@ func encodeWatermark(writer string, wm int64, idle bool) []byte {
 type upstreamMark struct {
 	wm   int64
 	idle bool
+	// since counts the marks of the partition's other writers read after
+	// this one, up to staleness + 1: the reader's bookkeeping, not part
+	// of the header.
+	since uint64
 }
 
 // decodeWatermark parses a watermark header's value.
@@ -83,11 +90,40 @@ func controlWatermark(r *kgo.Record) ([]byte, bool) {
 // then), and MinWatermark until every one of the want writers has been
 // heard from. It never goes back, nor below floor, the watermark a restore
 // resumes at. It is a pure state machine.
+//
+// A writer's idleness holds only while the writer keeps saying so: every
+// live writer writes a mark in every checkpoint, idle or not. One that
+// said it was idle and then fell silent for staleRounds rounds of the
+// other writers' marks counts as not idle, at its last watermark, until it
+// writes again. Without that, a writer paused or killed while idle stayed
+// idle to the reader for as long as it was gone: the other writers moved
+// the watermark on, and the records its successor read from its input once
+// it took over were late (a cluster test lost 6 window records so, its
+// input paused while an instance was SIGSTOPped; docs/kafka.md). The count
+// is of marks in the partition, not of time, so a restored reader that
+// reads the same records decides the same.
 type upstreamWatermarks struct {
 	want  int
 	floor int64
 	marks map[string]upstreamMark
 	enc   []byte // the marks as appendMarks appends them; nil when stale
+}
+
+// staleRounds is how many rounds of marks of the other writers (one each
+// per checkpoint) an idle writer may miss before it holds the partition
+// back again. A live idle writer whose checkpoints lag that much only
+// delays the watermark until its next mark.
+const staleRounds = 3
+
+// staleness is how many marks of the other writers an idle writer may
+// miss: staleRounds of each other writer's.
+func (u *upstreamWatermarks) staleness() uint64 { return staleRounds * uint64(max(u.want-1, 0)) }
+
+// isIdle reports whether m, a writer's last mark, lets the partition's
+// watermark pass the writer by: the writer said it was idle, and the
+// other writers have not written more than staleness marks since.
+func (u *upstreamWatermarks) isIdle(m upstreamMark) bool {
+	return m.idle && m.since <= u.staleness()
 }
 
 func newUpstreamWatermarks(want int) *upstreamWatermarks {
@@ -100,11 +136,13 @@ func newUpstreamWatermarks(want int) *upstreamWatermarks {
 // was, instead of holding the watermark back for ever.
 func restoreUpstreamWatermarks(want int, marks map[string]upstreamMark) (*upstreamWatermarks, error) {
 	u := newUpstreamWatermarks(want)
-	for _, w := range slices.Sorted(maps.Keys(marks)) {
-		if err := u.heard(w, marks[w]); err != nil {
-			return nil, err
-		}
+	if len(marks) > want {
+		writers := slices.Sorted(maps.Keys(marks))
+		return nil, fmt.Errorf("watermarks from %d writers (%s), but SourceOptions.Upstreams = %d: set Upstreams to the number of writers of the upstream job (its tasks times its sink's parallelism)",
+			len(writers), strings.Join(writers, ", "), want)
 	}
+	maps.Copy(u.marks, marks)
+	u.floor = max(u.floor, u.current())
 	return u, nil
 }
 
@@ -112,8 +150,13 @@ func restoreUpstreamWatermarks(want int, marks map[string]upstreamMark) (*upstre
 // marks of the upstream writers in a position of a source with
 // SourceOptions.Upstreams: then, per writer in order of id, the id's
 // length (uvarint), the id, the flags byte and the watermark (8 bytes
-// big-endian), as in the header.
-const positionMarks = "wm1"
+// big-endian), as in the header, and the marks of other writers read
+// since (uvarint, upstreamMark.since). positionMarksV1, written before
+// the last field was, reads as if every writer had just been heard.
+const (
+	positionMarks   = "wm2"
+	positionMarksV1 = "wm1"
+)
 
 // appendMarks appends the writers' marks to a position. The engine asks
 // for the position after every read: the encoding is kept until a mark
@@ -130,13 +173,15 @@ func (u *upstreamWatermarks) appendMarks(pos []byte) []byte {
 				flags = 1
 			}
 			u.enc = binary.BigEndian.AppendUint64(append(u.enc, flags), uint64(m.wm))
+			u.enc = binary.AppendUvarint(u.enc, m.since)
 		}
 	}
 	return append(pos, u.enc...)
 }
 
-// parseMarks parses what appendMarks appended after positionMarks.
-func parseMarks(b []byte) (map[string]upstreamMark, error) {
+// parseMarks parses what appendMarks appended after positionMarks, or
+// after positionMarksV1 with v1.
+func parseMarks(b []byte, v1 bool) (map[string]upstreamMark, error) {
 	marks := map[string]upstreamMark{}
 	for len(b) > 0 {
 		n, k := binary.Uvarint(b)
@@ -148,14 +193,23 @@ func parseMarks(b []byte) (map[string]upstreamMark, error) {
 		if b[0]&^1 != 0 {
 			return nil, fmt.Errorf("the watermark of upstream writer %q has unknown flags %#x", w, b[0])
 		}
-		marks[w] = upstreamMark{idle: b[0]&1 != 0, wm: int64(binary.BigEndian.Uint64(b[1:9]))}
+		m := upstreamMark{idle: b[0]&1 != 0, wm: int64(binary.BigEndian.Uint64(b[1:9]))}
 		b = b[9:]
+		if !v1 {
+			since, k := binary.Uvarint(b)
+			if k <= 0 {
+				return nil, fmt.Errorf("the watermarks of the upstream writers are truncated")
+			}
+			m.since, b = since, b[k:]
+		}
+		marks[w] = m
 	}
 	return marks, nil
 }
 
-// heard records what writer said. A writer's watermark never goes back; a
-// writer more than want is an error naming them all.
+// heard records what writer said, and that the others did not. A writer's
+// watermark never goes back; a writer more than want is an error naming
+// them all.
 func (u *upstreamWatermarks) heard(writer string, m upstreamMark) error {
 	old, known := u.marks[writer]
 	if !known && len(u.marks) == u.want {
@@ -166,8 +220,15 @@ func (u *upstreamWatermarks) heard(writer string, m upstreamMark) error {
 	if known {
 		m.wm = max(m.wm, old.wm)
 	}
+	m.since = 0
 	if !known || m != old {
 		u.marks[writer], u.enc = m, nil
+	}
+	for w, o := range u.marks {
+		if w != writer && o.since <= u.staleness() {
+			o.since++
+			u.marks[w], u.enc = o, nil
+		}
 	}
 	u.floor = max(u.floor, u.current())
 	return nil
@@ -193,7 +254,7 @@ func (u *upstreamWatermarks) current() int64 {
 	least, greatest := int64(math.MaxInt64), int64(math.MinInt64)
 	for _, m := range u.marks {
 		greatest = max(greatest, m.wm)
-		if !m.idle {
+		if !u.isIdle(m) {
 			least = min(least, m.wm)
 		}
 	}
@@ -205,7 +266,7 @@ func (u *upstreamWatermarks) current() int64 {
 
 func (u *upstreamWatermarks) allIdle() bool {
 	for _, m := range u.marks {
-		if !m.idle {
+		if !u.isIdle(m) {
 			return false
 		}
 	}

@@ -56,6 +56,29 @@ func TestUpstreamWatermarks(t *testing.T) {
 			{writer: "a", wm: 200, want: 100},
 			{writer: "b", wm: 150, want: 150},
 		}},
+		{"an idle writer that falls silent holds the watermark back again", 2, []step{
+			{writer: "a", wm: 10, want: minWM},
+			{writer: "b", wm: 10, idle: true, want: 10},
+			{writer: "a", wm: 20, want: 20},
+			{writer: "a", wm: 30, want: 30},
+			{writer: "a", wm: 40, want: 40}, // b missed staleRounds marks of a: still idle
+			{writer: "a", wm: 50, want: 40}, // one more: b holds the partition at the floor
+			{writer: "a", wm: 60, want: 40},
+			{writer: "b", wm: 10, idle: true, want: 60}, // heard again, idle: passed by
+			{writer: "b", wm: 55, want: 60},             // active, behind the floor: the watermark stays
+			{writer: "a", wm: 70, want: 60},
+			{writer: "b", wm: 65, want: 65},
+		}},
+		{"silent idle writers stop an idle partition being idle", 3, []step{
+			{writer: "a", wm: 10, idle: true, want: minWM},
+			{writer: "b", wm: 20, idle: true, want: minWM},
+			{writer: "c", wm: 30, idle: true, want: 30, idleP: true},
+			{writer: "b", wm: 20, idle: true, want: 30, idleP: true},
+			{writer: "c", wm: 30, idle: true, want: 30, idleP: true},
+			{writer: "b", wm: 20, idle: true, want: 30, idleP: true},
+			{writer: "c", wm: 30, idle: true, want: 30, idleP: true}, // a missed 6 marks = staleRounds × 2 writers
+			{writer: "b", wm: 20, idle: true, want: 30},              // 7: a holds the partition, which is not idle
+		}},
 		{"negative event times", 1, []step{
 			{writer: "a", wm: -50, want: -50},
 			{writer: "a", wm: -10, want: -10},
@@ -203,10 +226,53 @@ func TestPositionKeepsUpstreamMarks(t *testing.T) {
 	if _, _, _, err := decodePosition("mid/0", huge); err == nil {
 		t.Error("a position with a writer id of 2^64-1 bytes decoded")
 	}
+	// A position of the first format (positionMarksV1, without the marks
+	// read since each writer's) reads as if every writer had just been
+	// heard.
+	v1 := append(append(slices.Clone(pos[:16]), positionMarksV1...), 10)
+	v1 = append(append(v1, "up.1/mid/0"...), 1, 0, 0, 0, 0, 0, 0, 0, 40)
+	if _, _, m, err := decodePosition("mid/0", v1); err != nil || m["up.1/mid/0"] != (upstreamMark{wm: 40, idle: true}) {
+		t.Errorf("decodePosition of a wm1 position: marks %v, %v", m, err)
+	}
 	// Positions without marks read as before.
 	for _, p := range [][]byte{nil, pos[:8], pos[:16]} {
 		if _, _, m, err := decodePosition("mid/0", p); err != nil || m != nil {
 			t.Errorf("decodePosition(%x): marks %v, %v", p, m, err)
 		}
+	}
+}
+
+// TestPositionKeepsSilence checks that a restored reader knows how long
+// each writer has been silent: an idle writer that stopped writing before
+// the checkpoint must not count as idle again after the restore.
+func TestPositionKeepsSilence(t *testing.T) {
+	u := newUpstreamWatermarks(2)
+	if err := u.heard("b", upstreamMark{wm: 10, idle: true}); err != nil {
+		t.Fatal(err)
+	}
+	for wm := range int64(5) {
+		if err := u.heard("a", upstreamMark{wm: 20 + wm}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, idle := u.watermark(); idle || u.isIdle(u.marks["b"]) {
+		t.Fatalf("b silent for 5 marks of a counts as idle")
+	}
+	r := &reader[string]{next: 3, end: -1, upstream: u}
+	_, _, marks, err := decodePosition("mid/0", r.Position())
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored, err := restoreUpstreamWatermarks(2, marks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if restored.isIdle(restored.marks["b"]) || restored.marks["b"].since != u.marks["b"].since {
+		t.Fatalf("restored b: %+v, want %+v (silent, not idle)", restored.marks["b"], u.marks["b"])
+	}
+	// The engine resumes the checkpointed watermark as the floor; the
+	// marks alone give b's, which holds the partition back.
+	if wm, _ := restored.watermark(); wm != 10 {
+		t.Fatalf("restored watermark %d, want b's (10)", wm)
 	}
 }
