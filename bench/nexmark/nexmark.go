@@ -18,6 +18,9 @@
 //	A,id,itemName,description,initialBid,reserve,dateTime,expires,seller,category,extra
 //	B,auction,bidder,price,channel,url,dateTime,extra
 //
+// A bid's url is https://www.nexmark.com/<dir1>/<dir2>/<dir3>/item.htm?query=1&channel_id=<n>,
+// each dir five letters.
+//
 // dateTime and expires are Unix milliseconds.
 //
 // # Queries
@@ -33,6 +36,10 @@
 //     "auction,price".
 //   - count (keyed running count): each bid as "auction,n", n the number of
 //     bids on that auction so far, this one included.
+//
+// q14, q21 and q22, of Flink's Nexmark suite, map each bid to zero or one
+// output too; they read its channel and url (see BidDetail).
+// AppendStateless and ReferenceDigest are the reference of all these.
 //
 // q5 and q7 are windowed on event time. Only bids count; a bid's event time
 // is its dateTime. Windows are aligned to the Unix epoch: a window of size s
@@ -218,6 +225,11 @@ func Append(dst []byte, seed, i uint64) []byte {
 		}
 		dst = append(dst, ",https://www.nexmark.com/"...)
 		dst = appendLetters(dst, r.Uint64(), 5)
+		dirs := r.Uint64() // drawn after the fields the other queries read
+		dst = append(dst, '/')
+		dst = appendLetters(dst, dirs, 5)
+		dst = append(dst, '/')
+		dst = appendLetters(dst, dirs>>32, 5)
 		dst = append(dst, "/item.htm?query=1&channel_id="...)
 		dst = strconv.AppendInt(dst, int64(ch), 10)
 		dst = append(dst, ',')
@@ -297,7 +309,17 @@ func appendExtra(dst []byte, bits uint64, n int) []byte {
 }
 
 // Queries lists the query names in the order the benchmark runs them.
-var Queries = []string{"q0", "q1", "q2", "count", "q5", "q7"}
+var Queries = []string{"q0", "q1", "q2", "count", "q5", "q7", "q14", "q21", "q22"}
+
+// PerEvent reports whether query q maps each event to at most one output,
+// so that ReferenceDigest gives its outputs.
+func PerEvent(q string) bool {
+	switch q {
+	case "q0", "q1", "q2", "count", "q14", "q21", "q22":
+		return true
+	}
+	return false
+}
 
 // ErrMalformed is returned for a value that is not a well-formed event.
 var ErrMalformed = errors.New("nexmark: malformed event")
@@ -409,6 +431,9 @@ func Expected(q string, seed, from, to uint64) (uint64, error) {
 	case "q5", "q7":
 		err := CheckedOutputs(q, seed, from, to, func([]byte) { n++ })
 		return n, err
+	case "q14", "q21", "q22":
+		d, err := ReferenceDigest(q, seed, from, to)
+		return d.N, err
 	default: // q1, count: one output per bid
 		for i := from; i < to; i++ {
 			if KindOf(i) == BidKind {

@@ -112,7 +112,7 @@ func run(c config) error {
 }
 
 // perRecord builds the queries that map each input record to at most one
-// output: q0, q1, q2 and count.
+// output: q0, q1, q2, count, q14, q21 and q22.
 func perRecord(j *stream.Job, c config, in kafka.SourceOptions) (stream.Stream[result], error) {
 	src, err := kafka.NewSource(in, kafka.Bytes())
 	if err != nil {
@@ -124,6 +124,8 @@ func perRecord(j *stream.Job, c config, in kafka.SourceOptions) (stream.Stream[r
 		return stream.Map(events, func(r kafka.Record[[]byte]) result { return result{value: r.Value, time: r.Timestamp} }), nil
 	case "q1", "q2":
 		return stream.FlatMap(events, selectBids(c.query)), nil
+	case "q14", "q21", "q22":
+		return stream.FlatMap(events, bidDetails(c.query)), nil
 	case "count":
 		bids := stream.FlatMap(events, parseBids)
 		byAuction := stream.KeyBy(bids, func(b bid) int64 { return b.Auction }, state.Int64Codec{})
@@ -174,6 +176,31 @@ func selectBids(query string) func(kafka.Record[[]byte], []result) []result {
 			return append(out, result{value: nexmark.AppendQ1(make([]byte, 0, outCap), b), time: r.Timestamp})
 		case nexmark.Q2Selects(b):
 			return append(out, result{value: nexmark.AppendQ2(make([]byte, 0, outCap), b), time: r.Timestamp})
+		}
+		return out
+	}
+}
+
+// bidDetails returns the function computing q14, q21 or q22 from one
+// input record: they read the bid's channel and url too.
+func bidDetails(query string) func(kafka.Record[[]byte], []result) []result {
+	return func(r kafka.Record[[]byte], out []result) []result {
+		b, ok, err := nexmark.ParseBidDetail(r.Value)
+		switch {
+		case err != nil:
+			return append(out, result{err: err})
+		case !ok:
+			return out
+		case query == "q14":
+			if nexmark.Q14Selects(b.Bid) {
+				out = append(out, result{value: nexmark.AppendQ14(make([]byte, 0, outCap), b), time: r.Timestamp})
+			}
+		case query == "q21":
+			if id, ok := nexmark.Q21ChannelID(b); ok {
+				out = append(out, result{value: nexmark.AppendQ21(make([]byte, 0, outCap), b, id), time: r.Timestamp})
+			}
+		default:
+			out = append(out, result{value: nexmark.AppendQ22(make([]byte, 0, outCap), b), time: r.Timestamp})
 		}
 		return out
 	}

@@ -63,22 +63,25 @@ import (
 
 // options are the command's flags.
 type options struct {
-	brokers, systems, queries, work, doc, brokerPIDFile string
-	events, seed                                        uint64
-	plan                                                latencyPlan
-	timeout                                             time.Duration
-	kills                                               int
-	latency, profile, keepTopics                        bool
+	brokers, systems, queries, work, doc, results, brokerPIDFile string
+	maxLoad                                                      float64
+	events, seed                                                 uint64
+	plan                                                         latencyPlan
+	timeout                                                      time.Duration
+	kills                                                        int
+	latency, profile, keepTopics                                 bool
 }
 
 // main parses the flags and runs the benchmark.
 func main() {
 	var o options
 	flag.StringVar(&o.brokers, "brokers", os.Getenv("EXACTLY_KAFKA_BROKERS"), "Kafka bootstrap brokers, comma-separated")
-	flag.StringVar(&o.systems, "systems", "exactly,flink,kstreams", "systems to run, comma-separated")
+	flag.StringVar(&o.systems, "systems", "exactly,flink-sql,flink,kstreams", "systems to run, comma-separated: exactly, flink-sql (Flink SQL, as Flink's Nexmark suite runs), flink (Flink's DataStream API), kstreams")
 	flag.StringVar(&o.queries, "queries", strings.Join(nexmark.Queries, ","), "queries to run, comma-separated")
 	flag.StringVar(&o.work, "work", ".tmp/nexmark-bench", "scratch directory: binaries, checkpoints, logs of every run")
-	flag.StringVar(&o.doc, "doc", "", "write the results into this Markdown file (docs/benchmarks.md)")
+	flag.StringVar(&o.doc, "doc", "", "write the results into this Markdown file (docs/benchmarks.md): the table of every query measured so far (--results), this run's rows replacing those of the same query and system")
+	flag.StringVar(&o.results, "results", "docs/nexmark-results.json", "with --doc: the rows of every run so far, from which the table is rendered")
+	flag.Float64Var(&o.maxLoad, "max-load", 1.5, "with --doc: refuse to run when the 1-minute load average at the start is above this (a figure taken under load is not quoted)")
 	flag.Uint64Var(&o.events, "events", 5_000_000, "events in the backlog of the throughput runs")
 	flag.Uint64Var(&o.seed, "seed", 1, "seed of the event stream")
 	flag.StringVar(&o.brokerPIDFile, "broker-pidfile", "", "file holding the Kafka broker's pid (scripts/kafka.sh writes .tmp/kafka/broker.pid), to report the broker's CPU time too")
@@ -109,6 +112,10 @@ func run(ctx context.Context, o options) error {
 	}
 	if _, err := os.Stat("go.mod"); err != nil {
 		return fmt.Errorf("run from the repository root: %w", err)
+	}
+	started, loadBefore := time.Now(), loadAverage()
+	if load, ok := oneMinuteLoad(loadBefore); o.doc != "" && (!ok || load > o.maxLoad) {
+		return fmt.Errorf("load average %s at the start, above --max-load %.1f: a figure taken under load is not written into %s; wait for a quiet machine, or run without --doc", loadBefore, o.maxLoad, o.doc)
 	}
 	queries := strings.Split(o.queries, ",")
 	for _, q := range queries {
@@ -143,8 +150,6 @@ func run(ctx context.Context, o options) error {
 	}
 	defer b.close()
 	e := env{b: b, work: work, prefix: fmt.Sprintf("nxb%d", time.Now().Unix()), seed: o.seed, brokerPID: brokerPID, timeout: o.timeout}
-	loadBefore := loadAverage()
-
 	syss, err := systems(repo, work, o.brokers, strings.Split(o.systems, ","), o.profile)
 	if err != nil {
 		return err
@@ -157,7 +162,7 @@ func run(ctx context.Context, o options) error {
 	if err := b.load(ctx, in, o.seed, o.events); err != nil {
 		return err
 	}
-	res := results{events: o.events, plan: o.plan, latency: o.latency, kills: o.kills}
+	var rows []row
 	for _, q := range queries {
 		expected, err := nexmark.Expected(q, o.seed, 0, o.events)
 		if err != nil {
@@ -167,10 +172,15 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("%s makes no output of %d events that the run checks: use more --events", q, o.events)
 		}
 		_, _, windowed := nexmark.Window(q)
-		var want map[string]uint64 // q5, q7: the checked outputs, by value
-		if windowed {
-			want = map[string]uint64{}
-			if err := nexmark.CheckedOutputs(q, o.seed, 0, o.events, func(v []byte) { want[string(v)]++ }); err != nil {
+		var want reference
+		switch {
+		case windowed:
+			want.byValue = map[string]uint64{}
+			if err := nexmark.CheckedOutputs(q, o.seed, 0, o.events, func(v []byte) { want.byValue[string(v)]++ }); err != nil {
+				return err
+			}
+		case nexmark.PerEvent(q):
+			if want.digest, err = nexmark.ReferenceDigest(q, o.seed, 0, o.events); err != nil {
 				return err
 			}
 		}
@@ -193,14 +203,30 @@ func run(ctx context.Context, o options) error {
 				}
 			}
 			fmt.Fprintln(os.Stderr, r.line())
-			res.rows = append(res.rows, r)
+			rows = append(rows, newRow(r, o.latency, o.kills))
 		}
 	}
-	res.load = fmt.Sprintf("load average %s at the start, %s at the end", loadBefore, loadAverage())
-	table := res.markdown()
-	fmt.Println(table)
+	info := runInfo{
+		Date:    started.UTC().Format("2006-01-02 15:04 MST"),
+		Commit:  gitCommit(),
+		Load:    fmt.Sprintf("load average %s at the start, %s at the end", loadBefore, loadAverage()),
+		Events:  o.events,
+		Plan:    o.planText(),
+		Command: commandLine(),
+	}
+	this := &store{}
+	this.add(info, rows)
+	fmt.Println(this.markdown())
 	if o.doc != "" {
-		if err := writeSection(o.doc, res.section(commandLine(), table)); err != nil {
+		all, err := loadStore(o.results)
+		if err != nil {
+			return err
+		}
+		all.add(info, rows)
+		if err := all.save(o.results); err != nil {
+			return err
+		}
+		if err := writeSection(o.doc, section(all.markdown())); err != nil {
 			return err
 		}
 	}

@@ -41,6 +41,7 @@ type throughput struct {
 	// copies of expected outputs beyond the expected number, the expected
 	// outputs not seen, and (q5, q7) the outputs seen that are not expected.
 	duplicates, missing, wrong uint64
+	differ                     bool // the per-event queries: as many outputs as expected, but other values
 }
 
 // windowOutput is where an output of q5 or q7 is, the end of its window
@@ -81,7 +82,7 @@ func (e env) runDir(name string) (string, error) {
 // counts only the outputs of the checked windows, those ending at or before
 // nexmark.Cutoff(n), waits for those, and compares them with want value by
 // value.
-func (e env) measureThroughput(ctx context.Context, s system, q, in string, n, expected uint64, want map[string]uint64) (throughput, error) {
+func (e env) measureThroughput(ctx context.Context, s system, q, in string, n, expected uint64, want reference) (throughput, error) {
 	r, err := e.startBacklog(ctx, s, q, in, "tput", n, expected)
 	if err != nil {
 		return throughput{}, err
@@ -165,7 +166,7 @@ func (e env) measureThroughput(ctx context.Context, s system, q, in string, n, e
 		rss:       rss,
 		commits:   len(commits),
 	}
-	t.duplicates, t.missing, t.wrong = r.col.check(expected, want)
+	t.duplicates, t.missing, t.wrong, t.differ = r.col.check(expected, want)
 	if w := l.at.Sub(f.at).Seconds(); w > 0 {
 		t.rate = inWindow / w
 	}
@@ -433,6 +434,7 @@ type killRun struct {
 	// timeout after the last kill; the missing ones count as missing.
 	incomplete                 bool
 	duplicates, missing, wrong uint64 // of the checked outputs, as in throughput
+	differ                     bool
 }
 
 // Delays of the kill runs: a SIGKILL comes a uniform random delay in
@@ -455,7 +457,7 @@ const (
 // stable ends settled, and compares the outputs with want once every one
 // is visible, or the timeout after the last kill passed. The delays come
 // from the seed, the system and the query.
-func (e env) measureKills(ctx context.Context, s system, q, in string, n, expected uint64, want map[string]uint64, kills int) (killRun, error) {
+func (e env) measureKills(ctx context.Context, s system, q, in string, n, expected uint64, want reference, kills int) (killRun, error) {
 	r, err := e.startBacklog(ctx, s, q, in, "kill", n, expected)
 	if err != nil {
 		return killRun{}, err
@@ -522,7 +524,7 @@ func (e env) measureKills(ctx context.Context, s system, q, in string, n, expect
 		deadline = time.After(e.timeout)
 	}
 	r.settle()
-	res.duplicates, res.missing, res.wrong = r.col.check(expected, want)
+	res.duplicates, res.missing, res.wrong, res.differ = r.col.check(expected, want)
 	return res, nil
 }
 

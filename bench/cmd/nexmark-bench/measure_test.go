@@ -3,6 +3,8 @@ package main
 import (
 	"testing"
 	"time"
+
+	"github.com/exactlyonce/exactly/bench/nexmark"
 )
 
 func TestTally(t *testing.T) {
@@ -55,6 +57,34 @@ func TestFirstBeyond(t *testing.T) {
 		got, ok := firstBeyond(outs, c.ends)
 		if ok != !c.first.IsZero() || !got.Equal(c.first) {
 			t.Errorf("firstBeyond %v = %v, %v; want %v", c.ends, got, ok, c.first)
+		}
+	}
+}
+
+// TestDigestCheck checks a per-event query's outputs by digest: as many
+// outputs as expected but one value changed is reported as differing.
+func TestDigestCheck(t *testing.T) {
+	var ref nexmark.Digest
+	for _, v := range []string{"1,2", "3,4", "5,6"} {
+		ref.Add([]byte(v))
+	}
+	for _, c := range []struct {
+		got                 []string
+		duplicates, missing uint64
+		differ              bool
+	}{
+		{[]string{"5,6", "1,2", "3,4"}, 0, 0, false},
+		{[]string{"1,2", "3,4", "5,7"}, 0, 0, true},
+		{[]string{"1,2", "3,4"}, 0, 1, false},
+		{[]string{"1,2", "3,4", "5,6", "5,6"}, 1, 0, false},
+	} {
+		col := newCollector("q1", 100)
+		for i, v := range c.got {
+			col.add(seen{partition: 0, offset: int64(i)}, []byte(v))
+		}
+		d, m, w, differ := col.check(3, reference{digest: ref})
+		if d != c.duplicates || m != c.missing || w != 0 || differ != c.differ {
+			t.Errorf("check(%v) = +%d -%d %d wrong, differ %v; want +%d -%d, differ %v", c.got, d, m, w, differ, c.duplicates, c.missing, c.differ)
 		}
 	}
 }

@@ -19,18 +19,15 @@ type result struct {
 	kill          killRun // q5 and q7
 }
 
-// results are the rows of one invocation.
-type results struct {
-	rows    []result
-	events  uint64
-	plan    latencyPlan
-	latency bool
-	kills   int
-	load    string
+// settings are what an invocation ran besides the backlog runs: they
+// decide how a row's cells read.
+type settings struct {
+	latency bool // the latency runs were made
+	kills   int  // the kill runs' SIGKILLs; 0: no kill runs
 }
 
 // displayName is how the tables name a system.
-var displayName = map[string]string{"exactly": "exactly", "flink": "Flink", "kstreams": "Kafka Streams"}
+var displayName = map[string]string{"exactly": "exactly", "flink": "Flink", "flink-sql": "Flink SQL", "kstreams": "Kafka Streams"}
 
 // windowed reports whether r's query is windowed: a kill run instead of a latency run.
 func (r result) windowed() bool {
@@ -74,6 +71,12 @@ func (r result) check() string {
 			bad = append(bad, fmt.Sprintf("%s %d wrong", c.run, c.wrong))
 		}
 	}
+	if r.tput.differ {
+		bad = append(bad, "backlog values differ from the reference")
+	}
+	if r.kill.differ {
+		bad = append(bad, "kill run values differ from the reference")
+	}
 	if r.kill.incomplete {
 		bad = append(bad, "kill run not done in time")
 	}
@@ -92,55 +95,70 @@ func (r result) recovery() time.Duration {
 	return r.lat.recovery
 }
 
-// markdown renders the main table and the details table.
-func (rs results) markdown() string {
+// markdown renders the main table, the details table and the runs that
+// measured their rows.
+func (s *store) markdown() string {
 	var b strings.Builder
-	b.WriteString("| query | system | events/s | events/CPU-s | p50 | p99 | peak RSS | recovery | outputs |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
-	for i, r := range rs.rows {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.query, displayName[r.system],
-			r.tput.mark(si(r.tput.rate)), r.tput.mark(si(r.tput.perCPU)), rs.opt(r, ms(r.lat.p50)), rs.opt(r, ms(r.lat.p99)), mib(r.tput.rss), rs.recoveryCell(r, secs(r.recovery())), r.check())
-		if i+1 < len(rs.rows) && rs.rows[i+1].query == r.query {
+	b.WriteString("| query | system | events/s | events/CPU-s | p50 | p99 | peak RSS | recovery | outputs | run |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
+	for i, r := range s.Rows {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %d |\n", r.Query, displayName[r.System],
+			r.Rate, r.PerCPU, r.P50, r.P99, r.RSS, r.Recovery, r.Outputs, r.Run+1)
+		if i+1 < len(s.Rows) && s.Rows[i+1].Query == r.Query {
 			continue
 		}
-		ours, ok := rs.find(r.query, "exactly")
+		ours, ok := s.find(r.Query, "exactly")
 		if !ok {
 			continue
 		}
-		for _, peer := range []string{"flink", "kstreams"} {
-			p, ok := rs.find(r.query, peer)
+		for _, peer := range systemOrder[1:] {
+			p, ok := s.find(r.Query, peer)
 			if !ok {
 				continue
 			}
-			fmt.Fprintf(&b, "| %s | **exactly / %s** | %s | %s | %s | %s | %s | %s | |\n", r.query, displayName[peer],
-				ratio(ours.tput.rate, p.tput.rate), ratio(ours.tput.perCPU, p.tput.perCPU),
-				rs.opt(r, ratio(float64(ours.lat.p50), float64(p.lat.p50))), rs.opt(r, ratio(float64(ours.lat.p99), float64(p.lat.p99))),
-				ratio(float64(ours.tput.rss), float64(p.tput.rss)), rs.recoveryCell(r, ratio(float64(ours.recovery()), float64(p.recovery()))))
+			latencyRatio := func(a, b int64) string {
+				if ours.Windowed {
+					return "n/a¹"
+				}
+				return ratioOrDash(float64(a), float64(b))
+			}
+			fmt.Fprintf(&b, "| %s | **exactly / %s** | %s | %s | %s | %s | %s | %s | | |\n", r.Query, displayName[peer],
+				ratio(ours.RateValue, p.RateValue), ratio(ours.PerCPUValue, p.PerCPUValue),
+				latencyRatio(ours.P50Nanos, p.P50Nanos), latencyRatio(ours.P99Nanos, p.P99Nanos),
+				ratio(float64(ours.RSSBytes), float64(p.RSSBytes)), ratioOrDash(float64(ours.RecoveryNanos), float64(p.RecoveryNanos)))
 		}
 	}
-	if slices.ContainsFunc(rs.rows, result.windowed) {
+	if slices.ContainsFunc(s.Rows, func(r row) bool { return r.Windowed }) {
 		b.WriteString("\n" + windowedNote)
-		if rs.kills > 0 {
+		if slices.ContainsFunc(s.Rows, func(r row) bool { return r.KillRun }) {
 			b.WriteString(" " + killRunNote)
 		}
 		b.WriteString("\n")
 	}
-	if slices.ContainsFunc(rs.rows, func(r result) bool { return r.tput.whole }) {
+	if slices.ContainsFunc(s.Rows, func(r row) bool { return r.Whole }) {
 		b.WriteString("\n" + wholeRunNote + "\n")
 	}
 	b.WriteString("\nDetails of the backlog runs (start-up: process start to first visible output; " +
 		"CPU-s: the system's, start to last visible output; broker CPU-s: the Kafka broker's, in the measured window; commits: times the visible output grew, the window spans all but the last), " +
-		"number of outputs the latency percentiles are computed on, and SIGKILLs made (q5, q7: in the kill run):\n\n")
-	b.WriteString("| query | system | start-up | CPU-s | broker CPU-s | commits | latency samples | SIGKILLs |\n|---|---|---|---|---|---|---|---|\n")
-	for _, r := range rs.rows {
-		broker := "—"
-		if r.tput.brokerCPU > 0 {
-			broker = fmt.Sprintf("%.1f", r.tput.brokerCPU)
-		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %.1f | %s | %d | %s | %s |\n", r.query, displayName[r.system], secs(r.tput.startup),
-			r.tput.totalCPU, broker, r.tput.commits, rs.opt(r, fmt.Sprint(r.lat.samples)), rs.sigkills(r))
+		"number of outputs the latency percentiles are computed on, and SIGKILLs made (windowed queries: in the kill run):\n\n")
+	b.WriteString("| query | system | start-up | CPU-s | broker CPU-s | commits | latency samples | SIGKILLs | run |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range s.Rows {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %d |\n", r.Query, displayName[r.System], r.Startup,
+			r.CPU, r.BrokerCPU, r.Commits, r.Samples, r.Sigkills, r.Run+1)
+	}
+	b.WriteString("\nThe runs that measured the rows (commit: `git describe --always --dirty` of the measured tree):\n\n")
+	for i, run := range s.Runs {
+		fmt.Fprintf(&b, "%d. %s, commit %s, backlog of %d events, %s; %s:\n   `%s`\n", i+1, run.Date, run.Commit, run.Events, run.Load, run.Plan, run.Command)
 	}
 	return b.String()
+}
+
+// ratioOrDash is ratio(a, b), or a dash when either was not measured.
+func ratioOrDash(a, b float64) string {
+	if a <= 0 || b <= 0 {
+		return "—"
+	}
+	return ratio(a, b)
 }
 
 // windowedNote is the footnote of the windowed queries' rows.
@@ -172,7 +190,7 @@ func (t throughput) mark(v string) string {
 
 // opt is v, a dash when the latency runs were skipped, or n/a with the
 // footnote's mark for a windowed query, which has none.
-func (rs results) opt(r result, v string) string {
+func (rs settings) opt(r result, v string) string {
 	switch {
 	case r.windowed():
 		return "n/a¹"
@@ -184,7 +202,7 @@ func (rs results) opt(r result, v string) string {
 
 // recoveryCell is v for a row with a kill, or a dash when its kill was
 // skipped: the latency runs or, for q5 and q7, the kill runs.
-func (rs results) recoveryCell(r result, v string) string {
+func (rs settings) recoveryCell(r result, v string) string {
 	switch {
 	case r.windowed() && rs.kills == 0:
 		return "—"
@@ -198,7 +216,7 @@ func (rs results) recoveryCell(r result, v string) string {
 
 // sigkills is the number of SIGKILLs r's runs made, or a dash when its
 // kill was skipped.
-func (rs results) sigkills(r result) string {
+func (rs settings) sigkills(r result) string {
 	switch {
 	case !r.windowed():
 		return rs.opt(r, "1")
@@ -209,13 +227,13 @@ func (rs results) sigkills(r result) string {
 }
 
 // find returns the row of system on query.
-func (rs results) find(query, system string) (result, bool) {
-	for _, r := range rs.rows {
-		if r.query == query && r.system == system {
+func (s *store) find(query, system string) (row, bool) {
+	for _, r := range s.Rows {
+		if r.Query == query && r.System == system {
 			return r, true
 		}
 	}
-	return result{}, false
+	return row{}, false
 }
 
 // Markers delimit the generated part of the section in the document.
@@ -225,22 +243,39 @@ const (
 	heading     = "## Nexmark: exactly, Apache Flink and Kafka Streams side by side"
 )
 
-// section is the generated part of the document's section.
-func (rs results) section(command, table string) string {
+// section is the generated part of the document's section: the tables
+// rendered from the store.
+func section(table string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\n\nMeasured %s, %s.\n\n", beginMarker, time.Now().UTC().Format("2006-01-02 15:04 MST"), rs.load)
+	b.WriteString(beginMarker + "\n\n")
 	var kafkaEnv string // the broker's settings, when not scripts/kafka.sh's defaults
 	for _, k := range []string{"KAFKA_PORT", "KAFKA_DIR"} {
 		if v := os.Getenv(k); v != "" {
 			kafkaEnv += k + "=" + v + " "
 		}
 	}
-	fmt.Fprintf(&b, "```sh\neval \"$(%sscripts/kafka.sh start | tail -1 | sed 's/^/export /')\"\n%s\n```\n\n", kafkaEnv, command)
-	fmt.Fprintf(&b, "Backlog: %d events. Latency runs: %.0f events/s, window of %v starting %v after the first visible output, "+
-		"SIGKILL %v after the window, %v more input after the restart.\n\n", rs.events, rs.plan.rate, rs.plan.span, rs.plan.warm, rs.plan.gap, rs.plan.others)
+	fmt.Fprintf(&b, "Each row was measured by the run its last column names (listed below the tables), on a broker started with\n\n"+
+		"```sh\neval \"$(%sscripts/kafka.sh start | tail -1 | sed 's/^/export /')\"\n```\n\n", kafkaEnv)
 	b.WriteString(table)
 	b.WriteString("\n" + endMarker + "\n")
 	return b.String()
+}
+
+// plan describes the latency and kill runs of an invocation.
+func (o options) planText() string {
+	var parts []string
+	if o.latency {
+		parts = append(parts, fmt.Sprintf("latency runs at %.0f events/s, a window of %v starting %v after the first visible output, "+
+			"SIGKILL %v after it, %v more input after the restart", o.plan.rate, o.plan.span, o.plan.warm, o.plan.gap, o.plan.others))
+	} else {
+		parts = append(parts, "no latency runs")
+	}
+	if o.kills > 0 {
+		parts = append(parts, fmt.Sprintf("kill runs of up to %d SIGKILLs", o.kills))
+	} else {
+		parts = append(parts, "no kill runs")
+	}
+	return strings.Join(parts, ", ")
 }
 
 // writeSection replaces the generated part of the section in the file at

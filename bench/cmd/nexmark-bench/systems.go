@@ -47,12 +47,16 @@ func systems(repo, work, brokers string, names []string, profile bool) ([]system
 				}
 				return argv
 			}})
-		case "flink":
+		case "flink", "flink-sql":
 			if err := mvn("flink"); err != nil {
 				return nil, err
 			}
+			class := "exactly.bench.flink.Main"
+			if name == "flink-sql" {
+				class = "exactly.bench.flink.Sql"
+			}
 			out = append(out, system{name, func(q, in, out, dir, id string) []string {
-				return append(javaArgv("flink", "exactly.bench.flink.Main"), "--brokers", brokers, "--query", q,
+				return append(javaArgv("flink", class), "--brokers", brokers, "--query", q,
 					"--in", in, "--out", out, "--checkpoints", filepath.Join(dir, "checkpoints"), "--txn-prefix", id)
 			}})
 		case "kstreams":
@@ -64,7 +68,7 @@ func systems(repo, work, brokers string, names []string, profile bool) ([]system
 					"--in", in, "--out", out, "--app-id", id, "--state-dir", filepath.Join(dir, "state"))
 			}})
 		default:
-			return nil, fmt.Errorf("unknown system %q: use exactly, flink or kstreams", name)
+			return nil, fmt.Errorf("unknown system %q: use exactly, flink (DataStream API), flink-sql or kstreams", name)
 		}
 	}
 	return out, nil

@@ -1,6 +1,7 @@
 package exactly.bench.nexmark;
 
 import java.nio.charset.StandardCharsets;
+import java.util.Locale;
 
 /**
  * The Nexmark queries of bench/nexmark (Go), byte for byte, shared by the
@@ -104,6 +105,92 @@ public final class Nexmark {
     /** The count output: an auction and its running number of bids. */
     public static byte[] count(long auction, long n) {
         return ascii(auction + "," + n);
+    }
+
+    /** The q14 bounds, exclusive, in euro cents: a hundredth of Flink's (see bench/nexmark, BidDetail). */
+    public static final long Q14_MIN_EURO = 10_000, Q14_MAX_EURO = 500_000;
+
+    /**
+     * The output of the stateless query q14, q21 or q22 of event v, or null when it has none (v is
+     * not a bid, or the query drops it). These read the bid's channel and url too.
+     */
+    public static byte[] stateless(String q, byte[] v) {
+        Bid b = parseBid(v);
+        if (b == null) {
+            return null;
+        }
+        // parseBid checked the fields after "B,": auction,bidder,price,channel,url,dateTime,...
+        int start = 2;
+        for (int f = 0; f < 3; f++) {
+            start = indexOf(v, start) + 1;
+        }
+        int channelEnd = indexOf(v, start);
+        String channel = new String(v, start, channelEnd - start, StandardCharsets.US_ASCII);
+        int urlEnd = indexOf(v, channelEnd + 1);
+        String url = new String(v, channelEnd + 1, urlEnd - channelEnd - 1, StandardCharsets.US_ASCII);
+        switch (q) {
+            case "q14" -> {
+                long euro = b.price * EURO_NUM / EURO_DEN;
+                if (euro <= Q14_MIN_EURO || euro >= Q14_MAX_EURO) {
+                    return null;
+                }
+                long c = url.chars().filter(ch -> ch == 'c').count();
+                return ascii(b.auction + "," + b.bidder + "," + euro + "," + bidTimeType(b.dateTime) + "," + b.dateTime + "," + c);
+            }
+            case "q21" -> {
+                String id = switch (channel.toLowerCase(Locale.ROOT)) {
+                    case "apple" -> "0";
+                    case "google" -> "1";
+                    case "facebook" -> "2";
+                    case "baidu" -> "3";
+                    default -> urlParam(url, "channel_id");
+                };
+                return id == null ? null : ascii(b.auction + "," + b.bidder + "," + b.price + "," + channel + "," + id);
+            }
+            case "q22" -> {
+                String[] dirs = url.split("/", -1);
+                return ascii(b.auction + "," + b.bidder + "," + b.price + "," + channel + "," + piece(dirs, 3) + "," + piece(dirs, 4) + "," + piece(dirs, 5));
+            }
+            default -> throw new IllegalArgumentException("not a stateless query: " + q);
+        }
+    }
+
+    private static int indexOf(byte[] v, int from) {
+        for (int i = from; i < v.length; i++) {
+            if (v[i] == ',') {
+                return i;
+            }
+        }
+        throw malformed(v);
+    }
+
+    /** q14's kind of the UTC hour of dateTime (Unix ms). */
+    static String bidTimeType(long dateTime) {
+        long h = Math.floorMod(dateTime, 86_400_000L) / 3_600_000L;
+        if (h >= 8 && h <= 18) {
+            return "dayTime";
+        }
+        return h <= 6 || h >= 20 ? "nightTime" : "otherTime";
+    }
+
+    /** REGEXP_EXTRACT(url, '(&|^)name=([^&]*)', 2), or null. */
+    static String urlParam(String url, String name) {
+        for (int i = 0; ; ) {
+            if (url.startsWith(name + "=", i)) {
+                int j = url.indexOf('&', i);
+                return url.substring(i + name.length() + 1, j < 0 ? url.length() : j);
+            }
+            int j = url.indexOf('&', i);
+            if (j < 0) {
+                return null;
+            }
+            i = j + 1;
+        }
+    }
+
+    /** SPLIT_INDEX's piece i, empty when there are fewer. */
+    private static String piece(String[] pieces, int i) {
+        return i < pieces.length ? pieces[i] : "";
     }
 
     /** The q7 output of a bid at the highest price of the window starting at start. */

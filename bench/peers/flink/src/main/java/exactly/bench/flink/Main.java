@@ -60,20 +60,7 @@ public final class Main {
     public static void main(String[] argv) throws Exception {
         Map<String, String> a = flags(argv, "brokers", "query", "in", "out", "checkpoints");
         String brokers = a.get("brokers"), query = a.get("query"), in = a.get("in"), out = a.get("out");
-        File checkpoints = new File(a.get("checkpoints"));
-
-        Map<String, String> conf = new HashMap<>();
-        conf.put("execution.checkpointing.dir", checkpoints.toURI().toString());
-        conf.put("execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION");
-        conf.put("execution.checkpointing.num-retained", "3");
-        String restore = latestCheckpoint(checkpoints);
-        if (restore != null) {
-            conf.put("execution.state-recovery.path", restore);
-        }
-        StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(Configuration.fromMap(conf));
-        env.setParallelism(2);
-        env.enableCheckpointing(1000); // exactly-once checkpoints
-        env.getConfig().enableObjectReuse();
+        StreamExecutionEnvironment env = environment(new File(a.get("checkpoints")));
 
         DataStream<Rec> results = switch (query) {
             case "q5", "q7" -> {
@@ -109,7 +96,7 @@ public final class Main {
                 .build();
     }
 
-    /** The queries that map each event to at most one output: q0, q1, q2 and count. */
+    /** The queries that map each event to at most one output: q0, q1, q2, count, q14, q21 and q22. */
     private static DataStream<Rec> perRecord(String query, DataStream<Rec> events) {
         return switch (query) {
             case "q0" -> events;
@@ -132,7 +119,13 @@ public final class Main {
                     c.collect(b);
                 }
             }).returns(Nexmark.Bid.class).keyBy(b -> b.auction, Types.LONG).process(new CountBids()).name("bids-per-auction");
-            default -> throw new IllegalArgumentException("unknown --query " + query + ": use q0, q1, q2, count, q5 or q7");
+            case "q14", "q21", "q22" -> events.flatMap((Rec r, Collector<Rec> c) -> {
+                byte[] o = Nexmark.stateless(query, r.value);
+                if (o != null) {
+                    c.collect(new Rec(r.ts, o));
+                }
+            }).returns(Rec.class);
+            default -> throw new IllegalArgumentException("unknown --query " + query + ": use q0, q1, q2, count, q5, q7, q14, q21 or q22");
         };
     }
 
@@ -153,6 +146,26 @@ public final class Main {
                 .aggregate(new CountInWindow(), new AuctionCount()).name("bids-per-auction-window")
                 .windowAll(TumblingEventTimeWindows.of(Duration.ofMillis(Nexmark.Q5_SLIDE)))
                 .aggregate(new MostBids(), new EmitHotItems()).name("hot-items");
+    }
+
+    /**
+     * The environment of a query (DataStream or SQL): parallelism 2, exactly-once checkpoints
+     * every second into checkpoints, restoring the latest one there.
+     */
+    static StreamExecutionEnvironment environment(File checkpoints) {
+        Map<String, String> conf = new HashMap<>();
+        conf.put("execution.checkpointing.dir", checkpoints.toURI().toString());
+        conf.put("execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION");
+        conf.put("execution.checkpointing.num-retained", "3");
+        String restore = latestCheckpoint(checkpoints);
+        if (restore != null) {
+            conf.put("execution.state-recovery.path", restore);
+        }
+        StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(Configuration.fromMap(conf));
+        env.setParallelism(2);
+        env.enableCheckpointing(1000); // exactly-once checkpoints
+        env.getConfig().enableObjectReuse();
+        return env;
     }
 
     /** Parses --key value pairs; each of required must be given. */

@@ -115,7 +115,11 @@ public final class Main {
                     aligned.createTopics(admin);
                 }
             }
-            default -> throw new IllegalArgumentException("unknown --query " + query + ": use q0, q1, q2, count, q5 or q7");
+            case "q14", "q21", "q22" -> events.flatMapValues(v -> {
+                byte[] o = Nexmark.stateless(query, v);
+                return o == null ? List.<byte[]>of() : List.of(o);
+            }).to(out, produced);
+            default -> throw new IllegalArgumentException("unknown --query " + query + ": use q0, q1, q2, count, q5, q7, q14, q21 or q22");
         }
 
         // Known issue: on 4.1.x, KAFKA-20685 (fixed for 4.2) leaves a checkpoint
