@@ -1,12 +1,17 @@
 -- q7, highest bid: per tumbling window of 10 s of event time, every bid
--- at the window's highest price, as "windowStart,auction,bidder,price,date_time"
--- (windowStart in Unix ms). A window Top-N with RANK keeps the ties.
+-- at the window's highest price, as "windowStart,auction,bidder,price,dateTime"
+-- (windowStart in Unix ms). A window join of the window's bids with its
+-- highest price keeps the ties (a window Top-N would need RANK, which
+-- Flink 2.2 does not support there).
 INSERT INTO results
-SELECT CONCAT_WS(',', CAST(CAST(TIMESTAMPDIFF(SECOND, TIMESTAMP '1970-01-01 00:00:00', window_start) AS BIGINT) * 1000 AS STRING),
-    CAST(auction AS STRING), CAST(bidder AS STRING), CAST(price AS STRING), CAST(date_time AS STRING)), window_time
+SELECT CONCAT_WS(',', CAST(CAST(TIMESTAMPDIFF(SECOND, TIMESTAMP '1970-01-01 00:00:00', B.window_start) AS BIGINT) * 1000 AS STRING),
+    CAST(B.auction AS STRING), CAST(B.bidder AS STRING), CAST(B.price AS STRING), CAST(B.date_time AS STRING)), B.window_time
 FROM (
-  SELECT window_start, window_time, auction, bidder, price, date_time,
-    RANK() OVER (PARTITION BY window_start, window_end ORDER BY price DESC) AS rk
+  SELECT * FROM TABLE(TUMBLE(TABLE timed_bid, DESCRIPTOR(dt), INTERVAL '10' SECOND))
+) B
+JOIN (
+  SELECT window_start, window_end, MAX(price) AS maxprice
   FROM TABLE(TUMBLE(TABLE timed_bid, DESCRIPTOR(dt), INTERVAL '10' SECOND))
-)
-WHERE rk = 1;
+  GROUP BY window_start, window_end
+) M
+ON B.window_start = M.window_start AND B.window_end = M.window_end AND B.price = M.maxprice;

@@ -13,7 +13,7 @@ import org.apache.flink.table.api.bridge.java.StreamTableEnvironment;
 /**
  * Runs one Nexmark query of bench/nexmark in Flink SQL, as Flink's Nexmark suite runs its
  * queries: the tables of resources/nexmark/tables.sql (the Kafka input as raw lines, views
- * parsing them, an exactly-once Kafka sink) and the query's INSERT of resources/nexmark/&lt;query&gt;.sql,
+ * parsing them, an exactly-once Kafka sink) and the query's views and INSERT of resources/nexmark/&lt;query&gt;.sql,
  * on the environment of {@link Main} (a local MiniCluster at parallelism 2, checkpoints every
  * second into --checkpoints, restored from the latest there). The outputs are those of the
  * DataStream peer and of exactly, byte for byte.
@@ -44,11 +44,16 @@ public final class Sql {
         for (String statement : statements(ddl)) {
             tables.executeSql(statement);
         }
-        List<String> inserts = statements(insert);
-        if (inserts.size() != 1) {
-            throw new IllegalStateException(query + ".sql holds " + inserts.size() + " statements, want one INSERT");
+        // The query's file: views it needs, then its INSERT, which runs the job.
+        List<String> script = statements(insert);
+        String last = script.get(script.size() - 1);
+        if (!last.startsWith("INSERT")) {
+            throw new IllegalStateException(query + ".sql does not end with its INSERT");
         }
-        tables.executeSql(inserts.get(0)).await();
+        for (String statement : script.subList(0, script.size() - 1)) {
+            tables.executeSql(statement);
+        }
+        tables.executeSql(last).await();
     }
 
     /** The text of resources/nexmark/name, or null when there is none. */
