@@ -81,6 +81,11 @@ func CheckedOutputs(q string, seed, from, to uint64, emit func(v []byte)) error 
 			buf = AppendQ7(buf[:0], start, b)
 			emit(buf)
 		})
+	case "q11":
+		return UserSessions(Bids(seed, from, to), Cutoff(to), func(bidder, count, start, end int64) {
+			buf = AppendQ11(buf[:0], bidder, count, start, end)
+			emit(buf)
+		})
 	}
 	return fmt.Errorf("nexmark: %q is not a windowed query", q)
 }

@@ -77,7 +77,7 @@ func run(c config) error {
 	in := kafka.SourceOptions{Conn: conn, Topics: []string{c.in}}
 	var results stream.Stream[result]
 	switch c.query {
-	case "q5", "q7":
+	case "q5", "q7", "q11":
 		results, err = windowed(j, c, in)
 	default:
 		results, err = perRecord(j, c, in)

@@ -19,6 +19,7 @@ const (
 	q7Window   = nexmark.Q7Size * time.Millisecond
 	q5Window   = nexmark.Q5Size * time.Millisecond
 	q5Slide    = nexmark.Q5Slide * time.Millisecond
+	q11Gap     = nexmark.Q11Gap * time.Millisecond
 	outOfOrder = nexmark.MaxOutOfOrderness * time.Millisecond
 )
 
@@ -47,8 +48,8 @@ func eventTime(e event) time.Time {
 // bidTime is a bid's dateTime.
 func bidTime(b nexmark.Bid) time.Time { return time.UnixMilli(b.DateTime) }
 
-// windowed builds q5 or q7 on event time: watermarks trail each partition's
-// newest bid by one second.
+// windowed builds q5, q7 or q11 on event time: watermarks trail each
+// partition's newest bid by one second.
 func windowed(j *stream.Job, c config, in kafka.SourceOptions) (stream.Stream[result], error) {
 	src, err := kafka.NewSource(in, parseEvent)
 	if err != nil {
@@ -63,10 +64,29 @@ func windowed(j *stream.Job, c config, in kafka.SourceOptions) (stream.Stream[re
 		}
 		return out
 	})
-	if c.query == "q7" {
+	switch c.query {
+	case "q7":
 		return highestBids(bids, c.parallelism), nil
+	case "q11":
+		return userSessions(bids, c.parallelism), nil
 	}
 	return hotItems(bids, c.parallelism), nil
+}
+
+// userSessions is q11: per bidder, the number of bids of each session of
+// event time (bids less than nexmark.Q11Gap apart). A session window
+// starts at its first bid and ends Q11Gap after its last.
+func userSessions(bids stream.Stream[nexmark.Bid], parallelism int) stream.Stream[result] {
+	byBidder := stream.KeyBy(bids, func(b nexmark.Bid) int64 { return b.Bidder }, state.Int64Codec{})
+	return stream.WindowAggregate(byBidder, "sessions", stream.Session(q11Gap), bidTime,
+		stream.Aggregate[int64, nexmark.Bid, int64, result]{
+			Add:   func(n int64, _ nexmark.Bid) int64 { return n + 1 },
+			Merge: func(a, b int64) int64 { return a + b },
+			Result: func(bidder int64, w stream.Window, n int64) result {
+				return result{value: nexmark.AppendQ11(make([]byte, 0, outCap), bidder, n, w.Start.UnixMilli(), w.End.UnixMilli()), time: w.End}
+			},
+			Codec: state.Int64Codec{},
+		}, stream.Parallelism(parallelism))
 }
 
 // highestBids is q7: per tumbling window, the bids with the highest price.

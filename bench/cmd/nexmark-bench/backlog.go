@@ -16,26 +16,26 @@ import (
 )
 
 // collector gathers what a read_committed consumer sees of the output topic
-// of a backlog run. For q5 and q7 it keeps where every output is and its
+// of a backlog run. For the windowed queries it keeps where every output is and its
 // window's end, and counts by value the outputs of the checked windows,
 // those ending at or before nexmark.Cutoff of the backlog.
 type collector struct {
-	windowed     bool
-	size, cutoff int64 // q5, q7: window size and the last checked window end, Unix ms
+	query    string
+	windowed bool
+	cutoff   int64 // the windowed queries: the last checked window end, Unix ms
 
 	mu      sync.Mutex
-	count   uint64            // outputs seen; q5, q7: those of the checked windows
+	count   uint64            // outputs seen; windowed queries: those of the checked windows
 	lastOff [partitions]int64 // offset of the last data record seen per partition; -1 none
-	windows []windowOutput    // q5, q7: every output seen
-	got     map[string]uint64 // q5, q7: the checked outputs seen, by value
+	windows []windowOutput    // windowed queries: every output seen
+	got     map[string]uint64 // windowed queries: the checked outputs seen, by value
 	digest  nexmark.Digest    // the per-event queries: of the outputs seen
-	bad     error             // q5, q7: the first output whose window does not parse
+	bad     error             // windowed queries: the first output whose window does not parse
 }
 
 // newCollector returns the collector of query q over a backlog of n events.
 func newCollector(q string, n uint64) *collector {
-	size, _, windowed := nexmark.Window(q)
-	c := &collector{windowed: windowed, size: size, cutoff: nexmark.Cutoff(n), got: map[string]uint64{}}
+	c := &collector{query: q, windowed: nexmark.Windowed(q), cutoff: nexmark.Cutoff(n), got: map[string]uint64{}}
 	for i := range c.lastOff {
 		c.lastOff[i] = -1
 	}
@@ -52,13 +52,13 @@ func (c *collector) add(r seen, value []byte) {
 		c.digest.Add(value)
 		return
 	}
-	start, err := nexmark.WindowStart(value)
+	end, err := nexmark.OutputEnd(c.query, value)
 	if err != nil {
 		c.bad = cmp.Or(c.bad, err)
 		return
 	}
-	c.windows = append(c.windows, windowOutput{r.partition, r.offset, start + c.size, r.at})
-	if start+c.size <= c.cutoff {
+	c.windows = append(c.windows, windowOutput{r.partition, r.offset, end, r.at})
+	if end <= c.cutoff {
 		c.count++
 		c.got[string(value)]++
 	}
@@ -74,7 +74,7 @@ func (c *collector) done(expected uint64, ends [partitions]int64) (bool, [partit
 	return c.count >= expected && stableAll(ends, c.lastOff), c.lastOff, c.bad
 }
 
-// seen returns the number of outputs seen; for q5 and q7 of the checked windows.
+// seen returns the number of outputs seen; for the windowed queries of the checked windows.
 func (c *collector) seen() uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -97,7 +97,7 @@ func (c *collector) firstBeyond(ends [partitions]int64) (time.Time, bool) {
 	return firstBeyond(c.windows, ends)
 }
 
-// reference is what a backlog run's outputs must be: for q5 and q7 the
+// reference is what a backlog run's outputs must be: for the windowed queries the
 // outputs of the checked windows by value, for the per-event queries the
 // digest of all of them.
 type reference struct {
@@ -105,7 +105,7 @@ type reference struct {
 	digest  nexmark.Digest
 }
 
-// check compares the outputs seen with the expected ones: for q5 and q7
+// check compares the outputs seen with the expected ones: for the windowed queries
 // value by value, for the others by number and, when as many as expected
 // were seen, by digest (differ: the values are not the reference's).
 func (c *collector) check(expected uint64, want reference) (duplicates, missing, wrong uint64, differ bool) {
@@ -124,7 +124,7 @@ func (c *collector) check(expected uint64, want reference) (duplicates, missing,
 type backlogRun struct {
 	name, out, logPath string
 	argv               []string
-	expected           uint64        // outputs to wait for; for q5 and q7 of the checked windows
+	expected           uint64        // outputs to wait for; for the windowed queries of the checked windows
 	timeout            time.Duration // the longest wait for them
 	col                *collector
 	p                  *child.Process
@@ -150,7 +150,7 @@ func (e env) startBacklog(ctx context.Context, s system, q, in, kind string, n, 
 	r.argv = s.argv(q, in, r.out, dir, name)
 	var configs map[string]*string
 	if r.col.windowed {
-		// The outputs of q5 and q7 are timestamped with their window's end,
+		// The outputs of the windowed queries are timestamped with their window's end,
 		// in the generator's event time, which starts at nexmark.BaseTime:
 		// time-based retention would delete them once the broker's clock is
 		// retention.ms past that, maybe before the runner reads them.

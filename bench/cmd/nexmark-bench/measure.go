@@ -37,9 +37,9 @@ type throughput struct {
 	brokerCPU float64       // the broker's CPU-seconds in the window; 0 when not measured
 	commits   int           // times the visible output grew
 	rss       int64         // peak RSS (VmHWM), bytes
-	// The outputs, for q5 and q7 those of the checked windows only: the
+	// The outputs, for the windowed queries those of the checked windows only: the
 	// copies of expected outputs beyond the expected number, the expected
-	// outputs not seen, and (q5, q7) the outputs seen that are not expected.
+	// outputs not seen, and (windowed queries) the outputs seen that are not expected.
 	duplicates, missing, wrong uint64
 	differ                     bool // the per-event queries: as many outputs as expected, but other values
 }
@@ -78,7 +78,7 @@ func (e env) runDir(name string) (string, error) {
 }
 
 // measureThroughput runs s on query q over the backlog in topic in (n
-// events, expected outputs) until every output is visible. For q5 and q7 it
+// events, expected outputs) until every output is visible. For the windowed queries it
 // counts only the outputs of the checked windows, those ending at or before
 // nexmark.Cutoff(n), waits for those, and compares them with want value by
 // value.
@@ -141,7 +141,7 @@ func (e env) measureThroughput(ctx context.Context, s system, q, in string, n, e
 		l = commits[len(commits)-2]
 	}
 	// Input events behind the outputs that became visible in the window: in
-	// proportion to the outputs; for q5 and q7, as many as the event time of
+	// proportion to the outputs; for the windowed queries, as many as the event time of
 	// the visible windows' ends advanced by.
 	var inWindow float64
 	if r.col.windowed {

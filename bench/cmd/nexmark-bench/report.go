@@ -15,8 +15,8 @@ import (
 type result struct {
 	query, system string
 	tput          throughput
-	lat           latency // the queries but q5 and q7
-	kill          killRun // q5 and q7
+	lat           latency // the queries not windowed
+	kill          killRun // the windowed queries
 }
 
 // settings are what an invocation ran besides the backlog runs: they
@@ -31,8 +31,7 @@ var displayName = map[string]string{"exactly": "exactly", "flink": "Flink", "fli
 
 // windowed reports whether r's query is windowed: a kill run instead of a latency run.
 func (r result) windowed() bool {
-	_, _, ok := nexmark.Window(r.query)
-	return ok
+	return nexmark.Windowed(r.query)
 }
 
 // line is the one-line progress report of r.
@@ -162,7 +161,7 @@ func ratioOrDash(a, b float64) string {
 }
 
 // windowedNote is the footnote of the windowed queries' rows.
-const windowedNote = "¹ q5 and q7 (windowed on event time) have no latency run: the generator's event time is synthetic " +
+const windowedNote = "¹ The windowed queries (q5, q7, q11: windowed on event time) have no latency run: the generator's event time is synthetic " +
 	"(10,000 events per second of event time), so the time a window's result takes to become visible has no meaning in wall time. " +
 	"Their outputs column checks only the windows ending at least 3 s of event time before the last input event " +
 	"(whether a system fires the later ones depends on how its watermark or stream time trails the end of the input), value by value, " +
@@ -201,7 +200,7 @@ func (rs settings) opt(r result, v string) string {
 }
 
 // recoveryCell is v for a row with a kill, or a dash when its kill was
-// skipped: the latency runs or, for q5 and q7, the kill runs.
+// skipped: the latency runs or, for the windowed queries, the kill runs.
 func (rs settings) recoveryCell(r result, v string) string {
 	switch {
 	case r.windowed() && rs.kills == 0:

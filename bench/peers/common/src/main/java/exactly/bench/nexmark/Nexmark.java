@@ -25,6 +25,9 @@ public final class Nexmark {
     /** q5's sliding windows: their size and period in ms of event time, aligned to the Unix epoch. */
     public static final long Q5_SIZE = 10_000, Q5_SLIDE = 2_000;
 
+    /** q11's session gap in ms of event time: a bidder's bids less than this apart are one session. */
+    public static final long Q11_GAP = 10_000;
+
     /** The disorder of bids q5 and q7 allow, ms: the watermark's delay (Flink) or the windows' grace period (Kafka Streams). */
     public static final long MAX_OUT_OF_ORDERNESS = 1_000;
 
@@ -196,6 +199,11 @@ public final class Nexmark {
     /** The q7 output of a bid at the highest price of the window starting at start. */
     public static byte[] q7(long start, long auction, long bidder, long price, long dateTime) {
         return ascii(start + "," + auction + "," + bidder + "," + price + "," + dateTime);
+    }
+
+    /** The q11 output of a session of bidder: its bids, its first bid's dateTime, and its end (the last's plus Q11_GAP). */
+    public static byte[] q11(long bidder, long count, long start, long end) {
+        return ascii(bidder + "," + count + "," + start + "," + end);
     }
 
     /** The q5 output of an auction with the most bids, count, in the window starting at start. */

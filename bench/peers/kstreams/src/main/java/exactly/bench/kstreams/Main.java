@@ -31,6 +31,7 @@ import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.KStream;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.kstream.SessionWindows;
 import org.apache.kafka.streams.kstream.TimeWindows;
 import org.apache.kafka.streams.kstream.Window;
 import org.apache.kafka.streams.kstream.Windowed;
@@ -76,7 +77,7 @@ public final class Main {
 
         StreamsBuilder builder = new StreamsBuilder();
         Consumed<byte[], byte[]> consumed = Consumed.with(Serdes.ByteArray(), Serdes.ByteArray());
-        if (query.equals("q5") || query.equals("q7")) {
+        if (query.equals("q5") || query.equals("q7") || query.equals("q11")) {
             consumed = consumed.withTimestampExtractor(new BidTime());
             // A task waits for every partition of the Aligned topics it reads, as a
             // watermark without idleness would (the longest run is shorter than this).
@@ -107,11 +108,16 @@ public final class Main {
                     .toStream()
                     .map((auction, n) -> KeyValue.pair((byte[]) null, Nexmark.count(auction, n)))
                     .to(out, produced);
-            case "q5", "q7" -> {
+            case "q5", "q7", "q11" -> {
                 try (Admin admin = Admin.create(Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, a.get("brokers")))) {
                     int partitions = admin.describeTopics(List.of(a.get("in"))).allTopicNames().get().get(a.get("in")).partitions().size();
                     Aligned aligned = new Aligned(builder, a.get("app-id"), partitions);
-                    (query.equals("q7") ? highestBids(events, aligned) : hotItems(events, aligned)).to(out, produced);
+                    KStream<byte[], byte[]> results = switch (query) {
+                        case "q7" -> highestBids(events, aligned);
+                        case "q11" -> userSessions(events, aligned);
+                        default -> hotItems(events, aligned);
+                    };
+                    results.to(out, produced);
                     aligned.createTopics(admin);
                 }
             }
@@ -119,7 +125,7 @@ public final class Main {
                 byte[] o = Nexmark.stateless(query, v);
                 return o == null ? List.<byte[]>of() : List.of(o);
             }).to(out, produced);
-            default -> throw new IllegalArgumentException("unknown --query " + query + ": use q0, q1, q2, count, q5, q7, q14, q21 or q22");
+            default -> throw new IllegalArgumentException("unknown --query " + query + ": use q0, q1, q2, count, q5, q7, q11, q14, q21 or q22");
         }
 
         // Known issue: on 4.1.x, KAFKA-20685 (fixed for 4.2) leaves a checkpoint
@@ -172,6 +178,26 @@ public final class Main {
             }
         }
         return a;
+    }
+
+    /**
+     * q11: the bids by bidder, counted per session window. Kafka Streams puts a record in a
+     * session when it is at most the gap from it, Flink and exactly when it is less than the gap
+     * from its last record: the gap here is one millisecond less. Its session ends at its last
+     * record, the others' the gap after it.
+     */
+    private static KStream<byte[], byte[]> userSessions(KStream<byte[], byte[]> events, Aligned aligned) {
+        KStream<Long, byte[]> bids = aligned.regroup(events.flatMap((k, v) -> {
+            Nexmark.Bid b = Nexmark.parseBid(v);
+            return b == null ? List.of() : List.of(KeyValue.pair(b.bidder, new byte[0]));
+        }), "bids-by-bidder", Serdes.ByteArray());
+        return bids.groupByKey(Grouped.with(Serdes.Long(), Serdes.ByteArray()))
+                .windowedBy(SessionWindows.ofInactivityGapAndGrace(millis(Nexmark.Q11_GAP - 1), millis(Nexmark.MAX_OUT_OF_ORDERNESS)))
+                .emitStrategy(EmitStrategy.onWindowClose())
+                .count(Materialized.as("bids-per-session"))
+                .toStream()
+                .map((w, n) -> KeyValue.pair((byte[]) null,
+                        Nexmark.q11(w.key(), n, w.window().start(), w.window().end() + Nexmark.Q11_GAP)));
     }
 
     /**
