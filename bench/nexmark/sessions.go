@@ -57,7 +57,7 @@ func UserSessions(bids iter.Seq[Bid], upTo int64, emit func(bidder, count, start
 // run checks those of the windows ending at or before Cutoff.
 func Windowed(q string) bool {
 	switch q {
-	case "q5", "q7", "q11":
+	case "q5", "q7", "q8", "q11":
 		return true
 	}
 	return false
@@ -72,6 +72,13 @@ func OutputEnd(q string, v []byte) (int64, error) {
 		start, err := WindowStart(v)
 		size, _, _ := Window(q)
 		return start + size, err
+	case "q8":
+		i := bytes.LastIndexByte(v, ',')
+		start, err := strconv.ParseInt(string(v[i+1:]), 10, 64)
+		if i < 0 || err != nil {
+			return 0, fmt.Errorf("nexmark: not a q8 output: %q", v)
+		}
+		return start + Q8Size, nil
 	case "q11":
 		i := bytes.LastIndexByte(v, ',')
 		end, err := strconv.ParseInt(string(v[i+1:]), 10, 64)

@@ -81,6 +81,8 @@ func CheckedOutputs(q string, seed, from, to uint64, emit func(v []byte)) error 
 			buf = AppendQ7(buf[:0], start, b)
 			emit(buf)
 		})
+	case "q8":
+		return NewUsers(seed, from, to, Cutoff(to), emit)
 	case "q11":
 		return UserSessions(Bids(seed, from, to), Cutoff(to), func(bidder, count, start, end int64) {
 			buf = AppendQ11(buf[:0], bidder, count, start, end)

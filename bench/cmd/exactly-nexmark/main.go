@@ -79,6 +79,8 @@ func run(c config) error {
 	switch c.query {
 	case "q5", "q7", "q11":
 		results, err = windowed(j, c, in)
+	case "q8":
+		results, err = newUsers(j, c, in)
 	default:
 		results, err = perRecord(j, c, in)
 	}

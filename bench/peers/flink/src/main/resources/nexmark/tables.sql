@@ -65,3 +65,15 @@ SELECT
   dt
 FROM timed_events
 WHERE SUBSTR(line, 1, 2) = 'B,';
+
+-- P,id,name,email,creditCard,city,state,dateTime,extra
+CREATE TEMPORARY VIEW timed_person AS
+SELECT CAST(SPLIT_INDEX(line, ',', 1) AS BIGINT) AS id, SPLIT_INDEX(line, ',', 2) AS name, dt
+FROM timed_events
+WHERE SUBSTR(line, 1, 2) = 'P,';
+
+-- A,id,itemName,description,initialBid,reserve,dateTime,expires,seller,category,extra
+CREATE TEMPORARY VIEW timed_auction AS
+SELECT CAST(SPLIT_INDEX(line, ',', 1) AS BIGINT) AS id, CAST(SPLIT_INDEX(line, ',', 8) AS BIGINT) AS seller, dt
+FROM timed_events
+WHERE SUBSTR(line, 1, 2) = 'A,';

@@ -1,0 +1,71 @@
+package nexmark
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParsePersonOrAuction(t *testing.T) {
+	k, p, _, err := ParsePersonOrAuction([]byte("P,1007,Kate Smith,abc@example.com,1 2 3 4,Bend,OR,1767225600000,pad"))
+	if err != nil || k != PersonKind || p.ID != 1007 || string(p.Name) != "Kate Smith" || p.DateTime != 1767225600000 {
+		t.Errorf("person: %c %+v %v", k, p, err)
+	}
+	k, _, a, err := ParsePersonOrAuction([]byte("A,1003,item-x,description of item y,100,200,1767225600001,1767225610001,1002,12,pad"))
+	if err != nil || k != AuctionKind || a != (Auction{ID: 1003, Seller: 1002, DateTime: 1767225600001}) {
+		t.Errorf("auction: %c %+v %v", k, a, err)
+	}
+	for _, bad := range []string{"P,1,x", "A,1,2,3", "P,x,n,e,c,c,s,1,", "Z,1", ""} {
+		if _, _, _, err := ParsePersonOrAuction([]byte(bad)); err == nil {
+			t.Errorf("ParsePersonOrAuction(%q): no error", bad)
+		}
+	}
+}
+
+// TestNewUsers checks q8's reference on the generator's stream against a
+// plain count: every output is a person of its window who sold in it.
+func TestNewUsers(t *testing.T) {
+	const n = 300_000
+	joined := map[[2]int64]string{} // window, id → name
+	sold := map[[2]int64]bool{}
+	for i := range uint64(n) {
+		k, p, a, err := ParsePersonOrAuction(Append(nil, 1, i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch k {
+		case PersonKind:
+			joined[[2]int64{alignDown(p.DateTime, Q8Size), p.ID}] = string(p.Name)
+		case AuctionKind:
+			sold[[2]int64{alignDown(a.DateTime, Q8Size), a.Seller}] = true
+		}
+	}
+	want := map[string]bool{}
+	for wid, name := range joined {
+		if sold[wid] && wid[0]+Q8Size <= Cutoff(n) {
+			want[string(AppendQ8(nil, wid[1], []byte(name), wid[0]))] = true
+		}
+	}
+	got := map[string]bool{}
+	err := CheckedOutputs("q8", 1, 0, n, func(v []byte) {
+		if got[string(v)] {
+			t.Errorf("output %s twice", v)
+		}
+		got[string(v)] = true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want) == 0 || len(got) != len(want) {
+		t.Fatalf("%d outputs, want %d (> 0)", len(got), len(want))
+	}
+	for v := range want {
+		if !got[v] {
+			t.Errorf("missing %s", v)
+		}
+		if end, err := OutputEnd("q8", []byte(v)); err != nil || !strings.HasSuffix(v, ","+itoa(end-Q8Size)) {
+			t.Errorf("OutputEnd(q8, %s) = %d, %v", v, end, err)
+		}
+	}
+}
+
+func itoa(v int64) string { return string(appendFields(nil, v)) }
