@@ -1,11 +1,8 @@
 package nexmark
 
 import (
-	"bytes"
-	"fmt"
 	"iter"
 	"math"
-	"strconv"
 )
 
 // q11 (user sessions), of Flink's Nexmark suite, is windowed on event time
@@ -50,42 +47,4 @@ func UserSessions(bids iter.Seq[Bid], upTo int64, emit func(bidder, count, start
 		}
 	}
 	return nil
-}
-
-// Windowed reports whether query q is windowed on event time: its
-// outputs are final once the watermark passes their window's end, and a
-// run checks those of the windows ending at or before Cutoff.
-func Windowed(q string) bool {
-	switch q {
-	case "q5", "q7", "q8", "q11":
-		return true
-	}
-	return false
-}
-
-// OutputEnd returns the end of the window of an output value of the
-// windowed query q, in Unix ms: whether a run checks the output (see
-// Cutoff).
-func OutputEnd(q string, v []byte) (int64, error) {
-	switch q {
-	case "q5", "q7":
-		start, err := WindowStart(v)
-		size, _, _ := Window(q)
-		return start + size, err
-	case "q8":
-		i := bytes.LastIndexByte(v, ',')
-		start, err := strconv.ParseInt(string(v[i+1:]), 10, 64)
-		if i < 0 || err != nil {
-			return 0, fmt.Errorf("nexmark: not a q8 output: %q", v)
-		}
-		return start + Q8Size, nil
-	case "q11":
-		i := bytes.LastIndexByte(v, ',')
-		end, err := strconv.ParseInt(string(v[i+1:]), 10, 64)
-		if i < 0 || err != nil {
-			return 0, fmt.Errorf("nexmark: not a q11 output: %q", v)
-		}
-		return end, nil
-	}
-	return 0, fmt.Errorf("nexmark: %q is not a windowed query", q)
 }

@@ -233,3 +233,42 @@ func HotItems(bids iter.Seq[Bid], upTo int64, emit func(start, auction, count in
 	emitUpTo(upTo)
 	return nil
 }
+
+// Windowed reports whether query q is windowed on event time: its
+// outputs are final once the watermark passes their window's end, and a
+// run checks those of the windows ending at or before Cutoff.
+func Windowed(q string) bool {
+	switch q {
+	case "q5", "q7", "q8", "q11":
+		return true
+	}
+	return false
+}
+
+// OutputEnd returns the end of the window of an output value of the
+// windowed query q, in Unix ms: whether a run checks the output (see
+// Cutoff).
+func OutputEnd(q string, v []byte) (int64, error) {
+	switch q {
+	case "q5", "q7":
+		start, err := WindowStart(v)
+		size, _, _ := Window(q)
+		return start + size, err
+	case "q8": // …,windowStart
+		start, err := lastField(q, v)
+		return start + Q8Size, err
+	case "q11": // …,end
+		return lastField(q, v)
+	}
+	return 0, fmt.Errorf("nexmark: %q is not a windowed query", q)
+}
+
+// lastField parses the last field of an output value of q, an integer.
+func lastField(q string, v []byte) (int64, error) {
+	i := bytes.LastIndexByte(v, ',')
+	n, err := strconv.ParseInt(string(v[i+1:]), 10, 64)
+	if i < 0 || err != nil {
+		return 0, fmt.Errorf("nexmark: not a %s output: %q", q, v)
+	}
+	return n, nil
+}
