@@ -37,8 +37,9 @@
 //   - count (keyed running count): each bid as "auction,n", n the number of
 //     bids on that auction so far, this one included.
 //
-// q14, q21 and q22, of Flink's Nexmark suite, map each bid to zero or one
-// output too; they read its channel and url (see BidDetail).
+// q10, q13, q14, q21 and q22, of Flink's Nexmark suite, map each bid to
+// zero or one output too (see BidDetail), and q3 joins persons with their
+// auctions (see Q3Category), at most one output per auction.
 // AppendStateless and ReferenceDigest are the reference of all these.
 //
 // q5 and q7 are windowed on event time. Only bids count; a bid's event time
@@ -309,16 +310,23 @@ func appendExtra(dst []byte, bits uint64, n int) []byte {
 }
 
 // Queries lists the query names in the order the benchmark runs them.
-var Queries = []string{"q0", "q1", "q2", "count", "q5", "q7", "q8", "q11", "q14", "q21", "q22"}
+var Queries = []string{"q0", "q1", "q2", "count", "q3", "q5", "q7", "q8", "q10", "q11", "q13", "q14", "q21", "q22"}
 
 // PerEvent reports whether query q maps each event to at most one output,
 // so that ReferenceDigest gives its outputs.
 func PerEvent(q string) bool {
 	switch q {
-	case "q0", "q1", "q2", "count", "q14", "q21", "q22":
+	case "q0", "q1", "q2", "count", "q3", "q10", "q13", "q14", "q21", "q22":
 		return true
 	}
 	return false
+}
+
+// Stateful reports whether query q keeps state from one event to the
+// next, so that a run of it SIGKILLed and restarted tests its recovery of
+// that state: the windowed queries, count and q3.
+func Stateful(q string) bool {
+	return Windowed(q) || q == "count" || q == "q3"
 }
 
 // ErrMalformed is returned for a value that is not a well-formed event.
@@ -431,7 +439,7 @@ func Expected(q string, seed, from, to uint64) (uint64, error) {
 	case "q5", "q7", "q8", "q11":
 		err := CheckedOutputs(q, seed, from, to, func([]byte) { n++ })
 		return n, err
-	case "q14", "q21", "q22":
+	case "q3", "q10", "q13", "q14", "q21", "q22":
 		d, err := ReferenceDigest(q, seed, from, to)
 		return d.N, err
 	default: // q1, count: one output per bid

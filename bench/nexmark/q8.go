@@ -19,16 +19,16 @@ import (
 // before Cutoff.
 const Q8Size = 10_000
 
-// Person is the part of a person event q8 reads.
+// Person is the part of a person event the queries read (q3, q8).
 type Person struct {
-	ID       int64
-	Name     []byte // a subslice of the parsed value
-	DateTime int64
+	ID                int64
+	Name, City, State []byte // subslices of the parsed value
+	DateTime          int64
 }
 
-// Auction is the part of an auction event q8 reads.
+// Auction is the part of an auction event the queries read (q3, q8).
 type Auction struct {
-	ID, Seller, DateTime int64
+	ID, Seller, Category, DateTime int64
 }
 
 // ParsePersonOrAuction parses v: a person (kind PersonKind), an auction
@@ -44,7 +44,7 @@ func ParsePersonOrAuction(v []byte) (k Kind, p Person, a Auction, err error) {
 		if len(fields) != 8 {
 			return k, p, a, fmt.Errorf("%w: a person of %d fields: %q", ErrMalformed, len(fields), v)
 		}
-		p.Name = fields[1]
+		p.Name, p.City, p.State = fields[1], fields[4], fields[5]
 		var ok1, ok2 bool
 		p.ID, ok1 = parseInt(fields[0])
 		p.DateTime, ok2 = parseInt(fields[6])
@@ -55,11 +55,12 @@ func ParsePersonOrAuction(v []byte) (k Kind, p Person, a Auction, err error) {
 		if len(fields) != 10 {
 			return k, p, a, fmt.Errorf("%w: an auction of %d fields: %q", ErrMalformed, len(fields), v)
 		}
-		var ok1, ok2, ok3 bool
+		var ok1, ok2, ok3, ok4 bool
 		a.ID, ok1 = parseInt(fields[0])
 		a.DateTime, ok2 = parseInt(fields[5])
 		a.Seller, ok3 = parseInt(fields[7])
-		if !ok1 || !ok2 || !ok3 {
+		a.Category, ok4 = parseInt(fields[8])
+		if !ok1 || !ok2 || !ok3 || !ok4 {
 			return k, p, a, fmt.Errorf("%w: %q", ErrMalformed, v)
 		}
 	case BidKind:

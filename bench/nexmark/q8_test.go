@@ -1,17 +1,18 @@
 package nexmark
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 )
 
 func TestParsePersonOrAuction(t *testing.T) {
 	k, p, _, err := ParsePersonOrAuction([]byte("P,1007,Kate Smith,abc@example.com,1 2 3 4,Bend,OR,1767225600000,pad"))
-	if err != nil || k != PersonKind || p.ID != 1007 || string(p.Name) != "Kate Smith" || p.DateTime != 1767225600000 {
+	if err != nil || k != PersonKind || p.ID != 1007 || string(p.Name) != "Kate Smith" || string(p.City) != "Bend" || string(p.State) != "OR" || p.DateTime != 1767225600000 {
 		t.Errorf("person: %c %+v %v", k, p, err)
 	}
 	k, _, a, err := ParsePersonOrAuction([]byte("A,1003,item-x,description of item y,100,200,1767225600001,1767225610001,1002,12,pad"))
-	if err != nil || k != AuctionKind || a != (Auction{ID: 1003, Seller: 1002, DateTime: 1767225600001}) {
+	if err != nil || k != AuctionKind || a != (Auction{ID: 1003, Seller: 1002, Category: 12, DateTime: 1767225600001}) {
 		t.Errorf("auction: %c %+v %v", k, a, err)
 	}
 	for _, bad := range []string{"P,1,x", "A,1,2,3", "P,x,n,e,c,c,s,1,", "Z,1", ""} {
@@ -69,3 +70,35 @@ func TestNewUsers(t *testing.T) {
 }
 
 func itoa(v int64) string { return string(appendFields(nil, v)) }
+
+// TestLocalItems checks q3's reference against a count of its own: every
+// selected auction whose seller is a selected person has one output, with
+// the seller's name, city and state.
+func TestLocalItems(t *testing.T) {
+	const n = 300_000
+	persons := map[int64]string{} // id → "name,city,state" of the selected ones
+	want := Digest{}
+	for i := range uint64(n) {
+		k, p, a, err := ParsePersonOrAuction(Append(nil, 9, i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case k == PersonKind && Q3SelectsPerson(p):
+			persons[p.ID] = string(p.Name) + "," + string(p.City) + "," + string(p.State)
+		case k == AuctionKind && a.Category == Q3Category:
+			if s, ok := persons[a.Seller]; ok {
+				want.Add([]byte(s + "," + strconv.FormatInt(a.ID, 10)))
+			}
+		}
+	}
+	got, err := ReferenceDigest("q3", 9, 0, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 6,000 persons, half of them in the three states; 18,000 auctions, a
+	// fifth of them of the category.
+	if got != want || got.N < 1_500 || got.N > 2_100 {
+		t.Errorf("q3 reference: %+v, want %+v (about 1,800 outputs)", got, want)
+	}
+}

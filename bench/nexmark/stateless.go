@@ -28,6 +28,16 @@ import (
 //     "auction,bidder,price,channel,dir1,dir2,dir3", the url's path
 //     segments 1 to 3 (SPLIT_INDEX(url, '/', 3..5)); a missing one is
 //     empty.
+//   - q10 (log to file system): each bid as
+//     "auction,bidder,price,dateTime,day,minute", day its UTC date
+//     (yyyy-MM-dd) and minute its UTC time of day (HH:mm), the partition
+//     columns of Flink's q10, which writes them to files; here, as every
+//     query, to Kafka. Its bids have no extra, so it is left out.
+//   - q13 (bounded side input join): each bid as
+//     "auction,bidder,price,dateTime,value", value the side input's value
+//     of key auction mod SideInputKeys. The side input is a file of
+//     SideInputKeys lines "key,value" (AppendSideInput) that each system
+//     loads at its start, as Flink's q13 joins a bounded table.
 type BidDetail struct {
 	Bid
 	Channel, URL []byte // subslices of the parsed value
@@ -153,8 +163,55 @@ func splitIndex(s []byte, sep byte, i int) []byte {
 	return s
 }
 
+// AppendQ10 appends the q10 output of b.
+func AppendQ10(dst []byte, b Bid) []byte {
+	dst = appendFields(dst, b.Auction, b.Bidder, b.Price, b.DateTime)
+	t := time.UnixMilli(b.DateTime).UTC()
+	return t.AppendFormat(append(t.AppendFormat(append(dst, ','), "2006-01-02"), ','), "15:04")
+}
+
+// SideInputKeys is the number of keys of q13's side input, 0 to
+// SideInputKeys-1.
+const SideInputKeys = 10_000
+
+// SideValue returns q13's side input value of key: "side-" and five
+// letters drawn from the key.
+func SideValue(key int64) string {
+	return string(appendLetters([]byte("side-"), uint64(key)*0x9E3779B97F4A7C15, 5))
+}
+
+// AppendSideInput appends q13's side input file: a line "key,value" for
+// every key.
+func AppendSideInput(dst []byte) []byte {
+	for k := range int64(SideInputKeys) {
+		dst = append(append(appendFields(dst, k), ','), SideValue(k)...)
+		dst = append(dst, '\n')
+	}
+	return dst
+}
+
+// ParseSideInput parses a side input file of AppendSideInput's form into
+// its values by key.
+func ParseSideInput(file []byte) (map[int64][]byte, error) {
+	side := make(map[int64][]byte, SideInputKeys)
+	for n, line := range bytes.Split(bytes.TrimSuffix(file, []byte{'\n'}), []byte{'\n'}) {
+		k, v, ok := bytes.Cut(line, []byte{','})
+		key, good := parseInt(k)
+		if !ok || !good {
+			return nil, fmt.Errorf("nexmark: side input line %d: want key,value, got %q", n+1, line)
+		}
+		side[key] = v
+	}
+	return side, nil
+}
+
+// AppendQ13 appends the q13 output of b, whose side input value is value.
+func AppendQ13(dst []byte, b Bid, value []byte) []byte {
+	return append(append(appendFields(dst, b.Auction, b.Bidder, b.Price, b.DateTime), ','), value...)
+}
+
 // AppendStateless appends the output of the stateless query q (q0, q1,
-// q2, q14, q21, q22) of event v; ok is false when q outputs nothing for
+// q2, q10, q13, q14, q21, q22) of event v; ok is false when q outputs nothing for
 // it. It is the reference the runner compares the systems' outputs with.
 func AppendStateless(dst []byte, q string, v []byte) (out []byte, ok bool, err error) {
 	if q == "q0" {
@@ -172,6 +229,10 @@ func AppendStateless(dst []byte, q string, v []byte) (out []byte, ok bool, err e
 			return AppendQ2(dst, b.Bid), true, nil
 		}
 		return dst, false, nil
+	case "q10":
+		return AppendQ10(dst, b.Bid), true, nil
+	case "q13":
+		return AppendQ13(dst, b.Bid, []byte(SideValue(b.Auction%SideInputKeys))), true, nil
 	case "q14":
 		if Q14Selects(b.Bid) {
 			return AppendQ14(dst, b), true, nil
@@ -208,13 +269,27 @@ func (d *Digest) Add(v []byte) {
 }
 
 // ReferenceDigest returns the digest of the outputs of the per-event
-// query q (q0, q1, q2, count, q14, q21, q22) over events [from, to) of
-// the stream seeded by seed; count's running counts start at from.
+// query q (see PerEvent) over events [from, to) of the stream seeded by
+// seed; count's running counts start at from, and q3 joins only the
+// persons and auctions among them.
 func ReferenceDigest(q string, seed, from, to uint64) (Digest, error) {
 	var d Digest
 	var ev, out []byte
 	counts := map[int64]int64{}
+	local := localItems{sellers: map[int64]Person{}}
 	for i := from; i < to; i++ {
+		if q == "q3" {
+			if KindOf(i) == BidKind {
+				continue
+			}
+			ev = Append(ev[:0], seed, i)
+			if o, ok, err := local.add(ev); err != nil {
+				return d, err
+			} else if ok {
+				d.Add(o)
+			}
+			continue
+		}
 		ev = Append(ev[:0], seed, i)
 		if q == "count" {
 			if b, ok, err := ParseBid(ev); err != nil {

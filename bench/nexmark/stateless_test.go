@@ -20,6 +20,11 @@ func TestStatelessQueries(t *testing.T) {
 		{"q22", bid, "1107,1001,1234567,Google,abcde,fghcc,klmno", true},
 		{"q22", strings.Replace(bid, "abcde/fghcc/klmno/", "", 1), "1107,1001,1234567,Google,item.htm?query=1&channel_id=0,,", true},
 		{"q14", "P,1000,Kate Smith,x@example.com,1 2 3 4,Bend,OR,1,pad", "", false},
+		{"q10", bid, "1107,1001,1234567,1767225600004,2026-01-01,00:00", true},
+		{"q10", strings.Replace(bid, "1767225600004", "1767279599999", 1), "1107,1001,1234567,1767279599999,2026-01-01,14:59", true},
+		{"q13", bid, "1107,1001,1234567,1767225600004," + SideValue(1107), true},
+		{"q13", strings.Replace(bid, "B,1107", "B,21107", 1), "21107,1001,1234567,1767225600004," + SideValue(1107), true},
+		{"q13", "A,1003,item-x,description of item y,100,200,1767225600001,1767225610001,1002,12,pad", "", false},
 	} {
 		out, ok, err := AppendStateless(nil, c.q, []byte(c.v))
 		if err != nil || ok != c.ok || string(out) != c.want {
@@ -79,5 +84,30 @@ func TestGeneratedBidsForStatelessQueries(t *testing.T) {
 	}
 	if again != d {
 		t.Errorf("the digest depends on the order: %+v then %+v", d, again)
+	}
+}
+
+func TestSideInput(t *testing.T) {
+	side, err := ParseSideInput(AppendSideInput(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(side) != SideInputKeys {
+		t.Fatalf("%d keys, want %d", len(side), SideInputKeys)
+	}
+	values := map[string]bool{}
+	for k, v := range side {
+		if string(v) != SideValue(k) {
+			t.Fatalf("key %d: %q, want %q", k, v, SideValue(k))
+		}
+		values[string(v)] = true
+	}
+	if len(values) < SideInputKeys/2 {
+		t.Errorf("only %d distinct values of %d keys", len(values), SideInputKeys)
+	}
+	for _, bad := range []string{"1\n", "x,y\n", "1,a\n\n2,b\n"} {
+		if _, err := ParseSideInput([]byte(bad)); err == nil {
+			t.Errorf("ParseSideInput(%q): no error", bad)
+		}
 	}
 }

@@ -34,6 +34,7 @@ import (
 // config holds the command's flags.
 type config struct {
 	brokers, query, in, out, checkpoints, txnPrefix, cpuProfile string
+	sideInput                                                   string
 	parallelism, gcPercent                                      int
 	interval                                                    time.Duration
 }
@@ -48,6 +49,7 @@ func main() {
 	flag.StringVar(&c.checkpoints, "checkpoints", "", "checkpoint directory")
 	flag.StringVar(&c.txnPrefix, "txn-prefix", "", "transactional id prefix of the sink (default exactly-nexmark-<out>)")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	flag.StringVar(&c.sideInput, "side-input", "", "q13: the side input file, lines key,value")
 	flag.IntVar(&c.parallelism, "parallelism", 2, "parallelism of every operator")
 	flag.DurationVar(&c.interval, "interval", time.Second, "checkpoint interval")
 	flag.IntVar(&c.gcPercent, "gogc", 400, "the Go garbage collector's GOGC: heap growth before a collection, in percent; the JVM peers size their heaps too (see docs/benchmarks.md)")
@@ -81,6 +83,8 @@ func run(c config) error {
 		results, err = windowed(j, c, in)
 	case "q8":
 		results, err = newUsers(j, c, in)
+	case "q3":
+		results, err = localItems(j, c, in)
 	default:
 		results, err = perRecord(j, c, in)
 	}
@@ -114,7 +118,7 @@ func run(c config) error {
 }
 
 // perRecord builds the queries that map each input record to at most one
-// output: q0, q1, q2, count, q14, q21 and q22.
+// output: q0, q1, q2, count, q10, q13, q14, q21 and q22.
 func perRecord(j *stream.Job, c config, in kafka.SourceOptions) (stream.Stream[result], error) {
 	src, err := kafka.NewSource(in, kafka.Bytes())
 	if err != nil {
@@ -126,8 +130,21 @@ func perRecord(j *stream.Job, c config, in kafka.SourceOptions) (stream.Stream[r
 		return stream.Map(events, func(r kafka.Record[[]byte]) result { return result{value: r.Value, time: r.Timestamp} }), nil
 	case "q1", "q2":
 		return stream.FlatMap(events, selectBids(c.query)), nil
-	case "q14", "q21", "q22":
+	case "q10", "q14", "q21", "q22":
 		return stream.FlatMap(events, bidDetails(c.query)), nil
+	case "q13":
+		if c.sideInput == "" {
+			return stream.Stream[result]{}, errors.New("q13 needs --side-input, the file of its side input")
+		}
+		file, err := os.ReadFile(c.sideInput)
+		if err != nil {
+			return stream.Stream[result]{}, err
+		}
+		side, err := nexmark.ParseSideInput(file)
+		if err != nil {
+			return stream.Stream[result]{}, err
+		}
+		return stream.FlatMap(events, sideInputJoin(side)), nil
 	case "count":
 		bids := stream.FlatMap(events, parseBids)
 		byAuction := stream.KeyBy(bids, func(b bid) int64 { return b.Auction }, state.Int64Codec{})
@@ -183,8 +200,8 @@ func selectBids(query string) func(kafka.Record[[]byte], []result) []result {
 	}
 }
 
-// bidDetails returns the function computing q14, q21 or q22 from one
-// input record: they read the bid's channel and url too.
+// bidDetails returns the function computing q10, q14, q21 or q22 from
+// one input record: the last three read the bid's channel and url too.
 func bidDetails(query string) func(kafka.Record[[]byte], []result) []result {
 	return func(r kafka.Record[[]byte], out []result) []result {
 		b, ok, err := nexmark.ParseBidDetail(r.Value)
@@ -193,6 +210,8 @@ func bidDetails(query string) func(kafka.Record[[]byte], []result) []result {
 			return append(out, result{err: err})
 		case !ok:
 			return out
+		case query == "q10":
+			out = append(out, result{value: nexmark.AppendQ10(make([]byte, 0, outCap), b.Bid), time: r.Timestamp})
 		case query == "q14":
 			if nexmark.Q14Selects(b.Bid) {
 				out = append(out, result{value: nexmark.AppendQ14(make([]byte, 0, outCap), b), time: r.Timestamp})
@@ -205,6 +224,27 @@ func bidDetails(query string) func(kafka.Record[[]byte], []result) []result {
 			out = append(out, result{value: nexmark.AppendQ22(make([]byte, 0, outCap), b), time: r.Timestamp})
 		}
 		return out
+	}
+}
+
+// sideInputJoin returns the function computing q13 from one input record:
+// the bid with the value of its auction's key in the side input, which
+// the job loaded whole at its start; a key the side input lacks stops the
+// job.
+func sideInputJoin(side map[int64][]byte) func(kafka.Record[[]byte], []result) []result {
+	return func(r kafka.Record[[]byte], out []result) []result {
+		b, ok, err := nexmark.ParseBid(r.Value)
+		switch {
+		case err != nil:
+			return append(out, result{err: err})
+		case !ok:
+			return out
+		}
+		v, ok := side[b.Auction%nexmark.SideInputKeys]
+		if !ok {
+			return append(out, result{err: fmt.Errorf("q13: no side input value of key %d", b.Auction%nexmark.SideInputKeys)})
+		}
+		return append(out, result{value: nexmark.AppendQ13(make([]byte, 0, outCap), b, v), time: r.Timestamp})
 	}
 }
 

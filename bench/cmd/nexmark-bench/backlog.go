@@ -31,6 +31,12 @@ type collector struct {
 	got     map[string]uint64 // windowed queries: the checked outputs seen, by value
 	digest  nexmark.Digest    // the per-event queries: of the outputs seen
 	bad     error             // windowed queries: the first output whose window does not parse
+	// A kill run's watch: the stable ends once a kill's commits settled,
+	// and when the consumer received the first output at or beyond them
+	// (zero: none yet). watching is false between kills.
+	watching bool
+	watch    [partitions]int64
+	beyondAt time.Time
 }
 
 // newCollector returns the collector of query q over a backlog of n events.
@@ -47,6 +53,9 @@ func (c *collector) add(r seen, value []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.lastOff[r.partition] = max(c.lastOff[r.partition], r.offset)
+	if c.watching && c.beyondAt.IsZero() && r.offset >= c.watch[r.partition] {
+		c.beyondAt = r.at
+	}
 	if !c.windowed {
 		c.count++
 		c.digest.Add(value)
@@ -89,12 +98,30 @@ func (c *collector) visibleEnd(ends [partitions]int64) int64 {
 	return visibleEnd(c.windows, ends)
 }
 
-// firstBeyond returns when the consumer received the first output at or
-// beyond the stable offsets ends, those not visible when ends were read.
-func (c *collector) firstBeyond(ends [partitions]int64) (time.Time, bool) {
+// watchBeyond starts watching for the first output at or beyond the
+// stable offsets ends, those not visible when ends were read; an output
+// beyond them received already counts as received now.
+func (c *collector) watchBeyond(ends [partitions]int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return firstBeyond(c.windows, ends)
+	c.watching, c.watch, c.beyondAt = true, ends, time.Time{}
+	for p, off := range c.lastOff {
+		if off >= ends[p] {
+			c.beyondAt = time.Now()
+		}
+	}
+}
+
+// firstBeyond returns when the consumer received the first output at or
+// beyond the ends watchBeyond watches, and stops watching once there is one.
+func (c *collector) firstBeyond() (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at := c.beyondAt
+	if !at.IsZero() {
+		c.watching, c.beyondAt = false, time.Time{}
+	}
+	return at, !at.IsZero()
 }
 
 // reference is what a backlog run's outputs must be: for the windowed queries the

@@ -34,7 +34,9 @@
 // visible output, then after each recovery) and started again once the
 // output's stable offsets settled; the checked outputs of that run are
 // compared value by value too, and its recovery is the longest time from
-// a kill to the first output not visible at it.
+// a kill to the first output not visible at it. The stateful per-event
+// queries (count, q3) have that kill run too, their outputs compared by
+// digest, beside their latency run.
 //
 // It prints a Markdown table with the ratios exactly/Flink and
 // exactly/Kafka Streams and, with --doc, writes it into that file between
@@ -92,7 +94,7 @@ func main() {
 	flag.DurationVar(&o.plan.others, "after", 8*time.Second, "latency runs: input produced after the SIGKILL")
 	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "longest wait for a system's output")
 	flag.BoolVar(&o.latency, "latency", true, "run the latency and recovery runs")
-	flag.IntVar(&o.kills, "kills", 3, "windowed queries: SIGKILLs of the second run over the backlog, each system restarted at once (0: no such run)")
+	flag.IntVar(&o.kills, "kills", 3, "stateful queries (windowed, count, q3): SIGKILLs of the second run over the backlog, each system restarted at once (0: no such run)")
 	flag.BoolVar(&o.keepTopics, "keep-topics", false, "keep the run's topics on the broker (deleted after a successful run by default; a failed run keeps them)")
 	flag.BoolVar(&o.profile, "profile", false, "make exactly write a CPU profile of every run (cpu.pprof in the run's directory)")
 	flag.Parse()
@@ -197,7 +199,7 @@ func run(ctx context.Context, o options) error {
 			if r.tput, err = e.measureThroughput(ctx, s, q, in, o.events, expected, want); err != nil {
 				return err
 			}
-			if windowed && o.kills > 0 {
+			if nexmark.Stateful(q) && o.kills > 0 {
 				fmt.Fprintf(os.Stderr, "%s %s: over the backlog again, with up to %d SIGKILLs\n", s.name, q, o.kills)
 				if r.kill, err = e.measureKills(ctx, s, q, in, o.events, expected, want, o.kills); err != nil {
 					return err

@@ -213,18 +213,6 @@ func visibleEnd(outs []windowOutput, ends [partitions]int64) int64 {
 	return end
 }
 
-// firstBeyond returns the earliest receipt of the outputs of outs at or
-// beyond the stable offsets ends.
-func firstBeyond(outs []windowOutput, ends [partitions]int64) (time.Time, bool) {
-	var first time.Time
-	for _, o := range outs {
-		if o.offset >= ends[o.partition] && (first.IsZero() || o.at.Before(first)) {
-			first = o.at
-		}
-	}
-	return first, !first.IsZero()
-}
-
 // stableAll reports whether every partition's stable end is past its last data record.
 func stableAll(ends, lastOff [partitions]int64) bool {
 	for i := range ends {
@@ -423,8 +411,8 @@ func (e env) produceAtRate(ctx context.Context, topic string, rate float64, prod
 	}
 }
 
-// killRun is the result of a windowed query's run over the backlog with
-// SIGKILLs.
+// killRun is the result of a stateful query's run over the backlog with
+// SIGKILLs (see nexmark.Stateful).
 type killRun struct {
 	kills int
 	// recovery is the longest time from a SIGKILL to the receipt of the
@@ -451,7 +439,7 @@ const (
 	settleMax = 2 * time.Second
 )
 
-// measureKills runs s on the windowed query q over the backlog in topic in
+// measureKills runs s on the stateful query q over the backlog in topic in
 // (n events, expected checked outputs, want those by value), SIGKILLs it up
 // to kills times, starting it again each time once the output topic's
 // stable ends settled, and compares the outputs with want once every one
@@ -472,9 +460,8 @@ func (e env) measureKills(ctx context.Context, s system, q, in string, n, expect
 
 	res := killRun{recovery: -1}
 	var (
-		killAt   time.Time         // when the next kill is due; zero: before the first output
-		killed   time.Time         // the last kill, while its recovery is not seen; zero: none
-		killEnds [partitions]int64 // the stable ends once that kill's commits settled
+		killAt time.Time // when the next kill is due; zero: before the first output
+		killed time.Time // the last kill, while its recovery is not seen; zero: none
 	)
 	deadline := time.After(e.timeout)
 	tick := time.NewTicker(sampleEvery)
@@ -493,12 +480,12 @@ func (e env) measureKills(ctx context.Context, s system, q, in string, n, expect
 		now := time.Now()
 		switch {
 		case !killed.IsZero():
-			if at, ok := r.col.firstBeyond(killEnds); ok {
+			if at, ok := r.col.firstBeyond(); ok {
 				res.recovery = max(res.recovery, at.Sub(killed))
 				killed, killAt = time.Time{}, at.Add(delay())
 			}
 		case killAt.IsZero():
-			if r.col.visibleEnd(ends) > 0 {
+			if sum(ends) > 0 {
 				killAt = now.Add(delay())
 			}
 		}
@@ -515,9 +502,11 @@ func (e env) measureKills(ctx context.Context, s system, q, in string, n, expect
 		r.p.Kill()
 		killed = time.Now()
 		res.kills++
-		if killEnds, err = e.settledEnds(ctx, r.out); err != nil {
+		killEnds, err := e.settledEnds(ctx, r.out)
+		if err != nil {
 			return killRun{}, err
 		}
+		r.col.watchBeyond(killEnds)
 		if r.p, err = child.Start(r.argv, r.logPath); err != nil {
 			return killRun{}, err
 		}

@@ -44,20 +44,31 @@ func TestVisibleEnd(t *testing.T) {
 
 func TestFirstBeyond(t *testing.T) {
 	at := func(s int) time.Time { return time.Unix(int64(s), 0) }
-	outs := []windowOutput{{0, 0, 10, at(1)}, {1, 0, 20, at(2)}, {0, 1, 30, at(5)}, {1, 5, 40, at(4)}}
-	for _, c := range []struct {
-		ends  [partitions]int64
-		first time.Time // zero: none
-	}{
-		{[partitions]int64{}, at(1)},
-		{[partitions]int64{1, 1}, at(4)}, // the output at partition 1, offset 5 came before partition 0's at offset 1
-		{[partitions]int64{1, 6}, at(5)},
-		{[partitions]int64{2, 6}, time.Time{}},
-	} {
-		got, ok := firstBeyond(outs, c.ends)
-		if ok != !c.first.IsZero() || !got.Equal(c.first) {
-			t.Errorf("firstBeyond %v = %v, %v; want %v", c.ends, got, ok, c.first)
-		}
+	c := newCollector("q1", 100)
+	add := func(partition int32, offset int64, s int) {
+		c.add(seen{at: at(s), partition: partition, offset: offset}, []byte("1,2"))
+	}
+	add(0, 0, 1)
+	add(1, 0, 2)
+	c.watchBeyond([partitions]int64{1, 1})
+	if got, ok := c.firstBeyond(); ok {
+		t.Fatalf("firstBeyond before any output beyond the ends = %v", got)
+	}
+	add(1, 5, 4) // partition 1's offset 5 comes before partition 0's offset 1
+	add(0, 1, 5)
+	if got, ok := c.firstBeyond(); !ok || !got.Equal(at(4)) {
+		t.Errorf("firstBeyond = %v, %v; want %v", got, ok, at(4))
+	}
+	if got, ok := c.firstBeyond(); ok {
+		t.Errorf("firstBeyond once found again = %v: the watch should have ended", got)
+	}
+	add(1, 6, 6)
+	if got, ok := c.firstBeyond(); ok {
+		t.Errorf("firstBeyond with no watch = %v", got)
+	}
+	c.watchBeyond([partitions]int64{2, 6}) // partition 1's offset 6 is already beyond
+	if _, ok := c.firstBeyond(); !ok {
+		t.Error("an output beyond the ends received before the watch did not count")
 	}
 }
 

@@ -16,7 +16,7 @@ type result struct {
 	query, system string
 	tput          throughput
 	lat           latency // the queries not windowed
-	kill          killRun // the windowed queries
+	kill          killRun // the stateful queries (nexmark.Stateful)
 }
 
 // settings are what an invocation ran besides the backlog runs: they
@@ -139,7 +139,7 @@ func (s *store) markdown() string {
 	}
 	b.WriteString("\nDetails of the backlog runs (start-up: process start to first visible output; " +
 		"CPU-s: the system's, start to last visible output; broker CPU-s: the Kafka broker's, in the measured window; commits: times the visible output grew, the window spans all but the last), " +
-		"number of outputs the latency percentiles are computed on, and SIGKILLs made (windowed queries: in the kill run):\n\n")
+		"number of outputs the latency percentiles are computed on, and SIGKILLs made (windowed queries: in the kill run; count and q3: in the latency run + the kill run):\n\n")
 	b.WriteString("| query | system | start-up | CPU-s | broker CPU-s | commits | latency samples | SIGKILLs | run |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range s.Rows {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %d |\n", r.Query, displayName[r.System], r.Startup,
@@ -172,7 +172,9 @@ const killRunNote = "Each system runs them over the backlog a second time instea
 	"and again after each recovery (never once every checked output was seen), restarted once the output's stable offsets settled (at least 0.2 s); " +
 	"the outputs column covers that run too. Their recovery is the longest time from a kill to the receipt of the first output not visible at it: " +
 	"for exactly and Flink that can be a transaction prepared before the kill and committed on restore, " +
-	"which Kafka Streams aborts and computes again."
+	"which Kafka Streams aborts and computes again. " +
+	"The stateful queries that are not windowed (count, q3) have that kill run too, besides the kill of their latency run; " +
+	"their SIGKILLs read latency run+kill run, and their outputs column covers all three runs."
 
 // wholeRunNote is the footnote of the rates measured over a whole run.
 const wholeRunNote = "² Measured over the whole run, start-up and the wait for the last checkpoint included: " +
@@ -217,6 +219,11 @@ func (rs settings) recoveryCell(r result, v string) string {
 // kill was skipped.
 func (rs settings) sigkills(r result) string {
 	switch {
+	case !r.windowed() && nexmark.Stateful(r.query) && rs.kills > 0:
+		if !rs.latency {
+			return fmt.Sprint(r.kill.kills)
+		}
+		return fmt.Sprintf("1+%d", r.kill.kills)
 	case !r.windowed():
 		return rs.opt(r, "1")
 	case rs.kills == 0:

@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+
+	"github.com/exactlyonce/exactly/bench/nexmark"
 )
 
 // system is one stream processor under test.
@@ -20,11 +22,17 @@ type system struct {
 	lacks map[string]string
 }
 
+// dataStreamFirst is why the DataStream peer lacks a query.
+const dataStreamFirst = "the DataStream peer stays at the first queries, a cross-check of Flink SQL"
+
 // Queries the peers do not implement, and why.
 var (
 	dataStreamLacks = map[string]string{
-		"q8":  "the DataStream peer stays at the first queries, a cross-check of Flink SQL",
-		"q11": "the DataStream peer stays at the first queries, a cross-check of Flink SQL",
+		"q3":  dataStreamFirst,
+		"q8":  dataStreamFirst,
+		"q10": dataStreamFirst,
+		"q11": dataStreamFirst,
+		"q13": dataStreamFirst,
 	}
 	kstreamsLacks = map[string]string{
 		"q8":  "not written yet",
@@ -46,6 +54,17 @@ func systems(repo, work, brokers string, names []string, profile bool) ([]system
 		return []string{"java", "-Xmx1g", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
 			"-cp", filepath.Join(dir, "classes") + string(os.PathListSeparator) + filepath.Join(dir, "lib", "*"), class}
 	}
+	// q13's side input, one file every system loads.
+	side := filepath.Join(work, "side-input.csv")
+	if err := os.WriteFile(side, nexmark.AppendSideInput(nil), 0o644); err != nil {
+		return nil, err
+	}
+	withSide := func(q string, argv []string) []string {
+		if q == "q13" {
+			argv = append(argv, "--side-input", side)
+		}
+		return argv
+	}
 	var out []system
 	for _, name := range names {
 		switch name {
@@ -60,7 +79,7 @@ func systems(repo, work, brokers string, names []string, profile bool) ([]system
 				if profile {
 					argv = append(argv, "--cpuprofile", filepath.Join(dir, "cpu.pprof"))
 				}
-				return argv
+				return withSide(q, argv)
 			}})
 		case "flink", "flink-sql":
 			if err := mvn("flink"); err != nil {
@@ -71,16 +90,16 @@ func systems(repo, work, brokers string, names []string, profile bool) ([]system
 				class, lacks = "exactly.bench.flink.Sql", nil
 			}
 			out = append(out, system{name: name, lacks: lacks, argv: func(q, in, out, dir, id string) []string {
-				return append(javaArgv("flink", class), "--brokers", brokers, "--query", q,
-					"--in", in, "--out", out, "--checkpoints", filepath.Join(dir, "checkpoints"), "--txn-prefix", id)
+				return withSide(q, append(javaArgv("flink", class), "--brokers", brokers, "--query", q,
+					"--in", in, "--out", out, "--checkpoints", filepath.Join(dir, "checkpoints"), "--txn-prefix", id))
 			}})
 		case "kstreams":
 			if err := mvn("kstreams"); err != nil {
 				return nil, err
 			}
 			out = append(out, system{name: name, lacks: kstreamsLacks, argv: func(q, in, out, dir, id string) []string {
-				return append(javaArgv("kstreams", "exactly.bench.kstreams.Main"), "--brokers", brokers, "--query", q,
-					"--in", in, "--out", out, "--app-id", id, "--state-dir", filepath.Join(dir, "state"))
+				return withSide(q, append(javaArgv("kstreams", "exactly.bench.kstreams.Main"), "--brokers", brokers, "--query", q,
+					"--in", in, "--out", out, "--app-id", id, "--state-dir", filepath.Join(dir, "state")))
 			}})
 		default:
 			return nil, fmt.Errorf("unknown system %q: use exactly, flink (DataStream API), flink-sql or kstreams", name)

@@ -77,3 +77,24 @@ CREATE TEMPORARY VIEW timed_auction AS
 SELECT CAST(SPLIT_INDEX(line, ',', 1) AS BIGINT) AS id, CAST(SPLIT_INDEX(line, ',', 8) AS BIGINT) AS seller, dt
 FROM timed_events
 WHERE SUBSTR(line, 1, 2) = 'A,';
+
+-- P,id,name,email,creditCard,city,state,date_time,extra
+CREATE TEMPORARY VIEW person AS
+SELECT
+  CAST(SPLIT_INDEX(line, ',', 1) AS BIGINT) AS id,
+  SPLIT_INDEX(line, ',', 2) AS name,
+  SPLIT_INDEX(line, ',', 5) AS city,
+  SPLIT_INDEX(line, ',', 6) AS state,
+  ts
+FROM events
+WHERE SUBSTR(line, 1, 2) = 'P,';
+
+-- A,id,itemName,description,initialBid,reserve,date_time,expires,seller,category,extra
+CREATE TEMPORARY VIEW auction AS
+SELECT
+  CAST(SPLIT_INDEX(line, ',', 1) AS BIGINT) AS id,
+  CAST(SPLIT_INDEX(line, ',', 8) AS BIGINT) AS seller,
+  CAST(SPLIT_INDEX(line, ',', 9) AS BIGINT) AS category,
+  ts
+FROM events
+WHERE SUBSTR(line, 1, 2) = 'A,';

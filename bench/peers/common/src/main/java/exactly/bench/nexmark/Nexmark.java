@@ -196,6 +196,69 @@ public final class Nexmark {
         return i < pieces.length ? pieces[i] : "";
     }
 
+    /** The q10 output of b: its fields, then its UTC day (yyyy-MM-dd) and minute (HH:mm). */
+    public static byte[] q10(Bid b) {
+        java.time.LocalDateTime t = java.time.LocalDateTime.ofEpochSecond(Math.floorDiv(b.dateTime, 1000L), 0, java.time.ZoneOffset.UTC);
+        return ascii(b.auction + "," + b.bidder + "," + b.price + "," + b.dateTime + ","
+                + String.format(Locale.ROOT, "%04d-%02d-%02d,%02d:%02d", t.getYear(), t.getMonthValue(), t.getDayOfMonth(), t.getHour(), t.getMinute()));
+    }
+
+    /** The number of keys of q13's side input: a bid's key is its auction mod this. */
+    public static final long SIDE_INPUT_KEYS = 10_000;
+
+    /** q13's side input: the file of lines "key,value" the runner wrote, by key. */
+    public static java.util.Map<Long, String> loadSideInput(String path) throws java.io.IOException {
+        java.util.Map<Long, String> values = new java.util.HashMap<>();
+        for (String line : java.nio.file.Files.readAllLines(java.nio.file.Path.of(path), StandardCharsets.US_ASCII)) {
+            int c = line.indexOf(',');
+            if (c < 0) {
+                throw new IllegalArgumentException(path + ": want key,value, got " + line);
+            }
+            values.put(Long.parseLong(line.substring(0, c)), line.substring(c + 1));
+        }
+        return values;
+    }
+
+    /** The q13 output of b, whose side input value is value. */
+    public static byte[] q13(Bid b, String value) {
+        return ascii(b.auction + "," + b.bidder + "," + b.price + "," + b.dateTime + "," + value);
+    }
+
+    /** q3's category of auctions. */
+    public static final long Q3_CATEGORY = 10;
+
+    /**
+     * q3's part of event v: for a person in Oregon, Idaho or California, {id, "name,city,state"};
+     * for an auction of category Q3_CATEGORY, {id, seller}; else null.
+     */
+    public static Object[] q3Part(byte[] v) {
+        if (v.length < 2 || v[1] != ',') {
+            throw malformed(v);
+        }
+        if (v[0] != 'P' && v[0] != 'A') {
+            return null;
+        }
+        String[] f = new String(v, StandardCharsets.US_ASCII).split(",", -1);
+        if (v[0] == 'P') { // P,id,name,email,creditCard,city,state,dateTime,extra
+            if (f.length != 9) {
+                throw malformed(v);
+            }
+            return switch (f[6]) {
+                case "OR", "ID", "CA" -> new Object[] {Long.parseLong(f[1]), f[2] + "," + f[5] + "," + f[6]};
+                default -> null;
+            };
+        }
+        if (f.length != 11) { // A,id,itemName,description,initialBid,reserve,dateTime,expires,seller,category,extra
+            throw malformed(v);
+        }
+        return Long.parseLong(f[9]) == Q3_CATEGORY ? new Object[] {Long.parseLong(f[1]), Long.parseLong(f[8])} : null;
+    }
+
+    /** The q3 output of auction id sold by the person whose fields are "name,city,state". */
+    public static byte[] q3(String person, long auction) {
+        return ascii(person + "," + auction);
+    }
+
     /** The q7 output of a bid at the highest price of the window starting at start. */
     public static byte[] q7(long start, long auction, long bidder, long price, long dateTime) {
         return ascii(start + "," + auction + "," + bidder + "," + price + "," + dateTime);

@@ -7,6 +7,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import org.apache.flink.configuration.Configuration;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.table.api.bridge.java.StreamTableEnvironment;
 
@@ -32,6 +33,11 @@ public final class Sql {
             throw new IllegalArgumentException("unknown --query " + query + ": no resources/nexmark/" + query + ".sql");
         }
         StreamExecutionEnvironment env = Main.environment(new File(a.get("checkpoints")));
+        if (a.containsKey("side-input")) { // q13's, read by SideInput
+            Configuration params = new Configuration();
+            params.setString("side-input", a.get("side-input"));
+            env.getConfig().setGlobalJobParameters(params);
+        }
         StreamTableEnvironment tables = StreamTableEnvironment.create(env);
         tables.getConfig().set("table.local-time-zone", "UTC");
         tables.getConfig().set("pipeline.name", "nexmark-sql-" + query);

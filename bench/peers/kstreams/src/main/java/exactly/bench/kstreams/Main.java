@@ -29,7 +29,9 @@ import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.EmitStrategy;
 import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.KStream;
+import org.apache.kafka.streams.kstream.KTable;
 import org.apache.kafka.streams.kstream.Materialized;
+import org.apache.kafka.streams.kstream.Named;
 import org.apache.kafka.streams.kstream.Produced;
 import org.apache.kafka.streams.kstream.SessionWindows;
 import org.apache.kafka.streams.kstream.TimeWindows;
@@ -38,6 +40,7 @@ import org.apache.kafka.streams.kstream.Windowed;
 import org.apache.kafka.streams.processor.TimestampExtractor;
 import org.apache.kafka.streams.processor.api.ContextualProcessor;
 import org.apache.kafka.streams.processor.api.Record;
+import org.apache.kafka.streams.state.KeyValueStore;
 import org.apache.kafka.streams.state.WindowStore;
 
 /**
@@ -60,7 +63,7 @@ import org.apache.kafka.streams.state.WindowStore;
 public final class Main {
     private Main() {}
 
-    public static void main(String[] argv) throws InterruptedException, ExecutionException {
+    public static void main(String[] argv) throws InterruptedException, ExecutionException, java.io.IOException {
         Map<String, String> a = flags(argv, "brokers", "query", "in", "out", "app-id", "state-dir");
         String query = a.get("query"), out = a.get("out");
 
@@ -125,7 +128,29 @@ public final class Main {
                 byte[] o = Nexmark.stateless(query, v);
                 return o == null ? List.<byte[]>of() : List.of(o);
             }).to(out, produced);
-            default -> throw new IllegalArgumentException("unknown --query " + query + ": use q0, q1, q2, count, q5, q7, q11, q14, q21 or q22");
+            case "q10" -> events.flatMapValues(v -> {
+                Nexmark.Bid b = Nexmark.parseBid(v);
+                return b == null ? List.<byte[]>of() : List.of(Nexmark.q10(b));
+            }).to(out, produced);
+            case "q13" -> {
+                if (!a.containsKey("side-input")) {
+                    throw new IllegalArgumentException("q13 needs --side-input, the file of its side input");
+                }
+                Map<Long, String> side = Nexmark.loadSideInput(a.get("side-input"));
+                events.flatMapValues(v -> {
+                    Nexmark.Bid b = Nexmark.parseBid(v);
+                    if (b == null) {
+                        return List.<byte[]>of();
+                    }
+                    String value = side.get(b.auction % Nexmark.SIDE_INPUT_KEYS);
+                    if (value == null) {
+                        throw new IllegalArgumentException("q13: no side input value of key " + b.auction % Nexmark.SIDE_INPUT_KEYS);
+                    }
+                    return List.of(Nexmark.q13(b, value));
+                }).to(out, produced);
+            }
+            case "q3" -> localItems(events).to(out, produced);
+            default -> throw new IllegalArgumentException("unknown --query " + query + ": use q0, q1, q2, count, q3, q5, q7, q10, q11, q13, q14, q21 or q22");
         }
 
         // Known issue: on 4.1.x, KAFKA-20685 (fixed for 4.2) leaves a checkpoint
@@ -186,6 +211,34 @@ public final class Main {
      * from its last record: the gap here is one millisecond less. Its session ends at its last
      * record, the others' the gap after it.
      */
+    /**
+     * q3: the persons and the auctions it selects as tables, the auctions keyed by id joined to
+     * their seller's row by a foreign-key join, which emits each auction's output once both rows
+     * are there, in either order.
+     */
+    private static KStream<byte[], byte[]> localItems(KStream<byte[], byte[]> events) {
+        KTable<Long, String> sellers = events
+                .<Long, String>flatMap((k, v) -> {
+                    Object[] p = Nexmark.q3Part(v);
+                    return p == null || !(p[1] instanceof String s) ? List.of() : List.of(KeyValue.pair((Long) p[0], s));
+                })
+                .toTable(Named.as("q3-sellers"), Materialized.<Long, String, KeyValueStore<Bytes, byte[]>>as("q3-sellers")
+                        .withKeySerde(Serdes.Long()).withValueSerde(Serdes.String()));
+        KTable<Long, Long> auctions = events
+                .<Long, Long>flatMap((k, v) -> {
+                    Object[] p = Nexmark.q3Part(v);
+                    return p == null || !(p[1] instanceof Long seller) ? List.of() : List.of(KeyValue.pair((Long) p[0], seller));
+                })
+                .toTable(Named.as("q3-auctions"), Materialized.<Long, Long, KeyValueStore<Bytes, byte[]>>as("q3-auctions")
+                        .withKeySerde(Serdes.Long()).withValueSerde(Serdes.Long()));
+        return auctions
+                .join(sellers, seller -> seller, (seller, person) -> person,
+                        Materialized.<Long, String, KeyValueStore<Bytes, byte[]>>as("q3-items")
+                                .withKeySerde(Serdes.Long()).withValueSerde(Serdes.String()))
+                .toStream()
+                .map((auction, person) -> KeyValue.pair((byte[]) null, Nexmark.q3(person, auction)));
+    }
+
     private static KStream<byte[], byte[]> userSessions(KStream<byte[], byte[]> events, Aligned aligned) {
         KStream<Long, byte[]> bids = aligned.regroup(events.flatMap((k, v) -> {
             Nexmark.Bid b = Nexmark.parseBid(v);
