@@ -42,6 +42,8 @@
 // auctions (see Q3Category), at most one output per auction.
 // AppendStateless and ReferenceDigest are the reference of all these.
 //
+// q15–q19 compute tables that their output updates (see Updating).
+//
 // q5 and q7 are windowed on event time. Only bids count; a bid's event time
 // is its dateTime. Windows are aligned to the Unix epoch: a window of size s
 // is [start, start+s) in Unix ms, start a multiple of its period. Watermarks
@@ -310,7 +312,7 @@ func appendExtra(dst []byte, bits uint64, n int) []byte {
 }
 
 // Queries lists the query names in the order the benchmark runs them.
-var Queries = []string{"q0", "q1", "q2", "count", "q3", "q5", "q7", "q8", "q10", "q11", "q13", "q14", "q21", "q22"}
+var Queries = []string{"q0", "q1", "q2", "count", "q3", "q5", "q7", "q8", "q10", "q11", "q13", "q14", "q15", "q16", "q17", "q18", "q19", "q21", "q22"}
 
 // PerEvent reports whether query q maps each event to at most one output,
 // so that ReferenceDigest gives its outputs.
@@ -324,9 +326,9 @@ func PerEvent(q string) bool {
 
 // Stateful reports whether query q keeps state from one event to the
 // next, so that a run of it SIGKILLed and restarted tests its recovery of
-// that state: the windowed queries, count and q3.
+// that state: the windowed and the updating queries, count and q3.
 func Stateful(q string) bool {
-	return Windowed(q) || q == "count" || q == "q3"
+	return Windowed(q) || Updating(q) || q == "count" || q == "q3"
 }
 
 // ErrMalformed is returned for a value that is not a well-formed event.
@@ -418,7 +420,8 @@ func appendFields(dst []byte, vs ...int64) []byte {
 
 // Expected returns how many output records query q makes of events
 // [from, to) of the stream seeded by seed; for q5 and q7, the outputs of the
-// windows ending at or before Cutoff(to), the checked ones.
+// windows ending at or before Cutoff(to), the checked ones; for the
+// updating queries, the rows of the final table.
 func Expected(q string, seed, from, to uint64) (uint64, error) {
 	if !slices.Contains(Queries, q) {
 		return 0, fmt.Errorf("nexmark: unknown query %q (want one of %v)", q, Queries)
@@ -439,6 +442,9 @@ func Expected(q string, seed, from, to uint64) (uint64, error) {
 	case "q5", "q7", "q8", "q11":
 		err := CheckedOutputs(q, seed, from, to, func([]byte) { n++ })
 		return n, err
+	case "q15", "q16", "q17", "q18", "q19":
+		t, err := ReferenceTable(q, seed, from, to)
+		return uint64(len(t)), err
 	case "q3", "q10", "q13", "q14", "q21", "q22":
 		d, err := ReferenceDigest(q, seed, from, to)
 		return d.N, err

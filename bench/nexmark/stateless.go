@@ -259,13 +259,18 @@ type Digest struct {
 
 // Add adds v to the multiset.
 func (d *Digest) Add(v []byte) {
+	d.N++
+	d.Sum += Hash(v)
+}
+
+// Hash is the 64-bit FNV-1a hash of v, which a Digest sums.
+func Hash(v []byte) uint64 {
 	h := uint64(14695981039346656037)
 	for _, c := range v {
 		h ^= uint64(c)
 		h *= 1099511628211
 	}
-	d.N++
-	d.Sum += h
+	return h
 }
 
 // ReferenceDigest returns the digest of the outputs of the per-event

@@ -71,7 +71,9 @@ func run(c config) error {
 	}
 	conn := kafka.Conn{Brokers: strings.Split(c.brokers, ",")}
 	snk, err := kafka.NewSink(kafka.SinkOptions{Conn: conn, Topic: c.out, TransactionalIDPrefix: c.txnPrefix, CheckpointInterval: c.interval},
-		func(r result) (kafka.Message, error) { return kafka.Message{Value: r.value, Timestamp: r.time}, r.err })
+		func(r result) (kafka.Message, error) {
+			return kafka.Message{Key: r.key, Value: r.value, Timestamp: r.time}, r.err
+		})
 	if err != nil {
 		return err
 	}
@@ -85,6 +87,8 @@ func run(c config) error {
 		results, err = newUsers(j, c, in)
 	case "q3":
 		results, err = localItems(j, c, in)
+	case "q15", "q16", "q17", "q18", "q19":
+		results, err = tables(j, c, in)
 	default:
 		results, err = perRecord(j, c, in)
 	}
@@ -157,10 +161,11 @@ func perRecord(j *stream.Job, c config, in kafka.SourceOptions) (stream.Stream[r
 // query's output, so that appending to it never reallocates.
 const outCap = 64
 
-// result is one output record: its value and the timestamp of the input
-// record it was computed from. A malformed input makes a result whose err
+// result is one output record: its value (and key, for the updating
+// queries) and the timestamp of the input record it was computed from. A malformed input makes a result whose err
 // stops the job at the sink.
 type result struct {
+	key   []byte // the updating queries: the row's key
 	value []byte
 	time  time.Time
 	err   error

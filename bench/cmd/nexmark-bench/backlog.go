@@ -22,15 +22,24 @@ import (
 type collector struct {
 	query    string
 	windowed bool
-	cutoff   int64 // the windowed queries: the last checked window end, Unix ms
+	updating bool
+	cutoff   int64          // the windowed queries: the last checked window end, Unix ms
+	want     nexmark.Digest // the updating queries: the final table's
 
 	mu      sync.Mutex
 	count   uint64            // outputs seen; windowed queries: those of the checked windows
 	lastOff [partitions]int64 // offset of the last data record seen per partition; -1 none
 	windows []windowOutput    // windowed queries: every output seen
 	got     map[string]uint64 // windowed queries: the checked outputs seen, by value
-	digest  nexmark.Digest    // the per-event queries: of the outputs seen
-	bad     error             // windowed queries: the first output whose window does not parse
+	digest  nexmark.Digest    // the per-event queries: of the outputs seen; the updating ones: of the table
+	bad     error             // windowed and updating queries: the first output that does not parse
+	// The updating queries: the table the outputs make, each key's row
+	// (hashed with its key) and what it says of the input read (see
+	// nexmark.RowProgress), and the input behind the whole table.
+	table    map[string]tableRow
+	progress int64
+	summed   bool // progress is the sum of the rows', not the greatest
+
 	// A kill run's watch: the stable ends once a kill's commits settled,
 	// and when the consumer received the first output at or beyond them
 	// (zero: none yet). watching is false between kills.
@@ -39,22 +48,35 @@ type collector struct {
 	beyondAt time.Time
 }
 
-// newCollector returns the collector of query q over a backlog of n events.
-func newCollector(q string, n uint64) *collector {
-	c := &collector{query: q, windowed: nexmark.Windowed(q), cutoff: nexmark.Cutoff(n), got: map[string]uint64{}}
+// tableRow is what a collector keeps of a row of an updating query's table.
+type tableRow struct {
+	hash     uint64 // nexmark.Hash of nexmark.PairBytes of its key and value
+	progress int64
+}
+
+// newCollector returns the collector of query q over a backlog of n
+// events, whose outputs must be want.
+func newCollector(q string, n uint64, want reference) *collector {
+	c := &collector{query: q, windowed: nexmark.Windowed(q), updating: nexmark.Updating(q), cutoff: nexmark.Cutoff(n),
+		want: want.digest, got: map[string]uint64{}, table: map[string]tableRow{}, summed: nexmark.SummedProgress(q)}
 	for i := range c.lastOff {
 		c.lastOff[i] = -1
 	}
 	return c
 }
 
-// add records one output record; value is valid only during the call.
-func (c *collector) add(r seen, value []byte) {
+// add records one output record; key and value are valid only during
+// the call.
+func (c *collector) add(r seen, key, value []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.lastOff[r.partition] = max(c.lastOff[r.partition], r.offset)
 	if c.watching && c.beyondAt.IsZero() && r.offset >= c.watch[r.partition] {
 		c.beyondAt = r.at
+	}
+	if c.updating {
+		c.update(key, value)
+		return
 	}
 	if !c.windowed {
 		c.count++
@@ -73,6 +95,44 @@ func (c *collector) add(r seen, value []byte) {
 	}
 }
 
+// update applies a row of an updating query's output to the table: a
+// null value deletes the key's row.
+func (c *collector) update(key, value []byte) {
+	if old, ok := c.table[string(key)]; ok {
+		c.digest.N--
+		c.digest.Sum -= old.hash
+		if c.summed {
+			c.progress -= old.progress
+		}
+		delete(c.table, string(key))
+	}
+	if value == nil {
+		return
+	}
+	n, _, err := nexmark.RowProgress(c.query, value)
+	if err != nil {
+		c.bad = cmp.Or(c.bad, err)
+		return
+	}
+	row := tableRow{hash: nexmark.Hash(nexmark.PairBytes(nil, key, value)), progress: n}
+	c.table[string(key)] = row
+	c.digest.N++
+	c.digest.Sum += row.hash
+	if c.summed {
+		c.progress += n
+	} else {
+		c.progress = max(c.progress, n)
+	}
+}
+
+// eventsBehind returns about how many input events the table of an
+// updating query's outputs seen so far comes from.
+func (c *collector) eventsBehind() float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return nexmark.EventsBehind(c.progress, c.summed)
+}
+
 // done reports whether the expected outputs were all seen and the stable
 // ends of the output topic lie past the last record of every partition;
 // it returns the offsets of those last records, and the first output that
@@ -80,13 +140,20 @@ func (c *collector) add(r seen, value []byte) {
 func (c *collector) done(expected uint64, ends [partitions]int64) (bool, [partitions]int64, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.updating {
+		return c.digest == c.want && stableAll(ends, c.lastOff), c.lastOff, c.bad
+	}
 	return c.count >= expected && stableAll(ends, c.lastOff), c.lastOff, c.bad
 }
 
-// seen returns the number of outputs seen; for the windowed queries of the checked windows.
+// seen returns the number of outputs seen; for the windowed queries of
+// the checked windows, for the updating ones the rows of the table.
 func (c *collector) seen() uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.updating {
+		return uint64(len(c.table))
+	}
 	return c.count
 }
 
@@ -126,10 +193,24 @@ func (c *collector) firstBeyond() (time.Time, bool) {
 
 // reference is what a backlog run's outputs must be: for the windowed queries the
 // outputs of the checked windows by value, for the per-event queries the
-// digest of all of them.
+// digest of all of them, for the updating queries the final table, each
+// key's row hashed with its key, and its digest.
 type reference struct {
 	byValue map[string]uint64
+	table   map[string]uint64
 	digest  nexmark.Digest
+}
+
+// tableReference returns the reference of an updating query's table.
+func tableReference(table map[string]string) reference {
+	want := reference{table: make(map[string]uint64, len(table))}
+	for k, v := range table {
+		h := nexmark.Hash(nexmark.PairBytes(nil, []byte(k), []byte(v)))
+		want.table[k] = h
+		want.digest.N++
+		want.digest.Sum += h
+	}
+	return want
 }
 
 // check compares the outputs seen with the expected ones: for the windowed queries
@@ -141,6 +222,21 @@ func (c *collector) check(expected uint64, want reference) (duplicates, missing,
 	if c.windowed {
 		d, m, w := tally(c.got, want.byValue)
 		return d, m, w, false
+	}
+	if c.updating { // rows missing, and rows of another value or not in the reference
+		for k, h := range want.table {
+			if got, ok := c.table[k]; !ok {
+				missing++
+			} else if got.hash != h {
+				wrong++
+			}
+		}
+		for k := range c.table {
+			if _, ok := want.table[k]; !ok {
+				wrong++
+			}
+		}
+		return 0, missing, wrong, false
 	}
 	differ = c.count == expected && want.digest.N == expected && c.digest != want.digest
 	return excess(c.count, expected), excess(expected, c.count), 0, differ
@@ -166,14 +262,14 @@ var errDeadline = errors.New("not done in time")
 // startBacklog creates the output topic of the run of s on q named after
 // kind, starts consuming it and starts s on the backlog topic in (n
 // events, expected outputs). close ends the run.
-func (e env) startBacklog(ctx context.Context, s system, q, in, kind string, n, expected uint64) (*backlogRun, error) {
+func (e env) startBacklog(ctx context.Context, s system, q, in, kind string, n, expected uint64, want reference) (*backlogRun, error) {
 	name := fmt.Sprintf("%s-%s-%s-%s", e.prefix, s.name, q, kind)
 	dir, err := e.runDir(name)
 	if err != nil {
 		return nil, err
 	}
 	r := &backlogRun{name: name, out: name + "-out", logPath: filepath.Join(dir, s.name+".log"),
-		expected: expected, timeout: e.timeout, col: newCollector(q, n), consumeErr: make(chan error, 1)}
+		expected: expected, timeout: e.timeout, col: newCollector(q, n, want), consumeErr: make(chan error, 1)}
 	r.argv = s.argv(q, in, r.out, dir, name)
 	var configs map[string]*string
 	if r.col.windowed {

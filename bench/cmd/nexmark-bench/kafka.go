@@ -110,9 +110,9 @@ type seen struct {
 }
 
 // consume reads topic from the start with read_committed and passes each
-// record and its value to fn until ctx ends. The value is valid only during
-// the call.
-func (b *broker) consume(ctx context.Context, topic string, fn func(r seen, value []byte)) error {
+// record, its key and its value to fn until ctx ends. They are valid only
+// during the call.
+func (b *broker) consume(ctx context.Context, topic string, fn func(r seen, key, value []byte)) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.seeds...), kgo.ConsumeTopics(topic),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(10*time.Millisecond))
@@ -129,7 +129,7 @@ func (b *broker) consume(ctx context.Context, topic string, fn func(r seen, valu
 		}
 		now := time.Now()
 		fs.EachRecord(func(r *kgo.Record) {
-			fn(seen{at: now, input: r.Timestamp, partition: r.Partition, offset: r.Offset}, r.Value)
+			fn(seen{at: now, input: r.Timestamp, partition: r.Partition, offset: r.Offset}, r.Key, r.Value)
 		})
 	}
 	return nil

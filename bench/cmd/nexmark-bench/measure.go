@@ -59,6 +59,7 @@ type sample struct {
 	ends      [partitions]int64 // last stable offsets of the output topic
 	cpu       float64           // CPU-seconds of the system
 	brokerCPU float64
+	behind    float64 // the updating queries: input events behind the table seen (collector.eventsBehind)
 }
 
 // env is what every measurement needs.
@@ -83,7 +84,7 @@ func (e env) runDir(name string) (string, error) {
 // nexmark.Cutoff(n), waits for those, and compares them with want value by
 // value.
 func (e env) measureThroughput(ctx context.Context, s system, q, in string, n, expected uint64, want reference) (throughput, error) {
-	r, err := e.startBacklog(ctx, s, q, in, "tput", n, expected)
+	r, err := e.startBacklog(ctx, s, q, in, "tput", n, expected, want)
 	if err != nil {
 		return throughput{}, err
 	}
@@ -101,7 +102,7 @@ func (e env) measureThroughput(ctx context.Context, s system, q, in string, n, e
 		if err := r.wait(tick, deadline); err != nil {
 			return throughput{}, err
 		}
-		sm := sample{at: time.Now()}
+		sm := sample{at: time.Now(), behind: r.col.eventsBehind()}
 		if sm.ends, err = e.b.committedEnds(ctx, r.out); err != nil {
 			return throughput{}, err
 		}
@@ -130,23 +131,40 @@ func (e env) measureThroughput(ctx context.Context, s system, q, in string, n, e
 	// runs from the first commit to the one before the last: the last
 	// commit holds the tail of the backlog, which waited for a checkpoint
 	// after the input ran out, and the first the output of the start-up.
-	var commits []sample
+	var (
+		commits []sample
+		at      []int // the commits' indices in samples
+	)
 	for i, sm := range samples[:last+1] {
 		if sum(sm.ends) > 0 && (i == 0 || sum(sm.ends) > sum(samples[i-1].ends)) {
-			commits = append(commits, sm)
+			commits, at = append(commits, sm), append(at, i)
 		}
 	}
-	f, l := commits[0], commits[len(commits)-1]
+	li := len(commits) - 1
 	if len(commits) >= 3 {
-		l = commits[len(commits)-2]
+		li--
 	}
+	f, l := commits[0], commits[li]
 	// Input events behind the outputs that became visible in the window: in
 	// proportion to the outputs; for the windowed queries, as many as the event time of
 	// the visible windows' ends advanced by.
 	var inWindow float64
-	if r.col.windowed {
+	switch {
+	case r.col.windowed:
 		inWindow = float64(r.col.visibleEnd(l.ends)-r.col.visibleEnd(f.ends)) * 1000 / nexmark.EventSpacingMicros
-	} else {
+	case r.col.updating:
+		// As many as the rows of the table say (see nexmark.RowProgress),
+		// as the consumer saw it once it had read a commit: at the last
+		// sample before the next commit (reading committed records only,
+		// it sees nothing of that one before), or at the end.
+		caughtUp := func(k int) float64 {
+			if k+1 < len(at) {
+				return samples[at[k+1]-1].behind
+			}
+			return samples[last].behind
+		}
+		inWindow = caughtUp(li) - caughtUp(0)
+	default:
 		inWindow = float64(n) * float64(sum(l.ends)-sum(f.ends)) / float64(expected)
 	}
 	// A system that took the whole backlog in a few checkpoints leaves a
@@ -271,7 +289,7 @@ func (e env) measureLatency(ctx context.Context, s system, q string, plan latenc
 	)
 	consumeErr := make(chan error, 1)
 	go func() {
-		consumeErr <- e.b.consume(ctx, out, func(r seen, _ []byte) {
+		consumeErr <- e.b.consume(ctx, out, func(r seen, _, _ []byte) {
 			mu.Lock()
 			recs = append(recs, r)
 			mu.Unlock()
@@ -446,7 +464,7 @@ const (
 // is visible, or the timeout after the last kill passed. The delays come
 // from the seed, the system and the query.
 func (e env) measureKills(ctx context.Context, s system, q, in string, n, expected uint64, want reference, kills int) (killRun, error) {
-	r, err := e.startBacklog(ctx, s, q, in, "kill", n, expected)
+	r, err := e.startBacklog(ctx, s, q, in, "kill", n, expected, want)
 	if err != nil {
 		return killRun{}, err
 	}

@@ -44,9 +44,9 @@ func TestVisibleEnd(t *testing.T) {
 
 func TestFirstBeyond(t *testing.T) {
 	at := func(s int) time.Time { return time.Unix(int64(s), 0) }
-	c := newCollector("q1", 100)
+	c := newCollector("q1", 100, reference{})
 	add := func(partition int32, offset int64, s int) {
-		c.add(seen{at: at(s), partition: partition, offset: offset}, []byte("1,2"))
+		c.add(seen{at: at(s), partition: partition, offset: offset}, nil, []byte("1,2"))
 	}
 	add(0, 0, 1)
 	add(1, 0, 2)
@@ -89,13 +89,50 @@ func TestDigestCheck(t *testing.T) {
 		{[]string{"1,2", "3,4"}, 0, 1, false},
 		{[]string{"1,2", "3,4", "5,6", "5,6"}, 1, 0, false},
 	} {
-		col := newCollector("q1", 100)
+		col := newCollector("q1", 100, reference{})
 		for i, v := range c.got {
-			col.add(seen{partition: 0, offset: int64(i)}, []byte(v))
+			col.add(seen{partition: 0, offset: int64(i)}, nil, []byte(v))
 		}
 		d, m, w, differ := col.check(3, reference{digest: ref})
 		if d != c.duplicates || m != c.missing || w != 0 || differ != c.differ {
 			t.Errorf("check(%v) = +%d -%d %d wrong, differ %v; want +%d -%d, differ %v", c.got, d, m, w, differ, c.duplicates, c.missing, c.differ)
+		}
+	}
+}
+
+// TestTableCheck checks an updating query's outputs: the last value of
+// each key makes the table, a null value deletes a row, and the run is
+// done when the table is the reference's.
+func TestTableCheck(t *testing.T) {
+	want := tableReference(map[string]string{"1,2": "1003,1001,150,G,u,1767225600004", "1,3": "1003,1001,90,G,u,1767225601000"})
+	type out struct{ key, value string } // value "": a null value
+	for _, c := range []struct {
+		outs           []out
+		done           bool
+		missing, wrong uint64
+	}{
+		{[]out{{"1,2", "1003,1001,150,G,u,1767225600004"}, {"1,3", "1003,1001,90,G,u,1767225601000"}}, true, 0, 0},
+		{[]out{{"1,2", "1003,1001,1,G,u,1767225600000"}, {"1,3", "1003,1001,90,G,u,1767225601000"}, {"1,2", "1003,1001,150,G,u,1767225600004"}}, true, 0, 0},
+		{[]out{{"1,2", "1003,1001,150,G,u,1767225600004"}}, false, 1, 0},
+		{[]out{{"1,2", "1003,1001,150,G,u,1767225600004"}, {"1,3", "1003,1001,91,G,u,1767225601000"}}, false, 0, 1},
+		{[]out{{"1,2", "1003,1001,150,G,u,1767225600004"}, {"1,3", "1003,1001,90,G,u,1767225601000"}, {"9,9", "1,1,1,G,u,1767225600000"}}, false, 0, 1},
+		{[]out{{"9,9", "1,1,1,G,u,1767225600000"}, {"1,2", "1003,1001,150,G,u,1767225600004"}, {"1,3", "1003,1001,90,G,u,1767225601000"}, {"9,9", ""}}, true, 0, 0},
+	} {
+		col := newCollector("q18", 100, want)
+		for i, o := range c.outs {
+			var v []byte
+			if o.value != "" {
+				v = []byte(o.value)
+			}
+			col.add(seen{partition: 0, offset: int64(i)}, []byte(o.key), v)
+		}
+		done, _, err := col.done(2, [partitions]int64{int64(len(c.outs)) + 1, 1, 1, 1})
+		d, m, w, _ := col.check(2, want)
+		if err != nil || done != c.done || d != 0 || m != c.missing || w != c.wrong {
+			t.Errorf("%v: done %v (err %v), +%d -%d %d wrong; want done %v, -%d %d wrong", c.outs, done, err, d, m, w, c.done, c.missing, c.wrong)
+		}
+		if got := col.eventsBehind(); c.done && got != nexmark.EventsBehind(1767225601000, false) {
+			t.Errorf("%v: %v events behind the table", c.outs, got)
 		}
 	}
 }

@@ -34,10 +34,19 @@ func (r result) windowed() bool {
 	return nexmark.Windowed(r.query)
 }
 
+// updating reports whether r's query writes a table: a kill run instead
+// of a latency run too.
+func (r result) updating() bool {
+	return nexmark.Updating(r.query)
+}
+
+// noLatency reports whether r's query has no latency run, but a kill run.
+func (r result) noLatency() bool { return r.windowed() || r.updating() }
+
 // line is the one-line progress report of r.
 func (r result) line() string {
 	p50, p99, recovery := ms(r.lat.p50), ms(r.lat.p99), secs(r.recovery())
-	if r.windowed() {
+	if r.noLatency() {
 		p50, p99 = "n/a", "n/a"
 		if r.kill.kills == 0 {
 			recovery = "n/a"
@@ -88,7 +97,7 @@ func (r result) check() string {
 // recovery is the recovery time of r's kill: its latency run's, or for q5
 // and q7 the longest of its kill run's.
 func (r result) recovery() time.Duration {
-	if r.windowed() {
+	if r.noLatency() {
 		return r.kill.recovery
 	}
 	return r.lat.recovery
@@ -119,6 +128,9 @@ func (s *store) markdown() string {
 				if ours.Windowed {
 					return "n/a¹"
 				}
+				if ours.Updating {
+					return "n/a³"
+				}
 				return ratioOrDash(float64(a), float64(b))
 			}
 			fmt.Fprintf(&b, "| %s | **exactly / %s** | %s | %s | %s | %s | %s | %s | | |\n", r.Query, displayName[peer],
@@ -136,6 +148,9 @@ func (s *store) markdown() string {
 	}
 	if slices.ContainsFunc(s.Rows, func(r row) bool { return r.Whole }) {
 		b.WriteString("\n" + wholeRunNote + "\n")
+	}
+	if slices.ContainsFunc(s.Rows, func(r row) bool { return r.Updating }) {
+		b.WriteString("\n" + updatingNote + "\n")
 	}
 	b.WriteString("\nDetails of the backlog runs (start-up: process start to first visible output; " +
 		"CPU-s: the system's, start to last visible output; broker CPU-s: the Kafka broker's, in the measured window; commits: times the visible output grew, the window spans all but the last), " +
@@ -181,6 +196,16 @@ const wholeRunNote = "² Measured over the whole run, start-up and the wait for 
 	"the system's commits of output spanned less than 2 s, too short a window to measure (see the commits column). " +
 	"This understates the system against those measured between commits."
 
+// updatingNote is the footnote of the updating queries' rows.
+const updatingNote = "³ The updating queries (q15–q19) compute a table that every bid may change; each system writes each change of a row " +
+	"as a Kafka record keyed by the row's key (Flink SQL with the upsert-kafka sink, Kafka Streams a KTable's changelog), " +
+	"and the table is the last value of each key. Their outputs column compares that table with the reference's key by key " +
+	"(missing: rows absent; wrong: rows of another value, or not in the reference) once the input is consumed; " +
+	"a duplicate cannot be told from an update, but a change applied twice makes a wrong count. " +
+	"They have no latency run (when a row last changed says nothing of when an input became visible), and a kill run as the windowed queries. " +
+	"Their input events in the measured window are what the rows the runner read say of the input behind them " +
+	"(q15–q17: the bids they count; q18, q19: the latest dateTime of their bids)."
+
 // mark adds the whole-run footnote mark to a rate measured over the whole run.
 func (t throughput) mark(v string) string {
 	if t.whole {
@@ -195,6 +220,8 @@ func (rs settings) opt(r result, v string) string {
 	switch {
 	case r.windowed():
 		return "n/a¹"
+	case r.updating():
+		return "n/a³"
 	case !rs.latency:
 		return "—"
 	}
@@ -205,11 +232,11 @@ func (rs settings) opt(r result, v string) string {
 // skipped: the latency runs or, for the windowed queries, the kill runs.
 func (rs settings) recoveryCell(r result, v string) string {
 	switch {
-	case r.windowed() && rs.kills == 0:
+	case r.noLatency() && rs.kills == 0:
 		return "—"
-	case r.windowed() && r.kill.kills == 0:
+	case r.noLatency() && r.kill.kills == 0:
 		return "n/a" // the run ended before a kill was due
-	case r.windowed():
+	case r.noLatency():
 		return v
 	}
 	return rs.opt(r, v)
@@ -224,7 +251,7 @@ func (rs settings) sigkills(r result) string {
 			return fmt.Sprint(r.kill.kills)
 		}
 		return fmt.Sprintf("1+%d", r.kill.kills)
-	case !r.windowed():
+	case !r.noLatency():
 		return rs.opt(r, "1")
 	case rs.kills == 0:
 		return "—"

@@ -56,6 +56,7 @@ type row struct {
 	Windowed bool // footnote ¹
 	KillRun  bool // the kill run's part of footnote ¹
 	Whole    bool // footnote ²
+	Updating bool // footnote ³
 }
 
 // newRow renders r as measured by a run with the given settings.
@@ -69,15 +70,15 @@ func newRow(r result, latencyRuns bool, kills int) row {
 		RateValue: r.tput.rate, PerCPUValue: r.tput.perCPU, RSSBytes: r.tput.rss,
 		Startup: secs(r.tput.startup), CPU: fmt.Sprintf("%.1f", r.tput.totalCPU), BrokerCPU: "—",
 		Commits: fmt.Sprint(r.tput.commits), Samples: rs.opt(r, fmt.Sprint(r.lat.samples)), Sigkills: rs.sigkills(r),
-		Windowed: r.windowed(), KillRun: r.windowed() && kills > 0, Whole: r.tput.whole,
+		Windowed: r.windowed(), KillRun: r.windowed() && kills > 0, Whole: r.tput.whole, Updating: r.updating(),
 	}
 	if r.tput.brokerCPU > 0 {
 		out.BrokerCPU = fmt.Sprintf("%.1f", r.tput.brokerCPU)
 	}
-	if latencyRuns && !r.windowed() {
+	if latencyRuns && !r.noLatency() {
 		out.P50Nanos, out.P99Nanos = int64(r.lat.p50), int64(r.lat.p99)
 	}
-	if measured := (r.windowed() && r.kill.kills > 0) || (latencyRuns && !r.windowed()); measured && r.recovery() > 0 {
+	if measured := (r.noLatency() && r.kill.kills > 0) || (latencyRuns && !r.noLatency()); measured && r.recovery() > 0 {
 		out.RecoveryNanos = int64(r.recovery())
 	}
 	return out

@@ -43,6 +43,24 @@ CREATE TABLE results (
   'format' = 'raw'
 );
 
+-- The updating queries' (q15-q19) output: the table's changelog, each row
+-- upserted under its key, a delete as a null value.
+CREATE TABLE table_results (
+  k STRING,
+  v STRING,
+  PRIMARY KEY (k) NOT ENFORCED
+) WITH (
+  'connector' = 'upsert-kafka',
+  'topic' = '${out}',
+  'properties.bootstrap.servers' = '${brokers}',
+  'properties.transaction.timeout.ms' = '900000',
+  'sink.delivery-guarantee' = 'exactly-once',
+  'sink.transactional-id-prefix' = '${txn}',
+  'key.format' = 'raw',
+  'value.format' = 'raw',
+  'value.fields-include' = 'EXCEPT_KEY'
+);
+
 -- B,auction,bidder,price,channel,url,date_time,extra
 CREATE TEMPORARY VIEW bid AS
 SELECT

@@ -224,6 +224,63 @@ public final class Nexmark {
         return ascii(b.auction + "," + b.bidder + "," + b.price + "," + b.dateTime + "," + value);
     }
 
+    /** The price ranks of q15-q17: rank 1 below RANK2_FROM, rank 3 from RANK3_FROM (bench/nexmark PriceRank). */
+    public static final long RANK2_FROM = 1_000, RANK3_FROM = 100_000;
+
+    /** The rank of price, 1 to 3. */
+    public static int priceRank(long price) {
+        return price < RANK2_FROM ? 1 : price < RANK3_FROM ? 2 : 3;
+    }
+
+    /** DATE_FORMAT(dateTime, 'yyyy-MM-dd') in UTC. */
+    public static String day(long dateTime) {
+        return java.time.LocalDate.ofEpochDay(Math.floorDiv(dateTime, 86_400_000L)).toString();
+    }
+
+    /** q17's state: bids in all and by rank, then min, max and sum of the prices; {@link #q17Add} counts a bid. */
+    public static long[] q17Add(long[] s, long price) {
+        s[4] = s[0] == 0 ? price : Math.min(s[4], price);
+        s[5] = Math.max(s[5], price);
+        s[6] += price;
+        s[0]++;
+        s[priceRank(price)]++;
+        return s;
+    }
+
+    /** q17's row of the group "auction,day" of state s. */
+    public static byte[] q17(String key, long[] s) {
+        return ascii(key + "," + s[0] + "," + s[1] + "," + s[2] + "," + s[3] + "," + s[4] + "," + s[5] + "," + (s[6] / s[0]) + "," + s[6]);
+    }
+
+    /** The row q18 and q19 output of bid v: "auction,bidder,price,channel,url,dateTime", or null when v is not a bid. */
+    public static String bidRow(byte[] v) {
+        if (parseBid(v) == null) {
+            return null;
+        }
+        String[] f = new String(v, StandardCharsets.US_ASCII).split(",", -1);
+        return f[1] + "," + f[2] + "," + f[3] + "," + f[4] + "," + f[5] + "," + f[6];
+    }
+
+    /** Whether q18 keeps bid row a over b (bench/nexmark LaterBid): a later dateTime, then a higher price, then a greater url. */
+    public static boolean laterBid(String a, String b) {
+        String[] x = a.split(","), y = b.split(",");
+        int c = Long.compare(Long.parseLong(x[5]), Long.parseLong(y[5]));
+        if (c == 0) {
+            c = Long.compare(Long.parseLong(x[2]), Long.parseLong(y[2]));
+        }
+        return c == 0 ? x[4].compareTo(y[4]) > 0 : c > 0;
+    }
+
+    /** Whether q19 ranks bid row a above b (bench/nexmark HigherBid): a higher price, then an earlier dateTime, then a smaller url. */
+    public static boolean higherBid(String a, String b) {
+        String[] x = a.split(","), y = b.split(",");
+        int c = Long.compare(Long.parseLong(x[2]), Long.parseLong(y[2]));
+        if (c == 0) {
+            c = Long.compare(Long.parseLong(y[5]), Long.parseLong(x[5]));
+        }
+        return c == 0 ? x[4].compareTo(y[4]) < 0 : c > 0;
+    }
+
     /** q3's category of auctions. */
     public static final long Q3_CATEGORY = 10;
 

@@ -3,6 +3,7 @@ package exactly.bench.kstreams;
 import exactly.bench.nexmark.Nexmark;
 import exactly.bench.nexmark.Top;
 import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.HashMap;
 import java.util.List;
@@ -150,7 +151,36 @@ public final class Main {
                 }).to(out, produced);
             }
             case "q3" -> localItems(events).to(out, produced);
-            default -> throw new IllegalArgumentException("unknown --query " + query + ": use q0, q1, q2, count, q3, q5, q7, q10, q11, q13, q14, q21 or q22");
+            case "q17" -> events
+                    .<String, Long>flatMap((k, v) -> {
+                        Nexmark.Bid b = Nexmark.parseBid(v);
+                        return b == null ? List.of() : List.of(KeyValue.pair(b.auction + "," + Nexmark.day(b.dateTime), b.price));
+                    })
+                    .groupByKey(Grouped.with("q17-bids", Serdes.String(), Serdes.Long()))
+                    .aggregate(() -> new long[7], (key, price, s) -> Nexmark.q17Add(s, price),
+                            Materialized.<String, long[], KeyValueStore<Bytes, byte[]>>as("q17-stats")
+                                    .withKeySerde(Serdes.String()).withValueSerde(LONGS))
+                    .toStream()
+                    .map((key, s) -> KeyValue.pair(key.getBytes(StandardCharsets.US_ASCII), Nexmark.q17(key, s)))
+                    .to(out, produced);
+            case "q18" -> events
+                    .<String, String>flatMap((k, v) -> {
+                        String row = Nexmark.bidRow(v);
+                        if (row == null) {
+                            return List.of();
+                        }
+                        String[] f = row.split(",", 3);
+                        return List.of(KeyValue.pair(f[1] + "," + f[0], row));
+                    })
+                    .groupByKey(Grouped.with("q18-bids", Serdes.String(), Serdes.String()))
+                    .reduce((kept, row) -> Nexmark.laterBid(row, kept) ? row : kept,
+                            Materialized.<String, String, KeyValueStore<Bytes, byte[]>>as("q18-last")
+                                    .withKeySerde(Serdes.String()).withValueSerde(Serdes.String()))
+                    .toStream()
+                    .map((key, row) -> KeyValue.pair(key.getBytes(StandardCharsets.US_ASCII), row.getBytes(StandardCharsets.US_ASCII)))
+                    .to(out, produced);
+            case "q19" -> topBids(events).to(out, produced);
+            default -> throw new IllegalArgumentException("unknown --query " + query + ": use q0, q1, q2, count, q3, q5, q7, q10, q11, q13, q14, q17, q18, q19, q21 or q22");
         }
 
         // Known issue: on 4.1.x, KAFKA-20685 (fixed for 4.2) leaves a checkpoint
@@ -237,6 +267,47 @@ public final class Main {
                                 .withKeySerde(Serdes.Long()).withValueSerde(Serdes.String()))
                 .toStream()
                 .map((auction, person) -> KeyValue.pair((byte[]) null, Nexmark.q3(person, auction)));
+    }
+
+    /**
+     * q19: per auction its 10 highest bids, aggregated as lines: the first the rank from which the
+     * last bid changed them (0: it did not), then the rows in rank order; each change emits the
+     * rows from that rank on, keyed "auction,rank".
+     */
+    private static KStream<byte[], byte[]> topBids(KStream<byte[], byte[]> events) {
+        return events
+                .<Long, String>flatMap((k, v) -> {
+                    String row = Nexmark.bidRow(v);
+                    return row == null ? List.of() : List.of(KeyValue.pair(Long.parseLong(row.split(",", 2)[0]), row));
+                })
+                .groupByKey(Grouped.with("q19-bids", Serdes.Long(), Serdes.String()))
+                .aggregate(() -> "0", (auction, row, kept) -> {
+                    List<String> top = new java.util.ArrayList<>(List.of(kept.split("\n")));
+                    top.remove(0);
+                    int at = top.size();
+                    while (at > 0 && Nexmark.higherBid(row, top.get(at - 1))) {
+                        at--;
+                    }
+                    if (at >= 10) {
+                        return "0\n" + String.join("\n", top);
+                    }
+                    top.add(at, row);
+                    if (top.size() > 10) {
+                        top.remove(10);
+                    }
+                    return (at + 1) + "\n" + String.join("\n", top);
+                }, Materialized.<Long, String, KeyValueStore<Bytes, byte[]>>as("q19-top")
+                        .withKeySerde(Serdes.Long()).withValueSerde(Serdes.String()))
+                .toStream()
+                .flatMap((auction, kept) -> {
+                    String[] lines = kept.split("\n");
+                    List<KeyValue<byte[], byte[]>> rows = new java.util.ArrayList<>();
+                    for (int r = Integer.parseInt(lines[0]); r > 0 && r < lines.length; r++) {
+                        rows.add(KeyValue.pair((auction + "," + r).getBytes(StandardCharsets.US_ASCII),
+                                (lines[r] + "," + r).getBytes(StandardCharsets.US_ASCII)));
+                    }
+                    return rows;
+                });
     }
 
     private static KStream<byte[], byte[]> userSessions(KStream<byte[], byte[]> events, Aligned aligned) {
