@@ -1,6 +1,9 @@
 package nexmark
 
-import "slices"
+import (
+	"slices"
+	"strconv"
+)
 
 // q3 (local item suggestion), of Flink's Nexmark suite, is a regular
 // (unbounded) inner join of persons and auctions on the auction's seller:
@@ -57,4 +60,104 @@ func (l *localItems) add(v []byte) ([]byte, bool, error) {
 		}
 	}
 	return nil, false, nil
+}
+
+// q20 (expand bid with auction), of Flink's Nexmark suite, is a regular
+// inner join of bids and auctions on the bid's auction: every bid on an
+// auction of category Q20Category, as its fields
+// "auction,bidder,price,channel,url,dateTime" (AppendBidRow) followed by
+// the auction's "itemName,description,initialBid,reserve,dateTime,expires,seller,category".
+// In this generator a bid's auction is always an earlier event.
+const Q20Category = 10
+
+// AppendQ20 appends the q20 output of bid b on auction a.
+func AppendQ20(dst []byte, b BidDetail, a Auction) []byte {
+	return append(append(AppendBidRow(dst, b), ','), a.Fields...)
+}
+
+// q9 (winning bids), of Flink's Nexmark suite, is an updating query (see
+// Updating): per auction, its highest bid (HigherBid: the highest price,
+// then the earliest, then the smallest url) among the bids whose dateTime
+// lies in [dateTime, expires] of the auction, joined with the auction;
+// keyed by the auction's id, as
+// "id,itemName,description,initialBid,reserve,dateTime,expires,seller,category,bidder,price,bidDateTime".
+// An auction without such a bid has no row.
+
+// AppendQ9 appends the q9 row of auction a won by bid b.
+func AppendQ9(dst []byte, a Auction, b Bid) []byte {
+	dst = append(append(appendFields(dst, a.ID), ','), a.Fields...)
+	return appendFields(append(dst, ','), b.Bidder, b.Price, b.DateTime)
+}
+
+// InAuction reports whether bid b is within auction a's lifetime, which
+// q9 counts.
+func InAuction(b Bid, a Auction) bool { return b.DateTime >= a.DateTime && b.DateTime <= a.Expires }
+
+// expandedBids is the reference q20 over events taken in order.
+type expandedBids struct {
+	auctions map[int64]Auction // the selected auctions, their fields copied
+	out      []byte
+}
+
+// add takes event v and returns its output, if it has one; the output is
+// valid until the next call.
+func (e *expandedBids) add(v []byte) ([]byte, bool, error) {
+	if len(v) > 0 && Kind(v[0]) == BidKind {
+		b, _, err := ParseBidDetail(v)
+		if err != nil {
+			return nil, false, err
+		}
+		if a, ok := e.auctions[b.Auction]; ok {
+			e.out = AppendQ20(e.out[:0], b, a)
+			return e.out, true, nil
+		}
+		return nil, false, nil
+	}
+	k, _, a, err := ParsePersonOrAuction(v)
+	if err == nil && k == AuctionKind && a.Category == Q20Category {
+		a.Fields = slices.Clone(a.Fields)
+		e.auctions[a.ID] = a
+	}
+	return nil, false, err
+}
+
+// winningBids returns the reference q9 table over events [from, to).
+func winningBids(seed, from, to uint64) (map[string]string, error) {
+	type won struct {
+		a    Auction
+		best BidDetail
+		bid  bool
+	}
+	auctions := map[int64]*won{}
+	var ev []byte
+	for i := from; i < to; i++ {
+		if KindOf(i) == PersonKind {
+			continue
+		}
+		ev = Append(ev[:0], seed, i)
+		if KindOf(i) == AuctionKind {
+			_, _, a, err := ParsePersonOrAuction(ev)
+			if err != nil {
+				return nil, err
+			}
+			a.Fields = slices.Clone(a.Fields)
+			auctions[a.ID] = &won{a: a}
+			continue
+		}
+		b, _, err := ParseBidDetail(ev)
+		if err != nil {
+			return nil, err
+		}
+		if w := auctions[b.Auction]; w != nil && InAuction(b.Bid, w.a) && (!w.bid || HigherBid(b, w.best)) {
+			b.Channel, b.URL = nil, slices.Clone(b.URL)
+			w.best, w.bid = b, true
+		}
+	}
+	table := map[string]string{}
+	for id, w := range auctions {
+		if w.bid {
+			table[strconv.FormatInt(id, 10)] = string(AppendQ9(nil, w.a, w.best.Bid))
+		}
+	}
+	return table, nil
 }

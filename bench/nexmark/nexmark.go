@@ -38,11 +38,12 @@
 //     bids on that auction so far, this one included.
 //
 // q10, q13, q14, q21 and q22, of Flink's Nexmark suite, map each bid to
-// zero or one output too (see BidDetail), and q3 joins persons with their
-// auctions (see Q3Category), at most one output per auction.
+// zero or one output too (see BidDetail), q3 joins persons with their
+// auctions (see Q3Category), at most one output per auction, and q20 bids
+// with their auctions (see Q20Category), at most one output per bid.
 // AppendStateless and ReferenceDigest are the reference of all these.
 //
-// q15–q19 compute tables that their output updates (see Updating).
+// q9 and q15–q19 compute tables that their output updates (see Updating).
 //
 // q5 and q7 are windowed on event time. Only bids count; a bid's event time
 // is its dateTime. Windows are aligned to the Unix epoch: a window of size s
@@ -312,13 +313,13 @@ func appendExtra(dst []byte, bits uint64, n int) []byte {
 }
 
 // Queries lists the query names in the order the benchmark runs them.
-var Queries = []string{"q0", "q1", "q2", "count", "q3", "q5", "q7", "q8", "q10", "q11", "q13", "q14", "q15", "q16", "q17", "q18", "q19", "q21", "q22"}
+var Queries = []string{"q0", "q1", "q2", "count", "q3", "q5", "q7", "q8", "q9", "q10", "q11", "q13", "q14", "q15", "q16", "q17", "q18", "q19", "q20", "q21", "q22"}
 
 // PerEvent reports whether query q maps each event to at most one output,
 // so that ReferenceDigest gives its outputs.
 func PerEvent(q string) bool {
 	switch q {
-	case "q0", "q1", "q2", "count", "q3", "q10", "q13", "q14", "q21", "q22":
+	case "q0", "q1", "q2", "count", "q3", "q10", "q13", "q14", "q20", "q21", "q22":
 		return true
 	}
 	return false
@@ -326,9 +327,9 @@ func PerEvent(q string) bool {
 
 // Stateful reports whether query q keeps state from one event to the
 // next, so that a run of it SIGKILLed and restarted tests its recovery of
-// that state: the windowed and the updating queries, count and q3.
+// that state: the windowed and the updating queries, count, q3 and q20.
 func Stateful(q string) bool {
-	return Windowed(q) || Updating(q) || q == "count" || q == "q3"
+	return Windowed(q) || Updating(q) || q == "count" || q == "q3" || q == "q20"
 }
 
 // ErrMalformed is returned for a value that is not a well-formed event.
@@ -442,10 +443,10 @@ func Expected(q string, seed, from, to uint64) (uint64, error) {
 	case "q5", "q7", "q8", "q11":
 		err := CheckedOutputs(q, seed, from, to, func([]byte) { n++ })
 		return n, err
-	case "q15", "q16", "q17", "q18", "q19":
+	case "q9", "q15", "q16", "q17", "q18", "q19":
 		t, err := ReferenceTable(q, seed, from, to)
 		return uint64(len(t)), err
-	case "q3", "q10", "q13", "q14", "q21", "q22":
+	case "q3", "q10", "q13", "q14", "q20", "q21", "q22":
 		d, err := ReferenceDigest(q, seed, from, to)
 		return d.N, err
 	default: // q1, count: one output per bid

@@ -103,8 +103,8 @@ func TestExpected(t *testing.T) {
 	if got, err := Expected("q2", 1, 0, n); err != nil || got != selected || got == 0 {
 		t.Errorf("Expected(q2) = %d, %v; want %d (> 0)", got, err, selected)
 	}
-	if _, err := Expected("q9", 1, 0, 1); err == nil {
-		t.Error("Expected(q9): no error")
+	if _, err := Expected("q23", 1, 0, 1); err == nil {
+		t.Error("Expected(q23): no error")
 	}
 }
 

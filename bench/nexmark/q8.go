@@ -26,9 +26,14 @@ type Person struct {
 	DateTime          int64
 }
 
-// Auction is the part of an auction event the queries read (q3, q8).
+// Auction is the part of an auction event the queries read (q3, q8, q9,
+// q20).
 type Auction struct {
-	ID, Seller, Category, DateTime int64
+	ID, Seller, Category, DateTime, Expires int64
+	// Fields are its fields from itemName to category, as in the event:
+	// "itemName,description,initialBid,reserve,dateTime,expires,seller,category",
+	// a subslice of the parsed value.
+	Fields []byte
 }
 
 // ParsePersonOrAuction parses v: a person (kind PersonKind), an auction
@@ -55,12 +60,14 @@ func ParsePersonOrAuction(v []byte) (k Kind, p Person, a Auction, err error) {
 		if len(fields) != 10 {
 			return k, p, a, fmt.Errorf("%w: an auction of %d fields: %q", ErrMalformed, len(fields), v)
 		}
-		var ok1, ok2, ok3, ok4 bool
+		var ok1, ok2, ok3, ok4, ok5 bool
 		a.ID, ok1 = parseInt(fields[0])
 		a.DateTime, ok2 = parseInt(fields[5])
+		a.Expires, ok5 = parseInt(fields[6])
 		a.Seller, ok3 = parseInt(fields[7])
 		a.Category, ok4 = parseInt(fields[8])
-		if !ok1 || !ok2 || !ok3 || !ok4 {
+		a.Fields = v[2+len(fields[0])+1 : len(v)-len(fields[9])-1]
+		if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 {
 			return k, p, a, fmt.Errorf("%w: %q", ErrMalformed, v)
 		}
 	case BidKind:

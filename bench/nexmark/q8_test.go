@@ -1,6 +1,7 @@
 package nexmark
 
 import (
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,7 +13,10 @@ func TestParsePersonOrAuction(t *testing.T) {
 		t.Errorf("person: %c %+v %v", k, p, err)
 	}
 	k, _, a, err := ParsePersonOrAuction([]byte("A,1003,item-x,description of item y,100,200,1767225600001,1767225610001,1002,12,pad"))
-	if err != nil || k != AuctionKind || a != (Auction{ID: 1003, Seller: 1002, Category: 12, DateTime: 1767225600001}) {
+	if err != nil || k != AuctionKind || string(a.Fields) != "item-x,description of item y,100,200,1767225600001,1767225610001,1002,12" {
+		t.Errorf("auction fields: %q", a.Fields)
+	}
+	if a.Fields = nil; !reflect.DeepEqual(a, Auction{ID: 1003, Seller: 1002, Category: 12, DateTime: 1767225600001, Expires: 1767225610001}) {
 		t.Errorf("auction: %c %+v %v", k, a, err)
 	}
 	for _, bad := range []string{"P,1,x", "A,1,2,3", "P,x,n,e,c,c,s,1,", "Z,1", ""} {
@@ -100,5 +104,56 @@ func TestLocalItems(t *testing.T) {
 	// fifth of them of the category.
 	if got != want || got.N < 1_500 || got.N > 2_100 {
 		t.Errorf("q3 reference: %+v, want %+v (about 1,800 outputs)", got, want)
+	}
+}
+
+// TestJoinedAuctions checks q20's and q9's references against counts of
+// their own: q20 outputs every bid on an auction of its category, q9 the
+// highest price of each auction's bids in its lifetime.
+func TestJoinedAuctions(t *testing.T) {
+	const n = 200_000
+	auctions := map[int64]Auction{}
+	var q20 uint64
+	highest := map[int64]int64{}
+	for i := range uint64(n) {
+		v := Append(nil, 4, i)
+		if KindOf(i) == BidKind {
+			b, _, err := ParseBid(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, ok := auctions[b.Auction]
+			if !ok {
+				t.Fatalf("bid %d on auction %d before it", i, b.Auction)
+			}
+			if a.Category == Q20Category {
+				q20++
+			}
+			if b.DateTime >= a.DateTime && b.DateTime <= a.Expires {
+				highest[a.ID] = max(highest[a.ID], b.Price)
+			}
+			continue
+		}
+		if k, _, a, err := ParsePersonOrAuction(v); err != nil {
+			t.Fatal(err)
+		} else if k == AuctionKind {
+			auctions[a.ID] = a
+		}
+	}
+	if d, err := ReferenceDigest("q20", 4, 0, n); err != nil || d.N != q20 || q20 == 0 {
+		t.Errorf("q20: %d outputs (%v), want %d", d.N, err, q20)
+	}
+	table, err := ReferenceTable("q9", 4, 0, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(table) != len(highest) {
+		t.Errorf("q9: %d rows, want %d", len(table), len(highest))
+	}
+	for id, price := range highest {
+		row := strings.Split(table[strconv.FormatInt(id, 10)], ",")
+		if len(row) != 12 || row[0] != strconv.FormatInt(id, 10) || row[10] != strconv.FormatInt(price, 10) {
+			t.Fatalf("q9 row of %d: %q, want the price %d", id, row, price)
+		}
 	}
 }

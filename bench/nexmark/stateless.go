@@ -282,7 +282,20 @@ func ReferenceDigest(q string, seed, from, to uint64) (Digest, error) {
 	var ev, out []byte
 	counts := map[int64]int64{}
 	local := localItems{sellers: map[int64]Person{}}
+	expanded := expandedBids{auctions: map[int64]Auction{}}
 	for i := from; i < to; i++ {
+		if q == "q20" {
+			if KindOf(i) == PersonKind {
+				continue
+			}
+			ev = Append(ev[:0], seed, i)
+			if o, ok, err := expanded.add(ev); err != nil {
+				return d, err
+			} else if ok {
+				d.Add(o)
+			}
+			continue
+		}
 		if q == "q3" {
 			if KindOf(i) == BidKind {
 				continue

@@ -67,7 +67,7 @@ func PriceRank(price int64) int {
 // updates (see ReferenceTable).
 func Updating(q string) bool {
 	switch q {
-	case "q15", "q16", "q17", "q18", "q19":
+	case "q9", "q15", "q16", "q17", "q18", "q19":
 		return true
 	}
 	return false
@@ -188,6 +188,9 @@ func ReferenceTable(q string, seed, from, to uint64) (map[string]string, error) 
 	if !Updating(q) {
 		return nil, fmt.Errorf("nexmark: %q is not an updating query", q)
 	}
+	if q == "q9" {
+		return winningBids(seed, from, to)
+	}
 	type bidStats struct {
 		s        BidStats
 		minute   string
@@ -283,10 +286,10 @@ func Q19Key(auction int64, rank int) string {
 // its system had read when it wrote the row, so that a runner can tell the
 // input behind the output visible at a time: for q15–q17, the bids the
 // row counts (summed, true: the sum over the table's last rows is the bids
-// read); for q18 and q19, the dateTime of its bid (summed, false: the
+// read); for q9, q18 and q19, the dateTime of its bid (summed, false: the
 // greatest over the rows is about the event time read up to).
 func RowProgress(q string, value []byte) (n int64, summed bool, err error) {
-	field, summed := map[string]int{"q15": 1, "q16": 3, "q17": 2, "q18": 5, "q19": 5}[q], SummedProgress(q)
+	field, summed := map[string]int{"q9": 11, "q15": 1, "q16": 3, "q17": 2, "q18": 5, "q19": 5}[q], SummedProgress(q)
 	if field == 0 {
 		return 0, false, fmt.Errorf("nexmark: %q is not an updating query", q)
 	}

@@ -34,6 +34,7 @@ var (
 	dataStreamLacks = map[string]string{
 		"q3":  dataStreamFirst,
 		"q8":  dataStreamFirst,
+		"q9":  dataStreamFirst,
 		"q10": dataStreamFirst,
 		"q11": dataStreamFirst,
 		"q13": dataStreamFirst,
@@ -42,8 +43,11 @@ var (
 		"q17": dataStreamFirst,
 		"q18": dataStreamFirst,
 		"q19": dataStreamFirst,
+		"q20": dataStreamFirst,
 	}
 	kstreamsLacks = map[string]string{
+		"q9":  "not written yet",
+		"q20": "not written yet",
 		"q15": kstreamsDistinct,
 		"q16": kstreamsDistinct,
 		"q8":  "not written yet",

@@ -111,6 +111,12 @@ WHERE SUBSTR(line, 1, 2) = 'P,';
 CREATE TEMPORARY VIEW auction AS
 SELECT
   CAST(SPLIT_INDEX(line, ',', 1) AS BIGINT) AS id,
+  SPLIT_INDEX(line, ',', 2) AS item_name,
+  SPLIT_INDEX(line, ',', 3) AS description,
+  SPLIT_INDEX(line, ',', 4) AS initial_bid,
+  SPLIT_INDEX(line, ',', 5) AS reserve,
+  CAST(SPLIT_INDEX(line, ',', 6) AS BIGINT) AS date_time,
+  CAST(SPLIT_INDEX(line, ',', 7) AS BIGINT) AS expires,
   CAST(SPLIT_INDEX(line, ',', 8) AS BIGINT) AS seller,
   CAST(SPLIT_INDEX(line, ',', 9) AS BIGINT) AS category,
   ts

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"encoding/binary"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/exactlyonce/exactly/bench/nexmark"
+	"github.com/exactlyonce/exactly/connectors/kafka"
+	"github.com/exactlyonce/exactly/state"
+	"github.com/exactlyonce/exactly/stream"
+)
+
+// q9 and q20 join each bid with its auction: the auctions and the bids
+// keyed by auction id meet in a CoProcess, which keeps the auction in
+// keyed state and, for a bid that comes before its auction (they are read
+// from different partitions), keeps the bid until the auction comes.
+
+// timedAuction is an auction of the input with its record's timestamp.
+type timedAuction struct {
+	nexmark.Auction
+	time time.Time
+	err  error
+}
+
+// auctionBids builds q9 or q20.
+func auctionBids(j *stream.Job, c config, in kafka.SourceOptions) (stream.Stream[result], error) {
+	src, err := kafka.NewSource(in, kafka.Bytes())
+	if err != nil {
+		return stream.Stream[result]{}, err
+	}
+	events := stream.Source(j, "events", src, stream.Parallelism(c.parallelism))
+	auctions := stream.FlatMap(events, func(r kafka.Record[[]byte], out []timedAuction) []timedAuction {
+		k, _, a, err := nexmark.ParsePersonOrAuction(r.Value)
+		if err != nil || k == nexmark.AuctionKind {
+			out = append(out, timedAuction{Auction: a, time: r.Timestamp, err: err})
+		}
+		return out
+	})
+	bids := stream.FlatMap(events, parseDetailedBids)
+	byID := stream.KeyBy(auctions, func(a timedAuction) int64 { return a.ID }, state.Int64Codec{})
+	byAuction := stream.KeyBy(bids, func(b detailedBid) int64 { return b.Auction }, state.Int64Codec{})
+	if c.query == "q9" {
+		return stream.CoProcess(byID, byAuction, "winning-bids", winningBids, stream.Parallelism(c.parallelism)), nil
+	}
+	return stream.CoProcess(byID, byAuction, "expanded-bids", expandedBids, stream.Parallelism(c.parallelism)), nil
+}
+
+// expandedBids is q20: every bid on an auction of nexmark.Q20Category,
+// with the auction's fields. Of an auction of another category only the
+// category is kept.
+func expandedBids(ctx *stream.Context[int64]) (stream.CoProcessFunc[int64, timedAuction, detailedBid, result], error) {
+	auction, err := state.NewValueState(ctx.State(), "auction", auctionCodec{})
+	if err != nil {
+		return stream.CoProcessFunc[int64, timedAuction, detailedBid, result]{}, err
+	}
+	pending, err := state.NewListState(ctx.State(), "pending", bidCodec{})
+	if err != nil {
+		return stream.CoProcessFunc[int64, timedAuction, detailedBid, result]{}, err
+	}
+	emit := func(a nexmark.Auction, b nexmark.BidDetail, at time.Time, out *stream.Output[result]) {
+		if a.Category == nexmark.Q20Category {
+			out.Emit(result{value: nexmark.AppendQ20(make([]byte, 0, 256), b, a), time: at})
+		}
+	}
+	return stream.CoProcessFunc[int64, timedAuction, detailedBid, result]{
+		Process1: func(ctx *stream.Context[int64], a timedAuction, out *stream.Output[result]) error {
+			if a.err != nil {
+				return a.err
+			}
+			kept := a.Auction
+			if kept.Category != nexmark.Q20Category {
+				kept.Fields = nil
+			}
+			kept.Fields = slices.Clone(kept.Fields)
+			auction.Update(kept)
+			for b := range pending.All() {
+				emit(kept, b, a.time, out)
+			}
+			pending.Clear()
+			return nil
+		},
+		Process2: func(ctx *stream.Context[int64], b detailedBid, out *stream.Output[result]) error {
+			if b.err != nil {
+				return b.err
+			}
+			if a, ok := auction.Value(); ok {
+				emit(a, b.BidDetail, b.time, out)
+			} else {
+				pending.Add(compact(b.BidDetail))
+			}
+			return nil
+		},
+	}, nil
+}
+
+// winningBids is q9: per auction, its highest bid in its lifetime
+// (nexmark.HigherBid, nexmark.InAuction), emitted with the auction's
+// fields, keyed by its id, whenever it changes.
+func winningBids(ctx *stream.Context[int64]) (stream.CoProcessFunc[int64, timedAuction, detailedBid, result], error) {
+	auction, err := state.NewValueState(ctx.State(), "auction", auctionCodec{})
+	if err != nil {
+		return stream.CoProcessFunc[int64, timedAuction, detailedBid, result]{}, err
+	}
+	pending, err := state.NewListState(ctx.State(), "pending", bidCodec{})
+	if err != nil {
+		return stream.CoProcessFunc[int64, timedAuction, detailedBid, result]{}, err
+	}
+	best, err := state.NewValueState(ctx.State(), "best", bidCodec{})
+	if err != nil {
+		return stream.CoProcessFunc[int64, timedAuction, detailedBid, result]{}, err
+	}
+	// bid counts b, true when it is the auction's new winner.
+	bid := func(a nexmark.Auction, b nexmark.BidDetail) bool {
+		if !nexmark.InAuction(b.Bid, a) {
+			return false
+		}
+		if old, ok := best.Value(); ok && !nexmark.HigherBid(b, old) {
+			return false
+		}
+		b.Channel = nil // q9 orders by the url, and outputs neither
+		best.Update(compact(b))
+		return true
+	}
+	emit := func(ctx *stream.Context[int64], a nexmark.Auction, at time.Time, out *stream.Output[result]) {
+		b, _ := best.Value()
+		out.Emit(result{key: strconv.AppendInt(nil, ctx.Key(), 10), value: nexmark.AppendQ9(make([]byte, 0, 256), a, b.Bid), time: at})
+	}
+	return stream.CoProcessFunc[int64, timedAuction, detailedBid, result]{
+		Process1: func(ctx *stream.Context[int64], a timedAuction, out *stream.Output[result]) error {
+			if a.err != nil {
+				return a.err
+			}
+			kept := a.Auction
+			kept.Fields = slices.Clone(kept.Fields)
+			auction.Update(kept)
+			won := false
+			for b := range pending.All() {
+				won = bid(kept, b) || won
+			}
+			pending.Clear()
+			if won {
+				emit(ctx, kept, a.time, out)
+			}
+			return nil
+		},
+		Process2: func(ctx *stream.Context[int64], b detailedBid, out *stream.Output[result]) error {
+			if b.err != nil {
+				return b.err
+			}
+			a, ok := auction.Value()
+			if !ok {
+				pending.Add(compact(b.BidDetail))
+				return nil
+			}
+			if bid(a, b.BidDetail) {
+				emit(ctx, a, b.time, out)
+			}
+			return nil
+		},
+	}, nil
+}
+
+// auctionCodec encodes a kept auction: id, seller, category, dateTime and
+// expires as varints, then its fields.
+type auctionCodec struct{}
+
+func (auctionCodec) Append(dst []byte, a nexmark.Auction) []byte {
+	for _, n := range []int64{a.ID, a.Seller, a.Category, a.DateTime, a.Expires} {
+		dst = binary.AppendVarint(dst, n)
+	}
+	return append(dst, a.Fields...)
+}
+
+func (auctionCodec) Decode(src []byte) (nexmark.Auction, error) {
+	var a nexmark.Auction
+	rest, err := varints(src, &a.ID, &a.Seller, &a.Category, &a.DateTime, &a.Expires)
+	if err != nil {
+		return a, err
+	}
+	if len(rest) > 0 {
+		a.Fields = slices.Clone(rest)
+	}
+	return a, nil
+}
