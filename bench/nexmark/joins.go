@@ -3,6 +3,7 @@ package nexmark
 import (
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // q3 (local item suggestion), of Flink's Nexmark suite, is a regular
@@ -119,6 +120,42 @@ func (e *expandedBids) add(v []byte) ([]byte, bool, error) {
 		e.auctions[a.ID] = a
 	}
 	return nil, false, err
+}
+
+// q4 (average price for a category), of Flink's Nexmark suite, is an
+// updating query over q9's join: per category, the average (the integer
+// quotient) of the final prices of its auctions, an auction's final price
+// the highest of its bids in its lifetime (auctions without such a bid
+// do not count); keyed by the category, as "category,average,auctions".
+// Flink's q4 outputs the category and the average: the number of auctions
+// is added, so that the runner can tell the input behind a row.
+
+// AppendQ4 appends the q4 row of category, whose auctions' final prices
+// sum to sum.
+func AppendQ4(dst []byte, category, sum, auctions int64) []byte {
+	return appendFields(dst, category, sum/auctions, auctions)
+}
+
+// averagePrices returns the reference q4 table over events [from, to).
+func averagePrices(seed, from, to uint64) (map[string]string, error) {
+	won, err := winningBids(seed, from, to)
+	if err != nil {
+		return nil, err
+	}
+	type sum struct{ sum, n int64 }
+	categories := map[int64]sum{}
+	for _, row := range won {
+		f := strings.Split(row, ",")
+		category, _ := strconv.ParseInt(f[8], 10, 64)
+		price, _ := strconv.ParseInt(f[10], 10, 64)
+		s := categories[category]
+		categories[category] = sum{s.sum + price, s.n + 1}
+	}
+	table := map[string]string{}
+	for c, s := range categories {
+		table[strconv.FormatInt(c, 10)] = string(AppendQ4(nil, c, s.sum, s.n))
+	}
+	return table, nil
 }
 
 // winningBids returns the reference q9 table over events [from, to).

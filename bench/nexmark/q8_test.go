@@ -1,6 +1,7 @@
 package nexmark
 
 import (
+	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
@@ -150,10 +151,23 @@ func TestJoinedAuctions(t *testing.T) {
 	if len(table) != len(highest) {
 		t.Errorf("q9: %d rows, want %d", len(table), len(highest))
 	}
+	type sum struct{ sum, n int64 }
+	categories := map[int64]sum{}
 	for id, price := range highest {
+		c := categories[auctions[id].Category]
+		categories[auctions[id].Category] = sum{c.sum + price, c.n + 1}
 		row := strings.Split(table[strconv.FormatInt(id, 10)], ",")
 		if len(row) != 12 || row[0] != strconv.FormatInt(id, 10) || row[10] != strconv.FormatInt(price, 10) {
 			t.Fatalf("q9 row of %d: %q, want the price %d", id, row, price)
+		}
+	}
+	q4, err := ReferenceTable("q4", 4, 0, n)
+	if err != nil || len(q4) != len(categories) {
+		t.Fatalf("q4: %v, %v; want %d categories", q4, err, len(categories))
+	}
+	for c, s := range categories {
+		if got, want := q4[strconv.FormatInt(c, 10)], fmt.Sprintf("%d,%d,%d", c, s.sum/s.n, s.n); got != want {
+			t.Errorf("q4 row %q, want %q", got, want)
 		}
 	}
 }

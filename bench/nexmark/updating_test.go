@@ -128,6 +128,7 @@ func TestRowProgress(t *testing.T) {
 		summed bool
 	}{
 		{"q15", "2026-01-01,7,1,2,4,5,1,2,3,6,1,2,3", 7, true},
+		{"q4", "10,5000,7", 7, true},
 		{"q16", "Google,2026-01-01,00:16,9,1,2,6,5,1,2,3,6,1,2,3", 9, true},
 		{"q17", "1003,2026-01-01,3,1,1,1,150,200000,70000,210000", 3, true},
 		{"q18", "1003,1001,150,Google,https://x/y,1767225600004", 1767225600004, false},
@@ -143,10 +144,13 @@ func TestRowProgress(t *testing.T) {
 			t.Errorf("RowProgress(%s, %q): no error", bad.q, bad.row)
 		}
 	}
-	if got := EventsBehind(46, true); got != 50 {
+	if got := EventsBehind("q15", 46); got != 50 {
 		t.Errorf("EventsBehind(46 bids) = %v, want 50", got)
 	}
-	if got := EventsBehind(BaseTime+1000, false); got != 10_000 {
+	if got := EventsBehind("q4", 3); got != 50 {
+		t.Errorf("EventsBehind(3 auctions) = %v, want 50", got)
+	}
+	if got := EventsBehind("q18", BaseTime+1000); got != 10_000 {
 		t.Errorf("EventsBehind(1 s of event time) = %v, want 10,000", got)
 	}
 }

@@ -24,7 +24,7 @@ type timedAuction struct {
 	err  error
 }
 
-// auctionBids builds q9 or q20.
+// auctionBids builds q4, q9 or q20.
 func auctionBids(j *stream.Job, c config, in kafka.SourceOptions) (stream.Stream[result], error) {
 	src, err := kafka.NewSource(in, kafka.Bytes())
 	if err != nil {
@@ -41,8 +41,13 @@ func auctionBids(j *stream.Job, c config, in kafka.SourceOptions) (stream.Stream
 	bids := stream.FlatMap(events, parseDetailedBids)
 	byID := stream.KeyBy(auctions, func(a timedAuction) int64 { return a.ID }, state.Int64Codec{})
 	byAuction := stream.KeyBy(bids, func(b detailedBid) int64 { return b.Auction }, state.Int64Codec{})
-	if c.query == "q9" {
+	switch c.query {
+	case "q9":
 		return stream.CoProcess(byID, byAuction, "winning-bids", winningBids, stream.Parallelism(c.parallelism)), nil
+	case "q4":
+		finals := stream.CoProcess(byID, byAuction, "final-prices", finalPrices, stream.Parallelism(c.parallelism))
+		byCategory := stream.KeyBy(finals, func(f finalPrice) int64 { return f.category }, state.Int64Codec{})
+		return stream.Process(byCategory, "average-prices", averagePrices, stream.Parallelism(c.parallelism)), nil
 	}
 	return stream.CoProcess(byID, byAuction, "expanded-bids", expandedBids, stream.Parallelism(c.parallelism)), nil
 }
@@ -160,6 +165,102 @@ func winningBids(ctx *stream.Context[int64]) (stream.CoProcessFunc[int64, timedA
 			return nil
 		},
 	}, nil
+}
+
+// finalPrice is a change of an auction's final price (q4): from old (0:
+// none yet) to new.
+type finalPrice struct {
+	category, old, new int64
+	time               time.Time
+}
+
+// finalPrices is q4's first step: per auction, the highest price of its
+// bids in its lifetime, each change sent on.
+func finalPrices(ctx *stream.Context[int64]) (stream.CoProcessFunc[int64, timedAuction, detailedBid, finalPrice], error) {
+	auction, err := state.NewValueState(ctx.State(), "auction", auctionCodec{})
+	if err != nil {
+		return stream.CoProcessFunc[int64, timedAuction, detailedBid, finalPrice]{}, err
+	}
+	pending, err := state.NewListState(ctx.State(), "pending", bidCodec{})
+	if err != nil {
+		return stream.CoProcessFunc[int64, timedAuction, detailedBid, finalPrice]{}, err
+	}
+	highest, err := state.NewValueState(ctx.State(), "highest", state.Int64Codec{})
+	if err != nil {
+		return stream.CoProcessFunc[int64, timedAuction, detailedBid, finalPrice]{}, err
+	}
+	bid := func(a nexmark.Auction, b nexmark.Bid, at time.Time, out *stream.Output[finalPrice]) {
+		if old, _ := highest.Value(); nexmark.InAuction(b, a) && b.Price > old {
+			highest.Update(b.Price)
+			out.Emit(finalPrice{category: a.Category, old: old, new: b.Price, time: at})
+		}
+	}
+	return stream.CoProcessFunc[int64, timedAuction, detailedBid, finalPrice]{
+		Process1: func(ctx *stream.Context[int64], a timedAuction, out *stream.Output[finalPrice]) error {
+			if a.err != nil {
+				return a.err
+			}
+			kept := a.Auction
+			kept.Fields = nil
+			auction.Update(kept)
+			for b := range pending.All() {
+				bid(kept, b.Bid, a.time, out)
+			}
+			pending.Clear()
+			return nil
+		},
+		Process2: func(ctx *stream.Context[int64], b detailedBid, out *stream.Output[finalPrice]) error {
+			if b.err != nil {
+				return b.err
+			}
+			if a, ok := auction.Value(); ok {
+				bid(a, b.Bid, b.time, out)
+			} else {
+				pending.Add(nexmark.BidDetail{Bid: b.Bid})
+			}
+			return nil
+		},
+	}, nil
+}
+
+// averagePrices is q4's second step: per category, the sum and the number
+// of its auctions' final prices, the row emitted at every change.
+func averagePrices(ctx *stream.Context[int64]) (stream.ProcessFunc[int64, finalPrice, result], error) {
+	sums, err := state.NewValueState(ctx.State(), "sums", priceSumCodec{})
+	if err != nil {
+		return stream.ProcessFunc[int64, finalPrice, result]{}, err
+	}
+	return stream.ProcessFunc[int64, finalPrice, result]{
+		Process: func(ctx *stream.Context[int64], f finalPrice, out *stream.Output[result]) error {
+			s, _ := sums.Value()
+			if f.old == 0 {
+				s.n++
+			}
+			s.sum += f.new - f.old
+			sums.Update(s)
+			out.Emit(result{key: strconv.AppendInt(nil, ctx.Key(), 10), value: nexmark.AppendQ4(make([]byte, 0, outCap), ctx.Key(), s.sum, s.n), time: f.time})
+			return nil
+		},
+	}, nil
+}
+
+// priceSum is q4's state of a category.
+type priceSum struct{ sum, n int64 }
+
+// priceSumCodec encodes a priceSum as two varints.
+type priceSumCodec struct{}
+
+func (priceSumCodec) Append(dst []byte, s priceSum) []byte {
+	return binary.AppendVarint(binary.AppendVarint(dst, s.sum), s.n)
+}
+
+func (priceSumCodec) Decode(src []byte) (priceSum, error) {
+	var s priceSum
+	rest, err := varints(src, &s.sum, &s.n)
+	if err == nil && len(rest) > 0 {
+		err = errMalformedState
+	}
+	return s, err
 }
 
 // auctionCodec encodes a kept auction: id, seller, category, dateTime and

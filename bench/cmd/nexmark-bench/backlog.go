@@ -130,7 +130,7 @@ func (c *collector) update(key, value []byte) {
 func (c *collector) eventsBehind() float64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return nexmark.EventsBehind(c.progress, c.summed)
+	return nexmark.EventsBehind(c.query, c.progress)
 }
 
 // done reports whether the expected outputs were all seen and the stable
@@ -144,6 +144,17 @@ func (c *collector) done(expected uint64, ends [partitions]int64) (bool, [partit
 		return c.digest == c.want && stableAll(ends, c.lastOff), c.lastOff, c.bad
 	}
 	return c.count >= expected && stableAll(ends, c.lastOff), c.lastOff, c.bad
+}
+
+// complete reports whether every expected output was seen, stable or
+// not: for the updating queries, whether the table is the reference's.
+func (c *collector) complete(expected uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.updating {
+		return c.digest == c.want
+	}
+	return c.count >= expected
 }
 
 // seen returns the number of outputs seen; for the windowed queries of

@@ -514,7 +514,7 @@ func (e env) measureKills(ctx context.Context, s system, q, in string, n, expect
 		if done {
 			break
 		}
-		if res.kills == kills || !killed.IsZero() || killAt.IsZero() || now.Before(killAt) || r.col.seen() >= expected {
+		if res.kills == kills || !killed.IsZero() || killAt.IsZero() || now.Before(killAt) || r.col.complete(expected) {
 			continue
 		}
 		r.p.Kill()

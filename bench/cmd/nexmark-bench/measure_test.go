@@ -131,7 +131,7 @@ func TestTableCheck(t *testing.T) {
 		if err != nil || done != c.done || d != 0 || m != c.missing || w != c.wrong {
 			t.Errorf("%v: done %v (err %v), +%d -%d %d wrong; want done %v, -%d %d wrong", c.outs, done, err, d, m, w, c.done, c.missing, c.wrong)
 		}
-		if got := col.eventsBehind(); c.done && got != nexmark.EventsBehind(1767225601000, false) {
+		if got := col.eventsBehind(); c.done && got != nexmark.EventsBehind("q18", 1767225601000) {
 			t.Errorf("%v: %v events behind the table", c.outs, got)
 		}
 	}

@@ -33,6 +33,7 @@ const kstreamsDistinct = "not written: the DSL has no distinct count; each of th
 var (
 	dataStreamLacks = map[string]string{
 		"q3":  dataStreamFirst,
+		"q4":  dataStreamFirst,
 		"q8":  dataStreamFirst,
 		"q9":  dataStreamFirst,
 		"q10": dataStreamFirst,
@@ -46,6 +47,7 @@ var (
 		"q20": dataStreamFirst,
 	}
 	kstreamsLacks = map[string]string{
+		"q4":  "not written yet",
 		"q9":  "not written yet",
 		"q20": "not written yet",
 		"q15": kstreamsDistinct,
