@@ -43,6 +43,9 @@ func ParsePersonOrAuction(v []byte) (k Kind, p Person, a Auction, err error) {
 		return 0, p, a, fmt.Errorf("%w: %q", ErrMalformed, v)
 	}
 	k = Kind(v[0])
+	if k == BidKind { // most events: nothing to split
+		return k, p, a, nil
+	}
 	fields := bytes.Split(v[2:], []byte{','})
 	switch k {
 	case PersonKind: // id,name,email,creditCard,city,state,dateTime,extra
@@ -70,7 +73,6 @@ func ParsePersonOrAuction(v []byte) (k Kind, p Person, a Auction, err error) {
 		if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 {
 			return k, p, a, fmt.Errorf("%w: %q", ErrMalformed, v)
 		}
-	case BidKind:
 	default:
 		return k, p, a, fmt.Errorf("%w: kind %q: %q", ErrMalformed, v[0], v)
 	}

@@ -36,6 +36,7 @@ type config struct {
 	brokers, query, in, out, checkpoints, txnPrefix, cpuProfile string
 	sideInput                                                   string
 	parallelism, gcPercent                                      int
+	memoryLimit                                                 int64
 	interval                                                    time.Duration
 }
 
@@ -53,8 +54,12 @@ func main() {
 	flag.IntVar(&c.parallelism, "parallelism", 2, "parallelism of every operator")
 	flag.DurationVar(&c.interval, "interval", time.Second, "checkpoint interval")
 	flag.IntVar(&c.gcPercent, "gogc", 400, "the Go garbage collector's GOGC: heap growth before a collection, in percent; the JVM peers size their heaps too (see docs/benchmarks.md)")
+	flag.Int64Var(&c.memoryLimit, "memory-limit", 1<<30, "the Go runtime's soft memory limit (GOMEMLIMIT), bytes: the heap GOGC lets grow is collected before it passes this, as the JVM peers' -Xmx1g bounds theirs; 0: none")
 	flag.Parse()
 	debug.SetGCPercent(c.gcPercent)
+	if c.memoryLimit > 0 {
+		debug.SetMemoryLimit(c.memoryLimit)
+	}
 	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "exactly-nexmark:", err)
 		os.Exit(1)

@@ -228,31 +228,15 @@ func run(ctx context.Context, o options) error {
 			fmt.Fprintln(os.Stderr, r.line())
 			rows = append(rows, newRow(r, o.latency, o.kills))
 		}
-	}
-	info := runInfo{
-		Date:    started.UTC().Format("2006-01-02 15:04 MST"),
-		Commit:  commit,
-		Load:    fmt.Sprintf("load average %s at the start, %s at the end", loadBefore, loadAverage()),
-		Events:  o.events,
-		Plan:    o.planText(),
-		Command: commandLine(),
+		// Each query's rows are written as soon as it is done: a later
+		// query's failure keeps them.
+		if err := o.record(started, loadBefore, commit, rows); err != nil {
+			return err
+		}
 	}
 	this := &store{}
-	this.add(info, rows)
+	this.add(o.runInfo(started, loadBefore, commit), rows)
 	fmt.Println(this.markdown())
-	if o.doc != "" {
-		all, err := loadStore(o.results)
-		if err != nil {
-			return err
-		}
-		all.add(info, rows)
-		if err := all.save(o.results); err != nil {
-			return err
-		}
-		if err := writeSection(o.doc, section(all.markdown())); err != nil {
-			return err
-		}
-	}
 	if o.keepTopics {
 		return nil
 	}
@@ -260,6 +244,35 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("deleting the run's topics (%s*): %w", e.prefix, err)
 	}
 	return nil
+}
+
+// runInfo describes this run for the rows it measured: its end is now.
+func (o options) runInfo(started time.Time, loadBefore, commit string) runInfo {
+	return runInfo{
+		Date:    started.UTC().Format("2006-01-02 15:04 MST"),
+		Commit:  commit,
+		Load:    fmt.Sprintf("load average %s at the start, %s at the end", loadBefore, loadAverage()),
+		Events:  o.events,
+		Plan:    o.planText(),
+		Command: commandLine(),
+	}
+}
+
+// record writes the rows this run measured so far into --results and
+// --doc, replacing what it wrote before; without --doc it does nothing.
+func (o options) record(started time.Time, loadBefore, commit string, rows []row) error {
+	if o.doc == "" {
+		return nil
+	}
+	all, err := loadStore(o.results)
+	if err != nil {
+		return err
+	}
+	all.add(o.runInfo(started, loadBefore, commit), rows)
+	if err := all.save(o.results); err != nil {
+		return err
+	}
+	return writeSection(o.doc, section(all.markdown()))
 }
 
 // loadAverage returns the 1-, 5- and 15-minute load averages.

@@ -47,9 +47,6 @@ var (
 		"q20": dataStreamFirst,
 	}
 	kstreamsLacks = map[string]string{
-		"q4":  "not written yet",
-		"q9":  "not written yet",
-		"q20": "not written yet",
 		"q15": kstreamsDistinct,
 		"q16": kstreamsDistinct,
 		"q8":  "not written yet",

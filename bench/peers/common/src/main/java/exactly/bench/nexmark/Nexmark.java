@@ -285,6 +285,55 @@ public final class Nexmark {
     public static final long Q3_CATEGORY = 10;
 
     /**
+     * The auction of event v as "id,itemName,description,initialBid,reserve,dateTime,expires,seller,category"
+     * (its fields without the kind and the extra), or null when v is not an auction.
+     */
+    public static String auctionRow(byte[] v) {
+        if (v.length < 2 || v[1] != ',') {
+            throw malformed(v);
+        }
+        if (v[0] != 'A') {
+            return null;
+        }
+        String line = new String(v, StandardCharsets.US_ASCII);
+        int end = line.lastIndexOf(',');
+        if (end < 2 || line.split(",", -1).length != 11) {
+            throw malformed(v);
+        }
+        return line.substring(2, end);
+    }
+
+    /** q20's category of auctions. */
+    public static final long Q20_CATEGORY = 10;
+
+    /** Field i of the comma-separated row, as a long. */
+    public static long field(String row, int i) {
+        return Long.parseLong(row.split(",", -1)[i]);
+    }
+
+    /** The q20 output of bid row b (bidRow) on auction row a (auctionRow): b, then a without its id. */
+    public static byte[] q20(String b, String a) {
+        return ascii(b + "," + a.substring(a.indexOf(',') + 1));
+    }
+
+    /** Whether bid row b (bidRow) lies in the lifetime of auction row a (auctionRow), which q9 and q4 count. */
+    public static boolean inAuction(String b, String a) {
+        long t = field(b, 5);
+        return t >= field(a, 5) && t <= field(a, 6);
+    }
+
+    /** The q9 row of auction row a won by bid row b: a, then the bid's bidder, price and dateTime. */
+    public static byte[] q9(String a, String b) {
+        String[] f = b.split(",", -1);
+        return ascii(a + "," + f[1] + "," + f[2] + "," + f[5]);
+    }
+
+    /** The q4 row of category, whose auctions' final prices sum to sum: "category,average,auctions". */
+    public static byte[] q4(long category, long sum, long auctions) {
+        return ascii(category + "," + (sum / auctions) + "," + auctions);
+    }
+
+    /**
      * q3's part of event v: for a person in Oregon, Idaho or California, {id, "name,city,state"};
      * for an auction of category Q3_CATEGORY, {id, seller}; else null.
      */

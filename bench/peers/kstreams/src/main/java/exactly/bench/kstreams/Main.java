@@ -180,7 +180,35 @@ public final class Main {
                     .map((key, row) -> KeyValue.pair(key.getBytes(StandardCharsets.US_ASCII), row.getBytes(StandardCharsets.US_ASCII)))
                     .to(out, produced);
             case "q19" -> topBids(events).to(out, produced);
-            default -> throw new IllegalArgumentException("unknown --query " + query + ": use q0, q1, q2, count, q3, q5, q7, q10, q11, q13, q14, q17, q18, q19, q21 or q22");
+            case "q20" -> bidsWithAuctions(events, "q20", row -> Nexmark.field(row, 8) == Nexmark.Q20_CATEGORY)
+                    .toStream()
+                    .map((bid, joined) -> {
+                        String[] ba = joined.split("\n");
+                        return KeyValue.pair((byte[]) null, Nexmark.q20(ba[0], ba[1]));
+                    })
+                    .to(out, produced);
+            case "q9" -> winningBids(events)
+                    .toStream()
+                    .map((auction, won) -> {
+                        String[] ba = won.split("\n");
+                        return KeyValue.pair(String.valueOf(auction).getBytes(StandardCharsets.US_ASCII), Nexmark.q9(ba[1], ba[0]));
+                    })
+                    .to(out, produced);
+            case "q4" -> winningBids(events)
+                    .groupBy((auction, won) -> {
+                        String[] ba = won.split("\n");
+                        return KeyValue.pair(Nexmark.field(ba[1], 8), Nexmark.field(ba[0], 2));
+                    }, Grouped.with("q4-finals", Serdes.Long(), Serdes.Long()))
+                    .aggregate(() -> new long[2],
+                            (category, price, s) -> new long[] {s[0] + price, s[1] + 1},
+                            (category, price, s) -> new long[] {s[0] - price, s[1] - 1},
+                            Materialized.<Long, long[], KeyValueStore<Bytes, byte[]>>as("q4-sums")
+                                    .withKeySerde(Serdes.Long()).withValueSerde(LONGS))
+                    .toStream()
+                    .filter((category, s) -> s != null && s[1] > 0)
+                    .map((category, s) -> KeyValue.pair(String.valueOf(category).getBytes(StandardCharsets.US_ASCII), Nexmark.q4(category, s[0], s[1])))
+                    .to(out, produced);
+            default -> throw new IllegalArgumentException("unknown --query " + query + ": use q0, q1, q2, count, q3, q5, q7, q10, q11, q13, q14, q17, q18, q19, q4, q9, q20, q21 or q22");
         }
 
         // Known issue: on 4.1.x, KAFKA-20685 (fixed for 4.2) leaves a checkpoint
@@ -267,6 +295,55 @@ public final class Main {
                                 .withKeySerde(Serdes.Long()).withValueSerde(Serdes.String()))
                 .toStream()
                 .map((auction, person) -> KeyValue.pair((byte[]) null, Nexmark.q3(person, auction)));
+    }
+
+    /**
+     * The regular join of bids and auctions of q9, q20 and q4: the bids as a table keyed by their
+     * row (bids have no id; the row is unique) and the auctions of the category test as a table
+     * keyed by id, joined by a foreign-key join on the bid's auction, which emits each bid's
+     * "bidRow\nauctionRow" once both are there, in either order. Like Flink's regular join, it
+     * keeps every bid.
+     */
+    private static KTable<String, String> bidsWithAuctions(KStream<byte[], byte[]> events, String name,
+            java.util.function.Predicate<String> category) {
+        KTable<Long, String> auctions = events
+                .<Long, String>flatMap((k, v) -> {
+                    String a = Nexmark.auctionRow(v);
+                    return a == null || !category.test(a) ? List.of() : List.of(KeyValue.pair(Nexmark.field(a, 0), a));
+                })
+                .toTable(Named.as(name + "-auctions"), Materialized.<Long, String, KeyValueStore<Bytes, byte[]>>as(name + "-auctions")
+                        .withKeySerde(Serdes.Long()).withValueSerde(Serdes.String()));
+        KTable<String, String> bids = events
+                .<String, String>flatMap((k, v) -> {
+                    String b = Nexmark.bidRow(v);
+                    return b == null ? List.of() : List.of(KeyValue.pair(b, b));
+                })
+                .toTable(Named.as(name + "-bids"), Materialized.<String, String, KeyValueStore<Bytes, byte[]>>as(name + "-bids")
+                        .withKeySerde(Serdes.String()).withValueSerde(Serdes.String()));
+        return bids.join(auctions, b -> Nexmark.field(b, 0), (b, a) -> b + "\n" + a,
+                Materialized.<String, String, KeyValueStore<Bytes, byte[]>>as(name + "-joined")
+                        .withKeySerde(Serdes.String()).withValueSerde(Serdes.String()));
+    }
+
+    /**
+     * q9: per auction the highest bid in its lifetime (Nexmark.higherBid), as "bidRow\nauctionRow",
+     * from the join of all bids and auctions regrouped by auction. A joined bid never changes (bids and
+     * auctions are never updated), so the subtractor, which a changed row would call, keeps the
+     * winner: a maximum cannot be taken back without the other bids.
+     */
+    private static KTable<Long, String> winningBids(KStream<byte[], byte[]> events) {
+        return bidsWithAuctions(events, "q9", row -> true)
+                .filter((bid, joined) -> {
+                    String[] ba = joined.split("\n");
+                    return Nexmark.inAuction(ba[0], ba[1]);
+                })
+                .groupBy((bid, joined) -> KeyValue.pair(Nexmark.field(joined, 0), joined),
+                        Grouped.with("q9-by-auction", Serdes.Long(), Serdes.String()))
+                .aggregate(() -> "",
+                        (auction, joined, won) -> won.isEmpty() || Nexmark.higherBid(joined.split("\n")[0], won.split("\n")[0]) ? joined : won,
+                        (auction, joined, won) -> won,
+                        Materialized.<Long, String, KeyValueStore<Bytes, byte[]>>as("q9-won")
+                                .withKeySerde(Serdes.Long()).withValueSerde(Serdes.String()));
     }
 
     /**
