@@ -61,11 +61,13 @@ type ObjectStore struct {
 
 	// The sweep runs in the background, one at a time, so that a
 	// checkpoint's completion does not wait for deletions: sweepMu guards
-	// sweepUpTo (the newest completion a sweep was asked for) and
-	// sweeping; sweeps counts the running sweeper.
+	// sweepUpTo (the newest completion a sweep was asked for), sweeping
+	// and sweepLeft (the last sweep left something it should have
+	// deleted: Release sweeps again); sweeps counts the running sweeper.
 	sweepMu   sync.Mutex
 	sweepUpTo checkpoint.ID
 	sweeping  bool
+	sweepLeft bool
 	sweeps    sync.WaitGroup
 }
 
@@ -326,7 +328,10 @@ func (s *ObjectStore) requestSweep(completed checkpoint.ID) {
 				return
 			}
 			s.sweepMu.Unlock()
-			s.sweep(upTo)
+			clean := s.sweep(upTo)
+			s.sweepMu.Lock()
+			s.sweepLeft = !clean
+			s.sweepMu.Unlock()
 			done = upTo
 		}
 	})
@@ -335,13 +340,14 @@ func (s *ObjectStore) requestSweep(completed checkpoint.ID) {
 // sweep deletes the objects of checkpoints below completed that the
 // manifest does not list: those retention dropped, and those that never
 // completed (crashes, aborted checkpoints, a zombie's metadata). Failures
-// are logged; the next sweep tries again.
+// are logged; the next sweep tries again, and clean is false (Release
+// sweeps again: after it there is no next one).
 //
 // What to keep is read from the manifest on the server, and nothing is
 // deleted unless it still holds this store's token: a sweep that runs
 // after a release, or after another process took over, deletes nothing
 // the new owner may need.
-func (s *ObjectStore) sweep(completed checkpoint.ID) {
+func (s *ObjectStore) sweep(completed checkpoint.ID) (clean bool) {
 	s.mu.Lock()
 	var token string
 	if s.own != nil {
@@ -357,20 +363,20 @@ func (s *ObjectStore) sweep(completed checkpoint.ID) {
 		if err != nil {
 			s.log.Warn("checkpoint/store: cannot apply checkpoint retention", "where", s.b.url(s.prefix), "err", err)
 		}
-		return
+		return err == nil // not the owner: nothing of its to delete
 	}
 	keep := cur.Checkpoints
 	keys, err := s.list(s.key(chkPrefix))
 	if err != nil {
 		s.log.Warn("checkpoint/store: cannot apply checkpoint retention", "where", s.b.url(s.prefix), "err", err)
-		return
+		return false
 	}
 	// Metadata first, so that a crash half-way leaves no complete-looking
 	// checkpoint with state missing (it is unlisted anyway).
 	slices.SortStableFunc(keys, func(a, b string) int {
 		return boolRank(path.Base(b) == metadataFile) - boolRank(path.Base(a) == metadataFile)
 	})
-	s.sweepShared(keep, completed)
+	clean = s.sweepShared(keep, completed)
 	for _, k := range keys {
 		rel := strings.TrimPrefix(k, s.key()+"/")
 		if s.prefix == "" {
@@ -383,8 +389,10 @@ func (s *ObjectStore) sweep(completed checkpoint.ID) {
 		}
 		if err := s.remove(k); err != nil {
 			s.log.Warn("checkpoint/store: cannot remove an old checkpoint's object", "object", s.b.url(k), "err", err)
+			clean = false
 		}
 	}
+	return clean
 }
 
 func boolRank(b bool) int {

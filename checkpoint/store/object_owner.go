@@ -391,6 +391,7 @@ func (s *ObjectStore) Release() error {
 		return nil
 	})
 	s.sweeps.Wait()
+	s.sweepAgain() // safe even if the release failed: a sweep checks the token on the server
 	s.mu.Lock()
 	s.own = nil
 	s.mu.Unlock()
@@ -398,6 +399,35 @@ func (s *ObjectStore) Release() error {
 		return nil
 	}
 	return err
+}
+
+// releaseSweeps bounds the sweeps Release makes when the last one left
+// objects behind (the storage failed it): after the release no sweep
+// follows, and they would stay orphaned. The waits between them double
+// from releaseSweepWait.
+const (
+	releaseSweeps    = 5
+	releaseSweepWait = 200 * time.Millisecond
+)
+
+// sweepAgain sweeps until a sweep leaves nothing behind, at most
+// releaseSweeps times, when the last sweep left something.
+func (s *ObjectStore) sweepAgain() {
+	wait := releaseSweepWait
+	for range releaseSweeps {
+		s.sweepMu.Lock()
+		left, upTo := s.sweepLeft, s.sweepUpTo
+		s.sweepMu.Unlock()
+		if !left {
+			return
+		}
+		time.Sleep(wait)
+		wait *= 2
+		clean := s.sweep(upTo)
+		s.sweepMu.Lock()
+		s.sweepLeft = !clean
+		s.sweepMu.Unlock()
+	}
 }
 
 // ErrConditionsIgnored is returned by [ObjectStore.Acquire] for storage

@@ -95,15 +95,16 @@ func (s *ObjectStore) checkSharedPresent(dir string, m *checkpoint.Metadata, upl
 
 // sweepShared deletes the shared objects that none of the retained
 // checkpoints keep needs and that were uploaded for ids below completed.
-// If the metadata of one of them cannot be read it deletes nothing.
-func (s *ObjectStore) sweepShared(keep []checkpoint.ID, completed checkpoint.ID) {
+// If the metadata of one of them cannot be read it deletes nothing. clean
+// is false when a failure left something it should have deleted.
+func (s *ObjectStore) sweepShared(keep []checkpoint.ID, completed checkpoint.ID) (clean bool) {
 	prefix := s.key(sharedDir) + "/"
 	keys, err := s.list(prefix)
 	if err != nil || len(keys) == 0 {
 		if err != nil {
 			s.log.Warn("checkpoint/store: cannot sweep shared objects", "where", s.b.url(prefix), "err", err)
 		}
-		return
+		return err == nil
 	}
 	needed := map[string]bool{}
 	for _, id := range keep {
@@ -119,8 +120,9 @@ func (s *ObjectStore) sweepShared(keep []checkpoint.ID, completed checkpoint.ID)
 			}
 		}
 		s.log.Warn("checkpoint/store: cannot sweep shared objects", "metadata", s.b.url(key), "err", err)
-		return
+		return false
 	}
+	clean = true
 	for _, k := range keys {
 		name := strings.TrimPrefix(k, prefix)
 		if strings.Contains(name, "/") || !unneededShared(name, needed, completed) {
@@ -128,6 +130,8 @@ func (s *ObjectStore) sweepShared(keep []checkpoint.ID, completed checkpoint.ID)
 		}
 		if err := s.remove(k); err != nil {
 			s.log.Warn("checkpoint/store: cannot remove an unneeded shared object", "object", s.b.url(k), "err", err)
+			clean = false
 		}
 	}
+	return clean
 }
