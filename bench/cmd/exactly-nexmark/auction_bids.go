@@ -52,15 +52,48 @@ func auctionBids(j *stream.Job, c config, in kafka.SourceOptions) (stream.Stream
 	return stream.CoProcess(byID, byAuction, "expanded-bids", expandedBids, stream.Parallelism(c.parallelism)), nil
 }
 
+// auctionWait is the keyed state q4, q9 and q20 share: the auction once it
+// came, and the bids that came before it, kept until it comes.
+type auctionWait struct {
+	auction *state.ValueState[int64, nexmark.Auction]
+	pending *state.ListState[int64, nexmark.BidDetail]
+}
+
+// newAuctionWait declares the state of an auctionWait.
+func newAuctionWait(ctx *stream.Context[int64]) (auctionWait, error) {
+	auction, err := state.NewValueState(ctx.State(), "auction", auctionCodec{})
+	if err != nil {
+		return auctionWait{}, err
+	}
+	pending, err := state.NewListState(ctx.State(), "pending", bidCodec{})
+	return auctionWait{auction: auction, pending: pending}, err
+}
+
+// arrive keeps auction a, its fields copied, and returns it with the bids
+// that waited for it, which it forgets.
+func (w auctionWait) arrive(a nexmark.Auction) (nexmark.Auction, []nexmark.BidDetail) {
+	a.Fields = slices.Clone(a.Fields)
+	w.auction.Update(a)
+	waited := slices.Collect(w.pending.All())
+	w.pending.Clear()
+	return a, waited
+}
+
+// bid returns the auction of bid b when it came; else it keeps b
+// (compacted) until it comes.
+func (w auctionWait) bid(b nexmark.BidDetail) (nexmark.Auction, bool) {
+	a, ok := w.auction.Value()
+	if !ok {
+		w.pending.Add(compact(b))
+	}
+	return a, ok
+}
+
 // expandedBids is q20: every bid on an auction of nexmark.Q20Category,
 // with the auction's fields. Of an auction of another category only the
 // category is kept.
 func expandedBids(ctx *stream.Context[int64]) (stream.CoProcessFunc[int64, timedAuction, detailedBid, result], error) {
-	auction, err := state.NewValueState(ctx.State(), "auction", auctionCodec{})
-	if err != nil {
-		return stream.CoProcessFunc[int64, timedAuction, detailedBid, result]{}, err
-	}
-	pending, err := state.NewListState(ctx.State(), "pending", bidCodec{})
+	w, err := newAuctionWait(ctx)
 	if err != nil {
 		return stream.CoProcessFunc[int64, timedAuction, detailedBid, result]{}, err
 	}
@@ -78,22 +111,18 @@ func expandedBids(ctx *stream.Context[int64]) (stream.CoProcessFunc[int64, timed
 			if kept.Category != nexmark.Q20Category {
 				kept.Fields = nil
 			}
-			kept.Fields = slices.Clone(kept.Fields)
-			auction.Update(kept)
-			for b := range pending.All() {
+			kept, waited := w.arrive(kept)
+			for _, b := range waited {
 				emit(kept, b, a.time, out)
 			}
-			pending.Clear()
 			return nil
 		},
 		Process2: func(ctx *stream.Context[int64], b detailedBid, out *stream.Output[result]) error {
 			if b.err != nil {
 				return b.err
 			}
-			if a, ok := auction.Value(); ok {
+			if a, ok := w.bid(b.BidDetail); ok {
 				emit(a, b.BidDetail, b.time, out)
-			} else {
-				pending.Add(compact(b.BidDetail))
 			}
 			return nil
 		},
@@ -104,11 +133,7 @@ func expandedBids(ctx *stream.Context[int64]) (stream.CoProcessFunc[int64, timed
 // (nexmark.HigherBid, nexmark.InAuction), emitted with the auction's
 // fields, keyed by its id, whenever it changes.
 func winningBids(ctx *stream.Context[int64]) (stream.CoProcessFunc[int64, timedAuction, detailedBid, result], error) {
-	auction, err := state.NewValueState(ctx.State(), "auction", auctionCodec{})
-	if err != nil {
-		return stream.CoProcessFunc[int64, timedAuction, detailedBid, result]{}, err
-	}
-	pending, err := state.NewListState(ctx.State(), "pending", bidCodec{})
+	w, err := newAuctionWait(ctx)
 	if err != nil {
 		return stream.CoProcessFunc[int64, timedAuction, detailedBid, result]{}, err
 	}
@@ -137,14 +162,11 @@ func winningBids(ctx *stream.Context[int64]) (stream.CoProcessFunc[int64, timedA
 			if a.err != nil {
 				return a.err
 			}
-			kept := a.Auction
-			kept.Fields = slices.Clone(kept.Fields)
-			auction.Update(kept)
+			kept, waited := w.arrive(a.Auction)
 			won := false
-			for b := range pending.All() {
+			for _, b := range waited {
 				won = bid(kept, b) || won
 			}
-			pending.Clear()
 			if won {
 				emit(ctx, kept, a.time, out)
 			}
@@ -154,12 +176,7 @@ func winningBids(ctx *stream.Context[int64]) (stream.CoProcessFunc[int64, timedA
 			if b.err != nil {
 				return b.err
 			}
-			a, ok := auction.Value()
-			if !ok {
-				pending.Add(compact(b.BidDetail))
-				return nil
-			}
-			if bid(a, b.BidDetail) {
+			if a, ok := w.bid(b.BidDetail); ok && bid(a, b.BidDetail) {
 				emit(ctx, a, b.time, out)
 			}
 			return nil
@@ -177,11 +194,7 @@ type finalPrice struct {
 // finalPrices is q4's first step: per auction, the highest price of its
 // bids in its lifetime, each change sent on.
 func finalPrices(ctx *stream.Context[int64]) (stream.CoProcessFunc[int64, timedAuction, detailedBid, finalPrice], error) {
-	auction, err := state.NewValueState(ctx.State(), "auction", auctionCodec{})
-	if err != nil {
-		return stream.CoProcessFunc[int64, timedAuction, detailedBid, finalPrice]{}, err
-	}
-	pending, err := state.NewListState(ctx.State(), "pending", bidCodec{})
+	w, err := newAuctionWait(ctx)
 	if err != nil {
 		return stream.CoProcessFunc[int64, timedAuction, detailedBid, finalPrice]{}, err
 	}
@@ -202,21 +215,18 @@ func finalPrices(ctx *stream.Context[int64]) (stream.CoProcessFunc[int64, timedA
 			}
 			kept := a.Auction
 			kept.Fields = nil
-			auction.Update(kept)
-			for b := range pending.All() {
+			kept, waited := w.arrive(kept)
+			for _, b := range waited {
 				bid(kept, b.Bid, a.time, out)
 			}
-			pending.Clear()
 			return nil
 		},
 		Process2: func(ctx *stream.Context[int64], b detailedBid, out *stream.Output[finalPrice]) error {
 			if b.err != nil {
 				return b.err
 			}
-			if a, ok := auction.Value(); ok {
+			if a, ok := w.bid(nexmark.BidDetail{Bid: b.Bid}); ok {
 				bid(a, b.Bid, b.time, out)
-			} else {
-				pending.Add(nexmark.BidDetail{Bid: b.Bid})
 			}
 			return nil
 		},
