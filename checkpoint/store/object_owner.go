@@ -436,17 +436,44 @@ func (s *ObjectStore) sweepAgain() {
 // at once, and only the sinks' fencing would be left between them.
 var ErrConditionsIgnored = errors.New("the storage ignores the conditions of conditional writes")
 
+// probePrefix names the probe objects of checkConditionalWrites. A probe
+// is removed when its check ends; one left behind (the process was killed
+// during the check, or the storage failed the removal) is removed by the
+// owner's sweep (sweepProbes).
+const probePrefix = "_conditional-write-probe-"
+
+// probeAttempts bounds the probes checkConditionalWrites makes before it
+// concludes that the storage ignores If-None-Match: a second create can
+// also succeed because an owner's sweep removed a probe that lived longer
+// than its sweeps apart, which a new probe does not repeat.
+const probeAttempts = 3
+
 // checkConditionalWrites checks, with a probe object of its own under the
 // prefix, that the storage refuses a second create of an object
 // (If-None-Match: *) and a write whose If-Match names another entity tag:
 // ownership rests on both. Some S3-compatible servers and proxies ignore
 // them and overwrite instead.
 func (s *ObjectStore) checkConditionalWrites() error {
+	var err error
+	for range probeAttempts {
+		var again bool
+		if again, err = s.probeConditionalWrites(); !again {
+			return err
+		}
+	}
+	return err
+}
+
+// probeConditionalWrites makes one probe of checkConditionalWrites; again
+// is true when a second create of the probe succeeded, which a sweep that
+// removed the probe in between explains as well as a storage that ignores
+// the condition.
+func (s *ObjectStore) probeConditionalWrites() (again bool, err error) {
 	id, err := randomHex(8)
 	if err != nil {
-		return err
+		return false, err
 	}
-	key := s.key("_conditional-write-probe-" + id)
+	key := s.key(probePrefix + id)
 	ctx, cancel := s.ctx()
 	defer cancel()
 	defer func() { _ = s.remove(key) }()
@@ -455,22 +482,55 @@ func (s *ObjectStore) checkConditionalWrites() error {
 	}
 	etag, err := put("1", putCondition{ifAbsent: true})
 	if err != nil {
-		return fmt.Errorf("checkpoint/store: writing the probe %s: %w", s.b.url(key), err)
+		return false, fmt.Errorf("checkpoint/store: writing the probe %s: %w", s.b.url(key), err)
 	}
 	refused := func(header, what string) error {
 		return fmt.Errorf("checkpoint/store: %s: %w: %s, which must answer 412 Precondition Failed, succeeded with %s on the probe %s; use storage that enforces conditional writes (AWS S3, MinIO, versitygw), or remove the proxy that drops the header", s.b.url(s.prefix), ErrConditionsIgnored, what, header, s.b.url(key))
 	}
 	switch _, err := put("2", putCondition{ifAbsent: true}); {
 	case err == nil:
-		return refused("If-None-Match: *", "a second create of an object")
+		return true, refused("If-None-Match: *", "a second create of an object")
 	case !errors.Is(err, errPrecondition):
-		return fmt.Errorf("checkpoint/store: probing conditional writes with %s: %w", s.b.url(key), err)
+		return false, fmt.Errorf("checkpoint/store: probing conditional writes with %s: %w", s.b.url(key), err)
 	}
 	switch _, err := put("3", putCondition{ifMatch: etag + "-not"}); {
 	case err == nil:
-		return refused("If-Match", "a write naming another entity tag")
+		return false, refused("If-Match", "a write naming another entity tag")
 	case !errors.Is(err, errPrecondition):
-		return fmt.Errorf("checkpoint/store: probing conditional writes with %s: %w", s.b.url(key), err)
+		return false, fmt.Errorf("checkpoint/store: probing conditional writes with %s: %w", s.b.url(key), err)
 	}
-	return nil
+	return false, nil
+}
+
+// sweepProbes removes the probe objects left behind by checks of
+// conditional writes that did not end (see probePrefix). A probe is
+// removed only when an earlier sweep of this store already saw it: one
+// seen for the first time may belong to another process checking the
+// storage right now (a standby about to take over). clean is false while
+// a probe is left, so that Release sweeps again.
+func (s *ObjectStore) sweepProbes() (clean bool) {
+	keys, err := s.list(s.key(probePrefix))
+	if err != nil {
+		s.log.Warn("checkpoint/store: cannot sweep probe objects", "where", s.b.url(s.prefix), "err", err)
+		return false
+	}
+	s.sweepMu.Lock()
+	seen := s.probesSeen
+	s.sweepMu.Unlock()
+	clean = true
+	now := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		if !seen[k] {
+			now[k], clean = true, false
+			continue
+		}
+		if err := s.remove(k); err != nil {
+			s.log.Warn("checkpoint/store: cannot remove a probe object", "object", s.b.url(k), "err", err)
+			now[k], clean = true, false
+		}
+	}
+	s.sweepMu.Lock()
+	s.probesSeen = now
+	s.sweepMu.Unlock()
+	return clean
 }
