@@ -136,3 +136,22 @@ func TestRouterStopsOnCancel(t *testing.T) {
 		t.Fatal("Emit into a full channel after cancellation returned nil")
 	}
 }
+
+// TestNextBatchCap: after a full batch the next buffer holds a full batch;
+// after a flush cut one short, twice what it held, at least minBatchCap
+// and at most the batch size.
+func TestNextBatchCap(t *testing.T) {
+	for _, tc := range []struct{ sent, size, want int }{
+		{512, 512, 512},
+		{600, 512, 512},
+		{0, 512, minBatchCap},
+		{3, 512, minBatchCap},
+		{100, 512, 200},
+		{300, 512, 512},
+		{3, 8, 8},
+	} {
+		if got := nextBatchCap(tc.sent, tc.size); got != tc.want {
+			t.Errorf("nextBatchCap(%d, %d) = %d, want %d", tc.sent, tc.size, got, tc.want)
+		}
+	}
+}
