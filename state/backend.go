@@ -115,12 +115,11 @@ type KeyedBackend[K comparable] struct {
 	names          []string      // keys of tables, sorted
 	timers         timerStore[K] // processing time
 	eventTimers    timerStore[K]
-	disk           *diskStore[K]  // the Pebble backend's database; nil for the heap backend
-	ttl            ttlClocks      // the clocks of the states with a TTL (ttl.go)
-	ttls           []ttlTable     // the states with a TTL, in registration order
-	sweepIn        int            // SetCurrentKey calls left before the next cleanup step
-	downloads      int            // shared files a restore downloads at a time; 0: the default
-	sizes          *snapshotSizes // the heap backend's last snapshot's buffer sizes; made by its first Snapshot
+	disk           *diskStore[K] // the Pebble backend's database; nil for the heap backend
+	ttl            ttlClocks     // the clocks of the states with a TTL (ttl.go)
+	ttls           []ttlTable    // the states with a TTL, in registration order
+	sweepIn        int           // SetCurrentKey calls left before the next cleanup step
+	downloads      int           // shared files a restore downloads at a time; 0: the default
 }
 
 // NewKeyedBackend returns an empty heap backend (see OpenKeyedBackend for the others)

@@ -183,7 +183,7 @@ func (b *KeyedBackend[K]) restoreDB(db checkpoint.DBFiles, keys KeyGroupRange, f
 // key group at a time.
 func (b *KeyedBackend[K]) restoreFrom(src *kv.Files, sections []capturedSection[K], keys KeyGroupRange) error {
 	for kg := keys.Start; kg < keys.End; kg++ {
-		blobs, err := encodeSections(sections, src.Reader(), b.keyCodec, b.maxParallelism, KeyGroupRange{Start: kg, End: kg + 1}, nil)
+		blobs, err := encodeSections(sections, src.Reader(), b.keyCodec, b.maxParallelism, KeyGroupRange{Start: kg, End: kg + 1})
 		if err != nil {
 			return err
 		}

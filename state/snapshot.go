@@ -2,7 +2,6 @@ package state
 
 import (
 	"fmt"
-	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/exactlyonce/exactly/checkpoint"
@@ -25,12 +24,8 @@ func (b *KeyedBackend[K]) Snapshot() func() (map[int][]byte, error) {
 	sections := b.captureSections(func(table[K]) bool { return true })
 	keyCodec, maxParallelism, owned := b.keyCodec, b.maxParallelism, b.owned
 	if b.disk == nil {
-		if b.sizes == nil {
-			b.sizes = newSnapshotSizes(owned.Len())
-		}
-		sizes := b.sizes
 		return func() (map[int][]byte, error) {
-			return encodeSections(sections, nil, keyCodec, maxParallelism, owned, sizes)
+			return encodeSections(sections, nil, keyCodec, maxParallelism, owned)
 		}
 	}
 	view := b.disk.db.View()
@@ -39,7 +34,7 @@ func (b *KeyedBackend[K]) Snapshot() func() (map[int][]byte, error) {
 			if err := checkOnlyOwned(r, owned, keyCodec); err != nil {
 				return err
 			}
-			out, err = encodeSections(sections, r, keyCodec, maxParallelism, owned, nil)
+			out, err = encodeSections(sections, r, keyCodec, maxParallelism, owned)
 			return err
 		})
 		if err != nil {
@@ -69,86 +64,30 @@ func (b *KeyedBackend[K]) captureSections(include func(table[K]) bool) []capture
 
 // encodeSections encodes the captured sections, in order, into one blob
 // per key group of owned that has state; disk is the database view the
-// Pebble backend's tables read (nil for the heap backend's). sizes, when
-// not nil, holds the sizes of the last snapshot's buffers, with which this
-// one's are allocated, and gets this one's.
-func encodeSections[K comparable](sections []capturedSection[K], disk pebble.Reader, keyCodec Codec[K], maxParallelism int, owned KeyGroupRange, sizes *snapshotSizes) (map[int][]byte, error) {
+// Pebble backend's tables read (nil for the heap backend's).
+func encodeSections[K comparable](sections []capturedSection[K], disk pebble.Reader, keyCodec Codec[K], maxParallelism int, owned KeyGroupRange) (map[int][]byte, error) {
 	w := &sectionWriter[K]{
 		keyEnc:         appendFunc(keyCodec),
 		maxParallelism: maxParallelism,
 		owned:          owned,
 		disk:           disk,
 		entries:        make([][]byte, owned.Len()),
-		peaks:          make([]int, owned.Len()),
 		counts:         make([]int, owned.Len()),
 		blobs:          make([][]byte, owned.Len()),
 	}
-	sizes.allocate(w.entries, w.blobs)
 	for _, s := range sections {
 		if err := s.data.encode(w); err != nil {
 			return nil, fmt.Errorf("state: snapshot %s: %w", displayName(s.name), err)
 		}
 		w.endSection(s.name, s.kind)
 	}
-	sizes.record(w.peaks, w.blobs)
 	out := make(map[int][]byte)
 	for i, blob := range w.blobs {
-		if len(blob) > 0 {
+		if blob != nil {
 			out[owned.Start+i] = blob
 		}
 	}
 	return out, nil
-}
-
-// snapshotSizes keeps, per owned key group, the largest section and the
-// blob a backend's last snapshot encoded, so that the next one allocates
-// its buffers once instead of growing them from nothing: state that fits
-// in memory is encoded whole at every checkpoint, and the regrowth's
-// copies and garbage cost the updating Nexmark queries (q18) a tenth of
-// their CPU.
-type snapshotSizes struct {
-	mu      sync.Mutex
-	entries []int
-	blobs   []int
-}
-
-func newSnapshotSizes(keyGroups int) *snapshotSizes {
-	return &snapshotSizes{entries: make([]int, keyGroups), blobs: make([]int, keyGroups)}
-}
-
-// sizeSlack is the room allocated beyond the last snapshot's sizes, for
-// state that grows: 1/sizeSlack more.
-const sizeSlack = 8
-
-// allocate gives the buffers of a snapshot the capacity of the last one's
-// and some room; it does nothing on a nil s.
-func (s *snapshotSizes) allocate(entries, blobs [][]byte) {
-	if s == nil {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i := range entries {
-		if n := s.entries[i]; n > 0 {
-			entries[i] = make([]byte, 0, n+n/sizeSlack)
-		}
-		if n := s.blobs[i]; n > 0 {
-			blobs[i] = make([]byte, 0, n+n/sizeSlack)
-		}
-	}
-}
-
-// record keeps the sizes a snapshot reached: its largest section and its
-// blob per key group; it does nothing on a nil s.
-func (s *snapshotSizes) record(peaks []int, blobs [][]byte) {
-	if s == nil {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i := range peaks {
-		s.entries[i], s.blobs[i] = peaks[i], len(blobs[i])
-	}
 }
 
 // sectionWriter encodes one state at a time into per-key-group sections.
@@ -159,7 +98,6 @@ type sectionWriter[K comparable] struct {
 	disk           pebble.Reader // the Pebble backend's view to encode; nil for the heap backend
 	scratch        []byte
 	entries        [][]byte // per owned key group: entries of the current section
-	peaks          []int    // per owned key group: the largest section's entries, in bytes
 	counts         []int    // per owned key group: entry count of the current section
 	blobs          [][]byte // per owned key group: finished sections
 }
@@ -232,7 +170,6 @@ func (w *sectionWriter[K]) endSection(name string, kind stateKind) {
 			continue
 		}
 		w.blobs[i] = format.AppendSection(w.blobs[i], name, byte(kind), n, w.entries[i])
-		w.peaks[i] = max(w.peaks[i], len(w.entries[i]))
 		w.entries[i] = w.entries[i][:0]
 		w.counts[i] = 0
 	}

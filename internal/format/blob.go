@@ -45,12 +45,12 @@ func AppendCount(dst []byte, n int) []byte {
 }
 
 // AppendSection appends a section of count entries, encoded in entries, to
-// blob, the blob of one key group so far: empty before its first section,
+// blob, the blob of one key group so far: nil before its first section,
 // which then starts it with StateBlobVersion. A section whose kind has
 // KindTTL set raises the blob's version to StateBlobTTLVersion.
 func AppendSection(blob []byte, name string, kind byte, count int, entries []byte) []byte {
-	if len(blob) == 0 {
-		blob = append(blob, StateBlobVersion)
+	if blob == nil {
+		blob = []byte{StateBlobVersion}
 	}
 	if kind&KindTTL != 0 {
 		blob[0] = StateBlobTTLVersion
