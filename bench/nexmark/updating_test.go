@@ -129,6 +129,7 @@ func TestRowProgress(t *testing.T) {
 	}{
 		{"q15", "2026-01-01,7,1,2,4,5,1,2,3,6,1,2,3", 7, true},
 		{"q4", "10,5000,7", 7, true},
+		{"q6", "1001,5000,12", 12, true},
 		{"q16", "Google,2026-01-01,00:16,9,1,2,6,5,1,2,3,6,1,2,3", 9, true},
 		{"q17", "1003,2026-01-01,3,1,1,1,150,200000,70000,210000", 3, true},
 		{"q18", "1003,1001,150,Google,https://x/y,1767225600004", 1767225600004, false},
@@ -152,5 +153,41 @@ func TestRowProgress(t *testing.T) {
 	}
 	if got := EventsBehind("q18", BaseTime+1000); got != 10_000 {
 		t.Errorf("EventsBehind(1 s of event time) = %v, want 10,000", got)
+	}
+}
+
+// TestLatestAuctions: q6's state of a seller, fed the final prices of its
+// auctions in any order and with later raises, keeps the Q6Auctions
+// latest (expires, then id) with their last prices, counts every auction
+// with a price, and leaves the state it was given unchanged; its row is
+// the reference's.
+func TestLatestAuctions(t *testing.T) {
+	var all []SellerAuction
+	for i := range int64(25) {
+		all = append(all, SellerAuction{ID: 100 + i, Expires: 1000 + i/2*10, Price: 10 * (i + 1)})
+	}
+	order := []int{24, 3, 17, 0, 11, 22, 5, 23, 9, 14, 1, 20, 7, 18, 2, 21, 12, 6, 15, 4, 19, 8, 13, 16, 10}
+	var l LatestAuctions
+	for _, i := range order {
+		before := slices.Clone(l.Latest)
+		next := l.Update(all[i], true)
+		if !slices.Equal(l.Latest, before) {
+			t.Fatal("Update changed the state it was given")
+		}
+		l = next.Update(SellerAuction{ID: all[i].ID, Expires: all[i].Expires, Price: all[i].Price + 1}, false)
+	}
+	if l.Auctions != 25 || len(l.Latest) != Q6Auctions {
+		t.Fatalf("%d auctions, %d latest; want 25 and %d", l.Auctions, len(l.Latest), Q6Auctions)
+	}
+	var sum int64
+	for r, a := range l.Latest {
+		want := all[24-r]
+		if a.ID != want.ID || a.Price != want.Price+1 {
+			t.Fatalf("latest %d: %+v, want auction %d at %d", r, a, want.ID, want.Price+1)
+		}
+		sum += a.Price
+	}
+	if got, want := string(AppendQ6(nil, 7, l)), "7,"+strconv.FormatInt(sum/Q6Auctions, 10)+",25"; got != want {
+		t.Fatalf("AppendQ6 = %q, want %q", got, want)
 	}
 }

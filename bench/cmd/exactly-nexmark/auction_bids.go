@@ -24,7 +24,7 @@ type timedAuction struct {
 	err  error
 }
 
-// auctionBids builds q4, q9 or q20.
+// auctionBids builds q4, q6, q9 or q20.
 func auctionBids(j *stream.Job, c config, in kafka.SourceOptions) (stream.Stream[result], error) {
 	src, err := kafka.NewSource(in, kafka.Bytes())
 	if err != nil {
@@ -46,8 +46,12 @@ func auctionBids(j *stream.Job, c config, in kafka.SourceOptions) (stream.Stream
 		return stream.CoProcess(byID, byAuction, "winning-bids", winningBids, stream.Parallelism(c.parallelism)), nil
 	case "q4":
 		finals := stream.CoProcess(byID, byAuction, "final-prices", finalPrices, stream.Parallelism(c.parallelism))
-		byCategory := stream.KeyBy(finals, func(f finalPrice) int64 { return f.category }, state.Int64Codec{})
+		byCategory := stream.KeyBy(finals, func(f finalPrice) int64 { return f.auction.Category }, state.Int64Codec{})
 		return stream.Process(byCategory, "average-prices", averagePrices, stream.Parallelism(c.parallelism)), nil
+	case "q6":
+		finals := stream.CoProcess(byID, byAuction, "final-prices", finalPrices, stream.Parallelism(c.parallelism))
+		bySeller := stream.KeyBy(finals, func(f finalPrice) int64 { return f.auction.Seller }, state.Int64Codec{})
+		return stream.Process(bySeller, "seller-averages", sellerAverages, stream.Parallelism(c.parallelism)), nil
 	}
 	return stream.CoProcess(byID, byAuction, "expanded-bids", expandedBids, stream.Parallelism(c.parallelism)), nil
 }
@@ -184,15 +188,17 @@ func winningBids(ctx *stream.Context[int64]) (stream.CoProcessFunc[int64, timedA
 	}, nil
 }
 
-// finalPrice is a change of an auction's final price (q4): from old (0:
-// none yet) to new.
+// finalPrice is a change of an auction's final price (q4, q6): from old
+// (0: none yet) to new; auction holds the auction's id, seller, category
+// and expires.
 type finalPrice struct {
-	category, old, new int64
-	time               time.Time
+	auction  nexmark.Auction
+	old, new int64
+	time     time.Time
 }
 
-// finalPrices is q4's first step: per auction, the highest price of its
-// bids in its lifetime, each change sent on.
+// finalPrices is the first step of q4 and q6: per auction, the highest
+// price of its bids in its lifetime, each change sent on.
 func finalPrices(ctx *stream.Context[int64]) (stream.CoProcessFunc[int64, timedAuction, detailedBid, finalPrice], error) {
 	w, err := newAuctionWait(ctx)
 	if err != nil {
@@ -205,7 +211,7 @@ func finalPrices(ctx *stream.Context[int64]) (stream.CoProcessFunc[int64, timedA
 	bid := func(a nexmark.Auction, b nexmark.Bid, at time.Time, out *stream.Output[finalPrice]) {
 		if old, _ := highest.Value(); nexmark.InAuction(b, a) && b.Price > old {
 			highest.Update(b.Price)
-			out.Emit(finalPrice{category: a.Category, old: old, new: b.Price, time: at})
+			out.Emit(finalPrice{auction: a, old: old, new: b.Price, time: at})
 		}
 	}
 	return stream.CoProcessFunc[int64, timedAuction, detailedBid, finalPrice]{
@@ -252,6 +258,51 @@ func averagePrices(ctx *stream.Context[int64]) (stream.ProcessFunc[int64, finalP
 			return nil
 		},
 	}, nil
+}
+
+// sellerAverages is q6's second step: per seller, its latest auctions
+// with their final prices, the row emitted at every change.
+func sellerAverages(ctx *stream.Context[int64]) (stream.ProcessFunc[int64, finalPrice, result], error) {
+	latest, err := state.NewValueState(ctx.State(), "latest", latestAuctionsCodec{})
+	if err != nil {
+		return stream.ProcessFunc[int64, finalPrice, result]{}, err
+	}
+	return stream.ProcessFunc[int64, finalPrice, result]{
+		Process: func(ctx *stream.Context[int64], f finalPrice, out *stream.Output[result]) error {
+			l, _ := latest.Value()
+			l = l.Update(nexmark.SellerAuction{ID: f.auction.ID, Expires: f.auction.Expires, Price: f.new}, f.old == 0)
+			latest.Update(l)
+			out.Emit(result{key: strconv.AppendInt(nil, ctx.Key(), 10), value: nexmark.AppendQ6(make([]byte, 0, outCap), ctx.Key(), l), time: f.time})
+			return nil
+		},
+	}, nil
+}
+
+// latestAuctionsCodec encodes q6's state of a seller as varints: the
+// number of its auctions, then id, expires and price of each latest one.
+type latestAuctionsCodec struct{}
+
+func (latestAuctionsCodec) Append(dst []byte, l nexmark.LatestAuctions) []byte {
+	dst = binary.AppendVarint(dst, l.Auctions)
+	for _, a := range l.Latest {
+		dst = binary.AppendVarint(binary.AppendVarint(binary.AppendVarint(dst, a.ID), a.Expires), a.Price)
+	}
+	return dst
+}
+
+func (latestAuctionsCodec) Decode(src []byte) (nexmark.LatestAuctions, error) {
+	var l nexmark.LatestAuctions
+	rest, err := varints(src, &l.Auctions)
+	for err == nil && len(rest) > 0 {
+		var a nexmark.SellerAuction
+		if rest, err = varints(rest, &a.ID, &a.Expires, &a.Price); err == nil {
+			l.Latest = append(l.Latest, a)
+		}
+	}
+	if err == nil && len(l.Latest) > nexmark.Q6Auctions {
+		err = errMalformedState
+	}
+	return l, err
 }
 
 // priceSum is q4's state of a category.

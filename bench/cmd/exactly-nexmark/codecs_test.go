@@ -67,3 +67,21 @@ func TestTableCodecs(t *testing.T) {
 		t.Error("ranksCodec.Decode of bit 0: no error")
 	}
 }
+
+// TestLatestAuctionsCodec round-trips q6's state of a seller and refuses
+// a damaged one or one of too many auctions.
+func TestLatestAuctionsCodec(t *testing.T) {
+	l := nexmark.LatestAuctions{Auctions: 12, Latest: []nexmark.SellerAuction{{ID: 1010, Expires: 1767225700000, Price: 5000}, {ID: 1004, Expires: 1767225650000, Price: 150}}}
+	if got, err := (latestAuctionsCodec{}).Decode(latestAuctionsCodec{}.Append(nil, l)); err != nil || !reflect.DeepEqual(got, l) {
+		t.Errorf("round trip of %+v: %+v, %v", l, got, err)
+	}
+	many := nexmark.LatestAuctions{Auctions: 20}
+	for i := range int64(nexmark.Q6Auctions + 1) {
+		many.Latest = append(many.Latest, nexmark.SellerAuction{ID: i})
+	}
+	for _, bad := range [][]byte{nil, {0x80}, append(latestAuctionsCodec{}.Append(nil, l), 2), latestAuctionsCodec{}.Append(nil, many)} {
+		if got, err := (latestAuctionsCodec{}).Decode(bad); err == nil {
+			t.Errorf("Decode(%v) = %+v, no error", bad, got)
+		}
+	}
+}

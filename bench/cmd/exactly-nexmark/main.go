@@ -94,7 +94,7 @@ func run(c config) error {
 		results, err = localItems(j, c, in)
 	case "q15", "q16", "q17", "q18", "q19":
 		results, err = tables(j, c, in)
-	case "q4", "q9", "q20":
+	case "q4", "q6", "q9", "q20":
 		results, err = auctionBids(j, c, in)
 	default:
 		results, err = perRecord(j, c, in)

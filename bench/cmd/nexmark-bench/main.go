@@ -38,7 +38,7 @@
 // queries (count, q3) have that kill run too, their outputs compared by
 // digest, beside their latency run.
 //
-// The updating queries (q4, q9, q15-q19) write a table, each change of a row as a
+// The updating queries (q4, q6, q9, q15-q19) write a table, each change of a row as a
 // record keyed by the row's key: their output is checked as the table the
 // last value of each key makes, key by key against the reference's, and
 // the run is done when it is that table. Their input events in the window
