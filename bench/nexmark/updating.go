@@ -63,11 +63,12 @@ func PriceRank(price int64) int {
 	return 3
 }
 
-// Updating reports whether query q's result is a table that its output
-// updates (see ReferenceTable).
+// Updating reports whether query q's result is checked as a table (see
+// ReferenceTable): one that its output updates, or for q12 one that the
+// sums of its rows per key make (see Summing).
 func Updating(q string) bool {
 	switch q {
-	case "q4", "q6", "q9", "q15", "q16", "q17", "q18", "q19":
+	case "q4", "q6", "q9", "q12", "q15", "q16", "q17", "q18", "q19":
 		return true
 	}
 	return false
@@ -193,6 +194,8 @@ func ReferenceTable(q string, seed, from, to uint64) (map[string]string, error) 
 		return averagePrices(seed, from, to)
 	case "q6":
 		return sellerAverages(seed, from, to)
+	case "q12":
+		return bidsPerBidder(seed, from, to), nil
 	case "q9":
 		return winningBids(seed, from, to)
 	}
@@ -291,11 +294,12 @@ func Q19Key(auction int64, rank int) string {
 // its system had read when it wrote the row, so that a runner can tell the
 // input behind the output visible at a time: for q15–q17, the bids the
 // row counts (summed, true: the sum over the table's last rows is the bids
-// read; for q4 and q6, the auctions they count); for q9, q18 and q19, the
+// read; for q4 and q6, the auctions they count; for q12, the bids of its
+// summed table's rows); for q9, q18 and q19, the
 // dateTime of its bid (summed, false: the
 // greatest over the rows is about the event time read up to).
 func RowProgress(q string, value []byte) (n int64, summed bool, err error) {
-	field, summed := map[string]int{"q4": 2, "q6": 2, "q9": 11, "q15": 1, "q16": 3, "q17": 2, "q18": 5, "q19": 5}[q], SummedProgress(q)
+	field, summed := map[string]int{"q4": 2, "q6": 2, "q9": 11, "q12": 1, "q15": 1, "q16": 3, "q17": 2, "q18": 5, "q19": 5}[q], SummedProgress(q)
 	if field == 0 {
 		return 0, false, fmt.Errorf("nexmark: %q is not an updating query", q)
 	}
@@ -320,7 +324,7 @@ func RowProgress(q string, value []byte) (n int64, summed bool, err error) {
 // SummedProgress reports whether the progress of the updating query q's
 // rows is summed over its table, not the greatest (see RowProgress).
 func SummedProgress(q string) bool {
-	return q == "q4" || q == "q6" || q == "q15" || q == "q16" || q == "q17"
+	return q == "q4" || q == "q6" || q == "q12" || q == "q15" || q == "q16" || q == "q17"
 }
 
 // EventsBehind returns about how many events a system had read whose

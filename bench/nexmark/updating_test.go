@@ -130,6 +130,7 @@ func TestRowProgress(t *testing.T) {
 		{"q15", "2026-01-01,7,1,2,4,5,1,2,3,6,1,2,3", 7, true},
 		{"q4", "10,5000,7", 7, true},
 		{"q6", "1001,5000,12", 12, true},
+		{"q12", "1001,5", 5, true},
 		{"q16", "Google,2026-01-01,00:16,9,1,2,6,5,1,2,3,6,1,2,3", 9, true},
 		{"q17", "1003,2026-01-01,3,1,1,1,150,200000,70000,210000", 3, true},
 		{"q18", "1003,1001,150,Google,https://x/y,1767225600004", 1767225600004, false},
@@ -189,5 +190,21 @@ func TestLatestAuctions(t *testing.T) {
 	}
 	if got, want := string(AppendQ6(nil, 7, l)), "7,"+strconv.FormatInt(sum/Q6Auctions, 10)+",25"; got != want {
 		t.Fatalf("AppendQ6 = %q, want %q", got, want)
+	}
+}
+
+// TestParseQ12 reads back the rows AppendQ12 writes and refuses others.
+func TestParseQ12(t *testing.T) {
+	row := AppendQ12(nil, 1001, 7, 1767225600000)
+	if string(row) != "1001,7,1767225600000,1767225610000" {
+		t.Fatalf("AppendQ12 = %q", row)
+	}
+	if bidder, n, err := ParseQ12(row); bidder != 1001 || n != 7 || err != nil {
+		t.Fatalf("ParseQ12(%q) = %d, %d, %v", row, bidder, n, err)
+	}
+	for _, bad := range []string{"", "1001", "1001,7", "1001,x,1,2", "x,7,1,2", "1001,0,1,2"} {
+		if _, _, err := ParseQ12([]byte(bad)); err == nil {
+			t.Errorf("ParseQ12(%q): no error", bad)
+		}
 	}
 }

@@ -85,3 +85,17 @@ func TestLatestAuctionsCodec(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenWindowCodec round-trips q12's state of a bidder and refuses a
+// damaged one.
+func TestOpenWindowCodec(t *testing.T) {
+	w := openWindow{start: 1767225600000, count: 7}
+	if got, err := (openWindowCodec{}).Decode(openWindowCodec{}.Append(nil, w)); err != nil || got != w {
+		t.Errorf("round trip of %+v: %+v, %v", w, got, err)
+	}
+	for _, bad := range [][]byte{nil, {2}, append(openWindowCodec{}.Append(nil, w), 0)} {
+		if got, err := (openWindowCodec{}).Decode(bad); err == nil {
+			t.Errorf("Decode(%v) = %+v, no error", bad, got)
+		}
+	}
+}

@@ -90,6 +90,8 @@ func run(c config) error {
 		results, err = windowed(j, c, in)
 	case "q8":
 		results, err = newUsers(j, c, in)
+	case "q12":
+		results, err = processingWindows(j, c, in)
 	case "q3":
 		results, err = localItems(j, c, in)
 	case "q15", "q16", "q17", "q18", "q19":

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -23,6 +24,7 @@ type collector struct {
 	query    string
 	windowed bool
 	updating bool
+	summing  bool           // the updating query's rows are summed per key into its table (nexmark.Summing)
 	cutoff   int64          // the windowed queries: the last checked window end, Unix ms
 	want     nexmark.Digest // the updating queries: the final table's
 
@@ -38,7 +40,9 @@ type collector struct {
 	// nexmark.RowProgress), and the input behind the whole table.
 	table    map[string]tableRow
 	progress int64
-	summed   bool // progress is the sum of the rows', not the greatest
+	summed   bool            // progress is the sum of the rows', not the greatest
+	sums     map[int64]int64 // summing queries: the sum of the rows' counts per key
+	sumRow   []byte
 
 	// A kill run's watch: the stable ends once a kill's commits settled,
 	// and when the consumer received the first output at or beyond them
@@ -57,8 +61,8 @@ type tableRow struct {
 // newCollector returns the collector of query q over a backlog of n
 // events, whose outputs must be want.
 func newCollector(q string, n uint64, want reference) *collector {
-	c := &collector{query: q, windowed: nexmark.Windowed(q), updating: nexmark.Updating(q), cutoff: nexmark.Cutoff(n),
-		want: want.digest, got: map[string]uint64{}, table: map[string]tableRow{}, summed: nexmark.SummedProgress(q)}
+	c := &collector{query: q, windowed: nexmark.Windowed(q), updating: nexmark.Updating(q), summing: nexmark.Summing(q), cutoff: nexmark.Cutoff(n),
+		want: want.digest, got: map[string]uint64{}, table: map[string]tableRow{}, summed: nexmark.SummedProgress(q), sums: map[int64]int64{}}
 	for i := range c.lastOff {
 		c.lastOff[i] = -1
 	}
@@ -73,6 +77,10 @@ func (c *collector) add(r seen, key, value []byte) {
 	c.lastOff[r.partition] = max(c.lastOff[r.partition], r.offset)
 	if c.watching && c.beyondAt.IsZero() && r.offset >= c.watch[r.partition] {
 		c.beyondAt = r.at
+	}
+	if c.summing {
+		c.sum(value)
+		return
 	}
 	if c.updating {
 		c.update(key, value)
@@ -93,6 +101,19 @@ func (c *collector) add(r seen, key, value []byte) {
 		c.count++
 		c.got[string(value)]++
 	}
+}
+
+// sum adds the count of a summing query's row (q12: a window's bids of a
+// bidder) to its key's sum, the table's row of that key.
+func (c *collector) sum(value []byte) {
+	key, n, err := nexmark.ParseQ12(value)
+	if err != nil {
+		c.bad = cmp.Or(c.bad, err)
+		return
+	}
+	c.sums[key] += n
+	c.sumRow = nexmark.AppendQ12Sum(c.sumRow[:0], key, c.sums[key])
+	c.update(strconv.AppendInt(nil, key, 10), c.sumRow)
 }
 
 // update applies a row of an updating query's output to the table: a

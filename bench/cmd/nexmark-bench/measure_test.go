@@ -136,3 +136,39 @@ func TestTableCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestSumCheck checks q12's outputs: each window's count of a bidder is
+// added to the bidder's sum, whatever the row's key, and the run is done
+// when the sums are the reference's; a window counted twice makes a
+// wrong sum.
+func TestSumCheck(t *testing.T) {
+	want := tableReference(map[string]string{"1001": "1001,5", "1002": "1002,1"})
+	for _, c := range []struct {
+		rows           []string
+		done           bool
+		missing, wrong uint64
+	}{
+		{[]string{"1001,3,0,10000", "1002,1,0,10000", "1001,2,10000,20000"}, true, 0, 0},
+		{[]string{"1001,5,0,10000"}, false, 1, 0},
+		{[]string{"1001,3,0,10000", "1002,1,0,10000", "1001,2,10000,20000", "1001,2,10000,20000"}, false, 0, 1},
+		{[]string{"1001,5,0,10000", "1002,1,0,10000", "1003,1,0,10000"}, false, 0, 1},
+	} {
+		col := newCollector("q12", 100, want)
+		for i, r := range c.rows {
+			col.add(seen{partition: 0, offset: int64(i)}, []byte("k"), []byte(r))
+		}
+		done, _, err := col.done(2, [partitions]int64{int64(len(c.rows)) + 1, 1, 1, 1})
+		d, m, w, _ := col.check(2, want)
+		if err != nil || done != c.done || d != 0 || m != c.missing || w != c.wrong {
+			t.Errorf("%v: done %v (err %v), +%d -%d %d wrong; want done %v, -%d %d wrong", c.rows, done, err, d, m, w, c.done, c.missing, c.wrong)
+		}
+		if got := col.eventsBehind(); c.done && got != nexmark.EventsBehind("q12", 6) {
+			t.Errorf("%v: %v events behind the sums", c.rows, got)
+		}
+	}
+	col := newCollector("q12", 100, want)
+	col.add(seen{}, nil, []byte("1001,x,0,1"))
+	if _, _, err := col.done(2, [partitions]int64{1, 1, 1, 1}); err == nil {
+		t.Error("a row that does not parse: no error")
+	}
+}

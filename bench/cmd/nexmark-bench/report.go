@@ -197,14 +197,16 @@ const wholeRunNote = "² Measured over the whole run, start-up and the wait for 
 	"This understates the system against those measured between commits."
 
 // updatingNote is the footnote of the updating queries' rows.
-const updatingNote = "³ The updating queries (q4, q6, q9, q15–q19) compute a table that every bid may change; each system writes each change of a row " +
+const updatingNote = "³ The updating queries (q4, q6, q9, q12, q15–q19) compute a table that every bid may change; each system writes each change of a row " +
 	"as a Kafka record keyed by the row's key (Flink SQL with the upsert-kafka sink, Kafka Streams a KTable's changelog), " +
 	"and the table is the last value of each key. Their outputs column compares that table with the reference's key by key " +
 	"(missing: rows absent; wrong: rows of another value, or not in the reference) once the input is consumed; " +
 	"a duplicate cannot be told from an update, but a change applied twice makes a wrong count. " +
 	"They have no latency run (when a row last changed says nothing of when an input became visible), and a kill run as the windowed queries. " +
 	"Their input events in the measured window are what the rows the runner read say of the input behind them " +
-	"(q15–q17: the bids they count; q4, q6: the auctions they average; q9, q18, q19: the latest dateTime of their bids)."
+	"(q15–q17: the bids they count; q4, q6: the auctions they average; q9, q18, q19: the latest dateTime of their bids). " +
+	"q12 windows on processing time, so its windows cannot be compared one by one: its table is the sum per bidder of its windows' counts, " +
+	"which a window lost or counted twice makes wrong."
 
 // mark adds the whole-run footnote mark to a rate measured over the whole run.
 func (t throughput) mark(v string) string {
