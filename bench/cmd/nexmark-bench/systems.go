@@ -54,7 +54,6 @@ var (
 		"q20": dataStreamFirst,
 	}
 	kstreamsLacks = map[string]string{
-		"q6": "not written yet",
 		"q12": "the DSL has no processing-time window: a windowed count emits every update of a window (summed, they count bids many times) " +
 			"unless suppressed until the window closes, and a window of wall-clock timestamps (WallclockTimestampExtractor) closes on stream time, " +
 			"which stops with the input, so the last windows would never be emitted; a Processor API punctuator would be needed",

@@ -208,7 +208,21 @@ public final class Main {
                     .filter((category, s) -> s != null && s[1] > 0)
                     .map((category, s) -> KeyValue.pair(String.valueOf(category).getBytes(StandardCharsets.US_ASCII), Nexmark.q4(category, s[0], s[1])))
                     .to(out, produced);
-            default -> throw new IllegalArgumentException("unknown --query " + query + ": use q0, q1, q2, count, q3, q5, q7, q10, q11, q13, q14, q17, q18, q19, q4, q9, q20, q21 or q22");
+            case "q6" -> winningBids(events)
+                    .groupBy((auction, won) -> {
+                        String[] ba = won.split("\n");
+                        return KeyValue.pair(Nexmark.field(ba[1], 7), new long[] {auction, Nexmark.field(ba[1], 6), Nexmark.field(ba[0], 2)});
+                    }, Grouped.with("q6-finals", Serdes.Long(), LONGS))
+                    .aggregate(() -> new long[0],
+                            (seller, auction, all) -> SellerAuctions.put(all, auction),
+                            (seller, auction, all) -> SellerAuctions.remove(all, auction[0]),
+                            Materialized.<Long, long[], KeyValueStore<Bytes, byte[]>>as("q6-auctions")
+                                    .withKeySerde(Serdes.Long()).withValueSerde(LONGS))
+                    .toStream()
+                    .filter((seller, all) -> all != null && all.length > 0)
+                    .map((seller, all) -> KeyValue.pair(String.valueOf(seller).getBytes(StandardCharsets.US_ASCII), SellerAuctions.row(seller, all)))
+                    .to(out, produced);
+            default -> throw new IllegalArgumentException("unknown --query " + query + ": use q0, q1, q2, count, q3, q4, q5, q6, q7, q9, q10, q11, q13, q14, q17, q18, q19, q20, q21 or q22");
         }
 
         // Known issue: on 4.1.x, KAFKA-20685 (fixed for 4.2) leaves a checkpoint
