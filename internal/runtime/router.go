@@ -40,6 +40,7 @@ func NewRouter[T any](ctx context.Context, p Partitioning, outs []chan<- Message
 	r := &router[T]{ctx: ctx, p: p, outs: outs, batchSize: batchSize, maxParallelism: maxParallelism, keyGroup: keyGroup}
 	r.waited, _ = ctx.Value(backpressureKey{}).(*atomic.Int64)
 	r.bufs = make([][]T, len(outs))
+	r.peaks = make([]int, len(outs))
 	for i := range r.bufs {
 		r.bufs[i] = make([]T, 0, batchSize)
 	}
@@ -54,7 +55,8 @@ type router[T any] struct {
 	batchSize      int
 	maxParallelism int
 	keyGroup       func(T) int
-	next           int // rebalance: the consumer that gets the next batch
+	peaks          []int // per consumer: the decaying size of the batches sent (nextBatchCap)
+	next           int   // rebalance: the consumer that gets the next batch
 	// waited counts the time spent waiting for room in full channels;
 	// nil when the context carried no counter.
 	waited *atomic.Int64
@@ -114,24 +116,25 @@ func (r *router[T]) send(i int) error {
 	if err := r.put(i, Message{batch: r.bufs[i]}); err != nil {
 		return err
 	}
-	r.bufs[i] = make([]T, 0, nextBatchCap(sent, r.batchSize))
+	r.peaks[i] = max(sent, r.peaks[i]*3/4)
+	r.bufs[i] = make([]T, 0, nextBatchCap(r.peaks[i], r.batchSize))
 	return nil
 }
 
 // minBatchCap is the least capacity of a batch buffer.
 const minBatchCap = 16
 
-// nextBatchCap is the capacity of the buffer that follows a batch of sent
-// records: a full batch's size after a full batch, and twice the last
-// batch's records after one a flush cut short (append grows it up to the
-// batch size when more come). A source flushes after every poll, often
-// with a few records; a buffer of the whole batch size for each of them
-// cost a large zeroed allocation per poll (17% of q3's CPU in Nexmark).
-func nextBatchCap(sent, batchSize int) int {
-	if sent >= batchSize {
-		return batchSize
-	}
-	return min(batchSize, max(minBatchCap, 2*sent))
+// nextBatchCap is the capacity of the buffer that follows the batches
+// whose sizes decayed to peak (each batch sent keeps the larger of its
+// size and 3/4 of the peak before): twice the peak, at least minBatchCap
+// and at most the batch size. A source flushes after every poll, often
+// with a few records when a filter follows it; a buffer of the whole batch
+// size for each of them cost a large zeroed allocation per poll (17% of
+// Nexmark q3's CPU). Twice the last batch alone was too little where full
+// batches alternate with a poll's last, partial one: the next buffer then
+// grew by copying (q18 lost 15%).
+func nextBatchCap(peak, batchSize int) int {
+	return min(batchSize, max(minBatchCap, 2*peak))
 }
 
 func (r *router[T]) put(i int, m Message) error {

@@ -137,21 +137,47 @@ func TestRouterStopsOnCancel(t *testing.T) {
 	}
 }
 
-// TestNextBatchCap: after a full batch the next buffer holds a full batch;
-// after a flush cut one short, twice what it held, at least minBatchCap
-// and at most the batch size.
+// TestNextBatchCap: the next buffer holds twice the decayed peak of the
+// batches sent, at least minBatchCap and at most the batch size; full
+// batches alternating with partial ones keep it near the batch size, and
+// only small batches make it small.
 func TestNextBatchCap(t *testing.T) {
-	for _, tc := range []struct{ sent, size, want int }{
+	for _, tc := range []struct{ peak, size, want int }{
 		{512, 512, 512},
-		{600, 512, 512},
+		{300, 512, 512},
 		{0, 512, minBatchCap},
 		{3, 512, minBatchCap},
 		{100, 512, 200},
-		{300, 512, 512},
 		{3, 8, 8},
 	} {
-		if got := nextBatchCap(tc.sent, tc.size); got != tc.want {
-			t.Errorf("nextBatchCap(%d, %d) = %d, want %d", tc.sent, tc.size, got, tc.want)
+		if got := nextBatchCap(tc.peak, tc.size); got != tc.want {
+			t.Errorf("nextBatchCap(%d, %d) = %d, want %d", tc.peak, tc.size, got, tc.want)
 		}
+	}
+	r := NewRouter[int](context.Background(), Forward, []chan<- Message{make(chan Message, 100)}, 512, 128, nil).(*router[int])
+	for range 3 { // a full batch, then a poll's partial last one
+		if err := r.Emit(make([]int, 512)); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Emit(make([]int, 100)); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if c := cap(r.bufs[0]); c < 512 {
+			t.Fatalf("after a full batch and a partial one: a buffer of %d, want the batch size", c)
+		}
+	}
+	for range 20 { // then only polls of 10 records
+		if err := r.Emit(make([]int, 10)); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c := cap(r.bufs[0]); c > 2*minBatchCap {
+		t.Fatalf("after 20 batches of 10 records: a buffer of %d, want at most %d", c, 2*minBatchCap)
 	}
 }
