@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"context"
 	"encoding/binary"
+	"flag"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/exactlyonce/exactly/connectors/kafka"
 	"github.com/exactlyonce/exactly/internal/kafkatest"
 	"github.com/exactlyonce/exactly/internal/testenv"
+	"github.com/exactlyonce/exactly/state"
 	"github.com/exactlyonce/exactly/stream"
 )
 
@@ -22,10 +24,21 @@ const (
 	benchBacklog = 1_500_000        // records of the throughput phase
 	benchRate    = 10_000           // records/s of the latency phase
 	benchSpan    = 10 * time.Second // length of the latency phase
+	benchKeys    = 100_000          // keys of the records, for the keyed count
 )
 
-// mapJob builds in → map (identity) → out with guarantee g.
-func mapJob(b *testing.B, brokers, in, out string, g kafka.Guarantee, bounded bool) *stream.Job {
+// benchShape is the job a benchmark runs between its two topics.
+type benchShape int
+
+const (
+	mapShape   benchShape = iota // map (identity)
+	countShape                   // keyed count: each record's value followed by its key's count so far
+)
+
+func (s benchShape) String() string { return [...]string{"map", "count"}[s] }
+
+// benchJob builds in → shape → out with guarantee g.
+func benchJob(b *testing.B, brokers, in, out string, g kafka.Guarantee, bounded bool, shape benchShape) *stream.Job {
 	src, err := kafka.NewSource(kafka.SourceOptions{Conn: kafka.Conn{Brokers: []string{brokers}}, Topics: []string{in}, Bounded: bounded}, kafka.Bytes())
 	if err != nil {
 		b.Fatal(err)
@@ -38,10 +51,39 @@ func mapJob(b *testing.B, brokers, in, out string, g kafka.Guarantee, bounded bo
 	}
 	j := stream.New("kbench")
 	recs := stream.Source(j, "in", src, stream.Parallelism(2))
-	vals := stream.Map(recs, func(r kafka.Record[[]byte]) []byte { return r.Value })
+	var vals stream.Stream[[]byte]
+	switch shape {
+	case countShape:
+		keyed := stream.KeyBy(recs, func(r kafka.Record[[]byte]) string { return string(r.Key) }, state.StringCodec{})
+		vals = stream.Process(keyed, "count", countPerKey, stream.Parallelism(2))
+	default:
+		vals = stream.Map(recs, func(r kafka.Record[[]byte]) []byte { return r.Value })
+	}
 	stream.SinkTo(vals, "out", snk)
 	return j
 }
+
+// countPerKey counts the records of each key and emits each record's
+// value followed by the count, as a varint: the value's first bytes stay
+// the production time the latency phase reads.
+func countPerKey(ctx *stream.Context[string]) (stream.ProcessFunc[string, kafka.Record[[]byte], []byte], error) {
+	n, err := state.NewValueState(ctx.State(), "n", state.Int64Codec{})
+	if err != nil {
+		return stream.ProcessFunc[string, kafka.Record[[]byte], []byte]{}, err
+	}
+	return stream.ProcessFunc[string, kafka.Record[[]byte], []byte]{
+		Process: func(ctx *stream.Context[string], r kafka.Record[[]byte], out *stream.Output[[]byte]) error {
+			c, _ := n.Value()
+			c++
+			n.Update(c)
+			out.Emit(binary.AppendVarint(append(make([]byte, 0, len(r.Value)+binary.MaxVarintLen64), r.Value...), c))
+			return nil
+		},
+	}, nil
+}
+
+// benchKey is the key of the i-th record a benchmark produces.
+func benchKey(i int) []byte { return binary.BigEndian.AppendUint32(nil, uint32(i%benchKeys)) }
 
 // BenchmarkKafkaToKafka measures Kafka → map → Kafka with exactly-once
 // (1s checkpoints) and at-least-once: throughput over a backlog of
@@ -54,8 +96,8 @@ func BenchmarkKafkaToKafka(b *testing.B) {
 	for _, g := range []kafka.Guarantee{kafka.ExactlyOnce, kafka.AtLeastOnce} {
 		b.Run(g.String(), func(b *testing.B) {
 			for range b.N {
-				b.ReportMetric(benchThroughput(b, brokers, g), "events/s")
-				p50, p99 := benchLatency(b, brokers, g, 1, 0)
+				b.ReportMetric(benchThroughput(b, brokers, g, mapShape, time.Second, benchBacklog), "events/s")
+				p50, p99 := benchLatency(b, brokers, g, mapShape, time.Second, 1, 0)
 				b.ReportMetric(float64(p50.Milliseconds()), "p50-ms")
 				b.ReportMetric(float64(p99.Milliseconds()), "p99-ms")
 			}
@@ -63,8 +105,9 @@ func BenchmarkKafkaToKafka(b *testing.B) {
 	}
 }
 
-// benchThroughput runs the job over a backlog and returns records/s.
-func benchThroughput(b *testing.B, brokers string, g kafka.Guarantee) float64 {
+// benchThroughput runs the job of shape over a backlog of backlog records,
+// checkpointing every interval, and returns records/s.
+func benchThroughput(b *testing.B, brokers string, g kafka.Guarantee, shape benchShape, interval time.Duration, backlog int) float64 {
 	adm := kafkatest.Admin(b, brokers)
 	in, out := kafkatest.UniqueName("bench-in"), kafkatest.UniqueName("bench-out")
 	kafkatest.CreateTopic(b, adm, in, 4)
@@ -74,19 +117,20 @@ func benchThroughput(b *testing.B, brokers string, g kafka.Guarantee) float64 {
 		b.Fatal(err)
 	}
 	value := make([]byte, 100)
-	for i := 0; i < benchBacklog; i += 10_000 {
-		recs := make([]*kgo.Record, 10_000)
+	for i := 0; i < backlog; i += 10_000 {
+		recs := make([]*kgo.Record, min(10_000, backlog-i))
 		for k := range recs {
-			recs[k] = &kgo.Record{Value: value}
+			recs[k] = &kgo.Record{Key: benchKey(i + k), Value: value}
 		}
 		if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 			b.Fatal(err)
 		}
 	}
 	cl.Close()
-	j := mapJob(b, brokers, in, out, g, true)
+	b.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), in, out) })
+	j := benchJob(b, brokers, in, out, g, true, shape)
 	start := time.Now()
-	if err := j.Run(context.Background(), stream.Options{CheckpointDir: filepath.Join(b.TempDir(), "ckpt"), CheckpointInterval: time.Second}); err != nil {
+	if err := j.Run(context.Background(), stream.Options{CheckpointDir: filepath.Join(b.TempDir(), "ckpt"), CheckpointInterval: interval}); err != nil {
 		b.Fatal(err)
 	}
 	took := time.Since(start)
@@ -96,10 +140,10 @@ func benchThroughput(b *testing.B, brokers string, g kafka.Guarantee) float64 {
 	}
 	written := int64(0) // records plus, with transactions, their markers
 	ends.Each(func(o kadm.ListedOffset) { written += o.Offset })
-	if written < benchBacklog {
-		b.Fatalf("the job wrote %d records, want %d", written, benchBacklog)
+	if written < int64(backlog) {
+		b.Fatalf("the job wrote %d records, want %d", written, backlog)
 	}
-	return benchBacklog / took.Seconds()
+	return float64(backlog) / took.Seconds()
 }
 
 // BenchmarkStagesVisibility measures the visibility latency of a job
@@ -114,7 +158,7 @@ func BenchmarkStagesVisibility(b *testing.B) {
 		for _, stages := range []int{1, 2, 3} {
 			b.Run(fmt.Sprintf("caught-up=%v/%d", caughtUp, stages), func(b *testing.B) {
 				for range b.N {
-					p50, p99 := benchLatency(b, brokers, kafka.ExactlyOnce, stages, caughtUp)
+					p50, p99 := benchLatency(b, brokers, kafka.ExactlyOnce, mapShape, time.Second, stages, caughtUp)
 					b.ReportMetric(float64(p50.Milliseconds()), "p50-ms")
 					b.ReportMetric(float64(p99.Milliseconds()), "p99-ms")
 				}
@@ -123,13 +167,13 @@ func BenchmarkStagesVisibility(b *testing.B) {
 	}
 }
 
-// benchLatency feeds a chain of stages map jobs (in → job → topic → job
-// … → out, each job with its own checkpoints and transactions) at
-// benchRate for benchSpan and returns the p50 and p99 of the time from
-// production to visibility at the end of the chain. Every job but the
-// first checkpoints with stream.Options.CheckpointOnCaughtUp = caughtUp
-// (as cluster.RunJob's stages after the first do).
-func benchLatency(b *testing.B, brokers string, g kafka.Guarantee, stages int, caughtUp time.Duration) (p50, p99 time.Duration) {
+// benchLatency feeds a chain of stages jobs of shape (in → job → topic →
+// job … → out, each job with its own checkpoints, every interval, and
+// transactions) at benchRate for benchSpan and returns the p50 and p99 of
+// the time from production to visibility at the end of the chain. Every
+// job but the first checkpoints with stream.Options.CheckpointOnCaughtUp
+// = caughtUp (as cluster.RunJob's stages after the first do).
+func benchLatency(b *testing.B, brokers string, g kafka.Guarantee, shape benchShape, interval time.Duration, stages int, caughtUp time.Duration) (p50, p99 time.Duration) {
 	adm := kafkatest.Admin(b, brokers)
 	topics := []string{kafkatest.UniqueName("lat-in")}
 	for range stages {
@@ -144,8 +188,8 @@ func benchLatency(b *testing.B, brokers string, g kafka.Guarantee, stages int, c
 	defer cancel()
 	done := make(chan error, stages)
 	for i := range stages {
-		j := mapJob(b, brokers, topics[i], topics[i+1], g, false)
-		opts := stream.Options{CheckpointDir: filepath.Join(b.TempDir(), "ckpt"), CheckpointInterval: time.Second}
+		j := benchJob(b, brokers, topics[i], topics[i+1], g, false, shape)
+		opts := stream.Options{CheckpointDir: filepath.Join(b.TempDir(), "ckpt"), CheckpointInterval: interval}
 		if i > 0 {
 			opts.CheckpointOnCaughtUp = caughtUp
 		}
@@ -170,7 +214,7 @@ func benchLatency(b *testing.B, brokers string, g kafka.Guarantee, stages int, c
 		for sent := 0; sent < total; {
 			<-tick.C
 			for range benchRate / 100 {
-				cl.Produce(ctx, &kgo.Record{Value: binary.BigEndian.AppendUint64(nil, uint64(time.Now().UnixNano()))}, nil)
+				cl.Produce(ctx, &kgo.Record{Key: benchKey(sent), Value: binary.BigEndian.AppendUint64(nil, uint64(time.Now().UnixNano()))}, nil)
 				sent++
 			}
 		}
@@ -196,4 +240,36 @@ func benchLatency(b *testing.B, brokers string, g kafka.Guarantee, stages int, c
 	}
 	slices.Sort(lat)
 	return lat[len(lat)/2], lat[len(lat)*99/100]
+}
+
+// benchIntervalBacklog sizes BenchmarkIntervals' backlog: long enough that
+// a 1 s interval makes several checkpoints.
+var benchIntervalBacklog = flag.Int("bench.backlog", 6_000_000, "BenchmarkIntervals: records of the throughput phase")
+
+// BenchmarkIntervals measures exactly-once Kafka → map → Kafka and Kafka →
+// keyed count → Kafka at checkpoint intervals of 1 s, 100 ms and 25 ms
+// (issue 33), and at-least-once for reference: throughput over a backlog
+// of -bench.backlog records, then visibility latency at benchRate.
+//
+//	go test -run '^$' -bench Intervals -benchtime 1x ./connectors/kafka/ -args -bench.backlog=6000000
+func BenchmarkIntervals(b *testing.B) {
+	brokers := testenv.Kafka(b)
+	for _, shape := range []benchShape{mapShape, countShape} {
+		for _, g := range []kafka.Guarantee{kafka.ExactlyOnce, kafka.AtLeastOnce} {
+			intervals := []time.Duration{time.Second, 100 * time.Millisecond, 25 * time.Millisecond}
+			if g == kafka.AtLeastOnce {
+				intervals = intervals[:1] // checkpoints commit only offsets: the interval does not make visibility
+			}
+			for _, interval := range intervals {
+				b.Run(fmt.Sprintf("%v/%v/%v", shape, g, interval), func(b *testing.B) {
+					for range b.N {
+						b.ReportMetric(benchThroughput(b, brokers, g, shape, interval, *benchIntervalBacklog), "events/s")
+						p50, p99 := benchLatency(b, brokers, g, shape, interval, 1, 0)
+						b.ReportMetric(float64(p50.Milliseconds()), "p50-ms")
+						b.ReportMetric(float64(p99.Milliseconds()), "p99-ms")
+					}
+				})
+			}
+		}
+	}
 }
