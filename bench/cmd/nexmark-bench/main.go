@@ -76,7 +76,7 @@ type options struct {
 	maxLoad                                                      float64
 	events, seed                                                 uint64
 	plan                                                         latencyPlan
-	timeout                                                      time.Duration
+	timeout, interval                                            time.Duration
 	kills                                                        int
 	latency, profile, keepTopics                                 bool
 }
@@ -101,6 +101,7 @@ func main() {
 	flag.DurationVar(&o.plan.others, "after", 8*time.Second, "latency runs: input produced after the SIGKILL")
 	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "longest wait for a system's output")
 	flag.BoolVar(&o.latency, "latency", true, "run the latency and recovery runs")
+	flag.DurationVar(&o.interval, "interval", time.Second, "every system's checkpoint interval (Kafka Streams: commit.interval.ms); the table of --doc is of 1 s, which other intervals do not write into")
 	flag.IntVar(&o.kills, "kills", 3, "stateful queries (windowed, count, q3): SIGKILLs of the second run over the backlog, each system restarted at once (0: no such run)")
 	flag.BoolVar(&o.keepTopics, "keep-topics", false, "keep the run's topics on the broker (deleted after a successful run by default; a failed run keeps them)")
 	flag.BoolVar(&o.profile, "profile", false, "make exactly write a CPU profile of every run (cpu.pprof in the run's directory)")
@@ -124,6 +125,9 @@ func run(ctx context.Context, o options) error {
 	}
 	// The commit of the measured tree, before the run builds it.
 	started, loadBefore, commit := time.Now(), loadAverage(), gitCommit()
+	if o.doc != "" && o.interval != time.Second {
+		return fmt.Errorf("--interval %v with --doc: the table of %s is of 1 s intervals; run other intervals without --doc", o.interval, o.doc)
+	}
 	if load, ok := oneMinuteLoad(loadBefore); o.doc != "" && (!ok || load > o.maxLoad) {
 		return fmt.Errorf("load average %s at the start, above --max-load %.1f: a figure taken under load is not written into %s; wait for a quiet machine, or run without --doc", loadBefore, o.maxLoad, o.doc)
 	}
@@ -160,7 +164,7 @@ func run(ctx context.Context, o options) error {
 	}
 	defer b.close()
 	e := env{b: b, work: work, prefix: fmt.Sprintf("nxb%d", time.Now().Unix()), seed: o.seed, brokerPID: brokerPID, timeout: o.timeout}
-	syss, err := systems(repo, work, o.brokers, strings.Split(o.systems, ","), o.profile)
+	syss, err := systems(repo, work, o.brokers, strings.Split(o.systems, ","), o.profile, o.interval)
 	if err != nil {
 		return err
 	}

@@ -300,6 +300,9 @@ func section(table string) string {
 // plan describes the latency and kill runs of an invocation.
 func (o options) planText() string {
 	var parts []string
+	if o.interval != time.Second {
+		parts = append(parts, fmt.Sprintf("checkpoint interval %v", o.interval))
+	}
 	if o.latency {
 		parts = append(parts, fmt.Sprintf("latency runs at %.0f events/s, a window of %v starting %v after the first visible output, "+
 			"SIGKILL %v after it, %v more input after the restart", o.plan.rate, o.plan.span, o.plan.warm, o.plan.gap, o.plan.others))

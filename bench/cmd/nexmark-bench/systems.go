@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"time"
 
 	"github.com/exactlyonce/exactly/bench/nexmark"
 )
@@ -69,8 +71,9 @@ var (
 // build, a Java peer with mvn -q package of its module and bench/peers/common
 // in the Maven reactor of bench/peers. repo is the repository root,
 // work the runner's scratch directory; profile, when set, makes exactly
-// write a CPU profile of every run into its run directory.
-func systems(repo, work, brokers string, names []string, profile bool) ([]system, error) {
+// write a CPU profile of every run into its run directory; interval is
+// every system's checkpoint (Kafka Streams: commit) interval.
+func systems(repo, work, brokers string, names []string, profile bool, interval time.Duration) ([]system, error) {
 	mvn := func(project string) error {
 		return build(repo, "mvn", "-q", "-B", "-f", "bench/peers/pom.xml", "-pl", project, "-am", "package")
 	}
@@ -90,6 +93,7 @@ func systems(repo, work, brokers string, names []string, profile bool) ([]system
 		}
 		return argv
 	}
+	ms := strconv.FormatInt(interval.Milliseconds(), 10)
 	var out []system
 	for _, name := range names {
 		switch name {
@@ -100,7 +104,7 @@ func systems(repo, work, brokers string, names []string, profile bool) ([]system
 			}
 			out = append(out, system{name: name, argv: func(q, in, out, dir, id string) []string {
 				argv := []string{bin, "--brokers", brokers, "--query", q, "--in", in, "--out", out,
-					"--checkpoints", filepath.Join(dir, "checkpoints"), "--txn-prefix", id}
+					"--checkpoints", filepath.Join(dir, "checkpoints"), "--txn-prefix", id, "--interval", interval.String()}
 				if profile {
 					argv = append(argv, "--cpuprofile", filepath.Join(dir, "cpu.pprof"))
 				}
@@ -116,7 +120,7 @@ func systems(repo, work, brokers string, names []string, profile bool) ([]system
 			}
 			out = append(out, system{name: name, lacks: lacks, argv: func(q, in, out, dir, id string) []string {
 				return withSide(q, append(javaArgv("flink", class), "--brokers", brokers, "--query", q,
-					"--in", in, "--out", out, "--checkpoints", filepath.Join(dir, "checkpoints"), "--txn-prefix", id))
+					"--in", in, "--out", out, "--checkpoints", filepath.Join(dir, "checkpoints"), "--txn-prefix", id, "--interval-ms", ms))
 			}})
 		case "kstreams":
 			if err := mvn("kstreams"); err != nil {
@@ -124,7 +128,7 @@ func systems(repo, work, brokers string, names []string, profile bool) ([]system
 			}
 			out = append(out, system{name: name, lacks: kstreamsLacks, argv: func(q, in, out, dir, id string) []string {
 				return withSide(q, append(javaArgv("kstreams", "exactly.bench.kstreams.Main"), "--brokers", brokers, "--query", q,
-					"--in", in, "--out", out, "--app-id", id, "--state-dir", filepath.Join(dir, "state")))
+					"--in", in, "--out", out, "--app-id", id, "--state-dir", filepath.Join(dir, "state"), "--interval-ms", ms))
 			}})
 		default:
 			return nil, fmt.Errorf("unknown system %q: use exactly, flink (DataStream API), flink-sql or kstreams", name)

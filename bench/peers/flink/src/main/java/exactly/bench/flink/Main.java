@@ -60,7 +60,7 @@ public final class Main {
     public static void main(String[] argv) throws Exception {
         Map<String, String> a = flags(argv, "brokers", "query", "in", "out", "checkpoints");
         String brokers = a.get("brokers"), query = a.get("query"), in = a.get("in"), out = a.get("out");
-        StreamExecutionEnvironment env = environment(new File(a.get("checkpoints")));
+        StreamExecutionEnvironment env = environment(new File(a.get("checkpoints")), intervalMs(a));
 
         DataStream<Rec> results = switch (query) {
             case "q5", "q7" -> {
@@ -152,7 +152,7 @@ public final class Main {
      * The environment of a query (DataStream or SQL): parallelism 2, exactly-once checkpoints
      * every second into checkpoints, restoring the latest one there.
      */
-    static StreamExecutionEnvironment environment(File checkpoints) {
+    static StreamExecutionEnvironment environment(File checkpoints, long intervalMs) {
         Map<String, String> conf = new HashMap<>();
         conf.put("execution.checkpointing.dir", checkpoints.toURI().toString());
         conf.put("execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION");
@@ -163,9 +163,14 @@ public final class Main {
         }
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(Configuration.fromMap(conf));
         env.setParallelism(2);
-        env.enableCheckpointing(1000); // exactly-once checkpoints
+        env.enableCheckpointing(intervalMs); // exactly-once checkpoints
         env.getConfig().enableObjectReuse();
         return env;
+    }
+
+    /** The checkpoint interval of --interval-ms, 1000 when it is not given. */
+    static long intervalMs(Map<String, String> a) {
+        return Long.parseLong(a.getOrDefault("interval-ms", "1000"));
     }
 
     /** Parses --key value pairs; each of required must be given. */

@@ -32,7 +32,7 @@ public final class Sql {
         if (insert == null) {
             throw new IllegalArgumentException("unknown --query " + query + ": no resources/nexmark/" + query + ".sql");
         }
-        StreamExecutionEnvironment env = Main.environment(new File(a.get("checkpoints")));
+        StreamExecutionEnvironment env = Main.environment(new File(a.get("checkpoints")), Main.intervalMs(a));
         if (a.containsKey("side-input")) { // q13's, read by SideInput
             Configuration params = new Configuration();
             params.setString("side-input", a.get("side-input"));

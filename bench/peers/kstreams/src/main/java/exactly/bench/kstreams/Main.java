@@ -72,7 +72,7 @@ public final class Main {
         p.put(StreamsConfig.APPLICATION_ID_CONFIG, a.get("app-id"));
         p.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, a.get("brokers"));
         p.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.EXACTLY_ONCE_V2);
-        p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 1000);
+        p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, Long.parseLong(a.getOrDefault("interval-ms", "1000")));
         p.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, 2);
         p.put(StreamsConfig.STATE_DIR_CONFIG, a.get("state-dir"));
         p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
