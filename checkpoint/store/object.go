@@ -63,14 +63,12 @@ type ObjectStore struct {
 	// checkpoint's completion does not wait for deletions: sweepMu guards
 	// sweepUpTo (the newest completion a sweep was asked for), sweeping
 	// and sweepLeft (the last sweep left something it should have
-	// deleted: Release sweeps again) and probesSeen (the probe objects the
-	// last sweep saw: sweepProbes); sweeps counts the running sweeper.
-	sweepMu    sync.Mutex
-	sweepUpTo  checkpoint.ID
-	sweeping   bool
-	sweepLeft  bool
-	probesSeen map[string]bool
-	sweeps     sync.WaitGroup
+	// deleted: Release sweeps again); sweeps counts the running sweeper.
+	sweepMu   sync.Mutex
+	sweepUpTo checkpoint.ID
+	sweeping  bool
+	sweepLeft bool
+	sweeps    sync.WaitGroup
 }
 
 // OpenObject returns an ObjectStore for location, an s3:// URL
@@ -379,9 +377,6 @@ func (s *ObjectStore) sweep(completed checkpoint.ID) (clean bool) {
 		return boolRank(path.Base(b) == metadataFile) - boolRank(path.Base(a) == metadataFile)
 	})
 	clean = s.sweepShared(keep, completed)
-	if !s.sweepProbes() {
-		clean = false
-	}
 	for _, k := range keys {
 		rel := strings.TrimPrefix(k, s.key()+"/")
 		if s.prefix == "" {

@@ -104,9 +104,8 @@ func TestObjectStoreReleaseSweepsAgain(t *testing.T) {
 // TestObjectStoreSweepsLeftProbes: the probe object of a check of
 // conditional writes that did not end (TestCrashOnObjectStorage's CI run
 // of 76a64ba found one after a SIGKILL or an S3 restart during the check)
-// is kept by the first sweep that sees it, which cannot tell it from the
-// probe of a standby checking the storage now, and removed by the next:
-// here the one Release makes because the last sweep left it.
+// is left by the sweeps, which cannot tell it from the probe of a standby
+// checking the storage now, and removed by the owner's release.
 func TestObjectStoreSweepsLeftProbes(t *testing.T) {
 	b := newMemBucket()
 	f := objectFixture{b: b, prefix: "p"}
@@ -119,7 +118,7 @@ func TestObjectStoreSweepsLeftProbes(t *testing.T) {
 	writeCheckpoint(t, s, checkpoint.KindCheckpoint)
 	s.sweeps.Wait()
 	if got, err := s.Unreferenced(); err != nil || len(got) != 1 || !strings.HasSuffix(got[0], left) {
-		t.Fatalf("after the first sweep that saw the probe: Unreferenced = %v, %v; want the probe kept", got, err)
+		t.Fatalf("after a sweep: Unreferenced = %v, %v; want the probe kept", got, err)
 	}
 	if err := s.Release(); err != nil {
 		t.Fatal(err)
@@ -129,8 +128,8 @@ func TestObjectStoreSweepsLeftProbes(t *testing.T) {
 	}
 }
 
-// TestConditionalWritesProbeRemovedByASweep: a probe whose object another
-// owner's sweep removed between its first and second create sees the
+// TestConditionalWritesProbeRemovedByASweep: a probe whose object a
+// releasing owner removed between its first and second create sees the
 // second create succeed, as on storage that ignores If-None-Match; the
 // check probes again rather than refuse the storage.
 func TestConditionalWritesProbeRemovedByASweep(t *testing.T) {
@@ -145,7 +144,7 @@ func TestConditionalWritesProbeRemovedByASweep(t *testing.T) {
 	}
 	s := objectFixture{b: b, prefix: "p"}.open(t, Options{})
 	if err := s.checkConditionalWrites(); err != nil {
-		t.Fatalf("checkConditionalWrites after a sweep removed its first probe: %v; want nil", err)
+		t.Fatalf("checkConditionalWrites after a release removed its first probe: %v; want nil", err)
 	}
 	if !removed {
 		t.Fatal("the probe was never removed: the test tested nothing")

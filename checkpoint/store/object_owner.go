@@ -392,6 +392,9 @@ func (s *ObjectStore) Release() error {
 	})
 	s.sweeps.Wait()
 	s.sweepAgain() // safe even if the release failed: a sweep checks the token on the server
+	if err == nil {
+		s.removeProbes()
+	}
 	s.mu.Lock()
 	s.own = nil
 	s.mu.Unlock()
@@ -439,13 +442,13 @@ var ErrConditionsIgnored = errors.New("the storage ignores the conditions of con
 // probePrefix names the probe objects of checkConditionalWrites. A probe
 // is removed when its check ends; one left behind (the process was killed
 // during the check, or the storage failed the removal) is removed by the
-// owner's sweep (sweepProbes).
+// owner's release (removeProbes).
 const probePrefix = "_conditional-write-probe-"
 
 // probeAttempts bounds the probes checkConditionalWrites makes before it
 // concludes that the storage ignores If-None-Match: a second create can
-// also succeed because an owner's sweep removed a probe that lived longer
-// than its sweeps apart, which a new probe does not repeat.
+// also succeed because a releasing owner removed the probe in between,
+// which a new probe does not repeat.
 const probeAttempts = 3
 
 // checkConditionalWrites checks, with a probe object of its own under the
@@ -465,9 +468,9 @@ func (s *ObjectStore) checkConditionalWrites() error {
 }
 
 // probeConditionalWrites makes one probe of checkConditionalWrites; again
-// is true when a second create of the probe succeeded, which a sweep that
-// removed the probe in between explains as well as a storage that ignores
-// the condition.
+// is true when a second create of the probe succeeded, which a release
+// that removed the probe in between explains as well as a storage that
+// ignores the condition.
 func (s *ObjectStore) probeConditionalWrites() (again bool, err error) {
 	id, err := randomHex(8)
 	if err != nil {
@@ -502,35 +505,20 @@ func (s *ObjectStore) probeConditionalWrites() (again bool, err error) {
 	return false, nil
 }
 
-// sweepProbes removes the probe objects left behind by checks of
-// conditional writes that did not end (see probePrefix). A probe is
-// removed only when an earlier sweep of this store already saw it: one
-// seen for the first time may belong to another process checking the
-// storage right now (a standby about to take over). clean is false while
-// a probe is left, so that Release sweeps again.
-func (s *ObjectStore) sweepProbes() (clean bool) {
+// removeProbes removes, at a release, the probe objects that checks of
+// conditional writes left behind (see probePrefix). It runs once, not at
+// every sweep: a LIST per checkpoint cost every task's storage a request,
+// and a standby whose probe it removes as it takes over probes again
+// (probeAttempts; any other failure of a probe is retried by Acquire).
+func (s *ObjectStore) removeProbes() {
 	keys, err := s.list(s.key(probePrefix))
 	if err != nil {
-		s.log.Warn("checkpoint/store: cannot sweep probe objects", "where", s.b.url(s.prefix), "err", err)
-		return false
+		s.log.Warn("checkpoint/store: cannot list probe objects", "where", s.b.url(s.prefix), "err", err)
+		return
 	}
-	s.sweepMu.Lock()
-	seen := s.probesSeen
-	s.sweepMu.Unlock()
-	clean = true
-	now := make(map[string]bool, len(keys))
 	for _, k := range keys {
-		if !seen[k] {
-			now[k], clean = true, false
-			continue
-		}
 		if err := s.remove(k); err != nil {
 			s.log.Warn("checkpoint/store: cannot remove a probe object", "object", s.b.url(k), "err", err)
-			now[k], clean = true, false
 		}
 	}
-	s.sweepMu.Lock()
-	s.probesSeen = now
-	s.sweepMu.Unlock()
-	return clean
 }
