@@ -317,10 +317,7 @@ func (priceSumCodec) Append(dst []byte, s priceSum) []byte {
 
 func (priceSumCodec) Decode(src []byte) (priceSum, error) {
 	var s priceSum
-	rest, err := varints(src, &s.sum, &s.n)
-	if err == nil && len(rest) > 0 {
-		err = errMalformedState
-	}
+	err := allVarints(src, &s.sum, &s.n)
 	return s, err
 }
 

@@ -91,9 +91,6 @@ func (openWindowCodec) Append(dst []byte, w openWindow) []byte {
 
 func (openWindowCodec) Decode(src []byte) (openWindow, error) {
 	var w openWindow
-	rest, err := varints(src, &w.start, &w.count)
-	if err == nil && len(rest) > 0 {
-		err = errMalformedState
-	}
+	err := allVarints(src, &w.start, &w.count)
 	return w, err
 }

@@ -208,6 +208,15 @@ func varints(src []byte, dst ...*int64) ([]byte, error) {
 	return src, nil
 }
 
+// allVarints decodes src, exactly len(dst) varints, into dst.
+func allVarints(src []byte, dst ...*int64) error {
+	rest, err := varints(src, dst...)
+	if err == nil && len(rest) > 0 {
+		err = errMalformedState
+	}
+	return err
+}
+
 // ranksCodec encodes a DistinctRanks as its byte.
 type ranksCodec struct{}
 
@@ -260,10 +269,7 @@ func (auctionStatsCodec) Append(dst []byte, s nexmark.AuctionStats) []byte {
 
 func (auctionStatsCodec) Decode(src []byte) (nexmark.AuctionStats, error) {
 	var s nexmark.AuctionStats
-	rest, err := varints(src, &s.Bids[0], &s.Bids[1], &s.Bids[2], &s.Bids[3], &s.Min, &s.Max, &s.Sum)
-	if err == nil && len(rest) > 0 {
-		err = errMalformedState
-	}
+	err := allVarints(src, &s.Bids[0], &s.Bids[1], &s.Bids[2], &s.Bids[3], &s.Min, &s.Max, &s.Sum)
 	return s, err
 }
 

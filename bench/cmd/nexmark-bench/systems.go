@@ -32,7 +32,7 @@ const kstreamsDistinct = "not written: the DSL has no distinct count; each of th
 	"(by the group and the counted value, then by the group) and joined back, or a Processor API store"
 
 // flinkCannotQ6 is why Flink lacks q6.
-const flinkCannotQ6 = "Flink cannot run it: its q6 is an OVER window over a GROUP BY's updating result, which Flink SQL refuses " +
+const flinkCannotQ6 = "not written: Flink's q6 is an OVER window over a GROUP BY's updating result, which Flink SQL does not support " +
 	"(Flink's Nexmark suite lists q6 as not supported)"
 
 // Queries the peers do not implement, and why.
