@@ -143,16 +143,15 @@ func (in *injector) failf(format string, args ...any) {
 }
 
 // processKinds returns the process faults that can be made: the clean
-// stop during an outage needs toxiproxy; a cluster run makes the instance
-// faults instead.
+// stop during an outage needs toxiproxy, the wiped state the Pebble
+// backend; a cluster run makes the instance faults instead.
 func (in *injector) processKinds() []string {
 	if in.instances {
 		return instanceKinds()
 	}
-	if in.tp == nil {
-		return slices.DeleteFunc(slices.Clone(processKinds), func(k string) bool { return k == FaultCleanStop })
-	}
-	return processKinds
+	return slices.DeleteFunc(slices.Clone(processKinds), func(k string) bool {
+		return k == FaultCleanStop && in.tp == nil || k == FaultStateWiped && in.job.StateDir == ""
+	})
 }
 
 // kinds returns the fault kinds of the available groups.

@@ -44,6 +44,12 @@ const (
 	// checkpoints fail TolerableCheckpointFailures times in a row), not
 	// hang.
 	FaultStuckWrite = "stuck-write"
+	// FaultStateWiped: with the keyed state in the Pebble backend, the job
+	// is SIGKILLed and its state directory (the databases and the local
+	// copies of the checkpoint's shared files) removed, as when a machine
+	// is replaced; the next run must restore everything from the
+	// checkpoint storage.
+	FaultStateWiped = "state-wiped"
 )
 
 // Bounds of the process faults.
@@ -76,7 +82,7 @@ const (
 )
 
 // processKinds are the process faults.
-var processKinds = []string{FaultCleanStop, FaultSecondInstance, FaultZombie, FaultCorrupt, FaultStuckWrite, FaultCommitRejected, FaultRerun}
+var processKinds = []string{FaultCleanStop, FaultSecondInstance, FaultZombie, FaultCorrupt, FaultStuckWrite, FaultCommitRejected, FaultRerun, FaultStateWiped}
 
 // claim is crashtest's Options.Claim: it claims about one run in four (one
 // in two until every process fault was made once) for a process fault,
@@ -184,6 +190,8 @@ func (in *injector) processFault(ctx context.Context, run int, child *crashtest.
 			kind = ""
 		}
 		return kind, err
+	case FaultStateWiped:
+		return kind, in.wipeState(child)
 	}
 	return "", fmt.Errorf("torture: run %d claimed for an unknown fault %q", run, kind)
 }
@@ -194,6 +202,15 @@ func (in *injector) endRun(child *crashtest.Child) (string, error) {
 	_ = child.Process.Signal(syscall.SIGKILL)
 	<-child.Exited()
 	return "", nil
+}
+
+// wipeState makes FaultStateWiped: it SIGKILLs the job and, once it
+// exited, removes its Pebble state directory.
+func (in *injector) wipeState(child *crashtest.Child) error {
+	if _, err := in.endRun(child); err != nil {
+		return err
+	}
+	return os.RemoveAll(in.job.StateDir)
 }
 
 // cleanStop stops the job with SIGTERM while target is unreachable, the

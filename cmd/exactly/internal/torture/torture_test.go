@@ -31,11 +31,12 @@ func TestTorture(t *testing.T) {
 // the S3 server, through toxiproxy, and the object-storage faults (server
 // SIGKILL and restart, uploads slower than the checkpoint timeout, and the
 // network faults on the S3 connections) instead of the checkpoint
-// directory's; the keyed state is in the Pebble backend.
+// directory's; the keyed state is in the Pebble backend, whose directory
+// a fault wipes.
 func TestTortureObjectStorage(t *testing.T) {
 	tortureTest(t, crashtesting.Sized(24, 100), []testenv.Service{testenv.S3Service}, func(c *Config) []string {
 		c.S3, c.NoDisk, c.Pebble = testenv.S3(t), true, true
-		return []string{FaultS3Restart, FaultSlowUpload}
+		return []string{FaultS3Restart, FaultSlowUpload, FaultStateWiped}
 	})
 }
 
