@@ -248,5 +248,11 @@ func (b *KeyedBackend[K]) Close() error {
 	if b.disk == nil {
 		return nil
 	}
-	return b.disk.db.Close()
+	err := b.disk.db.Close()
+	if v := &b.disk.values; v.shared != nil {
+		v.charge(-v.used)
+		v.shared.release()
+		v.shared = nil
+	}
+	return err
 }

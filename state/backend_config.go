@@ -62,6 +62,12 @@ type BackendConfig struct {
 	// subtasks on Pebble uses about n × MemoryBudget besides its Go heap's
 	// other contents. The heap backend ignores it.
 	MemoryBudget int64
+	// Memory, when set, is a budget the Pebble backends opened with this
+	// configuration share, for the whole process: one block cache, the
+	// write buffers of every database and the value caches all count
+	// against it (see Memory), and MemoryBudget is not used. Give one
+	// Memory to every job of a process whose memory is bounded.
+	Memory *Memory
 	// DownloadConcurrency is the number of shared files of an incremental
 	// checkpoint that a subtask's restore downloads at a time, each
 	// verified by its checksum. 0 means DefaultDownloadConcurrency (4).
@@ -98,6 +104,9 @@ func (c BackendConfig) Validate() error {
 		if c.Dir == "" {
 			return fmt.Errorf("state: BackendConfig.Dir is empty: the Pebble backend needs a directory for its databases: set Dir to a directory of this job's own")
 		}
+		if c.MemoryBudget != 0 && c.Memory != nil {
+			return fmt.Errorf("state: BackendConfig.MemoryBudget %d and BackendConfig.Memory are both set: Memory, the process's shared budget, replaces the budget of each subtask: set only one", c.MemoryBudget)
+		}
 		if c.MemoryBudget != 0 && c.MemoryBudget < MinMemoryBudget {
 			return fmt.Errorf("state: BackendConfig.MemoryBudget %d is below the minimum of %d bytes (4 MiB): set it to at least MinMemoryBudget, or 0 for the default of 256 MiB", c.MemoryBudget, MinMemoryBudget)
 		}
@@ -125,11 +134,19 @@ func OpenKeyedBackend[K comparable](c BackendConfig, operator string, subtask in
 		return b, nil
 	}
 	dir := filepath.Join(c.Dir, url.PathEscape(operator)+"-"+strconv.Itoa(subtask))
-	db, err := kv.Open(dir, kv.Options{CacheBytes: c.budget() / 2})
+	opts := kv.Options{CacheBytes: c.budget() / 2}
+	values := valueCache{limit: c.budget() - c.budget()/2}
+	if c.Memory != nil {
+		opts.Cache, values.shared = c.Memory.acquire(), c.Memory
+	}
+	db, err := kv.Open(dir, opts)
 	if err != nil {
+		if c.Memory != nil {
+			c.Memory.release()
+		}
 		return nil, fmt.Errorf("state: operator %q subtask %d: %w: check BackendConfig.Dir %q", operator, subtask, err, c.Dir)
 	}
-	b.disk = newDiskStore(db, b, c.budget()-c.budget()/2)
+	b.disk = newDiskStore(db, b, values)
 	b.useDiskTimers()
 	return b, nil
 }

@@ -46,18 +46,9 @@ type diskStore[K comparable] struct {
 	values valueCache
 }
 
-// valueCache is the memory the write-back caches of a subtask's value
-// states use, and may use: the cost of their entries (see
-// cachedValue.cost), against their share of BackendConfig.MemoryBudget.
-type valueCache struct{ used, limit int64 }
-
-// full reports whether the caches used up their budget: the next miss
-// empties them all.
-func (c valueCache) full() bool { return c.used >= c.limit }
-
-func newDiskStore[K comparable](db *kv.DB, b *KeyedBackend[K], valueCacheBytes int64) *diskStore[K] {
+func newDiskStore[K comparable](db *kv.DB, b *KeyedBackend[K], values valueCache) *diskStore[K] {
 	return &diskStore[K]{db: db, b: b, keyEnc: appendFunc(b.keyCodec), nextID: 1, stale: true,
-		local: kv.NewLocalFiles(db.Base()), values: valueCache{limit: valueCacheBytes}}
+		local: kv.NewLocalFiles(db.Base()), values: values}
 }
 
 func (d *diskStore[K]) keyChanged() { d.stale = true }

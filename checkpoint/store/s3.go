@@ -204,12 +204,18 @@ func (b *s3Bucket) copyTo(ctx context.Context, key string, w io.Writer) (int64, 
 	return n, nil
 }
 
+// partBytes is the size of the parts of an upload in parts: the memory it
+// holds, which the state backends' memory budget leaves out (see
+// state.Memory). S3 takes parts of 5 MiB and more.
+const partBytes = 8 << 20
+
 func (b *s3Bucket) put(ctx context.Context, key string, body io.Reader, size int64, cond putCondition) (string, error) {
 	// A conditional write (the manifest, a checkpoint's metadata: small)
 	// is one PUT, which the condition applies to. Others are uploaded in
-	// parts once larger than one part (16 MiB at least), so that an object
-	// of state is not capped at the 5 GiB of a single PUT on AWS S3.
-	opts := minio.PutObjectOptions{ContentType: "application/octet-stream", DisableMultipart: cond.ifAbsent || cond.ifMatch != ""}
+	// parts once larger than one part, so that an object of state is not
+	// capped at the 5 GiB of a single PUT on AWS S3 (with 10,000 parts of
+	// partBytes, at 78 GiB). An upload in parts holds one part in memory.
+	opts := minio.PutObjectOptions{ContentType: "application/octet-stream", DisableMultipart: cond.ifAbsent || cond.ifMatch != "", PartSize: partBytes}
 	switch {
 	case cond.ifAbsent:
 		opts.SetMatchETagExcept("*")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/exactlyonce/exactly/checkpoint"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"github.com/exactlyonce/exactly/bench/internal/procstat"
+	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/state"
 	"github.com/exactlyonce/exactly/stream"
 )
 
@@ -32,6 +33,12 @@ func runExactly(ctx context.Context, c config) (err error) {
 		}()
 	}
 	jc := jobConfig{Backend: c.backend, StateDir: stateDir, MemoryBudget: c.budget(), Downloads: c.downloads, Parallelism: c.parallelism, Rate: c.rate, Events: c.work.events()}
+	if c.processMiB > 0 {
+		if jc.Memory, err = state.NewMemory(c.processMiB << 20); err != nil {
+			return err
+		}
+		jc.MemoryBudget = 0
+	}
 	if c.restoreOnly {
 		if err := measureRestore(ctx, c, jc, restoreDir); err != nil {
 			return err

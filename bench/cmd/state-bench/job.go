@@ -71,6 +71,8 @@ type jobConfig struct {
 	StateDir string
 	// MemoryBudget is the Pebble backend's memory budget per subtask.
 	MemoryBudget int64
+	// Memory, when set, is the budget the subtasks share instead.
+	Memory *state.Memory
 	// Downloads is the number of shared files a subtask's restore
 	// downloads at a time.
 	Downloads int
@@ -96,7 +98,7 @@ func buildJob(w workload, c jobConfig) (*stream.Job, error) {
 	j := stream.New("state-bench")
 	switch c.Backend {
 	case "pebble":
-		j.SetStateBackend(state.BackendConfig{Kind: state.PebbleBackend, Dir: filepath.Clean(c.StateDir), MemoryBudget: c.MemoryBudget, DownloadConcurrency: c.Downloads})
+		j.SetStateBackend(state.BackendConfig{Kind: state.PebbleBackend, Dir: filepath.Clean(c.StateDir), MemoryBudget: c.MemoryBudget, Memory: c.Memory, DownloadConcurrency: c.Downloads})
 	case "heap":
 		j.SetStateBackend(state.BackendConfig{DownloadConcurrency: c.Downloads})
 	default:

@@ -35,6 +35,7 @@ type config struct {
 	system      string
 	backend     string
 	budgetMiB   int64
+	processMiB  int64
 	downloads   int
 	stateGB     float64
 	work        workload
@@ -59,6 +60,7 @@ func main() {
 	flag.StringVar(&c.system, "system", "exactly", "exactly, or flink (bench/peers/flink, RocksDB with incremental checkpoints)")
 	flag.StringVar(&c.backend, "state", "pebble", "exactly's keyed-state backend: pebble or heap")
 	flag.Int64Var(&c.budgetMiB, "memory-budget-mib", 0, "pebble: state.BackendConfig.MemoryBudget per subtask, MiB; 0: the default (256 MiB)")
+	flag.Int64Var(&c.processMiB, "process-memory-mib", 0, "pebble: a state.Memory of this many MiB that every subtask shares (block cache, write buffers, value caches) instead of --memory-budget-mib each; set GOMEMLIMIT beside it for the Go heap")
 	flag.IntVar(&c.downloads, "download-concurrency", 0, "state.BackendConfig.DownloadConcurrency: shared files a subtask's restore downloads at a time; 0: the default (4)")
 	flag.Float64Var(&c.stateGB, "state-gb", 1, "logical state to reach, GiB: keys × --value-bytes")
 	flag.IntVar(&c.work.ValueBytes, "value-bytes", 1024, "bytes of every value")
@@ -100,6 +102,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("--state is %q: use pebble or heap", c.backend)
 	case c.budgetMiB < 0:
 		return fmt.Errorf("--memory-budget-mib is %d: use 0 for the default or a size in MiB", c.budgetMiB)
+	case c.processMiB < 0 || c.processMiB > 0 && c.budgetMiB > 0:
+		return fmt.Errorf("--process-memory-mib is %d with --memory-budget-mib %d: give a size in MiB to one of them, 0 to the other", c.processMiB, c.budgetMiB)
 	case c.downloads < 0:
 		return fmt.Errorf("--download-concurrency is %d: use 0 for the default or a positive number", c.downloads)
 	case c.stateGB <= 0:
@@ -146,6 +150,9 @@ func run(ctx context.Context, c config) error {
 	backend := c.backend
 	if backend == "pebble" {
 		backend = fmt.Sprintf("pebble, memory budget %s per subtask", bytesStr(c.budget()))
+		if c.processMiB > 0 {
+			backend = fmt.Sprintf("pebble, memory budget %s shared by the subtasks", bytesStr(c.processMiB<<20))
+		}
 	}
 	if c.system == "flink" {
 		backend = "rocksdb, incremental checkpoints"

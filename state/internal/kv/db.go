@@ -42,7 +42,19 @@ type Options struct {
 	// built with cgo, so GOMEMLIMIT does not count it. At least
 	// MinCacheBytes.
 	CacheBytes int64
+	// Cache, when set, is a block cache the database shares with others,
+	// instead of one of CacheBytes of its own.
+	Cache *pebble.Cache
 }
+
+// Write buffers: each database has memtables of MemTableBytes, at most
+// memTables of them at once (writes wait while that many are full and
+// flushing), WriteBufferBytes in all, allocated outside the Go heap.
+const (
+	MemTableBytes    = 4 << 20
+	memTables        = 2
+	WriteBufferBytes = memTables * MemTableBytes
+)
 
 // MinCacheBytes is the smallest block cache a database is opened with: a
 // smaller CacheBytes is raised to it.
@@ -80,14 +92,18 @@ func Open(base string, o Options) (*DB, error) {
 const bloomBitsPerKey = 10
 
 // open opens the writable database in dir with its own block cache of
-// o.CacheBytes and a bloom filter in the files of every level, so that a
+// o.CacheBytes (or the shared o.Cache) and a bloom filter in the files of every level, so that a
 // point read of a key that is not in the database (every insert reads
 // first) reads almost no file.
 func open(dir string, o Options) (*pebble.DB, error) {
-	cache := pebble.NewCache(max(o.CacheBytes, MinCacheBytes))
-	// The database holds its own reference to the cache.
-	defer cache.Unref()
-	opts := &pebble.Options{DisableWAL: true, Logger: quietLogger{}, MaxManifestFileSize: maxManifestFileSize, Cache: cache}
+	cache := o.Cache
+	if cache == nil {
+		cache = pebble.NewCache(max(o.CacheBytes, MinCacheBytes))
+		// The database holds its own reference to the cache.
+		defer cache.Unref()
+	}
+	opts := &pebble.Options{DisableWAL: true, Logger: quietLogger{}, MaxManifestFileSize: maxManifestFileSize, Cache: cache,
+		MemTableSize: MemTableBytes, MemTableStopWritesThreshold: memTables}
 	for i := range opts.Levels {
 		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(bloomBitsPerKey)
 	}
