@@ -55,7 +55,12 @@ func recordSchema(rec record.Record) record.Schema {
 func (p *plan) build() (*stream.Job, error) {
 	j := stream.New(p.cfg.Name)
 	if p.cfg.State.Backend == "pebble" {
-		j.SetStateBackend(state.BackendConfig{Kind: state.PebbleBackend, Dir: p.cfg.State.Dir})
+		c := state.BackendConfig{Kind: state.PebbleBackend, Dir: p.cfg.State.Dir}
+		if p.cfg.State.Memory > 0 {
+			// compile checked the size.
+			c.Memory, _ = state.NewMemory(int64(p.cfg.State.Memory) << 20)
+		}
+		j.SetStateBackend(c)
 	}
 	b := &builder{plan: p, streams: map[string]stream.Stream[item]{}, late: map[string]stream.OutputTag[item]{}}
 	for _, in := range p.inputs {

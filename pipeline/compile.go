@@ -10,6 +10,7 @@ import (
 	"github.com/exactlyonce/exactly/pipeline/internal/config"
 	"github.com/exactlyonce/exactly/pipeline/internal/record"
 	"github.com/exactlyonce/exactly/pipeline/internal/yamlconf"
+	"github.com/exactlyonce/exactly/state"
 )
 
 // maxParallelism is the engine's default number of key groups, which
@@ -194,6 +195,9 @@ func (p *plan) checkLimits(c *compiler) {
 		if *d.v <= 0 {
 			c.errorf(doc.Pos(d.v), "%s is %v: use a positive duration such as 10s", d.what, *d.v)
 		}
+	}
+	if m := cfg.State.Memory; m != 0 && int64(m)<<20 < state.MinMemoryBudget {
+		c.errorf(doc.Pos(&cfg.State.Memory), "state.memory_mib is %d: use at least %d, or leave it out for 256 MiB per keyed subtask", m, state.MinMemoryBudget>>20)
 	}
 	if cl.StagePause < 0 {
 		c.errorf(doc.Pos(&cl.StagePause), "cluster.stage_pause is %v: use 0 (a tenth of checkpoint.interval) or a positive duration", cl.StagePause)

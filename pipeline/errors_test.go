@@ -262,6 +262,20 @@ event_time: {field: a, idle_timeout: -5s}
 sink: {kind: file, dir: out}
 `,
 		`p.yaml:3:38: event_time.idle_timeout is -5s: use 0 (never idle) or a positive duration`},
+	{"a Pebble memory budget below the minimum", `
+name: x
+source: {kind: generator, count: 1, fields: {a: index}}
+sink: {kind: file, dir: out}
+state: {backend: pebble, dir: st, memory_mib: 2}
+`,
+		`p.yaml:4:47: state.memory_mib is 2: use at least 4, or leave it out for 256 MiB per keyed subtask`},
+	{"a Pebble memory budget on the heap", `
+name: x
+source: {kind: generator, count: 1, fields: {a: index}}
+sink: {kind: file, dir: out}
+state: {backend: heap, memory_mib: 64}
+`,
+		`p.yaml:4:24: state.memory_mib applies to backend pebble only, not to backend "heap": remove it`},
 	{"a cluster session timeout of zero", `
 name: x
 source: {kind: generator, count: 1, fields: {a: index}}

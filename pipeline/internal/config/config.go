@@ -163,4 +163,5 @@ type Restart struct {
 type State struct {
 	Backend string `yaml:"backend" kind:"true" default:"heap" enum:"heap,pebble" doc:"heap keeps keyed state in memory; pebble on disk, under dir."`
 	Dir     string `yaml:"dir" kinds:"pebble" required:"pebble" example:"exactly-state" doc:"The directory of the Pebble state (a relative path is relative to the pipeline file's directory)."`
+	Memory  int    `yaml:"memory_mib" kinds:"pebble" doc:"The memory, in MiB, that the Pebble state of the whole process may use, shared by every keyed step's subtasks: one block cache, the write buffers and the value caches (state.Memory, docs/state.md); at least 4. Default: 256 MiB per keyed subtask."`
 }
