@@ -3,6 +3,7 @@ package state
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -164,4 +165,31 @@ func TestRestoreKeepsCachedValues(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestWriteBackHoldsNoCopyOfTheCache: writing back a cache of 32 MiB of
+// values leaves no copy of them in the Go heap. In one batch it did:
+// Pebble keeps a batch larger than half a memtable whole, as a memtable of
+// its own, until it is flushed.
+func TestWriteBackHoldsNoCopyOfTheCache(t *testing.T) {
+	b := newBackend(t, PebbleBackend, StringCodec{}, 8, KeyGroupRange{0, 8})
+	b.disk.values.limit = 1 << 40
+	v := must(NewValueState[string, string](b.Scope(), "v", StringCodec{}))
+	value := strings.Repeat("v", 4<<10)
+	for i := range 8 << 10 { // 32 MiB
+		b.SetCurrentKey(fmt.Sprint("k", i))
+		v.Update(value)
+	}
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before := heap()
+	b.dropValueCaches()
+	after := heap()
+	if after > before && after-before > 8<<20 {
+		t.Errorf("the write-back of 32 MiB of values left %d MiB more in the Go heap", (after-before)>>20)
+	}
 }

@@ -179,8 +179,17 @@ func (b *KeyedBackend[K]) dropValueCaches() {
 	}
 }
 
-// writeBack writes the cache's changes to the database in one batch; a
-// changed value that expired is deleted instead.
+// writeBackBatchBytes bounds a write-back's batches: a batch holds a copy
+// of what it writes in the Go heap, and Pebble keeps one larger than half
+// a memtable whole until it is flushed, so a write-back in one batch would
+// hold as much memory again as the cache. The write-back needs no
+// atomicity (a crashed process's database is never reused), only to be
+// complete before the snapshot's view is taken.
+const writeBackBatchBytes = 1 << 20
+
+// writeBack writes the cache's changes to the database, in batches of
+// about writeBackBatchBytes; a changed value that expired is deleted
+// instead.
 func (s *diskValues[K, V]) writeBack() {
 	if s.dirty == 0 {
 		return
@@ -212,6 +221,10 @@ func (s *diskValues[K, V]) writeBack() {
 			d.fail("writing state", err)
 		}
 		e.dirty = false
+		if b.Len() >= writeBackBatchBytes {
+			d.write(b.Commit(pebble.NoSync))
+			b.Reset()
+		}
 	}
 	d.write(b.Commit(pebble.NoSync))
 	if err := b.Close(); err != nil {

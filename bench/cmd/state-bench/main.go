@@ -18,6 +18,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
+	_ "net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -53,6 +55,7 @@ type config struct {
 	flinkPort   int
 	flinkHeap   string
 	cpuProfile  string
+	pprofAddr   string
 }
 
 func main() {
@@ -78,6 +81,7 @@ func main() {
 	flag.Float64Var(&c.bucketGB, "bucket-gb", 1, "state-size step of the summary table, GiB")
 	flag.IntVar(&c.flinkPort, "flink-rest-port", 31081, "flink: the MiniCluster's REST port, polled for checkpoint statistics")
 	flag.StringVar(&c.flinkHeap, "flink-heap", "1g", "flink: the JVM's -Xmx")
+	flag.StringVar(&c.pprofAddr, "pprof", "", "serve net/http/pprof on this address (such as 127.0.0.1:6060) during the run, for heap profiles")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "exactly: write a CPU profile of the run (restore and download included) to this file")
 	flag.Parse()
 	c.work.Seed = 1
@@ -163,6 +167,9 @@ func run(ctx context.Context, c config) error {
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"))
 	if c.system == "flink" {
 		return runFlink(ctx, c)
+	}
+	if c.pprofAddr != "" {
+		go func() { _ = http.ListenAndServe(c.pprofAddr, nil) }()
 	}
 	if c.cpuProfile != "" {
 		f, err := os.Create(c.cpuProfile)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -87,6 +88,12 @@ func Open(base string, o Options) (*DB, error) {
 	return &DB{base: base, dir: dir, lock: lock, instance: instance, opts: o, db: db, views: make(map[*View]struct{})}, nil
 }
 
+// valueSeparation keeps values of separatedValueBytes and more in blob
+// files, which compactions do not rewrite (Pebble's value separation).
+var valueSeparation = false
+
+const separatedValueBytes = 512
+
 // bloomBitsPerKey is the size of the bloom filter of every file, per key:
 // 10 bits make about 1% of the reads of an absent key look into a file.
 const bloomBitsPerKey = 10
@@ -104,6 +111,13 @@ func open(dir string, o Options) (*pebble.DB, error) {
 	}
 	opts := &pebble.Options{DisableWAL: true, Logger: quietLogger{}, MaxManifestFileSize: maxManifestFileSize, Cache: cache,
 		MemTableSize: MemTableBytes, MemTableStopWritesThreshold: memTables}
+	if valueSeparation {
+		opts.FormatMajorVersion = pebble.FormatValueSeparation
+		opts.Experimental.ValueSeparationPolicy = func() pebble.ValueSeparationPolicy {
+			return pebble.ValueSeparationPolicy{Enabled: true, MinimumSize: separatedValueBytes, MaxBlobReferenceDepth: 10,
+				RewriteMinimumAge: time.Minute, TargetGarbageRatio: 0.2}
+		}
+	}
 	for i := range opts.Levels {
 		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(bloomBitsPerKey)
 	}
