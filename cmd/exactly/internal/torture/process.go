@@ -173,6 +173,13 @@ func (in *injector) processFault(ctx context.Context, run int, child *crashtest.
 		}
 		return kind + ":postgres", in.stuckWrite(ctx, child, "postgres")
 	case FaultSecondInstance:
+		// The first must own the checkpoint storage when the second
+		// starts: a first still waiting out the lease of the run before
+		// may lose the race for it to the second, which is the engine's
+		// rule working, not the fault (seed 20261220, run 111).
+		if !in.nextCheckpoint(ctx, ownedBound) {
+			return in.endRun(child)
+		}
 		return kind, in.secondInstance(ctx, child, between(200*time.Millisecond, 1500*time.Millisecond))
 	case FaultZombie:
 		return kind, in.zombie(ctx, child, ownershipLease+between(time.Second, 2*time.Second), between(time.Second, 3*time.Second))
@@ -527,6 +534,27 @@ func newestCompletedDir(ckpt string) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// ownedBound bounds the wait for the first checkpoint of a job process
+// that a process fault needs to be running.
+const ownedBound = 30 * time.Second
+
+// nextCheckpoint waits up to bound for the job process to complete a
+// checkpoint, proof that it owns the checkpoint storage; false if none
+// completed, or ctx ended, first.
+func (in *injector) nextCheckpoint(ctx context.Context, bound time.Duration) bool {
+	start := in.checkpoints()
+	deadline := time.Now().Add(bound)
+	for time.Now().Before(deadline) {
+		if in.checkpoints() > start {
+			return true
+		}
+		if !sleep(ctx, 50*time.Millisecond) {
+			return false
+		}
+	}
+	return false
 }
 
 // checkpoints returns the number of checkpoints the job processes
