@@ -167,13 +167,17 @@ func TestRestoreKeepsCachedValues(t *testing.T) {
 	})
 }
 
-// TestWriteBackHoldsNoCopyOfTheCache: writing back a cache of 32 MiB of
-// values leaves no copy of them in the Go heap. In one batch it did:
-// Pebble keeps a batch larger than half a memtable whole, as a memtable of
-// its own, until it is flushed.
+// TestWriteBackHoldsNoCopyOfTheCache: with a shared Memory, writing back a
+// cache of 32 MiB of values leaves no copy of them in the Go heap. In one
+// batch it did: Pebble keeps a batch larger than half a memtable whole, as
+// a memtable of its own, until it is flushed.
 func TestWriteBackHoldsNoCopyOfTheCache(t *testing.T) {
-	b := newBackend(t, PebbleBackend, StringCodec{}, 8, KeyGroupRange{0, 8})
-	b.disk.values.limit = 1 << 40
+	m := must(NewMemory(1 << 30))
+	b, err := OpenKeyedBackend(BackendConfig{Kind: PebbleBackend, Dir: t.TempDir(), Memory: m}, "op", 0, StringCodec{}, 8, KeyGroupRange{0, 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
 	v := must(NewValueState[string, string](b.Scope(), "v", StringCodec{}))
 	value := strings.Repeat("v", 4<<10)
 	for i := range 8 << 10 { // 32 MiB

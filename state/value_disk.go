@@ -179,22 +179,35 @@ func (b *KeyedBackend[K]) dropValueCaches() {
 	}
 }
 
-// writeBackBatchBytes bounds a write-back's batches: a batch holds a copy
-// of what it writes in the Go heap, and Pebble keeps one larger than half
-// a memtable whole until it is flushed, so a write-back in one batch would
-// hold as much memory again as the cache. The write-back needs no
-// atomicity (a crashed process's database is never reused), only to be
-// complete before the snapshot's view is taken.
-const writeBackBatchBytes = 1 << 20
+// A write-back of the value caches commits batches of writeBackBatchBytes,
+// or of boundedWriteBackBatchBytes when the backend takes its memory from
+// a shared state.Memory. A batch holds a copy of what it writes in the Go
+// heap, and Pebble keeps one larger than half a memtable whole, as a
+// memtable of its own, until it is flushed: a write-back in one batch held
+// as much memory again as the cache. Large batches are flushed whole, in
+// few large files, which keeps compactions and reads cheaper (1 GiB of
+// state-bench on a quiet machine: 36.7 k events/s with batches of 16 MiB,
+// 26.6-28.4 k with 1 MiB); small ones go through the memtables, whose
+// memory the budget counts. A write-back needs no atomicity (a crashed
+// process's database is never reused), only to be complete before the
+// snapshot's view is taken.
+const (
+	writeBackBatchBytes        = 16 << 20
+	boundedWriteBackBatchBytes = 1 << 20
+)
 
 // writeBack writes the cache's changes to the database, in batches of
-// about writeBackBatchBytes; a changed value that expired is deleted
-// instead.
+// about writeBackBatchBytes (boundedWriteBackBatchBytes with a shared
+// Memory); a changed value that expired is deleted instead.
 func (s *diskValues[K, V]) writeBack() {
 	if s.dirty == 0 {
 		return
 	}
 	d := s.t.d
+	limit := writeBackBatchBytes
+	if d.values.shared != nil {
+		limit = boundedWriteBackBatchBytes
+	}
 	b := d.db.NewBatch()
 	var key []byte
 	for k, e := range s.cache {
@@ -221,7 +234,7 @@ func (s *diskValues[K, V]) writeBack() {
 			d.fail("writing state", err)
 		}
 		e.dirty = false
-		if b.Len() >= writeBackBatchBytes {
+		if b.Len() >= limit {
 			d.write(b.Commit(pebble.NoSync))
 			b.Reset()
 		}

@@ -32,7 +32,7 @@ func runExactly(ctx context.Context, c config) (err error) {
 			err = errors.Join(err, removeCheckpoints(context.Background(), c.checkpoints))
 		}()
 	}
-	jc := jobConfig{Backend: c.backend, StateDir: stateDir, MemoryBudget: c.budget(), Downloads: c.downloads, Parallelism: c.parallelism, Rate: c.rate, Events: c.work.events()}
+	jc := jobConfig{Backend: c.backend, StateDir: stateDir, MemoryBudget: c.budget(), Downloads: c.downloads, Parallelism: c.parallelism, Rate: c.rate, Events: c.work.events(), Timers: c.timers}
 	if c.processMiB > 0 {
 		if jc.Memory, err = state.NewMemory(c.processMiB << 20); err != nil {
 			return err

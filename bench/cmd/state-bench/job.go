@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"time"
 
 	"github.com/exactlyonce/exactly/connectors/generator"
 	"github.com/exactlyonce/exactly/state"
@@ -82,6 +83,10 @@ type jobConfig struct {
 	Rate float64
 	// Events is the number of events the source generates.
 	Events uint64
+	// Timers makes each insert register a processing-time timer for its
+	// key a year ahead, which never fires: the pending timers grow with
+	// the keys.
+	Timers bool
 }
 
 // keyedOp names the keyed operator, whose record count is the throughput.
@@ -116,6 +121,8 @@ func buildJob(w workload, c jobConfig) (*stream.Job, error) {
 				var n uint64
 				if old, ok := values.Value(); ok {
 					n = binary.LittleEndian.Uint64(old)
+				} else if c.Timers {
+					ctx.RegisterTimer(time.Now().Add(365 * 24 * time.Hour))
 				}
 				values.Update(w.value(e, n+1))
 				return nil

@@ -38,6 +38,7 @@ type config struct {
 	backend     string
 	budgetMiB   int64
 	processMiB  int64
+	timers      bool
 	downloads   int
 	stateGB     float64
 	work        workload
@@ -64,6 +65,7 @@ func main() {
 	flag.StringVar(&c.backend, "state", "pebble", "exactly's keyed-state backend: pebble or heap")
 	flag.Int64Var(&c.budgetMiB, "memory-budget-mib", 0, "pebble: state.BackendConfig.MemoryBudget per subtask, MiB; 0: the default (256 MiB)")
 	flag.Int64Var(&c.processMiB, "process-memory-mib", 0, "pebble: a state.Memory of this many MiB that every subtask shares (block cache, write buffers, value caches) instead of --memory-budget-mib each; set GOMEMLIMIT beside it for the Go heap")
+	flag.BoolVar(&c.timers, "timers", false, "each insert also registers a processing-time timer for its key a year ahead (never fired): as many pending timers as keys")
 	flag.IntVar(&c.downloads, "download-concurrency", 0, "state.BackendConfig.DownloadConcurrency: shared files a subtask's restore downloads at a time; 0: the default (4)")
 	flag.Float64Var(&c.stateGB, "state-gb", 1, "logical state to reach, GiB: keys × --value-bytes")
 	flag.IntVar(&c.work.ValueBytes, "value-bytes", 1024, "bytes of every value")
@@ -122,6 +124,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("--bucket-gb is %v: use a positive size", c.bucketGB)
 	case c.system == "flink" && strings.HasPrefix(c.checkpoints, "s3://"):
 		return errors.New("--checkpoints: the Flink peer checkpoints to a local directory only (Flink's S3 file systems are plugins)")
+	case c.timers && c.system != "exactly":
+		return errors.New("--timers runs on exactly only")
 	case (c.restore || c.restoreOnly || c.download) && c.system != "exactly":
 		return errors.New("--restore, --restore-only and --download measure exactly only")
 	case c.download && !strings.HasPrefix(c.checkpoints, "s3://"):
@@ -165,6 +169,9 @@ func run(ctx context.Context, c config) error {
 		c.system, backend, c.work.Keys, c.work.ValueBytes, bytesStr(int64(c.work.Keys)*int64(c.work.ValueBytes)),
 		c.work.UpdatesPerInsert, c.work.events(), c.parallelism, c.interval, c.checkpoints, rateOrMax(c.rate), limit, c.rssCapMiB,
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"))
+	if c.timers {
+		fmt.Printf("state-bench: each insert registers a processing-time timer a year ahead: %d pending timers at the end\n", c.work.Keys)
+	}
 	if c.system == "flink" {
 		return runFlink(ctx, c)
 	}

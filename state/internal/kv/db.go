@@ -89,8 +89,14 @@ func Open(base string, o Options) (*DB, error) {
 }
 
 // valueSeparation keeps values of separatedValueBytes and more in blob
-// files, which compactions do not rewrite (Pebble's value separation).
-var valueSeparation = false
+// files, which compactions do not rewrite (Pebble's value separation,
+// which needs FormatValueSeparation): compactions then move keys and
+// references, not values, so they write less, and incremental checkpoints
+// upload less (state-bench, 1 GiB of 1 KiB values on a quiet machine:
+// 33.7 k events/s against 26.6-28.4 k, and 2.5 times the changed bytes
+// uploaded against 5.1-6.3 times). Blob files are immutable, shared like
+// tables. A switch, to measure without it.
+var valueSeparation = true
 
 const separatedValueBytes = 512
 
