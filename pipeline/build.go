@@ -57,8 +57,10 @@ func (p *plan) build() (*stream.Job, error) {
 	if p.cfg.State.Backend == "pebble" {
 		c := state.BackendConfig{Kind: state.PebbleBackend, Dir: p.cfg.State.Dir}
 		if p.cfg.State.Memory > 0 {
-			// compile checked the size.
-			c.Memory, _ = state.NewMemory(int64(p.cfg.State.Memory) << 20)
+			var err error
+			if c.Memory, err = state.NewMemory(int64(p.cfg.State.Memory) << 20); err != nil {
+				return nil, err
+			}
 		}
 		j.SetStateBackend(c)
 	}

@@ -250,7 +250,6 @@ func (b *KeyedBackend[K]) Close() error {
 	}
 	err := b.disk.db.Close()
 	if v := &b.disk.values; v.shared != nil {
-		v.charge(-v.used)
 		v.shared.release()
 		v.shared = nil
 	}

@@ -33,10 +33,9 @@ type Memory struct {
 
 	mu    sync.Mutex
 	cache *pebble.Cache // the shared block cache while a database is open
-	dbs   int           // databases open
-
-	values atomic.Int64 // what the value caches of every database use
-	open   atomic.Int64 // dbs, read without mu by the value caches
+	// open counts the databases open: changed under mu, read without it
+	// by the value caches.
+	open atomic.Int64
 }
 
 // NewMemory returns a budget of bytes for the Pebble backends of a process.
@@ -79,8 +78,7 @@ func (m *Memory) acquire() *pebble.Cache {
 	if m.cache == nil {
 		m.cache = pebble.NewCache(m.blockCacheBytes())
 	}
-	m.dbs++
-	m.open.Store(int64(m.dbs))
+	m.open.Add(1)
 	return m.cache
 }
 
@@ -88,9 +86,7 @@ func (m *Memory) acquire() *pebble.Cache {
 func (m *Memory) release() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.dbs--
-	m.open.Store(int64(m.dbs))
-	if m.dbs == 0 && m.cache != nil {
+	if m.open.Add(-1) == 0 && m.cache != nil {
 		m.cache.Unref()
 		m.cache = nil
 	}
@@ -104,14 +100,6 @@ type valueCache struct {
 	used   int64
 	limit  int64   // without shared
 	shared *Memory // nil: the subtask's own budget, limit
-}
-
-// charge adds n bytes (negative: frees them) to the caches' use.
-func (c *valueCache) charge(n int64) {
-	c.used += n
-	if c.shared != nil {
-		c.shared.values.Add(n)
-	}
 }
 
 // full reports whether the caches used up their budget: the next miss

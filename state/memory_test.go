@@ -13,7 +13,7 @@ import (
 // with 64 KiB values none holds more than its even share (plus the entry
 // a miss adds), together they stay within the Memory's limit for value
 // caches, every value reads back across the write-backs, and closing the
-// last subtask frees the block cache and the count.
+// last subtask frees the block cache and the count of open databases.
 func TestMemorySharedByBackends(t *testing.T) {
 	const budget = 64 << 20
 	m, err := NewMemory(budget)
@@ -65,7 +65,11 @@ func TestMemorySharedByBackends(t *testing.T) {
 					t.Fatalf("round %d step %d: subtask %d's value caches hold %d bytes, above its share %d", round, step, i, used, share)
 				}
 			}
-			if all := m.values.Load(); all > m.valueLimit()+subtasks*slack {
+			var all int64
+			for _, b := range backends {
+				all += b.disk.values.used
+			}
+			if all > m.valueLimit()+subtasks*slack {
 				t.Fatalf("round %d step %d: the value caches hold %d bytes together, above the limit %d", round, step, all, m.valueLimit())
 			}
 		}
@@ -75,8 +79,8 @@ func TestMemorySharedByBackends(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if m.cache != nil || m.dbs != 0 || m.values.Load() != 0 {
-		t.Errorf("after closing every subtask: cache %v, %d databases, %d bytes of value caches; want nil, 0, 0", m.cache, m.dbs, m.values.Load())
+	if m.cache != nil || m.open.Load() != 0 {
+		t.Errorf("after closing every subtask: cache %v, %d databases; want nil, 0", m.cache, m.open.Load())
 	}
 }
 

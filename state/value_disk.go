@@ -89,7 +89,7 @@ func (s *diskValues[K, V]) entry() *cachedValue[V] {
 func (s *diskValues[K, V]) charge(e *cachedValue[V], size int) {
 	cost := e.base + int64(size) + int64(cap(e.raw))
 	s.bytes += cost - e.cost
-	s.t.d.values.charge(cost - e.cost)
+	s.t.d.values.used += cost - e.cost
 	e.cost = cost
 }
 
@@ -103,7 +103,7 @@ func (s *diskValues[K, V]) dropCache() {
 func (s *diskValues[K, V]) forget() {
 	clear(s.cache)
 	s.dirty = 0
-	s.t.d.values.charge(-s.bytes)
+	s.t.d.values.used -= s.bytes
 	s.bytes = 0
 }
 
