@@ -679,12 +679,14 @@ func waitForOutput(t *testing.T, c *instances, adm *kadm.Client, out, what strin
 	t.Helper()
 	start := committedEnd(t, adm, out)
 	input.release()
+	began := time.Now()
 	kafkatest.WaitFor(t, 2*time.Minute, what, func() bool {
 		if in := c.ended(); in != nil {
 			t.Fatalf("waiting for %s: instance %s ended", what, in.name)
 		}
 		return committedEnd(t, adm, out) > start
 	})
+	t.Logf("%s after %.1fs", what, time.Since(began).Seconds())
 }
 
 func committedEnd(t *testing.T, adm *kadm.Client, topic string) int64 {

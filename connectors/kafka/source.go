@@ -774,9 +774,8 @@ func decodePosition(split string, pos []byte) (next, end int64, marks map[string
 	end = -1
 	switch {
 	case len(pos) == 0:
-	case len(pos) >= 16+len(positionMarks) && (string(pos[16:16+len(positionMarks)]) == positionMarks || string(pos[16:16+len(positionMarks)]) == positionMarksV1):
-		v1 := string(pos[16:16+len(positionMarks)]) == positionMarksV1
-		if marks, err = parseMarks(pos[16+len(positionMarks):], v1); err != nil {
+	case len(pos) >= 16+len(positionMarks) && marksVersion(pos[16:16+len(positionMarks)]) > 0:
+		if marks, err = parseMarks(pos[16+len(positionMarks):], marksVersion(pos[16:16+len(positionMarks)])); err != nil {
 			return 0, 0, nil, fmt.Errorf("kafka: split %s: position %x: %w: pass nil or a value returned by Reader.Position", split, pos, err)
 		}
 		end = int64(binary.BigEndian.Uint64(pos[8:16]))

@@ -34,8 +34,10 @@ import (
 // heard from every writer it expects (upstreamWatermarks). An idle writer
 // that falls silent (killed, paused, failing its checkpoints) holds the
 // partition back again once the others wrote staleRounds rounds of marks
-// after its last (see upstreamWatermarks.isIdle). Control records are
-// never handed to the Deserializer, whatever the source's options.
+// after its last, and every idle writer holds it for resumeRounds rounds
+// when another one turns active (see upstreamWatermarks.isIdle). Control
+// records are never handed to the Deserializer, whatever the source's
+// options.
 const watermarkHeader = "exactly-watermark"
 
 // watermarkVersion is the first byte of a watermark header's value.
@@ -60,6 +62,10 @@ type upstreamMark struct {
 	// this one, up to staleness + 1: the reader's bookkeeping, not part
 	// of the header.
 	since uint64
+	// hold, for an idle writer, counts the marks of the other writers
+	// read since one of them turned active while this one was idle, up
+	// to holdLimit + 1; 0 when none did. The reader's bookkeeping too.
+	hold uint64
 }
 
 // decodeWatermark parses a watermark header's value.
@@ -99,9 +105,21 @@ func controlWatermark(r *kgo.Record) ([]byte, bool) {
 // idle to the reader for as long as it was gone: the other writers moved
 // the watermark on, and the records its successor read from its input once
 // it took over were late (a cluster test lost 6 window records so, its
-// input paused while an instance was SIGSTOPped; docs/kafka.md). The count
-// is of marks in the partition, not of time, so a restored reader that
-// reads the same records decides the same.
+// input paused while an instance was SIGSTOPped; docs/kafka.md).
+//
+// And an idle writer holds the partition at its watermark for
+// resumeRounds rounds of the other writers' marks once one of them turns
+// active again: when the input of every writer paused and resumes, the
+// writers turn active one by one, a checkpoint or more apart, and the
+// first one must not carry the watermark past the records the others are
+// about to write (a cluster test lost the first rounds of a phase of its
+// input so, at a load average of 10; docs/kafka.md). A writer that stays
+// idle through its hold is not held again until it has been active: an
+// input with no records at all delays the watermark once, by that many
+// rounds, after it went idle.
+//
+// Both counts are of marks in the partition, not of time, so a restored
+// reader that reads the same records decides the same.
 type upstreamWatermarks struct {
 	want  int
 	floor int64
@@ -119,11 +137,27 @@ const staleRounds = 3
 // miss: staleRounds of each other writer's.
 func (u *upstreamWatermarks) staleness() uint64 { return staleRounds * uint64(max(u.want-1, 0)) }
 
+// resumeRounds is how many rounds of marks of the other writers an idle
+// writer holds the partition for after another writer turned active. A
+// writer whose input resumed turns active within that many checkpoints of
+// the others, unless its checkpoints lag by more.
+const resumeRounds = 5
+
+// holdLimit is how many marks of the other writers an idle writer holds
+// the partition for: resumeRounds of each other writer's.
+func (u *upstreamWatermarks) holdLimit() uint64 { return resumeRounds * uint64(max(u.want-1, 0)) }
+
 // isIdle reports whether m, a writer's last mark, lets the partition's
-// watermark pass the writer by: the writer said it was idle, and the
-// other writers have not written more than staleness marks since.
+// watermark pass the writer by: the writer said it was idle, the other
+// writers have not written more than staleness marks since, and it is not
+// holding the partition after another writer turned active.
 func (u *upstreamWatermarks) isIdle(m upstreamMark) bool {
-	return m.idle && m.since <= u.staleness()
+	return m.idle && m.since <= u.staleness() && !u.holding(m)
+}
+
+// holding reports whether m is within its hold.
+func (u *upstreamWatermarks) holding(m upstreamMark) bool {
+	return m.hold > 0 && m.hold <= u.holdLimit()
 }
 
 func newUpstreamWatermarks(want int) *upstreamWatermarks {
@@ -150,11 +184,14 @@ func restoreUpstreamWatermarks(want int, marks map[string]upstreamMark) (*upstre
 // marks of the upstream writers in a position of a source with
 // SourceOptions.Upstreams: then, per writer in order of id, the id's
 // length (uvarint), the id, the flags byte and the watermark (8 bytes
-// big-endian), as in the header, and the marks of other writers read
-// since (uvarint, upstreamMark.since). positionMarksV1, written before
-// the last field was, reads as if every writer had just been heard.
+// big-endian), as in the header, the marks of other writers read since
+// (uvarint, upstreamMark.since) and the writer's hold (uvarint,
+// upstreamMark.hold). positionMarksV2, written before the hold was, reads
+// as holding nothing; positionMarksV1, written before since was, also as
+// if every writer had just been heard.
 const (
-	positionMarks   = "wm2"
+	positionMarks   = "wm3"
+	positionMarksV2 = "wm2"
 	positionMarksV1 = "wm1"
 )
 
@@ -174,14 +211,16 @@ func (u *upstreamWatermarks) appendMarks(pos []byte) []byte {
 			}
 			u.enc = binary.BigEndian.AppendUint64(append(u.enc, flags), uint64(m.wm))
 			u.enc = binary.AppendUvarint(u.enc, m.since)
+			u.enc = binary.AppendUvarint(u.enc, m.hold)
 		}
 	}
 	return append(pos, u.enc...)
 }
 
-// parseMarks parses what appendMarks appended after positionMarks, or
-// after positionMarksV1 with v1.
-func parseMarks(b []byte, v1 bool) (map[string]upstreamMark, error) {
+// parseMarks parses what appendMarks appended after a position's marks
+// prefix of version (1, 2 or 3: positionMarksV1, positionMarksV2,
+// positionMarks).
+func parseMarks(b []byte, version int) (map[string]upstreamMark, error) {
 	marks := map[string]upstreamMark{}
 	for len(b) > 0 {
 		n, k := binary.Uvarint(b)
@@ -195,21 +234,24 @@ func parseMarks(b []byte, v1 bool) (map[string]upstreamMark, error) {
 		}
 		m := upstreamMark{idle: b[0]&1 != 0, wm: int64(binary.BigEndian.Uint64(b[1:9]))}
 		b = b[9:]
-		if !v1 {
-			since, k := binary.Uvarint(b)
+		counts := []*uint64{&m.since, &m.hold}[:version-1]
+		for _, c := range counts {
+			v, k := binary.Uvarint(b)
 			if k <= 0 {
 				return nil, fmt.Errorf("the watermarks of the upstream writers are truncated")
 			}
-			m.since, b = since, b[k:]
+			*c, b = v, b[k:]
 		}
 		marks[w] = m
 	}
 	return marks, nil
 }
 
-// heard records what writer said, and that the others did not. A writer's
-// watermark never goes back; a writer more than want is an error naming
-// them all.
+// heard records what writer said, and that the others did not: their
+// silence and their holds grow by one mark, and when writer turned active
+// after saying it was idle, every other idle writer not held since it was
+// last active starts holding the partition. A writer's watermark never
+// goes back; a writer more than want is an error naming them all.
 func (u *upstreamWatermarks) heard(writer string, m upstreamMark) error {
 	old, known := u.marks[writer]
 	if !known && len(u.marks) == u.want {
@@ -217,17 +259,33 @@ func (u *upstreamWatermarks) heard(writer string, m upstreamMark) error {
 		return fmt.Errorf("watermarks from writer %q and %d others (%s), but SourceOptions.Upstreams = %d: set Upstreams to the number of writers of the upstream job (its tasks times its sink's parallelism)",
 			writer, len(writers), strings.Join(writers, ", "), u.want)
 	}
+	resumed := known && old.idle && !m.idle
 	if known {
 		m.wm = max(m.wm, old.wm)
+		if m.idle {
+			m.hold = old.hold // idle again: a hold goes on, and one spent is not renewed
+		}
 	}
 	m.since = 0
 	if !known || m != old {
 		u.marks[writer], u.enc = m, nil
 	}
 	for w, o := range u.marks {
-		if w != writer && o.since <= u.staleness() {
-			o.since++
-			u.marks[w], u.enc = o, nil
+		if w == writer {
+			continue
+		}
+		n := o
+		if n.since <= u.staleness() {
+			n.since++
+		}
+		switch {
+		case u.holding(n):
+			n.hold++
+		case resumed && n.idle && n.hold == 0 && u.holdLimit() > 0:
+			n.hold = 1
+		}
+		if n != o {
+			u.marks[w], u.enc = n, nil
 		}
 	}
 	u.floor = max(u.floor, u.current())
@@ -317,4 +375,18 @@ func (p controlTopicPartitioner) OnNewBatch() {
 	if nb, ok := p.inner.(kgo.TopicPartitionerOnNewBatch); ok {
 		nb.OnNewBatch()
 	}
+}
+
+// marksVersion returns the version of a position's marks prefix, 0 when
+// it is none.
+func marksVersion(prefix []byte) int {
+	switch string(prefix) {
+	case positionMarksV1:
+		return 1
+	case positionMarksV2:
+		return 2
+	case positionMarks:
+		return 3
+	}
+	return 0
 }

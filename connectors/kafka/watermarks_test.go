@@ -47,7 +47,32 @@ func TestUpstreamWatermarks(t *testing.T) {
 			{writer: "a", wm: 10, idle: true, want: 50},
 			{writer: "b", wm: 50, idle: true, want: 50, idleP: true},
 			{writer: "a", wm: 20, want: 50}, // active again, behind: the watermark stays
-			{writer: "a", wm: 60, want: 60},
+			{writer: "a", wm: 60, want: 50}, // b and c hold the partition since a resumed
+		}},
+		{"idle writers hold the watermark for resumeRounds when another resumes", 2, []step{
+			{writer: "a", wm: 10, want: minWM},
+			{writer: "b", wm: 10, want: 10},
+			{writer: "a", wm: 10, idle: true, want: 10},
+			{writer: "b", wm: 10, idle: true, want: 10, idleP: true},
+			{writer: "a", wm: 20, want: 10},             // a resumed: b, idle, holds (1 mark of a)
+			{writer: "b", wm: 10, idle: true, want: 10}, // b's own idle marks neither end nor count its hold
+			{writer: "a", wm: 30, want: 10},
+			{writer: "b", wm: 10, idle: true, want: 10},
+			{writer: "a", wm: 40, want: 10},
+			{writer: "b", wm: 10, idle: true, want: 10},
+			{writer: "a", wm: 50, want: 10},
+			{writer: "b", wm: 10, idle: true, want: 10},
+			{writer: "a", wm: 60, want: 10}, // 5 marks of a: b still holds
+			{writer: "b", wm: 10, idle: true, want: 10},
+			{writer: "a", wm: 70, want: 70},             // 6: b's hold is over
+			{writer: "b", wm: 15, idle: true, want: 70}, // idle again: no new hold
+			{writer: "a", wm: 70, idle: true, want: 70, idleP: true},
+			{writer: "a", wm: 80, want: 80},             // a resumed, but b was not active since its hold
+			{writer: "b", wm: 85, want: 80},             // b active
+			{writer: "b", wm: 85, idle: true, want: 80}, // and idle again
+			{writer: "a", wm: 90, idle: true, want: 90, idleP: true},
+			{writer: "a", wm: 100, want: 90},  // a resumed: b holds again
+			{writer: "b", wm: 101, want: 100}, // b resumed in its hold: nothing was late
 		}},
 		{"a restore's watermark is the floor", 2, []step{
 			{resume: true, wm: 100, want: 100},
@@ -234,6 +259,13 @@ func TestPositionKeepsUpstreamMarks(t *testing.T) {
 	if _, _, m, err := decodePosition("mid/0", v1); err != nil || m["up.1/mid/0"] != (upstreamMark{wm: 40, idle: true}) {
 		t.Errorf("decodePosition of a wm1 position: marks %v, %v", m, err)
 	}
+	// One of the second (positionMarksV2, without the holds) as holding
+	// nothing.
+	v2 := append(append(slices.Clone(pos[:16]), positionMarksV2...), 10)
+	v2 = append(append(v2, "up.1/mid/0"...), 1, 0, 0, 0, 0, 0, 0, 0, 40, 3)
+	if _, _, m, err := decodePosition("mid/0", v2); err != nil || m["up.1/mid/0"] != (upstreamMark{wm: 40, idle: true, since: 3}) {
+		t.Errorf("decodePosition of a wm2 position: marks %v, %v", m, err)
+	}
 	// Positions without marks read as before.
 	for _, p := range [][]byte{nil, pos[:8], pos[:16]} {
 		if _, _, m, err := decodePosition("mid/0", p); err != nil || m != nil {
@@ -274,5 +306,39 @@ func TestPositionKeepsSilence(t *testing.T) {
 	// marks alone give b's, which holds the partition back.
 	if wm, _ := restored.watermark(); wm != 10 {
 		t.Fatalf("restored watermark %d, want b's (10)", wm)
+	}
+}
+
+// TestPositionKeepsHolds checks that a restored reader knows which idle
+// writers hold the partition after another one resumed, and for how many
+// marks more.
+func TestPositionKeepsHolds(t *testing.T) {
+	u := newUpstreamWatermarks(2)
+	for _, s := range []struct {
+		w    string
+		wm   int64
+		idle bool
+	}{{"a", 10, true}, {"b", 10, true}, {"a", 20, false}, {"a", 30, false}} {
+		if err := u.heard(s.w, upstreamMark{wm: s.wm, idle: s.idle}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b := u.marks["b"]; b.hold != 2 || u.isIdle(b) {
+		t.Fatalf("b after a resumed and wrote again: %+v, want holding (hold 2)", b)
+	}
+	r := &reader[string]{next: 3, end: -1, upstream: u}
+	_, _, marks, err := decodePosition("mid/0", r.Position())
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored, err := restoreUpstreamWatermarks(2, marks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if restored.marks["b"] != u.marks["b"] {
+		t.Fatalf("restored b: %+v, want %+v", restored.marks["b"], u.marks["b"])
+	}
+	if wm, _ := restored.watermark(); wm != 10 {
+		t.Fatalf("restored watermark %d, want b's (10): b holds", wm)
 	}
 }

@@ -48,7 +48,12 @@ func (t *task) runOperators(ctx context.Context) error {
 	}
 	for {
 		var timerC <-chan time.Time
-		if next, ok := nextTimer(timerOps); ok && !t.inputEnded {
+		next, ok := nextTimer(timerOps)
+		ok = ok && !t.inputEnded
+		if until, held := merger.deadline(); held && (!ok || until.Before(next)) {
+			next, ok = until, true
+		}
+		if ok {
 			timer.Reset(time.Until(next))
 			timerC = timer.C
 		}
@@ -73,6 +78,9 @@ func (t *task) runOperators(ctx context.Context) error {
 			continue
 		case caseTimer:
 			now := time.Now()
+			if err := t.forward(ctx, merger.expire(now)); err != nil {
+				return err
+			}
 			for _, to := range timerOps {
 				if err := to.FireTimers(ctx, now); err != nil {
 					return fmt.Errorf("%s: timers: %w", t.name, err)
@@ -95,16 +103,16 @@ func (t *task) runOperators(ctx context.Context) error {
 				return err
 			}
 		case msg.hasWatermark:
-			if err := t.forward(ctx, merger.watermark(i, msg.watermark)); err != nil {
+			if err := t.forward(ctx, merger.watermark(i, msg.watermark, time.Now())); err != nil {
 				return err
 			}
 		case msg.idle:
-			if err := t.forward(ctx, merger.markIdle(i, MinWatermark)); err != nil {
+			if err := t.forward(ctx, merger.markIdle(i, MinWatermark, time.Now())); err != nil {
 				return err
 			}
 		case msg.eos:
 			take, ok := in.align.onEnd(i)
-			if err := t.forward(ctx, merger.finish(i)); err != nil {
+			if err := t.forward(ctx, merger.finish(i, time.Now())); err != nil {
 				return err
 			}
 			if in.align.liveInputs() == 0 {

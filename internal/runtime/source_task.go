@@ -64,7 +64,7 @@ func (t *task) runSource(ctx context.Context) error {
 			if fin {
 				finished = true
 				// Event time ends with the input: every window closes.
-				if err := t.forward(ctx, merger.watermark(0, MaxWatermark)); err != nil {
+				if err := t.forward(ctx, merger.watermark(0, MaxWatermark, time.Now())); err != nil {
 					return err
 				}
 				t.report(ctx, event{kind: evSourceFinished})
@@ -121,7 +121,7 @@ func (t *task) sourceWatermark(ctx context.Context, src WatermarkSource, m *wate
 		return nil
 	}
 	if idle {
-		return t.forward(ctx, m.markIdle(0, wm))
+		return t.forward(ctx, m.markIdle(0, wm, time.Now()))
 	}
-	return t.forward(ctx, m.watermark(0, wm))
+	return t.forward(ctx, m.watermark(0, wm, time.Now()))
 }

@@ -82,21 +82,40 @@ type IdleListener interface {
 // own: the least watermark of the inputs that are neither idle nor finished.
 // When every input is idle, the task is idle and its watermark becomes the
 // greatest of its inputs' (as Flink's status valve does), so that what they
-// promised is not held back by nothing. The output never goes back. It is a
-// pure state machine.
+// promised is not held back by nothing. The output never goes back.
+//
+// When an idle input turns active again, the inputs still idle hold the
+// output at their watermarks for resumeGrace, or until they turn active
+// too: inputs that paused together (their common upstream paused) resume
+// one by one, and the first must not carry the watermark past the records
+// the others are about to send. An input that stays idle through a hold is
+// not held again until it has been active: an input with nothing to read
+// delays the watermark once, by resumeGrace, after it went idle. It is a
+// pure state machine: the caller passes the time and calls expire at
+// deadline.
 type watermarkMerger struct {
 	wms      []int64
 	idle     []bool
 	finished []bool
-	out      int64 // the last watermark forwarded
-	outIdle  bool  // the task last announced itself idle
+	// spent marks the idle inputs that were idle through a whole hold.
+	spent     []bool
+	holdUntil time.Time // the end of the hold; zero when there is none
+	out       int64     // the last watermark forwarded
+	outIdle   bool      // the task last announced itself idle
 }
+
+// resumeGrace is how long a task's idle inputs hold its watermark after
+// another input turned active again: the time within which inputs paused
+// by one cause are expected to resume, a checkpoint or two of a stage
+// before them.
+const resumeGrace = 2 * time.Second
 
 func newWatermarkMerger(inputs int) *watermarkMerger {
 	m := &watermarkMerger{
 		wms:      make([]int64, inputs),
 		idle:     make([]bool, inputs),
 		finished: make([]bool, inputs),
+		spent:    make([]bool, inputs),
 		out:      MinWatermark,
 	}
 	for i := range m.wms {
@@ -112,27 +131,61 @@ type mergeResult struct {
 	idle    bool  // then announce that the task is idle
 }
 
-// watermark records input i's watermark wm (which also makes it active).
-func (m *watermarkMerger) watermark(i int, wm int64) mergeResult {
+// watermark records input i's watermark wm (which also makes it active) at
+// now.
+func (m *watermarkMerger) watermark(i int, wm int64, now time.Time) mergeResult {
+	resumed := m.idle[i]
 	m.wms[i] = max(m.wms[i], wm)
-	m.idle[i] = false
-	return m.merge()
+	m.idle[i], m.spent[i] = false, false
+	if resumed && m.holdUntil.IsZero() && m.holdable() {
+		m.holdUntil = now.Add(resumeGrace)
+	}
+	return m.merge(now)
 }
 
-// markIdle records that input i is idle, its last watermark being wm.
-func (m *watermarkMerger) markIdle(i int, wm int64) mergeResult {
+// markIdle records that input i is idle at now, its last watermark being wm.
+func (m *watermarkMerger) markIdle(i int, wm int64, now time.Time) mergeResult {
 	m.wms[i] = max(m.wms[i], wm)
 	m.idle[i] = true
-	return m.merge()
+	return m.merge(now)
 }
 
 // finish records that input i ended.
-func (m *watermarkMerger) finish(i int) mergeResult {
+func (m *watermarkMerger) finish(i int, now time.Time) mergeResult {
 	m.finished[i] = true
-	return m.merge()
+	return m.merge(now)
 }
 
-func (m *watermarkMerger) merge() mergeResult {
+// deadline returns when the hold ends, if there is one: the caller calls
+// expire then.
+func (m *watermarkMerger) deadline() (time.Time, bool) {
+	return m.holdUntil, !m.holdUntil.IsZero()
+}
+
+// expire ends the hold if it is over at now.
+func (m *watermarkMerger) expire(now time.Time) mergeResult {
+	return m.merge(now)
+}
+
+// holdable reports whether an input is idle, live and not spent: one a
+// hold would hold.
+func (m *watermarkMerger) holdable() bool {
+	for i := range m.wms {
+		if m.idle[i] && !m.finished[i] && !m.spent[i] {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *watermarkMerger) merge(now time.Time) mergeResult {
+	if !m.holdUntil.IsZero() && !now.Before(m.holdUntil) {
+		m.holdUntil = time.Time{}
+		for i := range m.spent {
+			m.spent[i] = m.spent[i] || m.idle[i]
+		}
+	}
+	holding := !m.holdUntil.IsZero()
 	least, greatest, active, live := MaxWatermark, MinWatermark, false, false
 	for i, wm := range m.wms {
 		greatest = max(greatest, wm)
@@ -142,6 +195,8 @@ func (m *watermarkMerger) merge() mergeResult {
 		live = true
 		if !m.idle[i] {
 			active = true
+		}
+		if !m.idle[i] || holding && !m.spent[i] {
 			least = min(least, wm)
 		}
 	}
