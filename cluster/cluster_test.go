@@ -465,6 +465,8 @@ const (
 func breakInstances(t *testing.T, job clusterJob, want []string) {
 	brokers := testenv.Kafka(t)
 	_ = testenv.S3(t) // skips without the S3 server before anything is set up
+	began := time.Now()
+	t.Cleanup(func() { t.Logf("test and clean-up done after %.1fs", time.Since(began).Seconds()) })
 	adm := kafkatest.Admin(t, brokers)
 	in, out, group := kafkatest.UniqueName("cluster-in"), kafkatest.UniqueName("cluster-out"), kafkatest.UniqueName("cluster-group")
 	kafkatest.CreateTopic(t, adm, in, inputPartitions)
@@ -570,20 +572,26 @@ func breakInstances(t *testing.T, job clusterJob, want []string) {
 
 	c.start("e")
 	t.Log("SIGTERM c and d")
+	termed := time.Now()
 	cc.signal(syscall.SIGTERM)
 	d.signal(syscall.SIGTERM)
 	cc.expectEnd()
 	d.expectEnd()
 	cc.wait(t, time.Minute)
 	d.wait(t, time.Minute)
+	t.Logf("c and d stopped after %.1fs", time.Since(termed).Seconds())
 	progress("output after c and d left")
 
+	finishing := time.Now()
 	if err := input.finish(); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("the rest of the input written after %.1fs", time.Since(finishing).Seconds())
 	recs := kafkatest.ReadCommitted(t, brokers, out, len(want), 2*time.Minute)
+	t.Logf("every window read after %.1fs", time.Since(finishing).Seconds())
 	checkOnce(t, recs, want)
 	c.stopAll(t)
+	t.Logf("instances stopped after %.1fs", time.Since(finishing).Seconds())
 	if table != "" {
 		checkCountsTable(t, table)
 	}
@@ -593,7 +601,7 @@ func breakInstances(t *testing.T, job clusterJob, want []string) {
 	if log := b.out.String(); !strings.Contains(log, "lost ownership of the checkpoint directory") {
 		t.Errorf("instance b was not fenced after its pause: its tasks were not taken over while it was stopped")
 	}
-	t.Logf("faults: 1 SIGKILL (a), 1 SIGSTOP of %v (b, fenced on resume), 2 clean stops (c, d); 5 instances started (a-e); task runs started: %d", 2*sessionTimeout+ownershipLease, c.taskStarts())
+	t.Logf("faults: 1 SIGKILL (a), 1 SIGSTOP of %v (b, fenced on resume), 2 clean stops (c, d); 5 instances started (a-e); task runs started: %d; test done after %.1fs", 2*sessionTimeout+ownershipLease, c.taskStarts(), time.Since(began).Seconds())
 }
 
 // taskStarts counts the task runs every instance started.

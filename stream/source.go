@@ -43,6 +43,11 @@ type sourceOp[T any] struct {
 	// which other goroutines call.
 	lagMu sync.Mutex
 	lags  map[string]runtime.SplitLag
+	// holdUntil ends the hold of the idle splits after another split
+	// resumed (see Watermark); zero when there is none.
+	holdUntil time.Time
+	// now is the clock of Watermark; nil is time.Now (tests set it).
+	now func() time.Time
 }
 
 type splitReader[T any] struct {
@@ -56,6 +61,11 @@ type splitReader[T any] struct {
 	// a record was last read from it (for idleness).
 	newest   int64
 	lastRead time.Time
+	// wm and idle are the split's watermark and idleness when Watermark
+	// last looked; spent is set when it stayed idle through a whole hold,
+	// until it is active.
+	wm          int64
+	idle, spent bool
 	// wr is r when it tells the split's watermark itself; newest then
 	// holds the split's watermark, checkpointed and handed back to the
 	// reader at a restore.
@@ -251,20 +261,55 @@ func (s *sourceOp[T]) Lag() []runtime.SplitLag {
 // all splits and idle. A split's watermark trails its newest event time by
 // MaxOutOfOrderness (and 1ns: a record at exactly that bound is on time),
 // unless its reader tells it (source.WatermarkReader).
+//
+// When an idle split turns active again, the splits still idle hold the
+// watermark at theirs for runtime.ResumeGrace, or until they turn active
+// too, as a task's inputs do (docs/event-time.md, "Resuming together"); a
+// split idle through a whole hold is not held again until it was active.
 func (s *sourceOp[T]) Watermark() (int64, bool) {
 	if s.et == nil {
 		return runtime.MinWatermark, false
 	}
-	least, greatest, active := runtime.MaxWatermark, runtime.MinWatermark, false
 	now := time.Now()
+	if s.now != nil {
+		now = s.now()
+	}
+	if !s.holdUntil.IsZero() && !now.Before(s.holdUntil) {
+		s.holdUntil = time.Time{}
+		for _, sr := range s.readers {
+			sr.spent = sr.spent || sr.idle
+		}
+	}
+	resumed, holdable := false, false
 	for _, sr := range s.readers {
-		wm, idle := s.splitWatermark(sr, now)
-		greatest = max(greatest, wm)
-		if sr.done || idle {
+		var idle bool
+		sr.wm, idle = s.splitWatermark(sr, now)
+		if sr.done {
 			continue
 		}
-		active = true
-		least = min(least, wm)
+		resumed = resumed || sr.idle && !idle
+		sr.idle = idle
+		if !idle {
+			sr.spent = false
+		}
+		holdable = holdable || idle && !sr.spent
+	}
+	if resumed && holdable && s.holdUntil.IsZero() {
+		s.holdUntil = now.Add(runtime.ResumeGrace)
+	}
+	holding := !s.holdUntil.IsZero()
+	least, greatest, active := runtime.MaxWatermark, runtime.MinWatermark, false
+	for _, sr := range s.readers {
+		greatest = max(greatest, sr.wm)
+		if sr.done {
+			continue
+		}
+		if !sr.idle {
+			active = true
+		}
+		if !sr.idle || holding && !sr.spent {
+			least = min(least, sr.wm)
+		}
 	}
 	if !active {
 		return greatest, true

@@ -71,3 +71,53 @@ func (toldReader) Position() []byte                         { return nil }
 func (toldReader) Close() error                             { return nil }
 func (r toldReader) Watermark() (int64, bool)               { return r.wm, false }
 func (toldReader) ResumeWatermark(int64)                    {}
+
+// TestIdleSplitsHoldWhenOneResumes walks a source subtask's splits
+// through a hold: all idle, one resumes and runs ahead, and the other
+// holds the watermark at its own until it resumes too, or for
+// runtime.ResumeGrace; a split idle through a whole hold is not held
+// again until it was active.
+func TestIdleSplitsHoldWhenOneResumes(t *testing.T) {
+	start := time.Unix(1000, 0)
+	now := start
+	op := &sourceOp[int]{et: &EventTime[int]{}, now: func() time.Time { return now }}
+	a, b := &settableReader{wm: 10}, &settableReader{wm: 10}
+	op.readers = []*splitReader[int]{{split: "a", r: a, wr: a}, {split: "b", r: b, wr: b}}
+	for _, s := range []struct {
+		name     string
+		at       time.Duration
+		a, b     settableReader
+		want     int64
+		wantIdle bool
+	}{
+		{"both at 10", 0, settableReader{wm: 10}, settableReader{wm: 10}, 10, false},
+		{"both idle", 10 * time.Millisecond, settableReader{wm: 10, idle: true}, settableReader{wm: 10, idle: true}, 10, true},
+		{"a resumes: b holds", 100 * time.Millisecond, settableReader{wm: 20}, settableReader{wm: 10, idle: true}, 10, false},
+		{"a runs ahead: b still holds", time.Second, settableReader{wm: 40}, settableReader{wm: 10, idle: true}, 10, false},
+		{"b resumes in the hold", 1500 * time.Millisecond, settableReader{wm: 40}, settableReader{wm: 15}, 15, false},
+		{"b idle again after the hold", 3 * time.Second, settableReader{wm: 50}, settableReader{wm: 15, idle: true}, 50, false},
+		{"a idle too", 3100 * time.Millisecond, settableReader{wm: 50, idle: true}, settableReader{wm: 15, idle: true}, 50, true},
+		{"a resumes: b holds again", 3200 * time.Millisecond, settableReader{wm: 60}, settableReader{wm: 15, idle: true}, 15, false},
+		{"the hold ends", 3200*time.Millisecond + runtime.ResumeGrace, settableReader{wm: 60}, settableReader{wm: 15, idle: true}, 60, false},
+		{"a idle", 6 * time.Second, settableReader{wm: 70, idle: true}, settableReader{wm: 15, idle: true}, 70, true},
+		{"a resumes: b, idle through its hold, holds no more", 6100 * time.Millisecond, settableReader{wm: 80}, settableReader{wm: 15, idle: true}, 80, false},
+	} {
+		now = start.Add(s.at)
+		*a, *b = s.a, s.b
+		if wm, idle := op.Watermark(); wm != s.want || idle != s.wantIdle {
+			t.Fatalf("%s: Watermark() = %d, %v; want %d, %v", s.name, wm, idle, s.want, s.wantIdle)
+		}
+	}
+}
+
+// settableReader tells the watermark and idleness a test sets.
+type settableReader struct {
+	wm   int64
+	idle bool
+}
+
+func (*settableReader) Read(context.Context, []int) (int, error) { return 0, nil }
+func (*settableReader) Position() []byte                         { return nil }
+func (*settableReader) Close() error                             { return nil }
+func (r *settableReader) Watermark() (int64, bool)               { return r.wm, r.idle }
+func (*settableReader) ResumeWatermark(int64)                    {}

@@ -85,12 +85,12 @@ type IdleListener interface {
 // promised is not held back by nothing. The output never goes back.
 //
 // When an idle input turns active again, the inputs still idle hold the
-// output at their watermarks for resumeGrace, or until they turn active
+// output at their watermarks for ResumeGrace, or until they turn active
 // too: inputs that paused together (their common upstream paused) resume
 // one by one, and the first must not carry the watermark past the records
 // the others are about to send. An input that stays idle through a hold is
 // not held again until it has been active: an input with nothing to read
-// delays the watermark once, by resumeGrace, after it went idle. It is a
+// delays the watermark once, by ResumeGrace, after it went idle. It is a
 // pure state machine: the caller passes the time and calls expire at
 // deadline.
 type watermarkMerger struct {
@@ -104,11 +104,11 @@ type watermarkMerger struct {
 	outIdle   bool      // the task last announced itself idle
 }
 
-// resumeGrace is how long a task's idle inputs hold its watermark after
-// another input turned active again: the time within which inputs paused
-// by one cause are expected to resume, a checkpoint or two of a stage
-// before them.
-const resumeGrace = 2 * time.Second
+// ResumeGrace is how long a task's idle inputs (and a source subtask's
+// idle splits) hold its watermark after another one turned active again:
+// the time within which inputs paused by one cause are expected to
+// resume, a checkpoint or two of a stage before them.
+const ResumeGrace = 2 * time.Second
 
 func newWatermarkMerger(inputs int) *watermarkMerger {
 	m := &watermarkMerger{
@@ -138,7 +138,7 @@ func (m *watermarkMerger) watermark(i int, wm int64, now time.Time) mergeResult 
 	m.wms[i] = max(m.wms[i], wm)
 	m.idle[i], m.spent[i] = false, false
 	if resumed && m.holdUntil.IsZero() && m.holdable() {
-		m.holdUntil = now.Add(resumeGrace)
+		m.holdUntil = now.Add(ResumeGrace)
 	}
 	return m.merge(now)
 }

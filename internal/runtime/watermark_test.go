@@ -43,7 +43,7 @@ func TestWatermarkMerger(t *testing.T) {
 
 // TestWatermarkMergerHolds walks a two-input merger through a hold: both
 // inputs idle, one resumes and runs ahead, and the other holds the
-// output at its watermark until it resumes too, or for resumeGrace.
+// output at its watermark until it resumes too, or for ResumeGrace.
 func TestWatermarkMergerHolds(t *testing.T) {
 	m := newWatermarkMerger(2)
 	start := time.Unix(1000, 0)
@@ -59,11 +59,11 @@ func TestWatermarkMergerHolds(t *testing.T) {
 		{"0 resumes: 1 holds the output", func() mergeResult { return m.watermark(0, 20, at(100)) }, mergeResult{advance: true, wm: 10}, true},
 		{"0 runs ahead: 1 still holds", func() mergeResult { return m.watermark(0, 40, at(500)) }, mergeResult{}, true},
 		{"1 resumes within the grace: nothing of it was late", func() mergeResult { return m.watermark(1, 15, at(900)) }, mergeResult{advance: true, wm: 15}, true},
-		{"the hold ends at its deadline", func() mergeResult { return m.expire(at(100).Add(resumeGrace)) }, mergeResult{}, false},
+		{"the hold ends at its deadline", func() mergeResult { return m.expire(at(100).Add(ResumeGrace)) }, mergeResult{}, false},
 		{"1 idle again, 0 goes on", func() mergeResult { m.markIdle(1, MinWatermark, at(3000)); return m.watermark(0, 50, at(3000)) }, mergeResult{advance: true, wm: 50}, false},
 		{"0 idle too", func() mergeResult { return m.markIdle(0, MinWatermark, at(3100)) }, mergeResult{idle: true}, false},
 		{"0 resumes: 1 holds again", func() mergeResult { return m.watermark(0, 60, at(3200)) }, mergeResult{advance: true, wm: 50}, true},
-		{"1 silent through the grace: the hold ends", func() mergeResult { return m.expire(at(3200).Add(resumeGrace)) }, mergeResult{advance: true, wm: 60}, false},
+		{"1 silent through the grace: the hold ends", func() mergeResult { return m.expire(at(3200).Add(ResumeGrace)) }, mergeResult{advance: true, wm: 60}, false},
 		{"0 idle, then active: 1, spent, holds no more", func() mergeResult { m.markIdle(0, MinWatermark, at(6000)); return m.watermark(0, 70, at(6100)) }, mergeResult{advance: true, wm: 70}, false},
 		{"1 active and idle again", func() mergeResult { m.watermark(1, 70, at(6200)); return m.markIdle(1, MinWatermark, at(6300)) }, mergeResult{}, false},
 		{"0 idle and active: 1 holds once more", func() mergeResult { m.markIdle(0, MinWatermark, at(6400)); return m.watermark(0, 80, at(6500)) }, mergeResult{advance: true, wm: 70}, true},

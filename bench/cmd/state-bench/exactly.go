@@ -44,7 +44,7 @@ func runExactly(ctx context.Context, c config) (err error) {
 			return err
 		}
 		if c.download {
-			return measureDownload(ctx, c.checkpoints)
+			return measureDownload(ctx, c.checkpoints, c.dir)
 		}
 		return nil
 	}
@@ -80,7 +80,7 @@ func runExactly(ctx context.Context, c config) (err error) {
 		}
 	}
 	if c.download {
-		return measureDownload(ctx, c.checkpoints)
+		return measureDownload(ctx, c.checkpoints, c.dir)
 	}
 	return nil
 }

@@ -7,7 +7,8 @@
 // size. With --restore it then starts the job again from the last
 // checkpoint with an empty state directory (a new machine) and measures
 // the restore; with --download it also downloads the checkpoint's shared
-// files from S3 with a plain client, for the server's bandwidth. With
+// files from S3 with a plain client, for the server's bandwidth (into
+// io.Discard, then into files beside the restore's, for the disk's). With
 // --system flink it runs the same job on Apache Flink with RocksDB and
 // incremental checkpoints (bench/peers/flink, StateBench.java) instead.
 // docs/benchmarks.md records results and the commands.
@@ -78,7 +79,7 @@ func main() {
 	flag.Int64Var(&c.rssCapMiB, "rss-cap-mib", 0, "fail the run when the process's RSS (VmRSS) exceeds this many MiB; 0: no cap")
 	flag.BoolVar(&c.restore, "restore", false, "exactly: after the run, restore its last checkpoint into an empty state directory and measure it")
 	flag.BoolVar(&c.restoreOnly, "restore-only", false, "exactly: run no job; restore the latest checkpoint in --checkpoints (of a run stopped by SIGKILL, or with --cleanup=false) and measure it")
-	flag.BoolVar(&c.download, "download", false, "exactly with s3:// checkpoints: after the run, download its shared files with a plain S3 client and measure it")
+	flag.BoolVar(&c.download, "download", false, "exactly with s3:// checkpoints: after the run, download its shared files with a plain S3 client, discarding them and then into files, and measure it")
 	flag.BoolVar(&c.cleanup, "cleanup", true, "delete the state directories and the checkpoints (directory or S3 prefix) at the end")
 	flag.Float64Var(&c.bucketGB, "bucket-gb", 1, "state-size step of the summary table, GiB")
 	flag.IntVar(&c.flinkPort, "flink-rest-port", 31081, "flink: the MiniCluster's REST port, polled for checkpoint statistics")

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -109,9 +110,11 @@ func removeCheckpoints(ctx context.Context, location string) error {
 
 // measureDownload downloads every shared file under the checkpoint prefix
 // with plain GETs into io.Discard, one at a time (as a restore does) and
-// with four at a time, and prints the rates: the server's bandwidth that
-// the restore is held against.
-func measureDownload(ctx context.Context, location string) error {
+// with four at a time, then four at a time into files under dir (removed
+// after), as a restore writes them (unsynced), and prints the rates: the
+// server's bandwidth that the restore is held against, and the same with
+// the disk's writes.
+func measureDownload(ctx context.Context, location, dir string) error {
 	b, err := openBucket(location)
 	if err != nil {
 		return err
@@ -124,19 +127,34 @@ func measureDownload(ctx context.Context, location string) error {
 	for _, o := range objs {
 		size += o.Size
 	}
-	for _, streams := range []int{1, 4} {
+	into := filepath.Join(dir, "plain-download")
+	defer os.RemoveAll(into)
+	for _, run := range []struct {
+		streams int
+		dir     string
+	}{{1, ""}, {4, ""}, {4, into}} {
+		if run.dir != "" {
+			if err := os.MkdirAll(run.dir, 0o755); err != nil {
+				return err
+			}
+		}
 		start := time.Now()
-		if err := b.download(ctx, objs, streams); err != nil {
+		if err := b.download(ctx, objs, run.streams, run.dir); err != nil {
 			return err
 		}
 		d := time.Since(start)
-		fmt.Printf("download: %d shared files, %s, %d at a time: %v, %.1f MB/s\n", len(objs), bytesStr(size), streams, d.Round(time.Millisecond), float64(size)/1e6/d.Seconds())
+		where := "discarded"
+		if run.dir != "" {
+			where = "written to files"
+		}
+		fmt.Printf("download: %d shared files, %s, %d at a time, %s: %v, %.1f MB/s\n", len(objs), bytesStr(size), run.streams, where, d.Round(time.Millisecond), float64(size)/1e6/d.Seconds())
 	}
 	return nil
 }
 
-// download GETs objs with streams requests in flight.
-func (b *s3Prefix) download(ctx context.Context, objs []minio.ObjectInfo, streams int) error {
+// download GETs objs with streams requests in flight, into new files
+// under dir, or into io.Discard when dir is "".
+func (b *s3Prefix) download(ctx context.Context, objs []minio.ObjectInfo, streams int, dir string) error {
 	work := make(chan minio.ObjectInfo)
 	errs := make(chan error, streams)
 	var wg sync.WaitGroup
@@ -146,7 +164,7 @@ func (b *s3Prefix) download(ctx context.Context, objs []minio.ObjectInfo, stream
 				obj, err := b.cl.GetObject(ctx, b.name, o.Key, minio.GetObjectOptions{})
 				if err == nil {
 					var n int64
-					n, err = io.Copy(io.Discard, obj)
+					n, err = copyTo(dir, o.Key, obj)
 					obj.Close()
 					if err == nil && n != o.Size {
 						err = fmt.Errorf("%s: read %d bytes of %d", o.Key, n, o.Size)
@@ -172,4 +190,18 @@ feed:
 	wg.Wait()
 	close(errs)
 	return errors.Join(err, <-errs)
+}
+
+// copyTo copies r into a new file under dir named after key, or into
+// io.Discard when dir is "".
+func copyTo(dir, key string, r io.Reader) (int64, error) {
+	if dir == "" {
+		return io.Copy(io.Discard, r)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, strings.ReplaceAll(key, "/", "_")), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(f, r)
+	return n, errors.Join(err, f.Close())
 }
