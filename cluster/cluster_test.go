@@ -550,6 +550,7 @@ func breakInstances(t *testing.T, job clusterJob, want []string) {
 	// The offsets once a is gone: a commit a sent just before its death is
 	// not counted as its tasks' output flowing again.
 	a.reaped(t)
+	t.Logf("a reaped after %.1fs", time.Since(killed).Seconds())
 	before := committedEnds(t, adm, out)
 	progress("output after a was killed")
 	if job == oneStage {
@@ -797,7 +798,11 @@ func (in *instance) reaped(t *testing.T) {
 // waitForTasks waits until the instance runs at least one task.
 func (in *instance) waitForTasks(t *testing.T) {
 	t.Helper()
+	began := time.Now()
 	kafkatest.WaitFor(t, 2*time.Minute, "instance "+in.name+" to run a task", func() bool { return len(in.tasks()) > 0 })
+	if d := time.Since(began); d > 5*time.Second {
+		t.Logf("instance %s ran no task for %.1fs", in.name, d.Seconds())
+	}
 }
 
 // tasks returns the partitions of the tasks the instance runs, as its log
