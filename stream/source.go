@@ -43,9 +43,9 @@ type sourceOp[T any] struct {
 	// which other goroutines call.
 	lagMu sync.Mutex
 	lags  map[string]runtime.SplitLag
-	// holdUntil ends the hold of the idle splits after another split
-	// resumed (see Watermark); zero when there is none.
-	holdUntil time.Time
+	// hold is the hold of the idle splits after another split resumed
+	// (see Watermark).
+	hold runtime.ResumeHold
 	// now is the clock of Watermark; nil is time.Now (tests set it).
 	now func() time.Time
 }
@@ -274,8 +274,7 @@ func (s *sourceOp[T]) Watermark() (int64, bool) {
 	if s.now != nil {
 		now = s.now()
 	}
-	if !s.holdUntil.IsZero() && !now.Before(s.holdUntil) {
-		s.holdUntil = time.Time{}
+	if s.hold.End(now) {
 		for _, sr := range s.readers {
 			sr.spent = sr.spent || sr.idle
 		}
@@ -294,10 +293,10 @@ func (s *sourceOp[T]) Watermark() (int64, bool) {
 		}
 		holdable = holdable || idle && !sr.spent
 	}
-	if resumed && holdable && s.holdUntil.IsZero() {
-		s.holdUntil = now.Add(runtime.ResumeGrace)
+	if resumed && holdable {
+		s.hold.Begin(now)
 	}
-	holding := !s.holdUntil.IsZero()
+	holding := s.hold.Holding()
 	least, greatest, active := runtime.MaxWatermark, runtime.MinWatermark, false
 	for _, sr := range s.readers {
 		greatest = max(greatest, sr.wm)

@@ -290,15 +290,7 @@ func TestPositionKeepsSilence(t *testing.T) {
 	if _, idle := u.watermark(); idle || u.isIdle(u.marks["b"]) {
 		t.Fatalf("b silent for 5 marks of a counts as idle")
 	}
-	r := &reader[string]{next: 3, end: -1, upstream: u}
-	_, _, marks, err := decodePosition("mid/0", r.Position())
-	if err != nil {
-		t.Fatal(err)
-	}
-	restored, err := restoreUpstreamWatermarks(2, marks)
-	if err != nil {
-		t.Fatal(err)
-	}
+	restored := restoredThroughPosition(t, u)
 	if restored.isIdle(restored.marks["b"]) || restored.marks["b"].since != u.marks["b"].since {
 		t.Fatalf("restored b: %+v, want %+v (silent, not idle)", restored.marks["b"], u.marks["b"])
 	}
@@ -326,19 +318,27 @@ func TestPositionKeepsHolds(t *testing.T) {
 	if b := u.marks["b"]; b.hold != 2 || u.isIdle(b) {
 		t.Fatalf("b after a resumed and wrote again: %+v, want holding (hold 2)", b)
 	}
-	r := &reader[string]{next: 3, end: -1, upstream: u}
-	_, _, marks, err := decodePosition("mid/0", r.Position())
-	if err != nil {
-		t.Fatal(err)
-	}
-	restored, err := restoreUpstreamWatermarks(2, marks)
-	if err != nil {
-		t.Fatal(err)
-	}
+	restored := restoredThroughPosition(t, u)
 	if restored.marks["b"] != u.marks["b"] {
 		t.Fatalf("restored b: %+v, want %+v", restored.marks["b"], u.marks["b"])
 	}
 	if wm, _ := restored.watermark(); wm != 10 {
 		t.Fatalf("restored watermark %d, want b's (10): b holds", wm)
 	}
+}
+
+// restoredThroughPosition returns u as a reader restores it from the
+// position of a split that u's reader checkpointed.
+func restoredThroughPosition(t *testing.T, u *upstreamWatermarks) *upstreamWatermarks {
+	t.Helper()
+	r := &reader[string]{next: 3, end: -1, upstream: u}
+	_, _, marks, err := decodePosition("mid/0", r.Position())
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored, err := restoreUpstreamWatermarks(u.want, marks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return restored
 }

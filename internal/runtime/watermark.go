@@ -98,10 +98,10 @@ type watermarkMerger struct {
 	idle     []bool
 	finished []bool
 	// spent marks the idle inputs that were idle through a whole hold.
-	spent     []bool
-	holdUntil time.Time // the end of the hold; zero when there is none
-	out       int64     // the last watermark forwarded
-	outIdle   bool      // the task last announced itself idle
+	spent   []bool
+	hold    ResumeHold
+	out     int64 // the last watermark forwarded
+	outIdle bool  // the task last announced itself idle
 }
 
 // ResumeGrace is how long a task's idle inputs (and a source subtask's
@@ -109,6 +109,37 @@ type watermarkMerger struct {
 // the time within which inputs paused by one cause are expected to
 // resume, a checkpoint or two of a stage before them.
 const ResumeGrace = 2 * time.Second
+
+// ResumeHold is the clock of a hold of idle inputs: it runs for
+// ResumeGrace from the first Begin while none runs. The inputs it holds,
+// and which are spent, are its user's (watermarkMerger, a source
+// subtask's splits).
+type ResumeHold struct {
+	until time.Time // zero when no hold runs
+}
+
+// Begin starts a hold at now unless one runs.
+func (h *ResumeHold) Begin(now time.Time) {
+	if h.until.IsZero() {
+		h.until = now.Add(ResumeGrace)
+	}
+}
+
+// End ends the hold if it is over at now, and reports whether it did: the
+// inputs still idle are then spent.
+func (h *ResumeHold) End(now time.Time) bool {
+	if h.until.IsZero() || now.Before(h.until) {
+		return false
+	}
+	h.until = time.Time{}
+	return true
+}
+
+// Holding reports whether a hold runs.
+func (h *ResumeHold) Holding() bool { return !h.until.IsZero() }
+
+// Deadline returns when the running hold ends, if one runs.
+func (h *ResumeHold) Deadline() (time.Time, bool) { return h.until, h.Holding() }
 
 func newWatermarkMerger(inputs int) *watermarkMerger {
 	m := &watermarkMerger{
@@ -137,8 +168,8 @@ func (m *watermarkMerger) watermark(i int, wm int64, now time.Time) mergeResult 
 	resumed := m.idle[i]
 	m.wms[i] = max(m.wms[i], wm)
 	m.idle[i], m.spent[i] = false, false
-	if resumed && m.holdUntil.IsZero() && m.holdable() {
-		m.holdUntil = now.Add(ResumeGrace)
+	if resumed && m.holdable() {
+		m.hold.Begin(now)
 	}
 	return m.merge(now)
 }
@@ -158,9 +189,7 @@ func (m *watermarkMerger) finish(i int, now time.Time) mergeResult {
 
 // deadline returns when the hold ends, if there is one: the caller calls
 // expire then.
-func (m *watermarkMerger) deadline() (time.Time, bool) {
-	return m.holdUntil, !m.holdUntil.IsZero()
-}
+func (m *watermarkMerger) deadline() (time.Time, bool) { return m.hold.Deadline() }
 
 // expire ends the hold if it is over at now.
 func (m *watermarkMerger) expire(now time.Time) mergeResult {
@@ -179,13 +208,12 @@ func (m *watermarkMerger) holdable() bool {
 }
 
 func (m *watermarkMerger) merge(now time.Time) mergeResult {
-	if !m.holdUntil.IsZero() && !now.Before(m.holdUntil) {
-		m.holdUntil = time.Time{}
+	if m.hold.End(now) {
 		for i := range m.spent {
 			m.spent[i] = m.spent[i] || m.idle[i]
 		}
 	}
-	holding := !m.holdUntil.IsZero()
+	holding := m.hold.Holding()
 	least, greatest, active, live := MaxWatermark, MinWatermark, false, false
 	for i, wm := range m.wms {
 		greatest = max(greatest, wm)
