@@ -25,6 +25,11 @@ import (
 // full snapshot: a savepoint must not depend on files that retention may
 // delete. Call the returned function once, before Close.
 func (b *KeyedBackend[K]) SnapshotFor(id checkpoint.ID, kind checkpoint.Kind, files checkpoint.SharedFiles) (func() (checkpoint.SubtaskSnapshot, error), error) {
+	if files != nil && kind == checkpoint.KindCheckpoint {
+		if encode, ok := b.snapshotChain(id, files); ok {
+			return encode, nil
+		}
+	}
 	if b.disk == nil || files == nil || kind != checkpoint.KindCheckpoint {
 		encode := b.Snapshot()
 		return func() (checkpoint.SubtaskSnapshot, error) {
@@ -60,6 +65,9 @@ func (b *KeyedBackend[K]) SnapshotFor(id checkpoint.ID, kind checkpoint.Kind, fi
 // from now on instead of being uploaded again, and the local copies no
 // later checkpoint will refer to are removed.
 func (b *KeyedBackend[K]) CheckpointComplete(id checkpoint.ID) error {
+	if b.chain != nil {
+		b.chain.completed(id)
+	}
 	if b.disk == nil {
 		return nil
 	}

@@ -32,6 +32,26 @@ import (
 // Register every state before. On error the backend may hold part of the
 // state: discard it.
 func (b *KeyedBackend[K]) RestoreDBs(dbs []checkpoint.DBFiles, files checkpoint.SharedFiles) error {
+	var chains []checkpoint.DBFiles
+	dbs = slices.DeleteFunc(slices.Clone(dbs), func(db checkpoint.DBFiles) bool {
+		if isHeapChain(db) {
+			chains = append(chains, db)
+			return true
+		}
+		return false
+	})
+	for _, db := range chains {
+		keys := b.owned.intersect(db.KeyGroupStart, db.KeyGroupEnd)
+		if keys.Start >= keys.End {
+			continue
+		}
+		if err := b.restoreChain(db, keys, files); err != nil {
+			return fmt.Errorf("state: restore the heap snapshot of key groups [%d, %d): %w", db.KeyGroupStart, db.KeyGroupEnd, err)
+		}
+	}
+	if len(chains) == 1 && len(dbs) == 0 {
+		b.adoptChain(chains[0], files)
+	}
 	adopted, err := b.adoptDB(dbs, files)
 	if err != nil {
 		return err

@@ -13,6 +13,43 @@ type heapMaps[K comparable, UK comparable, UV any] struct {
 	keyCodec   Codec[UK]
 	valueCodec Codec[UV]
 	m          map[K]map[UK]UV // inner maps are never empty
+	// written holds the keys whose maps changed since the last
+	// takeChanges, once a heap chain tracks them (nil before).
+	written map[K]struct{}
+}
+
+// changed notes that the current key's map changed.
+func (s *heapMaps[K, UK, UV]) changed() {
+	if s.written != nil {
+		s.written[s.b.current] = struct{}{}
+	}
+}
+
+func (s *heapMaps[K, UK, UV]) trackChanges() bool {
+	if s.written != nil {
+		return true
+	}
+	s.written = make(map[K]struct{})
+	return false
+}
+
+func (s *heapMaps[K, UK, UV]) takeChanges() map[K]struct{} {
+	out := s.written
+	s.written = make(map[K]struct{}, len(out))
+	return out
+}
+
+func (s *heapMaps[K, UK, UV]) captureKeys(keys map[K]struct{}) (capturedTable[K], []K) {
+	m := make(map[K]map[UK]UV, len(keys))
+	var removed []K
+	for k := range keys {
+		if inner, ok := s.m[k]; ok {
+			m[k] = maps.Clone(inner)
+		} else {
+			removed = append(removed, k)
+		}
+	}
+	return mapCapture[K, UK, UV]{m: m, keyCodec: s.keyCodec, valueCodec: s.valueCodec}, removed
 }
 
 func newHeapMaps[K comparable, UK comparable, UV any](b *KeyedBackend[K], keyCodec Codec[UK], valueCodec Codec[UV]) *heapMaps[K, UK, UV] {
@@ -34,13 +71,17 @@ func (s *heapMaps[K, UK, UV]) inner() map[UK]UV {
 	return inner
 }
 
-func (s *heapMaps[K, UK, UV]) put(uk UK, uv UV) { s.inner()[uk] = uv }
+func (s *heapMaps[K, UK, UV]) put(uk UK, uv UV) {
+	s.inner()[uk] = uv
+	s.changed()
+}
 
 func (s *heapMaps[K, UK, UV]) compute(uk UK, f func(old UV, ok bool) UV) UV {
 	inner := s.inner()
 	old, ok := inner[uk]
 	v := f(old, ok)
 	inner[uk] = v
+	s.changed()
 	return v
 }
 
@@ -53,6 +94,7 @@ func (s *heapMaps[K, UK, UV]) remove(uk UK) {
 	if len(inner) == 0 {
 		delete(s.m, s.b.current)
 	}
+	s.changed()
 }
 
 func (s *heapMaps[K, UK, UV]) contains(uk UK) bool {
@@ -64,7 +106,10 @@ func (s *heapMaps[K, UK, UV]) len() int { return len(s.m[s.b.current]) }
 
 func (s *heapMaps[K, UK, UV]) all() iter.Seq2[UK, UV] { return maps.All(s.m[s.b.current]) }
 
-func (s *heapMaps[K, UK, UV]) clear() { delete(s.m, s.b.current) }
+func (s *heapMaps[K, UK, UV]) clear() {
+	delete(s.m, s.b.current)
+	s.changed()
+}
 
 func (s *heapMaps[K, UK, UV]) kind() stateKind { return kindMap }
 

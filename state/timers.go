@@ -307,6 +307,16 @@ func (q *timerQueue[K]) down(i int) {
 	}
 }
 
+// empty reports whether the queue holds no pending timer.
+func (q *timerQueue[K]) empty() bool {
+	for _, b := range q.buckets {
+		if b.pending > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // pending returns the pending timers in (when, registration) order.
 func (q *timerQueue[K]) pending() []timerEntry[K] {
 	var out []timerEntry[K]

@@ -7,6 +7,9 @@ type heapValues[K comparable, V any] struct {
 	b     *KeyedBackend[K]
 	codec Codec[V]
 	m     map[K]V
+	// written holds the keys set or cleared since the last takeChanges,
+	// once a heap chain tracks them (nil before).
+	written map[K]struct{}
 }
 
 func newHeapValues[K comparable, V any](b *KeyedBackend[K], codec Codec[V]) *heapValues[K, V] {
@@ -18,9 +21,46 @@ func (s *heapValues[K, V]) get() (V, bool) {
 	return v, ok
 }
 
-func (s *heapValues[K, V]) set(v V) { s.m[s.b.current] = v }
+func (s *heapValues[K, V]) set(v V) {
+	s.m[s.b.current] = v
+	if s.written != nil {
+		s.written[s.b.current] = struct{}{}
+	}
+}
 
-func (s *heapValues[K, V]) clear() { delete(s.m, s.b.current) }
+func (s *heapValues[K, V]) clear() {
+	delete(s.m, s.b.current)
+	if s.written != nil {
+		s.written[s.b.current] = struct{}{}
+	}
+}
+
+func (s *heapValues[K, V]) trackChanges() bool {
+	if s.written != nil {
+		return true
+	}
+	s.written = make(map[K]struct{})
+	return false
+}
+
+func (s *heapValues[K, V]) takeChanges() map[K]struct{} {
+	out := s.written
+	s.written = make(map[K]struct{}, len(out))
+	return out
+}
+
+func (s *heapValues[K, V]) captureKeys(keys map[K]struct{}) (capturedTable[K], []K) {
+	m := make(map[K]V, len(keys))
+	var removed []K
+	for k := range keys {
+		if v, ok := s.m[k]; ok {
+			m[k] = v
+		} else {
+			removed = append(removed, k)
+		}
+	}
+	return valueCapture[K, V]{m: m, codec: s.codec}, removed
+}
 
 func (s *heapValues[K, V]) kind() stateKind { return kindValue }
 

@@ -86,6 +86,14 @@ func NewBlobReader(blob []byte) (*BlobReader, error) {
 	return &BlobReader{version: blob[0], src: blob[1:]}, nil
 }
 
+// FieldReader returns a reader of the fields of src, a sequence of counts
+// and byte strings written with [AppendCount] and [AppendBytes] that has
+// no version byte; it aliases src.
+func FieldReader(src []byte) *BlobReader { return &BlobReader{src: src} }
+
+// Rest returns the bytes not read yet; it aliases the blob.
+func (r *BlobReader) Rest() []byte { return r.src }
+
 // More reports whether another section follows.
 func (r *BlobReader) More() bool { return len(r.src) > 0 }
 
@@ -124,6 +132,16 @@ func (r *BlobReader) Count() (int, error) {
 		return 0, CorruptBlob("count %d exceeds the %d bytes left", n, len(r.src))
 	}
 	return int(n), nil
+}
+
+// Uvarint reads a uvarint that counts nothing (an index).
+func (r *BlobReader) Uvarint() (uint64, error) {
+	n, w := binary.Uvarint(r.src)
+	if w <= 0 {
+		return 0, CorruptBlob("bad number")
+	}
+	r.src = r.src[w:]
+	return n, nil
 }
 
 // Bytes reads a length-prefixed byte string.

@@ -1,0 +1,339 @@
+package state
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/exactlyonce/exactly/checkpoint"
+)
+
+// Incremental snapshots of the heap backend: a heap chain.
+//
+// A heap backend whose states are all value and map states without a TTL
+// takes a checkpoint given shared files as a chain of files in them (the
+// format is in heap_chain_file.go): a full snapshot, then change sets,
+// each holding the entries of the keys written or removed since the
+// newest completed checkpoint's chain, which it extends. A checkpoint's
+// snapshot lists its chain as one checkpoint.DBFiles whose files are
+// named heapChainPrefix and the checkpoint's id, so that retention,
+// rescaling and restores keep and hand out its files as they do a Pebble
+// database's. A checkpoint that changed nothing refers to the chain before
+// it and writes no file.
+//
+// A chain restarts with a full snapshot when its change sets add up to
+// more bytes than its full snapshot (a restore then reads at most twice
+// the state), when it has maxChainFiles files, and while the backend has
+// timers: change sets do not hold them. Savepoints stay full and inline.
+
+// heapChainPrefix starts the name of every file of a heap chain.
+const heapChainPrefix = "heapsnap-"
+
+// maxChainFiles is the most files a heap chain has.
+const maxChainFiles = 32
+
+// heapChains turns heap chains on; off, the heap backend's checkpoints are
+// full snapshots.
+var heapChains = false
+
+// deltaTable is a table whose changes a heap chain can write.
+type deltaTable[K comparable] interface {
+	table[K]
+	// trackChanges starts recording the keys written from now on and
+	// reports whether it was recording already.
+	trackChanges() bool
+	// takeChanges returns the keys written since the last call and starts
+	// a new set.
+	takeChanges() map[K]struct{}
+	// captureKeys captures the entries of keys the table holds, as capture
+	// does, and returns the others as removed.
+	captureKeys(keys map[K]struct{}) (capturedTable[K], []K)
+}
+
+// heapChain is a heap backend's chain: what its completed checkpoints
+// wrote and the changes since. Its mutex guards committed and pending
+// against the snapshots' encoders.
+type heapChain[K comparable] struct {
+	instance string // unique to this backend: shared file keys start with it
+	mu       sync.Mutex
+	// committed is the chain of the newest completed checkpoint that had
+	// one, or the one restored.
+	committed chainFiles
+	// pending holds the captures taken since, oldest first.
+	pending []pendingChanges[K]
+}
+
+// chainFiles is one checkpoint's heap chain.
+type chainFiles struct {
+	files  []checkpoint.DBFile
+	timers bool // its full snapshot holds timers
+}
+
+// full returns the size of its full snapshot and of its change sets.
+func (c chainFiles) sizes() (full, changes int64) {
+	for i, f := range c.files {
+		if i == 0 {
+			full = f.Shared.Size
+		} else {
+			changes += f.Shared.Size
+		}
+	}
+	return full, changes
+}
+
+// pendingChanges are the keys one capture found written, per state.
+type pendingChanges[K comparable] struct {
+	id      checkpoint.ID
+	changes map[string]map[K]struct{}
+	chain   *chainFiles // its chain, once written
+}
+
+func newHeapChain[K comparable]() *heapChain[K] {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return &heapChain[K]{instance: hex.EncodeToString(b[:])}
+}
+
+// deltaTables returns the backend's states by name, or false if one of
+// them cannot be written as changes (a list, a state with a TTL) or the
+// backend is not the heap backend.
+func (b *KeyedBackend[K]) deltaTables() (map[string]deltaTable[K], bool) {
+	if b.disk != nil || !heapChains {
+		return nil, false
+	}
+	out := make(map[string]deltaTable[K], len(b.tables))
+	for name, t := range b.tables {
+		if name == timersName || name == eventTimersName {
+			continue
+		}
+		d, ok := t.(deltaTable[K])
+		if !ok {
+			return nil, false
+		}
+		out[name] = d
+	}
+	return out, true
+}
+
+// hasTimers reports whether the backend holds any timer.
+func (b *KeyedBackend[K]) hasTimers() bool {
+	for _, s := range []timerStore[K]{b.timers, b.eventTimers} {
+		if q, ok := s.(*timerQueue[K]); !ok || !q.empty() {
+			return true
+		}
+	}
+	return false
+}
+
+// snapshotChain captures checkpoint id as a heap chain in files; ok is
+// false if the backend cannot take one (see deltaTables).
+func (b *KeyedBackend[K]) snapshotChain(id checkpoint.ID, files checkpoint.SharedFiles) (encode func() (checkpoint.SubtaskSnapshot, error), ok bool) {
+	tables, ok := b.deltaTables()
+	if !ok {
+		return nil, false
+	}
+	if b.chain == nil {
+		b.chain = newHeapChain[K]()
+	}
+	c := b.chain
+	tracked := true
+	for _, t := range tables {
+		tracked = t.trackChanges() && tracked
+	}
+	timers := b.hasTimers()
+
+	c.mu.Lock()
+	base := c.committed
+	changes := make(map[string]map[K]struct{}, len(tables))
+	for name, t := range tables {
+		changes[name] = t.takeChanges()
+	}
+	c.pending = append(c.pending, pendingChanges[K]{id: id, changes: changes})
+	fullSize, changesSize := base.sizes()
+	full := !tracked || timers || base.timers || len(base.files) == 0 ||
+		len(base.files) >= maxChainFiles || changesSize > fullSize
+	var sections []capturedSection[K]
+	if full {
+		sections = b.captureSections(func(table[K]) bool { return true })
+	} else {
+		sections = b.captureChanges(tables, c.pending)
+	}
+	c.mu.Unlock()
+
+	keyCodec, maxParallelism, owned := b.keyCodec, b.maxParallelism, b.owned
+	return func() (checkpoint.SubtaskSnapshot, error) {
+		chain := chainFiles{timers: timers}
+		if !full && len(sections) == 0 {
+			chain.files = base.files
+		} else {
+			blobs, err := encodeSections(sections, nil, keyCodec, maxParallelism, owned)
+			if err != nil {
+				return checkpoint.SubtaskSnapshot{}, err
+			}
+			data := encodeChainFile(blobs)
+			f, err := files.WriteShared(id, c.instance+"-heap", bytes.NewReader(data), int64(len(data)))
+			if err != nil {
+				return checkpoint.SubtaskSnapshot{}, fmt.Errorf("state: snapshot for checkpoint %d: %w", id, err)
+			}
+			if !full {
+				chain.files = slices.Clone(base.files)
+			}
+			chain.files = append(chain.files, checkpoint.DBFile{Name: heapChainFileName(id), Shared: f})
+		}
+		c.written(id, chain)
+		return checkpoint.SubtaskSnapshot{DBs: []checkpoint.DBFiles{{
+			KeyGroupStart: owned.Start, KeyGroupEnd: owned.End, Files: chain.files,
+		}}}, nil
+	}, true
+}
+
+// captureChanges captures the entries of the keys that the captures since
+// the committed chain found written, in sections of the tables' names:
+// the entries held and the keys removed. It leaves out the tables without
+// changes.
+func (b *KeyedBackend[K]) captureChanges(tables map[string]deltaTable[K], pending []pendingChanges[K]) []capturedSection[K] {
+	var sections []capturedSection[K]
+	for _, name := range b.names {
+		t, ok := tables[name]
+		if !ok {
+			continue
+		}
+		keys := pending[len(pending)-1].changes[name]
+		if len(pending) > 1 {
+			keys = maps.Clone(keys)
+			for _, p := range pending[:len(pending)-1] {
+				maps.Copy(keys, p.changes[name])
+			}
+		}
+		if len(keys) == 0 {
+			continue
+		}
+		held, removed := t.captureKeys(keys)
+		sections = append(sections, capturedSection[K]{name: name, kind: t.kind(), data: held})
+		if len(removed) > 0 {
+			sections = append(sections, capturedSection[K]{name: name, kind: kindRemoved, data: removedKeys[K](removed)})
+		}
+	}
+	return sections
+}
+
+// removedKeys is a change set's section of removed keys.
+type removedKeys[K comparable] []K
+
+// encode writes one entry per key: the key alone.
+func (r removedKeys[K]) encode(w *sectionWriter[K]) error {
+	for _, k := range r {
+		if _, err := w.key(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// written records the chain checkpoint id's snapshot wrote.
+func (c *heapChain[K]) written(id checkpoint.ID, chain chainFiles) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := range c.pending {
+		if c.pending[i].id == id {
+			c.pending[i].chain = &chain
+		}
+	}
+}
+
+// completed makes the chain of the newest capture at or before id that
+// wrote one the committed chain, and forgets the captures it covers.
+func (c *heapChain[K]) completed(id checkpoint.ID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	newest := -1
+	for i, p := range c.pending {
+		if p.id <= id && p.chain != nil {
+			newest = i
+		}
+	}
+	if newest < 0 {
+		return
+	}
+	c.committed = *c.pending[newest].chain
+	c.pending = slices.Delete(c.pending, 0, newest+1)
+}
+
+// heapChainFileName names the file of a heap chain written for checkpoint
+// id; names sort in the chain's order.
+func heapChainFileName(id checkpoint.ID) string {
+	return fmt.Sprintf("%s%020d", heapChainPrefix, id)
+}
+
+// isHeapChain reports whether db is a heap chain rather than a database.
+func isHeapChain(db checkpoint.DBFiles) bool {
+	return len(db.Files) > 0 && strings.HasPrefix(db.Files[0].Name, heapChainPrefix)
+}
+
+// restoreChain merges the key groups keys of the heap chain db, reading
+// its files from files.
+func (b *KeyedBackend[K]) restoreChain(db checkpoint.DBFiles, keys KeyGroupRange, files checkpoint.SharedFiles) error {
+	var decoded []map[int][]byte
+	for _, f := range db.Files {
+		if !strings.HasPrefix(f.Name, heapChainPrefix) {
+			return fmt.Errorf("heap snapshot: file %q: %w", f.Name, ErrCorrupt)
+		}
+		data := f.Data
+		if f.Shared.Name != "" {
+			if files == nil {
+				return fmt.Errorf("the checkpoint's shared files cannot be read here: restore it through the job's checkpoint storage")
+			}
+			var buf bytes.Buffer
+			buf.Grow(int(f.Shared.Size))
+			if err := files.ReadShared(f.Shared, &buf); err != nil {
+				return err
+			}
+			data = buf.Bytes()
+		}
+		blobs, err := decodeChainFile(data)
+		if err != nil {
+			return fmt.Errorf("heap snapshot file %s: %w", f.Name, err)
+		}
+		decoded = append(decoded, blobs)
+	}
+	var blobs [][]byte
+	for kg := keys.Start; kg < keys.End; kg++ {
+		blobs = blobs[:0]
+		for _, d := range decoded {
+			if blob, ok := d[kg]; ok {
+				blobs = append(blobs, blob)
+			}
+		}
+		if len(blobs) == 0 {
+			continue
+		}
+		merged, err := mergeChainBlobs(blobs)
+		if err == nil && merged != nil {
+			err = b.restore(kg, merged)
+		}
+		if err != nil {
+			return fmt.Errorf("key group %d: %w", kg, err)
+		}
+	}
+	return nil
+}
+
+// adoptChain lets the backend's next checkpoints extend the heap chain db
+// it restored whole, when it can refer to the chain's files.
+func (b *KeyedBackend[K]) adoptChain(db checkpoint.DBFiles, files checkpoint.SharedFiles) {
+	tables, ok := b.deltaTables()
+	if !ok || files == nil || !files.Reusable() || db.KeyGroupStart != b.owned.Start || db.KeyGroupEnd != b.owned.End {
+		return
+	}
+	c := newHeapChain[K]()
+	c.committed = chainFiles{files: slices.Clone(db.Files), timers: b.hasTimers()}
+	for _, t := range tables {
+		t.trackChanges()
+	}
+	b.chain = c
+}

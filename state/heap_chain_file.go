@@ -1,0 +1,221 @@
+package state
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	"github.com/exactlyonce/exactly/internal/format"
+)
+
+// A file of a heap chain (see heap_chain.go) holds the blobs of the key
+// groups of one subtask that have any, in increasing key-group order:
+//
+//	file  = version:byte groups:uvarint group*groups
+//	group = kg:uvarint blob:bytes
+//
+// A chain's first file is a full snapshot: its blobs are those Snapshot
+// writes. Each later file is a change set on top of the files before it:
+// its blobs hold, per state, the whole entry of every key written since
+// (a section of the state's kind) and the keys removed since (a section
+// of kindRemoved under the same name). Change sets hold only value and
+// map states without a TTL; a full snapshot may also hold timers.
+const heapChainFileVersion = 1
+
+// kindRemoved is the kind of a change set's section that lists the keys a
+// state no longer holds; it appears only in heap chain files, never in a
+// blob given to restore.
+const kindRemoved = 0x40
+
+// encodeChainFile encodes the blobs of key groups into a heap chain file.
+func encodeChainFile(blobs map[int][]byte) []byte {
+	kgs := make([]int, 0, len(blobs))
+	size := 1 + binary.MaxVarintLen64
+	for kg, blob := range blobs {
+		kgs = append(kgs, kg)
+		size += 2*binary.MaxVarintLen64 + len(blob)
+	}
+	slices.Sort(kgs)
+	out := make([]byte, 0, size)
+	out = append(out, heapChainFileVersion)
+	out = format.AppendCount(out, len(kgs))
+	for _, kg := range kgs {
+		out = format.AppendCount(out, kg)
+		out = format.AppendBytes(out, blobs[kg])
+	}
+	return out
+}
+
+// decodeChainFile returns the blobs of a heap chain file by key group;
+// they alias data.
+func decodeChainFile(data []byte) (map[int][]byte, error) {
+	if len(data) == 0 || data[0] != heapChainFileVersion {
+		return nil, format.CorruptBlob("a heap snapshot file of version %v, this build reads version %d", firstByte(data), heapChainFileVersion)
+	}
+	r := format.FieldReader(data[1:])
+	n, err := r.Count()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int][]byte, n)
+	last := -1
+	for range n {
+		n, err := r.Uvarint()
+		if err != nil {
+			return nil, err
+		}
+		if n > MaxParallelismLimit {
+			return nil, format.CorruptBlob("key group %d in a heap snapshot file", n)
+		}
+		kg := int(n)
+		if kg <= last {
+			return nil, format.CorruptBlob("key group %d after key group %d in a heap snapshot file", kg, last)
+		}
+		last = kg
+		if out[kg], err = r.Bytes(); err != nil {
+			return nil, err
+		}
+	}
+	if r.More() {
+		return nil, format.CorruptBlob("bytes after the last key group of a heap snapshot file")
+	}
+	return out, nil
+}
+
+func firstByte(b []byte) any {
+	if len(b) == 0 {
+		return "(empty)"
+	}
+	return b[0]
+}
+
+// mergeChainBlobs merges the blobs one key group has in the files of a
+// heap chain, oldest first, into the blob of a full snapshot that restore
+// reads: each state's entries are those of the newest blob that wrote or
+// removed their key. Only the first blob may hold timers, which are kept
+// as they are.
+func mergeChainBlobs(blobs [][]byte) ([]byte, error) {
+	type section struct {
+		name    string
+		kind    byte
+		keys    []string          // in first-written order
+		entries map[string][]byte // the rest of each key's entry; absent: removed
+		raw     []byte            // the entries of a timer section
+		count   int               // the entries of a timer section
+	}
+	var sections []*section
+	byName := make(map[string]*section)
+	for i, blob := range blobs {
+		r, err := format.NewBlobReader(blob)
+		if err != nil {
+			return nil, err
+		}
+		for r.More() {
+			name, kind, count, err := r.Section(displayName)
+			if err != nil {
+				return nil, err
+			}
+			s := byName[name]
+			if s == nil {
+				s = &section{name: name, kind: kind, entries: make(map[string][]byte)}
+				if kind == kindRemoved {
+					s.kind = 0 // known once a change set writes an entry
+				}
+				byName[name] = s
+				sections = append(sections, s)
+			} else if kind != kindRemoved && s.kind != 0 && s.kind != kind {
+				return nil, format.CorruptBlob("%s has kind %#x in one file of a heap snapshot and %#x in another", displayName(name), s.kind, kind)
+			}
+			if kind != kindRemoved && s.kind == 0 {
+				s.kind = kind
+			}
+			switch stateKind(kind) {
+			case kindTimers, kindEventTimers:
+				if i > 0 {
+					return nil, format.CorruptBlob("timers in a change set of a heap snapshot")
+				}
+				start := r.Rest()
+				for range count {
+					if _, err := r.Bytes(); err != nil {
+						return nil, err
+					}
+					if _, err := r.Bytes(); err != nil {
+						return nil, err
+					}
+				}
+				s.raw, s.count = start[:len(start)-len(r.Rest())], count
+			case kindValue, kindMap, kindRemoved:
+				for range count {
+					key, err := r.Bytes()
+					if err != nil {
+						return nil, err
+					}
+					start := r.Rest()
+					if err := skipEntryRest(r, stateKind(kind)); err != nil {
+						return nil, err
+					}
+					k := string(key)
+					if _, seen := s.entries[k]; !seen && kind != kindRemoved {
+						s.keys = append(s.keys, k)
+					}
+					if kind == kindRemoved {
+						delete(s.entries, k)
+					} else {
+						s.entries[k] = start[:len(start)-len(r.Rest())]
+					}
+				}
+			default:
+				return nil, format.CorruptBlob("%s has kind %#x, which a heap snapshot file does not hold", displayName(name), kind)
+			}
+		}
+	}
+	var out []byte
+	for _, s := range sections {
+		if s.raw != nil {
+			out = format.AppendSection(out, s.name, s.kind, s.count, s.raw)
+			continue
+		}
+		var entries []byte
+		n := 0
+		for _, k := range s.keys {
+			rest, ok := s.entries[k]
+			if !ok {
+				continue
+			}
+			entries = format.AppendBytes(entries, []byte(k))
+			entries = append(entries, rest...)
+			n++
+		}
+		if n > 0 {
+			out = format.AppendSection(out, s.name, s.kind, n, entries)
+		}
+	}
+	if out == nil {
+		return nil, nil
+	}
+	return out, nil
+}
+
+// skipEntryRest reads the rest of an entry of kind after its key: a
+// value's value, a map's count and pairs, nothing for a removal.
+func skipEntryRest(r *format.BlobReader, kind stateKind) error {
+	switch kind {
+	case kindValue:
+		_, err := r.Bytes()
+		return err
+	case kindMap:
+		n, err := r.Count()
+		if err != nil {
+			return err
+		}
+		for range 2 * n {
+			if _, err := r.Bytes(); err != nil {
+				return err
+			}
+		}
+		return nil
+	case kindRemoved:
+		return nil
+	}
+	return fmt.Errorf("state: no entry format for kind %v", kind)
+}

@@ -1,0 +1,357 @@
+package state
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/internal/format"
+)
+
+// withHeapChains turns heap chains on for the test.
+func withHeapChains(t *testing.T) {
+	t.Helper()
+	old := heapChains
+	heapChains = true
+	t.Cleanup(func() { heapChains = old })
+}
+
+// chainFixture is a heap backend whose states can be written as changes:
+// a value and a map state without a TTL.
+type chainFixture struct {
+	b     *KeyedBackend[string]
+	count *ValueState[string, int64]
+	seen  *MapState[string, string, int]
+}
+
+func newChainFixture(t testing.TB, kind BackendKind, owned KeyGroupRange) *chainFixture {
+	b := newBackend(t, kind, StringCodec{}, chainMaxP, owned)
+	return &chainFixture{b: b,
+		count: must(NewValueState[string, int64](b.Scope(), "count", Int64Codec{})),
+		seen:  must(NewMapState[string, string, int](b.Scope(), "seen", StringCodec{}, IntCodec{}))}
+}
+
+const chainMaxP, chainKeys = 16, 60
+
+// chainModel is what each key holds: its count, if any, and its map.
+type chainModel map[string]chainEntry
+
+type chainEntry struct {
+	count    int64
+	hasCount bool
+	seen     map[string]int
+}
+
+func (m chainModel) clone() chainModel {
+	c := make(chainModel, len(m))
+	for k, e := range m {
+		e.seen = maps.Clone(e.seen)
+		c[k] = e
+	}
+	return c
+}
+
+// check compares every key the fixture's key groups hold with m.
+func (f *chainFixture) check(t *testing.T, what string, m chainModel) {
+	t.Helper()
+	for i := range chainKeys {
+		k := fmt.Sprint("k", i)
+		want := m[k]
+		if !f.b.owned.Contains(f.b.KeyGroupOf(k)) {
+			want = chainEntry{}
+		}
+		f.b.SetCurrentKey(k)
+		count, ok := f.count.Value()
+		seen := maps.Collect(f.seen.All())
+		if count != want.count || ok != want.hasCount || !maps.Equal(seen, want.seen) {
+			t.Fatalf("%s: %s holds count %d (%v) and %v, the model %d (%v) and %v", what, k, count, ok, seen, want.count, want.hasCount, want.seen)
+		}
+	}
+}
+
+// TestHeapChainAgainstModel changes a heap backend at random and takes
+// checkpoints as heap chains, some of which never complete (their files
+// are deleted, as a failed checkpoint's are) and some of which complete
+// after the next one was taken. Every completed checkpoint is restored
+// into a fresh backend of either kind, whole or split in two, and must
+// hold the model's state as of its capture; the chains must write less
+// than full snapshots would.
+func TestHeapChainAgainstModel(t *testing.T) {
+	withHeapChains(t)
+	for _, seed := range []uint64{1, 2, 3, 7, 20261205} {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			rnd := rand.New(rand.NewPCG(seed, 0))
+			files := newMemShared()
+			f := newChainFixture(t, HeapBackend, KeyGroupRange{0, chainMaxP})
+			m := chainModel{}
+			type taken struct {
+				id     checkpoint.ID
+				model  chainModel
+				finish func() (checkpoint.SubtaskSnapshot, error)
+			}
+			var open []taken
+			longest, restores := 0, 0
+			for id := checkpoint.ID(1); id <= 120; id++ {
+				for range rnd.IntN(40) {
+					chainOp(rnd, f, m)
+				}
+				finish, err := f.b.SnapshotFor(id, checkpoint.KindCheckpoint, files)
+				if err != nil {
+					t.Fatal(err)
+				}
+				open = append(open, taken{id: id, model: m.clone(), finish: finish})
+				if rnd.IntN(3) == 0 && len(open) < 3 {
+					continue // the next checkpoint is taken before this one ends
+				}
+				for _, c := range open {
+					snap, err := c.finish()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if rnd.IntN(6) == 0 { // the checkpoint fails: its files go
+						files.deleteOf(c.id)
+						continue
+					}
+					if err := f.b.CheckpointComplete(c.id); err != nil {
+						t.Fatal(err)
+					}
+					if len(snap.DBs) != 1 || len(snap.KeyGroups) != 0 {
+						t.Fatalf("checkpoint %d: %d databases and %d key groups, want one heap chain", c.id, len(snap.DBs), len(snap.KeyGroups))
+					}
+					longest = max(longest, len(snap.DBs[0].Files))
+					if rnd.IntN(4) == 0 {
+						restores++
+						restoreChainInto(t, fmt.Sprintf("checkpoint %d", c.id), snap, files, c.model, rnd)
+					}
+				}
+				open = open[:0]
+			}
+			if longest < 3 {
+				t.Errorf("the longest chain had %d files: the checkpoints were not incremental", longest)
+			}
+			t.Logf("%d restores checked, longest chain %d files, %d bytes written", restores, longest, files.bytesWritten())
+		})
+	}
+}
+
+// restoreChainInto restores snap whole into a backend of a random kind,
+// and split into two subtasks one time in three, and checks them against
+// want.
+func restoreChainInto(t *testing.T, what string, snap checkpoint.SubtaskSnapshot, files *memShared, want chainModel, rnd *rand.Rand) {
+	t.Helper()
+	kind := backendKinds[rnd.IntN(len(backendKinds))]
+	ranges := []KeyGroupRange{{0, chainMaxP}}
+	if rnd.IntN(3) == 0 {
+		ranges = []KeyGroupRange{RangeForSubtask(0, 2, chainMaxP), RangeForSubtask(1, 2, chainMaxP)}
+	}
+	for _, owned := range ranges {
+		g := newChainFixture(t, kind, owned)
+		if err := g.b.RestoreDBs(snap.DBs, files); err != nil {
+			t.Fatalf("%s: restoring into %v %v: %v", what, kind, owned, err)
+		}
+		g.check(t, fmt.Sprintf("%s restored into %v %v", what, kind, owned), want)
+	}
+}
+
+// chainOp makes one random change to f and m.
+func chainOp(rnd *rand.Rand, f *chainFixture, m chainModel) {
+	k := fmt.Sprint("k", rnd.IntN(chainKeys))
+	f.b.SetCurrentKey(k)
+	e := m[k]
+	switch op := rnd.IntN(10); {
+	case op < 4:
+		v := rnd.Int64N(1000)
+		f.count.Update(v)
+		e.count, e.hasCount = v, true
+	case op < 5:
+		f.count.Clear()
+		e.count, e.hasCount = 0, false
+	case op < 8:
+		uk, v := fmt.Sprint("u", rnd.IntN(4)), rnd.IntN(100)
+		f.seen.Put(uk, v)
+		e.seen = maps.Clone(e.seen)
+		if e.seen == nil {
+			e.seen = map[string]int{}
+		}
+		e.seen[uk] = v
+	case op < 9:
+		uk := fmt.Sprint("u", rnd.IntN(4))
+		f.seen.Remove(uk)
+		e.seen = maps.Clone(e.seen)
+		delete(e.seen, uk)
+	default:
+		f.seen.Clear()
+		e.seen = nil
+	}
+	if len(e.seen) == 0 {
+		e.seen = nil
+	}
+	m[k] = e
+}
+
+// deleteOf deletes the files written for checkpoint id.
+func (m *memShared) deleteOf(id checkpoint.ID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	prefix := format.SharedName(id, "")
+	for name := range m.files {
+		if strings.HasPrefix(name, prefix) {
+			delete(m.files, name)
+		}
+	}
+}
+
+// TestHeapChainFallsBackToFullSnapshots checks the cases a chain restarts
+// with a full snapshot or is not taken at all.
+func TestHeapChainFallsBackToFullSnapshots(t *testing.T) {
+	withHeapChains(t)
+	files := newMemShared()
+	f := newChainFixture(t, HeapBackend, KeyGroupRange{0, chainMaxP})
+	m := chainModel{}
+	rnd := rand.New(rand.NewPCG(9, 9))
+	take := func(id checkpoint.ID) checkpoint.SubtaskSnapshot {
+		t.Helper()
+		snap := incrementalNow(t, &fixture{b: f.b}, id, files)
+		if err := f.b.CheckpointComplete(id); err != nil {
+			t.Fatal(err)
+		}
+		return snap
+	}
+	for range 200 {
+		chainOp(rnd, f, m)
+	}
+	if n := len(take(1).DBs[0].Files); n != 1 {
+		t.Fatalf("the first checkpoint has %d files, want a full snapshot", n)
+	}
+	f.b.SetCurrentKey("k1")
+	f.count.Update(5)
+	m["k1"] = chainEntry{count: 5, hasCount: true, seen: m["k1"].seen}
+	if n := len(take(2).DBs[0].Files); n != 2 {
+		t.Fatalf("a checkpoint after one change has %d files, want 2", n)
+	}
+	if n := len(take(3).DBs[0].Files); n != 2 {
+		t.Fatalf("a checkpoint without changes has %d files, want the 2 before it", n)
+	}
+	// A timer makes the next snapshots full, timers included.
+	f.b.RegisterTimer(epoch.Add(time.Minute))
+	snap := take(4)
+	if n := len(snap.DBs[0].Files); n != 1 {
+		t.Fatalf("with a timer: %d files, want a full snapshot", n)
+	}
+	g := newChainFixture(t, HeapBackend, KeyGroupRange{0, chainMaxP})
+	if err := g.b.RestoreDBs(snap.DBs, files); err != nil {
+		t.Fatal(err)
+	}
+	g.check(t, "with a timer", m)
+	if timers := g.b.PopDueTimers(epoch.Add(time.Hour), nil); len(timers) != 1 || timers[0].Key != "k1" {
+		t.Fatalf("restored timers %v, want k1's", timers)
+	}
+	f.b.SetCurrentKey("k1")
+	f.b.DeleteTimer(epoch.Add(time.Minute))
+	if n := len(take(5).DBs[0].Files); n != 1 {
+		t.Fatalf("after the timer went: %d files, want a full snapshot", n)
+	}
+	f.b.SetCurrentKey("k2")
+	f.count.Update(7)
+	if n := len(take(6).DBs[0].Files); n != 2 {
+		t.Fatalf("then a change: %d files, want 2", n)
+	}
+	// Savepoints stay full and inline.
+	encode, err := f.b.SnapshotFor(7, checkpoint.KindSavepoint, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sp, err := encode(); err != nil || len(sp.DBs) != 0 || len(sp.KeyGroups) == 0 {
+		t.Fatalf("a savepoint: %d databases, %d key groups, %v; want inline key groups", len(sp.DBs), len(sp.KeyGroups), err)
+	}
+	// A list state cannot be written as changes: full inline snapshots.
+	l := newChainFixture(t, HeapBackend, KeyGroupRange{0, chainMaxP})
+	must(NewListState[string, string](l.b.Scope(), "events", StringCodec{}))
+	if snap := incrementalNow(t, &fixture{b: l.b}, 1, files); len(snap.DBs) != 0 {
+		t.Fatalf("with a list state: %d databases, want a full inline snapshot", len(snap.DBs))
+	}
+}
+
+// TestHeapChainRestoredExtends checks that a backend restored from a whole
+// chain extends it, and one restored from another storage or from a part
+// starts a new one.
+func TestHeapChainRestoredExtends(t *testing.T) {
+	withHeapChains(t)
+	files := newMemShared()
+	f := newChainFixture(t, HeapBackend, KeyGroupRange{0, chainMaxP})
+	m := chainModel{}
+	rnd := rand.New(rand.NewPCG(5, 5))
+	for range 300 {
+		chainOp(rnd, f, m)
+	}
+	snap := incrementalNow(t, &fixture{b: f.b}, 1, files)
+	if err := f.b.CheckpointComplete(1); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		owned     KeyGroupRange
+		foreign   bool
+		wantFiles int
+	}{
+		{"whole", KeyGroupRange{0, chainMaxP}, false, 2},
+		{"from another storage", KeyGroupRange{0, chainMaxP}, true, 1},
+		{"a part", RangeForSubtask(0, 2, chainMaxP), false, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			files.foreign = tc.foreign
+			defer func() { files.foreign = false }()
+			g := newChainFixture(t, HeapBackend, tc.owned)
+			if err := g.b.RestoreDBs(snap.DBs, files); err != nil {
+				t.Fatal(err)
+			}
+			g.b.SetCurrentKey("k3")
+			g.count.Update(33)
+			next := incrementalNow(t, &fixture{b: g.b}, 2, files)
+			if n := len(next.DBs[0].Files); n != tc.wantFiles {
+				t.Fatalf("the next checkpoint has %d files, want %d", n, tc.wantFiles)
+			}
+		})
+	}
+}
+
+// TestHeapChainFileCorrupt checks that a damaged chain file is an error
+// wrapping ErrCorrupt, never a panic or a partial state.
+func TestHeapChainFileCorrupt(t *testing.T) {
+	blob := must(encodeSectionsOf(t))
+	data := encodeChainFile(map[int][]byte{3: blob})
+	if got, err := decodeChainFile(data); err != nil || len(got) != 1 {
+		t.Fatalf("decoding a good file: %v, %v", got, err)
+	}
+	for n := range len(data) {
+		if _, err := decodeChainFile(data[:n]); err == nil {
+			t.Fatalf("a file cut to %d of %d bytes decoded", n, len(data))
+		} else if !strings.Contains(err.Error(), "corrupt") {
+			t.Fatalf("cut to %d bytes: %v does not say corrupt", n, err)
+		}
+	}
+	for n := 1; n < len(blob); n++ {
+		if _, err := mergeChainBlobs([][]byte{blob[:n]}); err == nil {
+			// A cut at a section's end is a valid, shorter blob.
+			continue
+		}
+	}
+}
+
+// encodeSectionsOf returns the blob of a key group holding a value and a
+// map entry.
+func encodeSectionsOf(t *testing.T) ([]byte, error) {
+	f := newChainFixture(t, HeapBackend, KeyGroupRange{0, chainMaxP})
+	f.b.SetCurrentKey("k1")
+	f.count.Update(1)
+	f.seen.Put("u", 2)
+	blobs, err := f.b.Snapshot()()
+	if err != nil {
+		return nil, err
+	}
+	return blobs[f.b.KeyGroupOf("k1")], nil
+}
