@@ -39,7 +39,14 @@ const maxChainFiles = 32
 
 // heapChains turns heap chains on; off, the heap backend's checkpoints are
 // full snapshots.
-var heapChains = false
+var heapChains = true
+
+// chainInlineBelow is the size under which a full snapshot starts no
+// chain: its blobs stay inline in the state file, one object fewer per
+// checkpoint, and the next checkpoint is full again. Writing a small state
+// whole costs less than a file of its own (Flink inlines state handles
+// under 20 KiB, state.storage.fs.memory-threshold, for the same reason).
+var chainInlineBelow = 256 << 10
 
 // deltaTable is a table whose changes a heap chain can write.
 type deltaTable[K comparable] interface {
@@ -175,6 +182,10 @@ func (b *KeyedBackend[K]) snapshotChain(id checkpoint.ID, files checkpoint.Share
 			if err != nil {
 				return checkpoint.SubtaskSnapshot{}, err
 			}
+			if full && blobsSize(blobs) < chainInlineBelow {
+				c.written(id, chain)
+				return checkpoint.SubtaskSnapshot{KeyGroups: blobs}, nil
+			}
 			data := encodeChainFile(blobs)
 			f, err := files.WriteShared(id, c.instance+"-heap", bytes.NewReader(data), int64(len(data)))
 			if err != nil {
@@ -235,7 +246,17 @@ func (r removedKeys[K]) encode(w *sectionWriter[K]) error {
 	return nil
 }
 
-// written records the chain checkpoint id's snapshot wrote.
+// blobsSize returns the bytes of blobs.
+func blobsSize(blobs map[int][]byte) int {
+	n := 0
+	for _, b := range blobs {
+		n += len(b)
+	}
+	return n
+}
+
+// written records the chain checkpoint id's snapshot wrote (no files: it
+// kept its blobs inline).
 func (c *heapChain[K]) written(id checkpoint.ID, chain chainFiles) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -15,9 +15,9 @@ import (
 // withHeapChains turns heap chains on for the test.
 func withHeapChains(t *testing.T) {
 	t.Helper()
-	old := heapChains
-	heapChains = true
-	t.Cleanup(func() { heapChains = old })
+	old, oldInline := heapChains, chainInlineBelow
+	heapChains, chainInlineBelow = true, 0
+	t.Cleanup(func() { heapChains, chainInlineBelow = old, oldInline })
 }
 
 // chainFixture is a heap backend whose states can be written as changes:
@@ -267,6 +267,27 @@ func TestHeapChainFallsBackToFullSnapshots(t *testing.T) {
 	}
 	if sp, err := encode(); err != nil || len(sp.DBs) != 0 || len(sp.KeyGroups) == 0 {
 		t.Fatalf("a savepoint: %d databases, %d key groups, %v; want inline key groups", len(sp.DBs), len(sp.KeyGroups), err)
+	}
+	// A full snapshot under chainInlineBelow stays inline and starts no
+	// chain: the next checkpoint is full too.
+	chainInlineBelow = 1 << 20
+	small := newChainFixture(t, HeapBackend, KeyGroupRange{0, chainMaxP})
+	for id := checkpoint.ID(1); id <= 3; id++ {
+		if id == 3 {
+			chainInlineBelow = 0
+		}
+		small.b.SetCurrentKey(fmt.Sprint("k", id))
+		small.count.Update(int64(id))
+		snap := incrementalNow(t, &fixture{b: small.b}, id, files)
+		if err := small.b.CheckpointComplete(id); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case id < 3 && (len(snap.DBs) != 0 || len(snap.KeyGroups) == 0):
+			t.Fatalf("checkpoint %d of a small state: %d databases, %d key groups; want inline key groups", id, len(snap.DBs), len(snap.KeyGroups))
+		case id == 3 && (len(snap.DBs) != 1 || len(snap.DBs[0].Files) != 1):
+			t.Fatalf("after inline snapshots: %v, want a chain of a full snapshot", snap.DBs)
+		}
 	}
 	// A list state cannot be written as changes: full inline snapshots.
 	l := newChainFixture(t, HeapBackend, KeyGroupRange{0, chainMaxP})

@@ -21,9 +21,13 @@ import (
 // the returned function uploads to files the database files no completed
 // checkpoint refers to yet, keeps the small ones (MANIFEST, OPTIONS...) in
 // the snapshot, and removes the directory. The timers are in the database
-// too, so the snapshot has no key-group blobs. Savepoints, the heap backend, and a nil files take a
-// full snapshot: a savepoint must not depend on files that retention may
-// delete. Call the returned function once, before Close.
+// too, so the snapshot has no key-group blobs. On the heap backend a
+// checkpoint given files is a heap chain when the states allow one (see
+// heap_chain.go): a full snapshot or the changes since the newest
+// completed checkpoint, written to files. Savepoints, the other heap
+// backends, and a nil files take a full snapshot: a savepoint must not
+// depend on files that retention may delete. Call the returned function
+// once, before Close.
 func (b *KeyedBackend[K]) SnapshotFor(id checkpoint.ID, kind checkpoint.Kind, files checkpoint.SharedFiles) (func() (checkpoint.SubtaskSnapshot, error), error) {
 	if files != nil && kind == checkpoint.KindCheckpoint {
 		if encode, ok := b.snapshotChain(id, files); ok {

@@ -29,6 +29,10 @@ import (
 // this machine by an earlier checkpoint are taken from there, not
 // downloaded, when their checksums match the checkpoint's.
 //
+// The heap chains among dbs (a heap backend's incremental checkpoints)
+// are merged per key group and restored as full blobs; a heap backend
+// restored from one whole chain of its own key groups extends it.
+//
 // Register every state before. On error the backend may hold part of the
 // state: discard it.
 func (b *KeyedBackend[K]) RestoreDBs(dbs []checkpoint.DBFiles, files checkpoint.SharedFiles) error {
