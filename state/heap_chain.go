@@ -26,6 +26,10 @@ import (
 // database's. A checkpoint that changed nothing refers to the chain before
 // it and writes no file.
 //
+// A checkpoint that finds more keys changed than half the keys held takes
+// a full snapshot, inline, and starts no chain: a change set would cost as
+// much, and an extra file. So does the first, which knows no changes yet.
+//
 // A chain restarts with a full snapshot when its change sets add up to
 // more bytes than its full snapshot (a restore then reads at most twice
 // the state), when it has maxChainFiles files, and while the backend has
@@ -60,6 +64,8 @@ type deltaTable[K comparable] interface {
 	// captureKeys captures the entries of keys the table holds, as capture
 	// does, and returns the others as removed.
 	captureKeys(keys map[K]struct{}) (capturedTable[K], []K)
+	// keys returns the number of keys the table holds.
+	keys() int
 }
 
 // heapChain is a heap backend's chain: what its completed checkpoints
@@ -161,8 +167,21 @@ func (b *KeyedBackend[K]) snapshotChain(id checkpoint.ID, files checkpoint.Share
 		changes[name] = t.takeChanges()
 	}
 	c.pending = append(c.pending, pendingChanges[K]{id: id, changes: changes})
+	// With most keys changed, a change set costs what a full snapshot
+	// does: take that, inline, and start no chain. The count of changes
+	// is a bound (a key may be in several captures' sets).
+	changed, held := 0, 0
+	for _, p := range c.pending {
+		for _, keys := range p.changes {
+			changed += len(keys)
+		}
+	}
+	for _, t := range tables {
+		held += t.keys()
+	}
+	busy := !tracked || 2*changed > held
 	fullSize, changesSize := base.sizes()
-	full := !tracked || timers || base.timers || len(base.files) == 0 ||
+	full := busy || timers || base.timers || len(base.files) == 0 ||
 		len(base.files) >= maxChainFiles || changesSize > fullSize
 	var sections []capturedSection[K]
 	if full {
@@ -182,7 +201,7 @@ func (b *KeyedBackend[K]) snapshotChain(id checkpoint.ID, files checkpoint.Share
 			if err != nil {
 				return checkpoint.SubtaskSnapshot{}, err
 			}
-			if full && blobsSize(blobs) < chainInlineBelow {
+			if full && (busy || blobsSize(blobs) < chainInlineBelow) {
 				c.written(id, chain)
 				return checkpoint.SubtaskSnapshot{KeyGroups: blobs}, nil
 			}

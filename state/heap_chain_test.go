@@ -35,7 +35,7 @@ func newChainFixture(t testing.TB, kind BackendKind, owned KeyGroupRange) *chain
 		seen:  must(NewMapState[string, string, int](b.Scope(), "seen", StringCodec{}, IntCodec{}))}
 }
 
-const chainMaxP, chainKeys = 16, 60
+const chainMaxP, chainKeys = 16, 200
 
 // chainModel is what each key holds: its count, if any, and its map.
 type chainModel map[string]chainEntry
@@ -119,10 +119,13 @@ func TestHeapChainAgainstModel(t *testing.T) {
 					if err := f.b.CheckpointComplete(c.id); err != nil {
 						t.Fatal(err)
 					}
-					if len(snap.DBs) != 1 || len(snap.KeyGroups) != 0 {
-						t.Fatalf("checkpoint %d: %d databases and %d key groups, want one heap chain", c.id, len(snap.DBs), len(snap.KeyGroups))
+					switch {
+					case len(snap.DBs) == 1 && len(snap.KeyGroups) == 0:
+						longest = max(longest, len(snap.DBs[0].Files))
+					case len(snap.DBs) == 0: // full and inline
+					default:
+						t.Fatalf("checkpoint %d: %d databases and %d key groups, want one heap chain or key groups inline", c.id, len(snap.DBs), len(snap.KeyGroups))
 					}
-					longest = max(longest, len(snap.DBs[0].Files))
 					if rnd.IntN(4) == 0 {
 						restores++
 						restoreChainInto(t, fmt.Sprintf("checkpoint %d", c.id), snap, files, c.model, rnd)
@@ -152,6 +155,14 @@ func restoreChainInto(t *testing.T, what string, snap checkpoint.SubtaskSnapshot
 		g := newChainFixture(t, kind, owned)
 		if err := g.b.RestoreDBs(snap.DBs, files); err != nil {
 			t.Fatalf("%s: restoring into %v %v: %v", what, kind, owned, err)
+		}
+		for kg, blob := range snap.KeyGroups {
+			if !owned.Contains(kg) {
+				continue
+			}
+			if err := g.b.Restore(kg, blob); err != nil {
+				t.Fatalf("%s: restoring key group %d into %v %v: %v", what, kg, kind, owned, err)
+			}
 		}
 		g.check(t, fmt.Sprintf("%s restored into %v %v", what, kind, owned), want)
 	}
@@ -221,24 +232,46 @@ func TestHeapChainFallsBackToFullSnapshots(t *testing.T) {
 		}
 		return snap
 	}
-	for range 200 {
+	for range 600 {
 		chainOp(rnd, f, m)
 	}
-	if n := len(take(1).DBs[0].Files); n != 1 {
-		t.Fatalf("the first checkpoint has %d files, want a full snapshot", n)
+	// The first checkpoint knows no changes yet: full and inline.
+	if snap := take(1); len(snap.DBs) != 0 || len(snap.KeyGroups) == 0 {
+		t.Fatalf("the first checkpoint: %d databases, %d key groups; want inline key groups", len(snap.DBs), len(snap.KeyGroups))
+	}
+	// The second found few changes: it starts a chain.
+	chainOp(rnd, f, m)
+	if n := len(take(2).DBs[0].Files); n != 1 {
+		t.Fatalf("the second checkpoint has %d files, want a full snapshot", n)
 	}
 	f.b.SetCurrentKey("k1")
 	f.count.Update(5)
 	m["k1"] = chainEntry{count: 5, hasCount: true, seen: m["k1"].seen}
-	if n := len(take(2).DBs[0].Files); n != 2 {
+	if n := len(take(3).DBs[0].Files); n != 2 {
 		t.Fatalf("a checkpoint after one change has %d files, want 2", n)
 	}
-	if n := len(take(3).DBs[0].Files); n != 2 {
+	if n := len(take(4).DBs[0].Files); n != 2 {
 		t.Fatalf("a checkpoint without changes has %d files, want the 2 before it", n)
 	}
+	// Most keys changed: full and inline, and the next, with few
+	// changes, starts a chain again.
+	for i := range chainKeys {
+		k := fmt.Sprint("k", i)
+		f.b.SetCurrentKey(k)
+		f.count.Update(int64(i))
+		m[k] = chainEntry{count: int64(i), hasCount: true, seen: m[k].seen}
+	}
+	if snap := take(5); len(snap.DBs) != 0 || len(snap.KeyGroups) == 0 {
+		t.Fatalf("after every key changed: %d databases, %d key groups; want inline key groups", len(snap.DBs), len(snap.KeyGroups))
+	}
+	chainOp(rnd, f, m)
+	if n := len(take(6).DBs[0].Files); n != 1 {
+		t.Fatalf("then few changes: %d files, want a full snapshot", n)
+	}
 	// A timer makes the next snapshots full, timers included.
+	f.b.SetCurrentKey("k1")
 	f.b.RegisterTimer(epoch.Add(time.Minute))
-	snap := take(4)
+	snap := take(7)
 	if n := len(snap.DBs[0].Files); n != 1 {
 		t.Fatalf("with a timer: %d files, want a full snapshot", n)
 	}
@@ -252,16 +285,16 @@ func TestHeapChainFallsBackToFullSnapshots(t *testing.T) {
 	}
 	f.b.SetCurrentKey("k1")
 	f.b.DeleteTimer(epoch.Add(time.Minute))
-	if n := len(take(5).DBs[0].Files); n != 1 {
+	if n := len(take(8).DBs[0].Files); n != 1 {
 		t.Fatalf("after the timer went: %d files, want a full snapshot", n)
 	}
 	f.b.SetCurrentKey("k2")
 	f.count.Update(7)
-	if n := len(take(6).DBs[0].Files); n != 2 {
+	if n := len(take(9).DBs[0].Files); n != 2 {
 		t.Fatalf("then a change: %d files, want 2", n)
 	}
 	// Savepoints stay full and inline.
-	encode, err := f.b.SnapshotFor(7, checkpoint.KindSavepoint, files)
+	encode, err := f.b.SnapshotFor(10, checkpoint.KindSavepoint, files)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,12 +339,19 @@ func TestHeapChainRestoredExtends(t *testing.T) {
 	f := newChainFixture(t, HeapBackend, KeyGroupRange{0, chainMaxP})
 	m := chainModel{}
 	rnd := rand.New(rand.NewPCG(5, 5))
-	for range 300 {
+	for range 600 {
 		chainOp(rnd, f, m)
 	}
-	snap := incrementalNow(t, &fixture{b: f.b}, 1, files)
-	if err := f.b.CheckpointComplete(1); err != nil {
-		t.Fatal(err)
+	var snap checkpoint.SubtaskSnapshot
+	for id := checkpoint.ID(1); id <= 2; id++ { // the second starts a chain
+		chainOp(rnd, f, m)
+		snap = incrementalNow(t, &fixture{b: f.b}, id, files)
+		if err := f.b.CheckpointComplete(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(snap.DBs) != 1 {
+		t.Fatalf("the second checkpoint has no chain: %d key groups inline", len(snap.KeyGroups))
 	}
 	for _, tc := range []struct {
 		name      string
@@ -320,8 +360,9 @@ func TestHeapChainRestoredExtends(t *testing.T) {
 		wantFiles int
 	}{
 		{"whole", KeyGroupRange{0, chainMaxP}, false, 2},
-		{"from another storage", KeyGroupRange{0, chainMaxP}, true, 1},
-		{"a part", RangeForSubtask(0, 2, chainMaxP), false, 1},
+		// A new chain: its first checkpoint is full and inline.
+		{"from another storage", KeyGroupRange{0, chainMaxP}, true, 0},
+		{"a part", RangeForSubtask(0, 2, chainMaxP), false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			files.foreign = tc.foreign
@@ -332,8 +373,12 @@ func TestHeapChainRestoredExtends(t *testing.T) {
 			}
 			g.b.SetCurrentKey("k3")
 			g.count.Update(33)
-			next := incrementalNow(t, &fixture{b: g.b}, 2, files)
-			if n := len(next.DBs[0].Files); n != tc.wantFiles {
+			next := incrementalNow(t, &fixture{b: g.b}, 3, files)
+			n := 0
+			if len(next.DBs) > 0 {
+				n = len(next.DBs[0].Files)
+			}
+			if n != tc.wantFiles {
 				t.Fatalf("the next checkpoint has %d files, want %d", n, tc.wantFiles)
 			}
 		})
