@@ -58,6 +58,8 @@ type deltaTable[K comparable] interface {
 	// trackChanges starts recording the keys written from now on and
 	// reports whether it was recording already.
 	trackChanges() bool
+	// stopTracking stops recording and forgets the keys recorded.
+	stopTracking()
 	// takeChanges returns the keys written since the last call and starts
 	// a new set.
 	takeChanges() map[K]struct{}
@@ -79,7 +81,14 @@ type heapChain[K comparable] struct {
 	committed chainFiles
 	// pending holds the captures taken since, oldest first.
 	pending []pendingChanges[K]
+	// quiet counts the captures left while the tables record no changes
+	// (see track).
+	quiet int
 }
+
+// quietCheckpoints is the number of captures the tables of a busy backend
+// record no changes for.
+const quietCheckpoints = 15
 
 // chainFiles is one checkpoint's heap chain.
 type chainFiles struct {
@@ -154,32 +163,12 @@ func (b *KeyedBackend[K]) snapshotChain(id checkpoint.ID, files checkpoint.Share
 		b.chain = newHeapChain[K]()
 	}
 	c := b.chain
-	tracked := true
-	for _, t := range tables {
-		tracked = t.trackChanges() && tracked
-	}
 	timers := b.hasTimers()
 
 	c.mu.Lock()
+	busy, changes := c.track(tables)
 	base := c.committed
-	changes := make(map[string]map[K]struct{}, len(tables))
-	for name, t := range tables {
-		changes[name] = t.takeChanges()
-	}
 	c.pending = append(c.pending, pendingChanges[K]{id: id, changes: changes})
-	// With most keys changed, a change set costs what a full snapshot
-	// does: take that, inline, and start no chain. The count of changes
-	// is a bound (a key may be in several captures' sets).
-	changed, held := 0, 0
-	for _, p := range c.pending {
-		for _, keys := range p.changes {
-			changed += len(keys)
-		}
-	}
-	for _, t := range tables {
-		held += t.keys()
-	}
-	busy := !tracked || 2*changed > held
 	fullSize, changesSize := base.sizes()
 	full := busy || timers || base.timers || len(base.files) == 0 ||
 		len(base.files) >= maxChainFiles || changesSize > fullSize
@@ -220,6 +209,58 @@ func (b *KeyedBackend[K]) snapshotChain(id checkpoint.ID, files checkpoint.Share
 			KeyGroupStart: owned.Start, KeyGroupEnd: owned.End, Files: chain.files,
 		}}}, nil
 	}, true
+}
+
+// track takes the keys the tables recorded as written since the last
+// capture and reports whether the capture is busy: most keys changed, so
+// that a change set would cost what a full snapshot does, or the changes
+// are not known. A busy capture takes a full snapshot, inline, and starts
+// no chain.
+//
+// A backend whose keys mostly change every interval would pay for
+// recording them for nothing: once a capture finds that, the tables stop
+// recording for quietCheckpoints captures, the chain is dropped (its
+// changes stop being known), and they record again from the last of those
+// captures on, so that the next one knows one interval's changes. Call it
+// with c.mu held.
+func (c *heapChain[K]) track(tables map[string]deltaTable[K]) (busy bool, changes map[string]map[K]struct{}) {
+	if c.quiet > 0 {
+		if c.quiet--; c.quiet == 0 {
+			for _, t := range tables {
+				t.trackChanges()
+			}
+		}
+		return true, nil
+	}
+	tracked := true
+	for _, t := range tables {
+		tracked = t.trackChanges() && tracked
+	}
+	changes = make(map[string]map[K]struct{}, len(tables))
+	changed, held := 0, 0
+	for name, t := range tables {
+		changes[name] = t.takeChanges()
+		changed += len(changes[name])
+		held += t.keys()
+	}
+	// A bound: a key may be in several captures' sets.
+	for _, p := range c.pending {
+		for _, keys := range p.changes {
+			changed += len(keys)
+		}
+	}
+	if !tracked {
+		return true, changes
+	}
+	if 2*changed <= held {
+		return false, changes
+	}
+	for _, t := range tables {
+		t.stopTracking()
+	}
+	c.quiet = quietCheckpoints
+	c.pending, c.committed = nil, chainFiles{}
+	return true, nil
 }
 
 // captureChanges captures the entries of the keys that the captures since

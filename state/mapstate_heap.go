@@ -35,6 +35,8 @@ func (s *heapMaps[K, UK, UV]) trackChanges() bool {
 
 func (s *heapMaps[K, UK, UV]) keys() int { return len(s.m) }
 
+func (s *heapMaps[K, UK, UV]) stopTracking() { s.written = nil }
+
 func (s *heapMaps[K, UK, UV]) takeChanges() map[K]struct{} {
 	out := s.written
 	s.written = make(map[K]struct{}, len(out))

@@ -45,6 +45,8 @@ func (s *heapValues[K, V]) trackChanges() bool {
 
 func (s *heapValues[K, V]) keys() int { return len(s.m) }
 
+func (s *heapValues[K, V]) stopTracking() { s.written = nil }
+
 func (s *heapValues[K, V]) takeChanges() map[K]struct{} {
 	out := s.written
 	s.written = make(map[K]struct{}, len(out))
