@@ -433,3 +433,48 @@ func encodeSectionsOf(t *testing.T) ([]byte, error) {
 	}
 	return blobs[f.b.KeyGroupOf("k1")], nil
 }
+
+// TestHeapChainDroppedWhenBusy checks that a backend that stops recording
+// changes never extends the chain from before: with every checkpoint
+// since failed, the first one after it records again is full.
+func TestHeapChainDroppedWhenBusy(t *testing.T) {
+	withHeapChains(t)
+	files := newMemShared()
+	f := newChainFixture(t, HeapBackend, KeyGroupRange{0, chainMaxP})
+	m := chainModel{}
+	rnd := rand.New(rand.NewPCG(3, 3))
+	for range 600 {
+		chainOp(rnd, f, m)
+	}
+	id := checkpoint.ID(0)
+	take := func() checkpoint.SubtaskSnapshot {
+		t.Helper()
+		id++
+		return incrementalNow(t, &fixture{b: f.b}, id, files)
+	}
+	for range 2 { // the second starts a chain
+		chainOp(rnd, f, m)
+		take()
+		if err := f.b.CheckpointComplete(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every key changes, then the checkpoints fail until the backend
+	// records changes again, and one more.
+	for i := range chainKeys {
+		f.b.SetCurrentKey(fmt.Sprint("k", i))
+		f.count.Update(-1)
+		e := m[fmt.Sprint("k", i)]
+		e.count, e.hasCount = -1, true
+		m[fmt.Sprint("k", i)] = e
+	}
+	for range quietCheckpoints + 1 {
+		take()
+	}
+	chainOp(rnd, f, m)
+	snap := take()
+	if len(snap.DBs) != 1 || len(snap.DBs[0].Files) != 1 {
+		t.Fatalf("the first checkpoint after the busy ones: %v, want a new chain of a full snapshot", snap.DBs)
+	}
+	restoreChainInto(t, "after the busy checkpoints", snap, files, m, rnd)
+}
