@@ -81,12 +81,12 @@ type heapChain[K comparable] struct {
 	committed chainFiles
 	// pending holds the captures taken since, oldest first.
 	pending []pendingChanges[K]
-	// quiet counts the captures left while the tables record no changes
-	// (see track).
-	quiet int
+	// quiet counts the captures left while the tables record no changes,
+	// backoff how many the last busy capture set (see track).
+	quiet, backoff int
 }
 
-// quietCheckpoints is the number of captures the tables of a busy backend
+// quietCheckpoints is the most captures the tables of a busy backend
 // record no changes for.
 const quietCheckpoints = 15
 
@@ -219,10 +219,11 @@ func (b *KeyedBackend[K]) snapshotChain(id checkpoint.ID, files checkpoint.Share
 //
 // A backend whose keys mostly change every interval would pay for
 // recording them for nothing: once a capture finds that, the tables stop
-// recording for quietCheckpoints captures, the chain is dropped (its
-// changes stop being known), and they record again from the last of those
-// captures on, so that the next one knows one interval's changes. Call it
-// with c.mu held.
+// recording for the next capture, twice as many after each busy finding in
+// a row up to quietCheckpoints (a state that grows from empty is busy for
+// a while, then not), the chain is dropped (its changes stop being
+// known), and they record again from the last of those captures on, so
+// that the next one knows one interval's changes. Call it with c.mu held.
 func (c *heapChain[K]) track(tables map[string]deltaTable[K]) (busy bool, changes map[string]map[K]struct{}) {
 	if c.quiet > 0 {
 		if c.quiet--; c.quiet == 0 {
@@ -253,12 +254,14 @@ func (c *heapChain[K]) track(tables map[string]deltaTable[K]) (busy bool, change
 		return true, changes
 	}
 	if 2*changed <= held {
+		c.backoff = 0
 		return false, changes
 	}
 	for _, t := range tables {
 		t.stopTracking()
 	}
-	c.quiet = quietCheckpoints
+	c.backoff = min(max(2*c.backoff, 1), quietCheckpoints)
+	c.quiet = c.backoff
 	c.pending, c.committed = nil, chainFiles{}
 	return true, nil
 }

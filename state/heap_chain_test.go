@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -265,25 +266,26 @@ func TestHeapChainFallsBackToFullSnapshots(t *testing.T) {
 		f.count.Update(int64(i))
 		m[k] = chainEntry{count: int64(i), hasCount: true, seen: m[k].seen}
 	}
-	// It stops recording changes for quietCheckpoints checkpoints, which
-	// are full and inline, and starts again at the last of them.
-	for id := checkpoint.ID(5); id <= 5+quietCheckpoints; id++ {
+	// It stops recording changes for one checkpoint, full and inline, and
+	// starts again at it.
+	const quiet = 1
+	for id := checkpoint.ID(5); id <= 5+quiet; id++ {
 		chainOp(rnd, f, m)
 		if snap := take(id); len(snap.DBs) != 0 || len(snap.KeyGroups) == 0 {
 			t.Fatalf("checkpoint %d, after every key changed: %d databases, %d key groups; want inline key groups", id, len(snap.DBs), len(snap.KeyGroups))
 		}
-		if recording := f.b.tables["count"].(*heapValues[string, int64]).written != nil; recording != (id == 5+quietCheckpoints) {
+		if recording := f.b.tables["count"].(*heapValues[string, int64]).written != nil; recording != (id == 5+quiet) {
 			t.Fatalf("checkpoint %d, after every key changed: recording changes %v", id, recording)
 		}
 	}
 	chainOp(rnd, f, m)
-	if n := len(take(6 + quietCheckpoints).DBs[0].Files); n != 1 {
+	if n := len(take(6 + quiet).DBs[0].Files); n != 1 {
 		t.Fatalf("then few changes: %d files, want a full snapshot", n)
 	}
 	// A timer makes the next snapshots full, timers included.
 	f.b.SetCurrentKey("k1")
 	f.b.RegisterTimer(epoch.Add(time.Minute))
-	snap := take(7 + quietCheckpoints)
+	snap := take(7 + quiet)
 	if n := len(snap.DBs[0].Files); n != 1 {
 		t.Fatalf("with a timer: %d files, want a full snapshot", n)
 	}
@@ -297,16 +299,16 @@ func TestHeapChainFallsBackToFullSnapshots(t *testing.T) {
 	}
 	f.b.SetCurrentKey("k1")
 	f.b.DeleteTimer(epoch.Add(time.Minute))
-	if n := len(take(8 + quietCheckpoints).DBs[0].Files); n != 1 {
+	if n := len(take(8 + quiet).DBs[0].Files); n != 1 {
 		t.Fatalf("after the timer went: %d files, want a full snapshot", n)
 	}
 	f.b.SetCurrentKey("k2")
 	f.count.Update(7)
-	if n := len(take(9 + quietCheckpoints).DBs[0].Files); n != 2 {
+	if n := len(take(9 + quiet).DBs[0].Files); n != 2 {
 		t.Fatalf("then a change: %d files, want 2", n)
 	}
 	// Savepoints stay full and inline.
-	encode, err := f.b.SnapshotFor(10+quietCheckpoints, checkpoint.KindSavepoint, files)
+	encode, err := f.b.SnapshotFor(10+quiet, checkpoint.KindSavepoint, files)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -477,4 +479,55 @@ func TestHeapChainDroppedWhenBusy(t *testing.T) {
 		t.Fatalf("the first checkpoint after the busy ones: %v, want a new chain of a full snapshot", snap.DBs)
 	}
 	restoreChainInto(t, "after the busy checkpoints", snap, files, m, rnd)
+}
+
+// TestHeapChainBackoff checks that a backend whose keys all change every
+// interval records changes less and less often, and one that calms down
+// starts a chain at the first capture that knows few changes.
+func TestHeapChainBackoff(t *testing.T) {
+	withHeapChains(t)
+	files := newMemShared()
+	f := newChainFixture(t, HeapBackend, KeyGroupRange{0, chainMaxP})
+	changeAll := func() {
+		for i := range chainKeys {
+			f.b.SetCurrentKey(fmt.Sprint("k", i))
+			f.count.Update(int64(i))
+		}
+	}
+	var recorded []checkpoint.ID // the captures that knew the changes
+	id := checkpoint.ID(0)
+	for range 60 {
+		changeAll()
+		id++
+		if f.b.tables["count"].(*heapValues[string, int64]).written != nil {
+			recorded = append(recorded, id)
+		}
+		if snap := incrementalNow(t, &fixture{b: f.b}, id, files); len(snap.DBs) != 0 {
+			t.Fatalf("checkpoint %d with every key changed: a chain", id)
+		}
+		if err := f.b.CheckpointComplete(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Recording starts at the first capture: the second knows the changes,
+	// finds them busy and stops for 1, then 2, 4, 8 and 15 captures.
+	want := []checkpoint.ID{2, 4, 7, 12, 21, 37, 53}
+	if !slices.Equal(recorded, want) {
+		t.Fatalf("captures that knew the changes: %v, want %v", recorded, want)
+	}
+	// Calm: the capture after recording starts again starts a chain.
+	for {
+		id++
+		recording := f.b.tables["count"].(*heapValues[string, int64]).written != nil
+		snap := incrementalNow(t, &fixture{b: f.b}, id, files)
+		if err := f.b.CheckpointComplete(id); err != nil {
+			t.Fatal(err)
+		}
+		if recording {
+			if len(snap.DBs) != 1 {
+				t.Fatalf("checkpoint %d, the first calm one that knew its changes: no chain", id)
+			}
+			break
+		}
+	}
 }
