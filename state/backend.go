@@ -121,6 +121,7 @@ type KeyedBackend[K comparable] struct {
 	sweepIn        int           // SetCurrentKey calls left before the next cleanup step
 	downloads      int           // shared files a restore downloads at a time; 0: the default
 	chain          *heapChain[K] // the heap backend's incremental checkpoints; nil before the first
+	inlineBelow    int           // BackendConfig.HeapInlineBytes
 }
 
 // NewKeyedBackend returns an empty heap backend (see OpenKeyedBackend for the others)

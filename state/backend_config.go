@@ -75,7 +75,18 @@ type BackendConfig struct {
 	// a restore; lower it to 1 to download one file at a time. Both
 	// backends restore incremental checkpoints, so both use it.
 	DownloadConcurrency int
+	// HeapInlineBytes is the size under which a heap backend subtask's
+	// full checkpoint snapshot stays in the checkpoint's state file rather
+	// than starting an incremental chain of shared files (see
+	// docs/state.md, Incremental checkpoints of the heap backend): a small
+	// state costs less written whole than as a file of its own. 0 means
+	// DefaultHeapInlineBytes; a negative value starts a chain at any size.
+	// The Pebble backend ignores it.
+	HeapInlineBytes int
 }
+
+// DefaultHeapInlineBytes is BackendConfig.HeapInlineBytes when it is 0.
+const DefaultHeapInlineBytes = 256 << 10
 
 // DefaultMemoryBudget is the Pebble backend's memory budget per keyed
 // operator subtask when BackendConfig.MemoryBudget is 0: 256 MiB.
@@ -130,6 +141,7 @@ func OpenKeyedBackend[K comparable](c BackendConfig, operator string, subtask in
 	}
 	b := newHeapBackend(keyCodec, maxParallelism, owned)
 	b.downloads = c.DownloadConcurrency
+	b.inlineBelow = c.HeapInlineBytes
 	if c.Kind == HeapBackend {
 		return b, nil
 	}

@@ -46,11 +46,23 @@ const maxChainFiles = 32
 var heapChains = true
 
 // chainInlineBelow is the size under which a full snapshot starts no
-// chain: its blobs stay inline in the state file, one object fewer per
-// checkpoint, and the next checkpoint is full again. Writing a small state
-// whole costs less than a file of its own (Flink inlines state handles
-// under 20 KiB, state.storage.fs.memory-threshold, for the same reason).
-var chainInlineBelow = 256 << 10
+// chain when BackendConfig.HeapInlineBytes is 0: its blobs stay inline in
+// the state file, one object fewer per checkpoint, and the next checkpoint
+// is full again. Writing a small state whole costs less than a file of its
+// own (Flink inlines state handles under 20 KiB,
+// state.storage.fs.memory-threshold, for the same reason).
+var chainInlineBelow = DefaultHeapInlineBytes
+
+// inlineBytes returns the size under which a full snapshot stays inline.
+func (b *KeyedBackend[K]) inlineBytes() int {
+	switch {
+	case b.inlineBelow < 0:
+		return 0
+	case b.inlineBelow > 0:
+		return b.inlineBelow
+	}
+	return chainInlineBelow
+}
 
 // deltaTable is a table whose changes a heap chain can write.
 type deltaTable[K comparable] interface {
@@ -180,7 +192,7 @@ func (b *KeyedBackend[K]) snapshotChain(id checkpoint.ID, files checkpoint.Share
 	}
 	c.mu.Unlock()
 
-	keyCodec, maxParallelism, owned := b.keyCodec, b.maxParallelism, b.owned
+	keyCodec, maxParallelism, owned, inline := b.keyCodec, b.maxParallelism, b.owned, b.inlineBytes()
 	return func() (checkpoint.SubtaskSnapshot, error) {
 		chain := chainFiles{timers: timers}
 		if !full && len(sections) == 0 {
@@ -190,7 +202,7 @@ func (b *KeyedBackend[K]) snapshotChain(id checkpoint.ID, files checkpoint.Share
 			if err != nil {
 				return checkpoint.SubtaskSnapshot{}, err
 			}
-			if full && (busy || blobsSize(blobs) < chainInlineBelow) {
+			if full && (busy || blobsSize(blobs) < inline) {
 				c.written(id, chain)
 				return checkpoint.SubtaskSnapshot{KeyGroups: blobs}, nil
 			}

@@ -212,10 +212,16 @@ func sumsSetup(check func(v int) error) func(*stream.Context[int64]) (stream.Pro
 // runningSumsHook is runningSums whose sum operator first calls check, when
 // set, with each value; an error from it fails the operator.
 func runningSumsHook(src counting, out *memSink[total], par int, check func(v int) error) *stream.Job {
+	return runningSumsOf(src, out, par, 10, check)
+}
+
+// runningSumsOf is runningSumsHook with values keyed by their remainder
+// modulo keys.
+func runningSumsOf(src counting, out *memSink[total], par, keys int, check func(v int) error) *stream.Job {
 	j := stream.New("sums")
 	nums := stream.Source(j, "numbers", src, stream.Parallelism(par))
 	evens := stream.Filter(nums, func(int) bool { return true })
-	keyed := stream.KeyBy(evens, func(v int) int64 { return int64(v % 10) }, state.Int64Codec{})
+	keyed := stream.KeyBy(evens, func(v int) int64 { return int64(v % keys) }, state.Int64Codec{})
 	sums := stream.Process(keyed, "sums", sumsSetup(check), stream.Parallelism(par))
 	stream.SinkTo(sums, "out", out)
 	return j
@@ -225,6 +231,12 @@ func runningSumsHook(src counting, out *memSink[total], par int, check func(v in
 // final sum of each key is right.
 func checkSums(t *testing.T, rows []total, n int) {
 	t.Helper()
+	checkSumsOf(t, rows, n, 10)
+}
+
+// checkSumsOf is checkSums of values keyed by their remainder modulo keys.
+func checkSumsOf(t *testing.T, rows []total, n, keys int) {
+	t.Helper()
 	seen := make([]int, n)
 	final := map[int]int{}
 	for _, r := range rows {
@@ -233,7 +245,7 @@ func checkSums(t *testing.T, rows []total, n int) {
 	}
 	want := map[int]int{}
 	for v := range n {
-		want[v%10] += v
+		want[v%keys] += v
 		if seen[v] != 1 {
 			t.Errorf("value %d visible %d times", v, seen[v])
 		}

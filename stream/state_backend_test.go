@@ -3,10 +3,13 @@ package stream_test
 import (
 	"context"
 	"errors"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/exactlyonce/exactly/internal/testwait"
@@ -90,6 +93,69 @@ func TestSwitchStateBackendAcrossRuns(t *testing.T) {
 		cancel()
 	}
 	checkSums(t, out.Visible(), 20000)
+}
+
+// TestRescaleAcrossRunsHeapChains is TestRescaleAcrossRuns (parallelism
+// 1, 2, 3, then 1) with 2,000 keys, whose checkpoints after the first ones
+// change few of them: the heap backend writes them as heap chains (every
+// size, BackendConfig.HeapInlineBytes -1), which each run restores,
+// rescaled, from the last.
+func TestRescaleAcrossRunsHeapChains(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	synctest.Test(t, func(t *testing.T) {
+		const n, keys = 12000, 2000
+		out := newMemSink[total]()
+		dir := t.TempDir()
+		src := counting{n: n, splits: 4, delay: 2 * time.Millisecond}
+		chains := 0
+		for i, par := range rescales {
+			ctx, cancel := context.WithCancel(context.Background())
+			j := runningSumsOf(src, out, par, keys, nil)
+			j.SetStateBackend(state.BackendConfig{HeapInlineBytes: -1})
+			var done testwait.Counter
+			r, err := j.Start(ctx, stream.Options{CheckpointDir: dir, CheckpointInterval: 10 * time.Millisecond, Probe: testwait.Checkpoints(&done, nil)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i < len(rescales)-1 {
+				untilCheckpoints(t, r, &done, 6, time.Minute, cancel)
+				cancel()
+				if err := r.Wait(); !errors.Is(err, context.Canceled) {
+					t.Fatalf("run %d (parallelism %d): %v", i, par, err)
+				}
+				chains += heapChainFiles(t, dir)
+				continue
+			}
+			if err := r.Wait(); err != nil {
+				t.Fatal(err)
+			}
+			cancel()
+		}
+		checkSumsOf(t, out.Visible(), n, keys)
+		if chains == 0 {
+			t.Fatal("no checkpoint wrote a heap chain file: the test did not test them")
+		}
+	})
+}
+
+// heapChainFiles counts the files of heap chains in the shared directory
+// of the checkpoints in dir.
+func heapChainFiles(t *testing.T, dir string) int {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(dir, "shared"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), "-heap") {
+			n++
+		}
+	}
+	return n
 }
 
 func TestPebbleBackendNeedsDir(t *testing.T) {
