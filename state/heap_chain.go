@@ -82,6 +82,35 @@ type deltaTable[K comparable] interface {
 	keys() int
 }
 
+// changedKeys records the keys a heap table writes, for its deltaTable
+// methods: nothing before trackChanges.
+type changedKeys[K comparable] struct {
+	written map[K]struct{} // since the last takeChanges; nil while not recording
+}
+
+// note records k as written, if recording.
+func (c *changedKeys[K]) note(k K) {
+	if c.written != nil {
+		c.written[k] = struct{}{}
+	}
+}
+
+func (c *changedKeys[K]) trackChanges() bool {
+	if c.written != nil {
+		return true
+	}
+	c.written = make(map[K]struct{})
+	return false
+}
+
+func (c *changedKeys[K]) stopTracking() { c.written = nil }
+
+func (c *changedKeys[K]) takeChanges() map[K]struct{} {
+	out := c.written
+	c.written = make(map[K]struct{}, len(out))
+	return out
+}
+
 // heapChain is a heap backend's chain: what its completed checkpoints
 // wrote and the changes since. Its mutex guards committed and pending
 // against the snapshots' encoders.

@@ -13,35 +13,13 @@ type heapMaps[K comparable, UK comparable, UV any] struct {
 	keyCodec   Codec[UK]
 	valueCodec Codec[UV]
 	m          map[K]map[UK]UV // inner maps are never empty
-	// written holds the keys whose maps changed since the last
-	// takeChanges, once a heap chain tracks them (nil before).
-	written map[K]struct{}
+	changedKeys[K]
 }
 
 // changed notes that the current key's map changed.
-func (s *heapMaps[K, UK, UV]) changed() {
-	if s.written != nil {
-		s.written[s.b.current] = struct{}{}
-	}
-}
-
-func (s *heapMaps[K, UK, UV]) trackChanges() bool {
-	if s.written != nil {
-		return true
-	}
-	s.written = make(map[K]struct{})
-	return false
-}
+func (s *heapMaps[K, UK, UV]) changed() { s.note(s.b.current) }
 
 func (s *heapMaps[K, UK, UV]) keys() int { return len(s.m) }
-
-func (s *heapMaps[K, UK, UV]) stopTracking() { s.written = nil }
-
-func (s *heapMaps[K, UK, UV]) takeChanges() map[K]struct{} {
-	out := s.written
-	s.written = make(map[K]struct{}, len(out))
-	return out
-}
 
 func (s *heapMaps[K, UK, UV]) captureKeys(keys map[K]struct{}) (capturedTable[K], []K) {
 	m := make(map[K]map[UK]UV, len(keys))

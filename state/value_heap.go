@@ -7,9 +7,7 @@ type heapValues[K comparable, V any] struct {
 	b     *KeyedBackend[K]
 	codec Codec[V]
 	m     map[K]V
-	// written holds the keys set or cleared since the last takeChanges,
-	// once a heap chain tracks them (nil before).
-	written map[K]struct{}
+	changedKeys[K]
 }
 
 func newHeapValues[K comparable, V any](b *KeyedBackend[K], codec Codec[V]) *heapValues[K, V] {
@@ -23,35 +21,15 @@ func (s *heapValues[K, V]) get() (V, bool) {
 
 func (s *heapValues[K, V]) set(v V) {
 	s.m[s.b.current] = v
-	if s.written != nil {
-		s.written[s.b.current] = struct{}{}
-	}
+	s.note(s.b.current)
 }
 
 func (s *heapValues[K, V]) clear() {
 	delete(s.m, s.b.current)
-	if s.written != nil {
-		s.written[s.b.current] = struct{}{}
-	}
-}
-
-func (s *heapValues[K, V]) trackChanges() bool {
-	if s.written != nil {
-		return true
-	}
-	s.written = make(map[K]struct{})
-	return false
+	s.note(s.b.current)
 }
 
 func (s *heapValues[K, V]) keys() int { return len(s.m) }
-
-func (s *heapValues[K, V]) stopTracking() { s.written = nil }
-
-func (s *heapValues[K, V]) takeChanges() map[K]struct{} {
-	out := s.written
-	s.written = make(map[K]struct{}, len(out))
-	return out
-}
 
 func (s *heapValues[K, V]) captureKeys(keys map[K]struct{}) (capturedTable[K], []K) {
 	m := make(map[K]V, len(keys))
