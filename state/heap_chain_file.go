@@ -98,7 +98,8 @@ func mergeChainBlobs(blobs [][]byte) ([]byte, error) {
 	type section struct {
 		name    string
 		kind    byte
-		keys    []string          // in first-written order
+		keys    []string          // in first-written order, each once
+		listed  map[string]bool   // the keys in keys
 		entries map[string][]byte // the rest of each key's entry; absent: removed
 		raw     []byte            // the entries of a timer section
 		count   int               // the entries of a timer section
@@ -117,7 +118,7 @@ func mergeChainBlobs(blobs [][]byte) ([]byte, error) {
 			}
 			s := byName[name]
 			if s == nil {
-				s = &section{name: name, kind: kind, entries: make(map[string][]byte)}
+				s = &section{name: name, kind: kind, listed: make(map[string]bool), entries: make(map[string][]byte)}
 				if kind == kindRemoved {
 					s.kind = 0 // known once a change set writes an entry
 				}
@@ -155,8 +156,9 @@ func mergeChainBlobs(blobs [][]byte) ([]byte, error) {
 						return nil, err
 					}
 					k := string(key)
-					if _, seen := s.entries[k]; !seen && kind != kindRemoved {
+					if !s.listed[k] && kind != kindRemoved {
 						s.keys = append(s.keys, k)
+						s.listed[k] = true
 					}
 					if kind == kindRemoved {
 						delete(s.entries, k)

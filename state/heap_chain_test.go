@@ -531,3 +531,27 @@ func TestHeapChainBackoff(t *testing.T) {
 		}
 	}
 }
+
+// TestMergeChainBlobsKeyRemovedThenWritten checks that a key a change set
+// removes and a later one writes again is in the merged blob once, with
+// its last value.
+func TestMergeChainBlobsKeyRemovedThenWritten(t *testing.T) {
+	section := func(kind byte, key string, value ...string) []byte {
+		entries := format.AppendBytes(nil, []byte(key))
+		for _, v := range value {
+			entries = format.AppendBytes(entries, []byte(v))
+		}
+		return format.AppendSection(nil, "count", kind, 1, entries)
+	}
+	merged, err := mergeChainBlobs([][]byte{
+		section(byte(kindValue), "k", "v0"),
+		section(kindRemoved, "k"),
+		section(byte(kindValue), "k", "v2"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := section(byte(kindValue), "k", "v2"); string(merged) != string(want) {
+		t.Fatalf("merged blob %q, want %q: the key once, with its last value", merged, want)
+	}
+}
