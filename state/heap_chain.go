@@ -41,10 +41,6 @@ const heapChainPrefix = "heapsnap-"
 // maxChainFiles is the most files a heap chain has.
 const maxChainFiles = 32
 
-// heapChains turns heap chains on; off, the heap backend's checkpoints are
-// full snapshots.
-var heapChains = true
-
 // chainInlineBelow is the size under which a full snapshot starts no
 // chain when BackendConfig.HeapInlineBytes is 0: its blobs stay inline in
 // the state file, one object fewer per checkpoint, and the next checkpoint
@@ -166,7 +162,7 @@ func newHeapChain[K comparable]() *heapChain[K] {
 // them cannot be written as changes (a list, a state with a TTL) or the
 // backend is not the heap backend.
 func (b *KeyedBackend[K]) deltaTables() (map[string]deltaTable[K], bool) {
-	if b.disk != nil || !heapChains {
+	if b.disk != nil {
 		return nil, false
 	}
 	out := make(map[string]deltaTable[K], len(b.tables))
