@@ -67,9 +67,7 @@ func TestPartitionsDiscoveredWhileRunning(t *testing.T) {
 	if got := kafkatest.ReadCommitted(t, brokers, out, 100, 30*time.Second); len(got) != 100 {
 		t.Fatalf("%d records copied before the new partitions, want 100", len(got))
 	}
-	if _, err := adm.CreatePartitions(context.Background(), 2, in); err != nil {
-		t.Fatal(err)
-	}
+	kafkatest.AddPartitions(t, adm, in, 3)
 	produce(1, 100, 100)
 	produce(2, 200, 100)
 	got := kafkatest.ReadCommitted(t, brokers, out, 300, 60*time.Second)

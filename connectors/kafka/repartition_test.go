@@ -98,13 +98,7 @@ func TestRepartitionTopicThatGainsPartitionsIsRefused(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	if _, err := adm.CreatePartitions(ctx, 1, mid); err != nil {
-		t.Fatal(err)
-	}
-	kafkatest.WaitFor(t, 30*time.Second, "topic "+mid+" to have 3 partitions", func() bool {
-		td, err := adm.ListTopics(ctx, mid)
-		return err == nil && len(td[mid].Partitions) == 3
-	})
+	kafkatest.AddPartitions(t, adm, mid, 3)
 	var refused error
 	for cp := checkpoint.ID(2); cp <= 4 && refused == nil; cp++ {
 		// Each transaction's producer is a new client with fresh metadata:

@@ -46,9 +46,44 @@ func CreateTopic(t testing.TB, adm *kadm.Client, name string, partitions int32) 
 	// The broker answers CreateTopics before its metadata lists every
 	// partition with a leader: a client asking at once can be told the
 	// topic does not exist (seen in CI: TestLegacyPrefixUpgrade).
-	WaitFor(t, 30*time.Second, "topic "+name+" in the metadata with a leader per partition", func() bool {
-		md, err := adm.Metadata(context.Background(), name)
-		td, ok := md.Topics[name]
+	waitForPartitions(t, adm, name, partitions)
+	t.Cleanup(func() {
+		if _, err := adm.DeleteTopics(context.Background(), name); err != nil {
+			t.Logf("delete topic %s: %v", name, err)
+		}
+	})
+}
+
+// AddPartitions grows topic to partitions partitions and waits until the
+// metadata lists a leader for each. A producer opened before the broker's
+// metadata shows the new partitions refuses records for them ("invalid
+// record partitioning choice", seen in CI: TestPartitionsDiscoveredWhileRunning).
+func AddPartitions(t testing.TB, adm *kadm.Client, topic string, partitions int32) {
+	t.Helper()
+	td, err := adm.ListTopics(context.Background(), topic)
+	if err == nil {
+		err = td.Error()
+	}
+	if err != nil {
+		t.Fatalf("list topic %s: %v", topic, err)
+	}
+	resp, err := adm.CreatePartitions(context.Background(), int(partitions)-len(td[topic].Partitions), topic)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatalf("add partitions to %s: %v", topic, err)
+	}
+	waitForPartitions(t, adm, topic, partitions)
+}
+
+// waitForPartitions waits until the metadata lists topic with partitions
+// partitions, each with a leader.
+func waitForPartitions(t testing.TB, adm *kadm.Client, topic string, partitions int32) {
+	t.Helper()
+	WaitFor(t, 30*time.Second, fmt.Sprintf("topic %s in the metadata with %d partitions, each with a leader", topic, partitions), func() bool {
+		md, err := adm.Metadata(context.Background(), topic)
+		td, ok := md.Topics[topic]
 		if err != nil || !ok || td.Err != nil || len(td.Partitions) != int(partitions) {
 			return false
 		}
@@ -58,11 +93,6 @@ func CreateTopic(t testing.TB, adm *kadm.Client, name string, partitions int32) 
 			}
 		}
 		return true
-	})
-	t.Cleanup(func() {
-		if _, err := adm.DeleteTopics(context.Background(), name); err != nil {
-			t.Logf("delete topic %s: %v", name, err)
-		}
 	})
 }
 
