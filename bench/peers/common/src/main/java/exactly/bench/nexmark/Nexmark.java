@@ -237,6 +237,53 @@ public final class Nexmark {
         return java.time.LocalDate.ofEpochDay(Math.floorDiv(dateTime, 86_400_000L)).toString();
     }
 
+    /**
+     * Adds (sign 1) or subtracts (sign -1) entry to a copy of row, the state of a q15 or q16
+     * group: its bids in all and by price rank, its distinct bidders and distinct auctions
+     * likewise, then its latest minute of the day. entry is {kind, ...}: kind 'n' the group's
+     * bids by rank then its latest minute (which only grows, so a subtraction keeps it), 'b' or
+     * 'a' a bidder's or an auction's price ranks seen as a bit set (bit r: rank r).
+     */
+    public static long[] bidStatsAdd(long[] row, long[] entry, int sign) {
+        long[] s = row.clone();
+        switch ((char) entry[0]) {
+            case 'n' -> {
+                for (int i = 0; i < 4; i++) {
+                    s[i] += sign * entry[1 + i];
+                }
+                if (sign > 0) {
+                    s[12] = Math.max(s[12], entry[5]);
+                }
+            }
+            case 'b', 'a' -> {
+                int at = entry[0] == 'b' ? 4 : 8;
+                long seen = entry[1];
+                if (seen != 0) {
+                    s[at] += sign;
+                }
+                for (int r = 1; r <= 3; r++) {
+                    if ((seen & 1L << r) != 0) {
+                        s[at + r] += sign;
+                    }
+                }
+            }
+            default -> throw new IllegalArgumentException("q15/q16: unknown entry kind " + entry[0]);
+        }
+        return s;
+    }
+
+    /** The row of q15 (q16 with minute) of group, "day" or "channel,day", of state row (see {@link #bidStatsAdd}). */
+    public static byte[] bidStats(String group, long[] row, boolean minute) {
+        StringBuilder b = new StringBuilder(group);
+        if (minute) {
+            b.append(String.format(",%02d:%02d", row[12] / 60, row[12] % 60));
+        }
+        for (int i = 0; i < 12; i++) {
+            b.append(',').append(row[i]);
+        }
+        return ascii(b.toString());
+    }
+
     /** q17's state: bids in all and by rank, then min, max and sum of the prices; {@link #q17Add} counts a bid. */
     public static long[] q17Add(long[] s, long price) {
         s[4] = s[0] == 0 ? price : Math.min(s[4], price);
@@ -279,6 +326,45 @@ public final class Nexmark {
             c = Long.compare(Long.parseLong(y[5]), Long.parseLong(x[5]));
         }
         return c == 0 ? x[4].compareTo(y[4]) < 0 : c > 0;
+    }
+
+    /** The dateTime of event v: a bid's, a person's or an auction's. */
+    public static long dateTime(byte[] v) {
+        Bid b = parseBid(v);
+        if (b != null) {
+            return b.dateTime;
+        }
+        String[] f = new String(v, StandardCharsets.US_ASCII).split(",", -1);
+        // P,id,name,email,creditCard,city,state,dateTime,extra or
+        // A,id,itemName,description,initialBid,reserve,dateTime,expires,seller,category,extra
+        int at = v[0] == 'P' ? 7 : v[0] == 'A' ? 6 : -1;
+        if (at < 0 || f.length != (v[0] == 'P' ? 9 : 11)) {
+            throw malformed(v);
+        }
+        return Long.parseLong(f[at]);
+    }
+
+    /** The row "id,name" of person v, or null when v is not a person. */
+    public static String personRow(byte[] v) {
+        if (v.length < 2 || v[1] != ',') {
+            throw malformed(v);
+        }
+        if (v[0] != 'P') {
+            return null;
+        }
+        String[] f = new String(v, StandardCharsets.US_ASCII).split(",", -1);
+        if (f.length != 9) {
+            throw malformed(v);
+        }
+        return f[1] + "," + f[2];
+    }
+
+    /** q8's tumbling window, ms of event time. */
+    public static final long Q8_SIZE = 10_000;
+
+    /** The q8 output of person id, named name, in the window starting at start: "id,name,windowStart". */
+    public static byte[] q8(long id, String name, long start) {
+        return (id + "," + name + "," + start).getBytes(StandardCharsets.UTF_8);
     }
 
     /** q3's category of auctions. */

@@ -81,8 +81,9 @@ public final class Main {
 
         StreamsBuilder builder = new StreamsBuilder();
         Consumed<byte[], byte[]> consumed = Consumed.with(Serdes.ByteArray(), Serdes.ByteArray());
-        if (query.equals("q5") || query.equals("q7") || query.equals("q11")) {
-            consumed = consumed.withTimestampExtractor(new BidTime());
+        boolean windowed = List.of("q5", "q7", "q8", "q11").contains(query);
+        if (windowed) {
+            consumed = consumed.withTimestampExtractor(new EventTime());
             // A task waits for every partition of the Aligned topics it reads, as a
             // watermark without idleness would (the longest run is shorter than this).
             p.put(StreamsConfig.MAX_TASK_IDLE_MS_CONFIG, Duration.ofHours(1).toMillis());
@@ -112,13 +113,14 @@ public final class Main {
                     .toStream()
                     .map((auction, n) -> KeyValue.pair((byte[]) null, Nexmark.count(auction, n)))
                     .to(out, produced);
-            case "q5", "q7", "q11" -> {
+            case "q5", "q7", "q8", "q11" -> {
                 try (Admin admin = Admin.create(Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, a.get("brokers")))) {
                     int partitions = admin.describeTopics(List.of(a.get("in"))).allTopicNames().get().get(a.get("in")).partitions().size();
                     Aligned aligned = new Aligned(builder, a.get("app-id"), partitions);
                     KStream<byte[], byte[]> results = switch (query) {
                         case "q7" -> highestBids(events, aligned);
                         case "q11" -> userSessions(events, aligned);
+                        case "q8" -> newUsers(events, aligned);
                         default -> hotItems(events, aligned);
                     };
                     results.to(out, produced);
@@ -180,6 +182,7 @@ public final class Main {
                     .map((key, row) -> KeyValue.pair(key.getBytes(StandardCharsets.US_ASCII), row.getBytes(StandardCharsets.US_ASCII)))
                     .to(out, produced);
             case "q19" -> topBids(events).to(out, produced);
+            case "q15", "q16" -> bidStatistics(events, query.equals("q16")).to(out, produced);
             case "q20" -> bidsWithAuctions(events, "q20", row -> Nexmark.field(row, 8) == Nexmark.Q20_CATEGORY)
                     .toStream()
                     .map((bid, joined) -> {
@@ -222,7 +225,7 @@ public final class Main {
                     .filter((seller, all) -> all != null && all.length > 0)
                     .map((seller, all) -> KeyValue.pair(String.valueOf(seller).getBytes(StandardCharsets.US_ASCII), SellerAuctions.row(seller, all)))
                     .to(out, produced);
-            default -> throw new IllegalArgumentException("unknown --query " + query + ": use q0, q1, q2, count, q3, q4, q5, q6, q7, q9, q10, q11, q13, q14, q17, q18, q19, q20, q21 or q22");
+            default -> throw new IllegalArgumentException("unknown --query " + query + ": use q0, q1, q2, count, q3, q4, q5, q6, q7, q8, q9, q10, q11, q13, q14, q15, q16, q17, q18, q19, q20, q21 or q22");
         }
 
         // Known issue: on 4.1.x, KAFKA-20685 (fixed for 4.2) leaves a checkpoint
@@ -401,6 +404,98 @@ public final class Main {
                 });
     }
 
+    /**
+     * q15 (q16 with perChannel): the DSL has no distinct count, so each bid is counted into three
+     * entries of a table keyed within its group (its day, or channel and day): the group's bids by
+     * price rank and latest minute ("n"), and the price ranks its bidder ("b") and its auction
+     * ("a") were seen at, as a bit set. That table is regrouped by group: each entry's old value
+     * is subtracted from the group's row and its new value added, so a bidder or auction counts
+     * once per rank it was seen at.
+     */
+    private static KStream<byte[], byte[]> bidStatistics(KStream<byte[], byte[]> events, boolean perChannel) {
+        String q = perChannel ? "q16" : "q15";
+        return events
+                .<String, Long>flatMap((k, v) -> {
+                    String row = Nexmark.bidRow(v);
+                    if (row == null) {
+                        return List.of();
+                    }
+                    String[] f = row.split(",", -1); // auction,bidder,price,channel,url,dateTime
+                    long dateTime = Long.parseLong(f[5]), rank = Nexmark.priceRank(Long.parseLong(f[2]));
+                    String group = (perChannel ? f[3] + "," : "") + Nexmark.day(dateTime);
+                    long minute = Math.floorMod(dateTime, 86_400_000L) / 60_000;
+                    return List.of(KeyValue.pair(group + "\nn", rank | minute << 8),
+                            KeyValue.pair(group + "\nb" + f[1], rank),
+                            KeyValue.pair(group + "\na" + f[0], rank));
+                })
+                .groupByKey(Grouped.with(q + "-entries", Serdes.String(), Serdes.Long()))
+                .aggregate(() -> new long[5], (key, v, old) -> {
+                    // A copy: the regrouping subtracts the old value, which must not change.
+                    long[] s = old.clone();
+                    int rank = (int) (v & 0xff);
+                    if (key.charAt(key.lastIndexOf('\n') + 1) == 'n') {
+                        s[0]++;
+                        s[rank]++;
+                        s[4] = Math.max(s[4], v >>> 8);
+                    } else {
+                        s[0] |= 1L << rank;
+                    }
+                    return s;
+                }, Materialized.<String, long[], KeyValueStore<Bytes, byte[]>>as(q + "-entries")
+                        .withKeySerde(Serdes.String()).withValueSerde(LONGS))
+                .groupBy((key, s) -> {
+                    int nl = key.lastIndexOf('\n');
+                    return KeyValue.pair(key.substring(0, nl), new long[] {key.charAt(nl + 1), s[0], s[1], s[2], s[3], s[4]});
+                }, Grouped.with(q + "-groups", Serdes.String(), LONGS))
+                .aggregate(() -> new long[13],
+                        (group, entry, row) -> Nexmark.bidStatsAdd(row, entry, 1),
+                        (group, entry, row) -> Nexmark.bidStatsAdd(row, entry, -1),
+                        Materialized.<String, long[], KeyValueStore<Bytes, byte[]>>as(q + "-rows")
+                                .withKeySerde(Serdes.String()).withValueSerde(LONGS))
+                .toStream()
+                .map((group, row) -> KeyValue.pair(group.getBytes(StandardCharsets.US_ASCII), Nexmark.bidStats(group, row, perChannel)));
+    }
+
+    /**
+     * q8: the persons keyed by id and the auctions keyed by seller, merged into one stream and
+     * aggregated per key and tumbling window of event time into whether the key joined (with its
+     * name) and whether it sold; each window's final aggregate of a key that did both is an output.
+     * Flink's q8 groups each side per window and joins the groups; one windowed aggregation of
+     * both sides is the same result with one window store instead of two and a join.
+     */
+    private static KStream<byte[], byte[]> newUsers(KStream<byte[], byte[]> events, Aligned aligned) {
+        KStream<Long, byte[]> sides = aligned.regroup(events.flatMap((k, v) -> {
+            String person = Nexmark.personRow(v);
+            if (person != null) { // "id,name"
+                int comma = person.indexOf(',');
+                byte[] name = person.substring(comma + 1).getBytes(StandardCharsets.UTF_8);
+                byte[] joined = new byte[1 + name.length];
+                joined[0] = JOINED;
+                System.arraycopy(name, 0, joined, 1, name.length);
+                return List.of(KeyValue.pair(Long.parseLong(person.substring(0, comma)), joined));
+            }
+            String auction = Nexmark.auctionRow(v);
+            return auction == null ? List.of() : List.of(KeyValue.pair(Nexmark.field(auction, 7), new byte[] {SOLD}));
+        }), "persons-and-sellers", Serdes.ByteArray());
+        return sides.groupByKey(Grouped.with(Serdes.Long(), Serdes.ByteArray()))
+                .windowedBy(TimeWindows.ofSizeAndGrace(millis(Nexmark.Q8_SIZE), millis(Nexmark.MAX_OUT_OF_ORDERNESS)))
+                .emitStrategy(EmitStrategy.onWindowClose())
+                .aggregate(() -> new byte[] {0}, (id, side, seen) -> {
+                    // The flags in the first byte, then the name once the person came.
+                    byte[] next = side[0] == JOINED ? side.clone() : seen.clone();
+                    next[0] = (byte) (seen[0] | side[0]);
+                    return next;
+                }, Materialized.<Long, byte[], WindowStore<Bytes, byte[]>>as("persons-and-sellers-per-window")
+                        .withKeySerde(Serdes.Long()).withValueSerde(Serdes.ByteArray()))
+                .toStream()
+                .filter((w, seen) -> seen[0] == (JOINED | SOLD))
+                .map((w, seen) -> KeyValue.pair((byte[]) null, Nexmark.q8(w.key(),
+                        new String(seen, 1, seen.length - 1, StandardCharsets.UTF_8), w.window().start())));
+    }
+
+    /** newUsers' flags: the key joined (a person event), the key sold (the seller of an auction event). */
+    private static final byte JOINED = 1, SOLD = 2;
+
     private static KStream<byte[], byte[]> userSessions(KStream<byte[], byte[]> events, Aligned aligned) {
         KStream<Long, byte[]> bids = aligned.regroup(events.flatMap((k, v) -> {
             Nexmark.Bid b = Nexmark.parseBid(v);
@@ -468,12 +563,11 @@ public final class Main {
         return Materialized.<Long, Top, WindowStore<Bytes, byte[]>>as(name).withKeySerde(Serdes.Long()).withValueSerde(TOPS);
     }
 
-    /** A bid's dateTime is its record's timestamp; persons and auctions, dropped later, keep the record's own. */
-    static final class BidTime implements TimestampExtractor {
+    /** An event's dateTime is its record's timestamp: a bid's, a person's or an auction's. */
+    static final class EventTime implements TimestampExtractor {
         @Override
         public long extract(ConsumerRecord<Object, Object> r, long partitionTime) {
-            Nexmark.Bid b = Nexmark.parseBid((byte[]) r.value());
-            return b == null ? r.timestamp() : b.dateTime;
+            return Nexmark.dateTime((byte[]) r.value());
         }
     }
 
