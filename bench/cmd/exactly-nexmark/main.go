@@ -54,7 +54,8 @@ func main() {
 	flag.IntVar(&c.parallelism, "parallelism", 2, "parallelism of every operator")
 	flag.DurationVar(&c.interval, "interval", time.Second, "checkpoint interval")
 	flag.IntVar(&c.gcPercent, "gogc", 400, "the Go garbage collector's GOGC: heap growth before a collection, in percent; the JVM peers size their heaps too (see docs/benchmarks.md)")
-	flag.Int64Var(&c.memoryLimit, "memory-limit", 1<<30, "the Go runtime's soft memory limit (GOMEMLIMIT), bytes: the heap GOGC lets grow is collected before it passes this, as the JVM peers' -Xmx1g bounds theirs; 0: none")
+	flag.Int64Var(&c.memoryLimit, "memory-limit", 768<<20, "the Go runtime's soft memory limit (GOMEMLIMIT), bytes: the heap GOGC lets grow is collected before it passes this, "+
+		"as the JVM peers' -Xmx1g bounds theirs (their heap alone, without the JVM's own memory); 0: none")
 	flag.Parse()
 	debug.SetGCPercent(c.gcPercent)
 	if c.memoryLimit > 0 {
