@@ -26,9 +26,12 @@ import (
 // database's. A checkpoint that changed nothing refers to the chain before
 // it and writes no file.
 //
-// A checkpoint that finds more keys changed than half the keys held takes
-// a full snapshot, inline, and starts no chain: a change set would cost as
-// much, and an extra file. So does the first, which knows no changes yet.
+// A checkpoint that finds more than half the keys held at the checkpoint
+// before changed takes a full snapshot, inline, and starts no chain: a
+// change set would cost as much, and an extra file. So does the first,
+// which knows no changes yet. Keys added do not count: a growing state's
+// change sets hold its new keys, where full snapshots would write every
+// key again at each checkpoint.
 //
 // A chain restarts with a full snapshot when its change sets add up to
 // more bytes than its full snapshot (a restore then reads at most twice
@@ -121,6 +124,8 @@ type heapChain[K comparable] struct {
 	// quiet counts the captures left while the tables record no changes,
 	// backoff how many the last busy capture set (see track).
 	quiet, backoff int
+	// held is the number of keys the tables held at the last capture.
+	held int
 }
 
 // quietCheckpoints is the most captures the tables of a busy backend
@@ -249,7 +254,8 @@ func (b *KeyedBackend[K]) snapshotChain(id checkpoint.ID, files checkpoint.Share
 }
 
 // track takes the keys the tables recorded as written since the last
-// capture and reports whether the capture is busy: most keys changed, so
+// capture and reports whether the capture is busy: most keys held at the
+// last capture changed (keys added do not count), so
 // that a change set would cost what a full snapshot does, or the changes
 // are not known. A busy capture takes a full snapshot, inline, and starts
 // no chain.
@@ -263,6 +269,10 @@ func (b *KeyedBackend[K]) snapshotChain(id checkpoint.ID, files checkpoint.Share
 // that the next one knows one interval's changes. Call it with c.mu held.
 func (c *heapChain[K]) track(tables map[string]deltaTable[K]) (busy bool, changes map[string]map[K]struct{}) {
 	if c.quiet > 0 {
+		c.held = 0
+		for _, t := range tables {
+			c.held += t.keys()
+		}
 		if c.quiet--; c.quiet == 0 {
 			for _, t := range tables {
 				t.trackChanges()
@@ -281,16 +291,17 @@ func (c *heapChain[K]) track(tables map[string]deltaTable[K]) (busy bool, change
 		changed += len(changes[name])
 		held += t.keys()
 	}
-	// A bound: a key may be in several captures' sets.
-	for _, p := range c.pending {
-		for _, keys := range p.changes {
-			changed += len(keys)
-		}
-	}
+	before := c.held
+	c.held = held
 	if !tracked {
 		return true, changes
 	}
-	if 2*changed <= held {
+	// The keys added since the last capture are among the changed ones;
+	// what makes a capture busy is how many of the keys held before it
+	// changed. A growing state (new keys, few rewritten) is not busy: its
+	// change sets hold the new keys, where full snapshots would write
+	// every key again at each capture.
+	if 2*(changed-max(0, held-before)) <= before {
 		c.backoff = 0
 		return false, changes
 	}

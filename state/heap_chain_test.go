@@ -480,6 +480,48 @@ func TestHeapChainDroppedWhenBusy(t *testing.T) {
 	restoreChainInto(t, "after the busy checkpoints", snap, files, m, rnd)
 }
 
+// TestHeapChainGrowingState checks that a state growing by new keys, a
+// few old ones rewritten, is not busy however fast it grows: from the
+// second capture on its checkpoints extend a chain, whose change sets
+// hold the keys added, and the chain restores to the state.
+func TestHeapChainGrowingState(t *testing.T) {
+	withHeapChains(t)
+	files := newMemShared()
+	f := newChainFixture(t, HeapBackend, KeyGroupRange{0, chainMaxP})
+	m := chainModel{}
+	added := 0
+	write := func(k string, v int64) {
+		f.b.SetCurrentKey(k)
+		f.count.Update(v)
+		e := m[k]
+		e.count, e.hasCount = v, true
+		m[k] = e
+	}
+	var snap checkpoint.SubtaskSnapshot
+	for id := checkpoint.ID(1); id <= 6; id++ {
+		for i := range 100 * int(id) { // the state doubles at the second capture
+			write(fmt.Sprint("g", added), int64(id))
+			added++
+			if i%10 == 0 {
+				write(fmt.Sprint("g", i/10), -int64(id)) // an old key rewritten
+			}
+		}
+		snap = incrementalNow(t, &fixture{b: f.b}, id, files)
+		if err := f.b.CheckpointComplete(id); err != nil {
+			t.Fatal(err)
+		}
+		// The first capture knows no changes: full and inline. The second
+		// starts the chain with a full snapshot (300 keys); the third adds
+		// a change set (330 keys); the fourth restarts it, the change sets
+		// being larger than the full snapshot (1,000 keys), and the next
+		// two extend it.
+		if want := []int{0, 1, 2, 1, 2, 3}[id-1]; len(snap.DBs) != min(want, 1) || want > 0 && len(snap.DBs[0].Files) != want {
+			t.Fatalf("checkpoint %d of a growing state: chains %v, want one of %d files", id, snap.DBs, want)
+		}
+	}
+	restoreChainInto(t, "the grown state", snap, files, m, rand.New(rand.NewPCG(4, 4)))
+}
+
 // TestHeapChainBackoff checks that a backend whose keys all change every
 // interval records changes less and less often, and one that calms down
 // starts a chain at the first capture that knows few changes.
