@@ -33,9 +33,9 @@ import (
 // change sets hold its new keys, where full snapshots would write every
 // key again at each checkpoint.
 //
-// A chain restarts with a full snapshot when its change sets add up to
-// more bytes than its full snapshot (a restore then reads at most twice
-// the state), when it has maxChainFiles files, and while the backend has
+// A chain restarts with a full snapshot when it adds up to more than twice
+// the state's bytes (estimated: see chainFiles.outgrown), so that a
+// restore reads at most about twice the state, when it has maxChainFiles files, and while the backend has
 // timers: change sets do not hold them. Savepoints stay full and inline.
 
 // heapChainPrefix starts the name of every file of a heap chain.
@@ -136,6 +136,9 @@ const quietCheckpoints = 15
 type chainFiles struct {
 	files  []checkpoint.DBFile
 	timers bool // its full snapshot holds timers
+	// fullKeys is the number of keys the tables held when its full
+	// snapshot was captured; 0 when not known (a restored chain).
+	fullKeys int
 }
 
 // full returns the size of its full snapshot and of its change sets.
@@ -148,6 +151,21 @@ func (c chainFiles) sizes() (full, changes int64) {
 		}
 	}
 	return full, changes
+}
+
+// outgrown reports whether the chain has grown to more than twice the
+// state a restore of it rebuilds: the state's size is estimated from the
+// keys held now at its full snapshot's bytes per key (at its full
+// snapshot's size when the state did not grow or fullKeys is not known).
+// A growing state's change sets hold mostly new keys, which a restore
+// keeps.
+func (c chainFiles) outgrown(held int) bool {
+	full, changes := c.sizes()
+	state := full
+	if c.fullKeys > 0 && held > c.fullKeys {
+		state = full * int64(held) / int64(c.fullKeys)
+	}
+	return full+changes > 2*state
 }
 
 // pendingChanges are the keys one capture found written, per state.
@@ -211,9 +229,8 @@ func (b *KeyedBackend[K]) snapshotChain(id checkpoint.ID, files checkpoint.Share
 	busy, changes := c.track(tables)
 	base := c.committed
 	c.pending = append(c.pending, pendingChanges[K]{id: id, changes: changes})
-	fullSize, changesSize := base.sizes()
 	full := busy || timers || base.timers || len(base.files) == 0 ||
-		len(base.files) >= maxChainFiles || changesSize > fullSize
+		len(base.files) >= maxChainFiles || base.outgrown(c.held)
 	var sections []capturedSection[K]
 	if full {
 		sections = b.captureSections(func(table[K]) bool { return true })
@@ -222,9 +239,12 @@ func (b *KeyedBackend[K]) snapshotChain(id checkpoint.ID, files checkpoint.Share
 	}
 	c.mu.Unlock()
 
-	keyCodec, maxParallelism, owned, inline := b.keyCodec, b.maxParallelism, b.owned, b.inlineBytes()
+	keyCodec, maxParallelism, owned, inline, held := b.keyCodec, b.maxParallelism, b.owned, b.inlineBytes(), c.held
 	return func() (checkpoint.SubtaskSnapshot, error) {
-		chain := chainFiles{timers: timers}
+		chain := chainFiles{timers: timers, fullKeys: base.fullKeys}
+		if full {
+			chain.fullKeys = held
+		}
 		if !full && len(sections) == 0 {
 			chain.files = base.files
 		} else {
