@@ -28,8 +28,9 @@ import (
 //
 // A checkpoint that finds more than half the keys held at the checkpoint
 // before changed takes a full snapshot, inline, and starts no chain: a
-// change set would cost as much, and an extra file. So does the first,
-// which knows no changes yet. Keys added do not count: a growing state's
+// change set would cost as much, and an extra file. The first knows no
+// changes yet: it is full, and starts a chain unless it stays inline (see
+// below). Keys added do not count: a growing state's
 // change sets hold its new keys, where full snapshots would write every
 // key again at each checkpoint.
 //
@@ -314,7 +315,10 @@ func (c *heapChain[K]) track(tables map[string]deltaTable[K]) (busy bool, change
 	before := c.held
 	c.held = held
 	if !tracked {
-		return true, changes
+		// The changes are not known: a full snapshot. Without a chain
+		// (the first capture) it may start one; with one, it is busy, so
+		// that it stays inline and the chain is not extended.
+		return len(c.committed.files) > 0, changes
 	}
 	// The keys added since the last capture are among the changed ones;
 	// what makes a capture busy is how many of the keys held before it

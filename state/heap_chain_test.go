@@ -240,23 +240,24 @@ func TestHeapChainFallsBackToFullSnapshots(t *testing.T) {
 	for range 600 {
 		chainOp(rnd, f, m)
 	}
-	// The first checkpoint knows no changes yet: full and inline.
-	if snap := take(1); len(snap.DBs) != 0 || len(snap.KeyGroups) == 0 {
-		t.Fatalf("the first checkpoint: %d databases, %d key groups; want inline key groups", len(snap.DBs), len(snap.KeyGroups))
+	// The first checkpoint knows no changes yet: a full snapshot starts a
+	// chain.
+	if snap := take(1); len(snap.DBs) != 1 || len(snap.DBs[0].Files) != 1 {
+		t.Fatalf("the first checkpoint: %v; want a chain of a full snapshot", snap.DBs)
 	}
-	// The second found few changes: it starts a chain.
+	// The second found few changes: it extends the chain.
 	chainOp(rnd, f, m)
-	if n := len(take(2).DBs[0].Files); n != 1 {
-		t.Fatalf("the second checkpoint has %d files, want a full snapshot", n)
+	if n := len(take(2).DBs[0].Files); n != 2 {
+		t.Fatalf("the second checkpoint has %d files, want 2", n)
 	}
 	f.b.SetCurrentKey("k1")
 	f.count.Update(5)
 	m["k1"] = chainEntry{count: 5, hasCount: true, seen: m["k1"].seen}
-	if n := len(take(3).DBs[0].Files); n != 2 {
-		t.Fatalf("a checkpoint after one change has %d files, want 2", n)
+	if n := len(take(3).DBs[0].Files); n != 3 {
+		t.Fatalf("a checkpoint after one change has %d files, want 3", n)
 	}
-	if n := len(take(4).DBs[0].Files); n != 2 {
-		t.Fatalf("a checkpoint without changes has %d files, want the 2 before it", n)
+	if n := len(take(4).DBs[0].Files); n != 3 {
+		t.Fatalf("a checkpoint without changes has %d files, want the 3 before it", n)
 	}
 	// Most keys changed: full and inline, and the next, with few
 	// changes, starts a chain again.
@@ -357,7 +358,7 @@ func TestHeapChainRestoredExtends(t *testing.T) {
 		chainOp(rnd, f, m)
 	}
 	var snap checkpoint.SubtaskSnapshot
-	for id := checkpoint.ID(1); id <= 2; id++ { // the second starts a chain
+	for id := checkpoint.ID(1); id <= 2; id++ { // the first starts a chain, the second extends it
 		chainOp(rnd, f, m)
 		snap = incrementalNow(t, &fixture{b: f.b}, id, files)
 		if err := f.b.CheckpointComplete(id); err != nil {
@@ -373,10 +374,10 @@ func TestHeapChainRestoredExtends(t *testing.T) {
 		foreign   bool
 		wantFiles int
 	}{
-		{"whole", KeyGroupRange{0, chainMaxP}, false, 2},
-		// A new chain: its first checkpoint is full and inline.
-		{"from another storage", KeyGroupRange{0, chainMaxP}, true, 0},
-		{"a part", RangeForSubtask(0, 2, chainMaxP), false, 0},
+		{"whole", KeyGroupRange{0, chainMaxP}, false, 3},
+		// A new chain: its first checkpoint is a full snapshot.
+		{"from another storage", KeyGroupRange{0, chainMaxP}, true, 1},
+		{"a part", RangeForSubtask(0, 2, chainMaxP), false, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			files.foreign = tc.foreign
@@ -510,11 +511,11 @@ func TestHeapChainGrowingState(t *testing.T) {
 		if err := f.b.CheckpointComplete(id); err != nil {
 			t.Fatal(err)
 		}
-		// The first capture knows no changes: full and inline. The second
-		// starts the chain with a full snapshot (300 keys), the others
-		// extend it: their change sets (330 to 660 keys) add up to less
-		// than twice the state (up to 2,100 keys).
-		if want := int(id) - 1; len(snap.DBs) != min(want, 1) || want > 0 && len(snap.DBs[0].Files) != want {
+		// The first capture knows no changes: it starts the chain with a
+		// full snapshot (100 keys), the others extend it: their change
+		// sets (220 to 660 keys) add up to less than twice the state (up to
+		// 2,100 keys).
+		if want := int(id); len(snap.DBs) != 1 || len(snap.DBs[0].Files) != want {
 			t.Fatalf("checkpoint %d of a growing state: chains %v, want one of %d files", id, snap.DBs, want)
 		}
 	}
@@ -542,7 +543,9 @@ func TestHeapChainBackoff(t *testing.T) {
 		if f.b.tables["count"].(*heapValues[string, int64]).written != nil {
 			recorded = append(recorded, id)
 		}
-		if snap := incrementalNow(t, &fixture{b: f.b}, id, files); len(snap.DBs) != 0 {
+		// The first knows no changes and starts a chain; the others find
+		// every key changed.
+		if snap := incrementalNow(t, &fixture{b: f.b}, id, files); id > 1 && len(snap.DBs) != 0 {
 			t.Fatalf("checkpoint %d with every key changed: a chain", id)
 		}
 		if err := f.b.CheckpointComplete(id); err != nil {
