@@ -1,6 +1,9 @@
 package state
 
-import "maps"
+import (
+	"iter"
+	"maps"
+)
 
 // heapValues keeps a value state's values in a Go map.
 type heapValues[K comparable, V any] struct {
@@ -32,16 +35,16 @@ func (s *heapValues[K, V]) clear() {
 func (s *heapValues[K, V]) keys() int { return len(s.m) }
 
 func (s *heapValues[K, V]) captureKeys(keys map[K]struct{}) (capturedTable[K], []K) {
-	m := make(map[K]V, len(keys))
+	c := valueEntries[K, V]{keys: make([]K, 0, len(keys)), vals: make([]V, 0, len(keys)), codec: s.codec}
 	var removed []K
 	for k := range keys {
 		if v, ok := s.m[k]; ok {
-			m[k] = v
+			c.keys, c.vals = append(c.keys, k), append(c.vals, v)
 		} else {
 			removed = append(removed, k)
 		}
 	}
-	return valueCapture[K, V]{m: m, codec: s.codec}, removed
+	return c, removed
 }
 
 func (s *heapValues[K, V]) kind() stateKind { return kindValue }
@@ -57,8 +60,33 @@ type valueCapture[K comparable, V any] struct {
 
 // encode writes entries: key, value.
 func (c valueCapture[K, V]) encode(w *sectionWriter[K]) error {
-	enc := appendFunc(c.codec)
-	for k, v := range c.m {
+	return encodeValues(w, c.codec, maps.All(c.m))
+}
+
+// valueEntries is a value state's entries captured for a change set, in
+// two slices: a capture of the keys changed at short intervals costs no
+// map of its own.
+type valueEntries[K comparable, V any] struct {
+	keys  []K
+	vals  []V
+	codec Codec[V]
+}
+
+// encode writes entries: key, value.
+func (c valueEntries[K, V]) encode(w *sectionWriter[K]) error {
+	return encodeValues(w, c.codec, func(yield func(K, V) bool) {
+		for i, k := range c.keys {
+			if !yield(k, c.vals[i]) {
+				return
+			}
+		}
+	})
+}
+
+// encodeValues writes the entries of a value state: key, value.
+func encodeValues[K comparable, V any](w *sectionWriter[K], codec Codec[V], entries iter.Seq2[K, V]) error {
+	enc := appendFunc(codec)
+	for k, v := range entries {
 		i, err := w.key(k)
 		if err != nil {
 			return err
