@@ -28,16 +28,17 @@ import (
 //
 // A checkpoint that finds more than half the keys held at the checkpoint
 // before changed takes a full snapshot, inline, and starts no chain: a
-// change set would cost as much, and an extra file. The first knows no
-// changes yet: it is full, and starts a chain unless it stays inline (see
-// below). Keys added do not count: a growing state's
-// change sets hold its new keys, where full snapshots would write every
-// key again at each checkpoint.
+// change set would cost as much, and an extra file. Keys added do not
+// count: a growing state's change sets hold its new keys, where full
+// snapshots would write every key again at each checkpoint. The first
+// checkpoint knows no changes yet: it is full, and starts a chain unless
+// it stays inline (see chainInlineBelow).
 //
 // A chain restarts with a full snapshot when it adds up to more than twice
 // the state's bytes (estimated: see chainFiles.outgrown), so that a
-// restore reads at most about twice the state, when it has maxChainFiles files, and while the backend has
-// timers: change sets do not hold them. Savepoints stay full and inline.
+// restore reads at most about twice the state; when it has maxChainFiles
+// files; and while the backend has timers: change sets do not hold them.
+// Savepoints stay full and inline.
 
 // heapChainPrefix starts the name of every file of a heap chain.
 const heapChainPrefix = "heapsnap-"
@@ -276,9 +277,8 @@ func (b *KeyedBackend[K]) snapshotChain(id checkpoint.ID, files checkpoint.Share
 
 // track takes the keys the tables recorded as written since the last
 // capture and reports whether the capture is busy: most keys held at the
-// last capture changed (keys added do not count), so
-// that a change set would cost what a full snapshot does, or the changes
-// are not known. A busy capture takes a full snapshot, inline, and starts
+// last capture changed (keys added do not count), so that a change set
+// would cost what a full snapshot does, or the changes are not known. A busy capture takes a full snapshot, inline, and starts
 // no chain.
 //
 // A backend whose keys mostly change every interval would pay for
@@ -290,10 +290,7 @@ func (b *KeyedBackend[K]) snapshotChain(id checkpoint.ID, files checkpoint.Share
 // that the next one knows one interval's changes. Call it with c.mu held.
 func (c *heapChain[K]) track(tables map[string]deltaTable[K]) (busy bool, changes map[string]map[K]struct{}) {
 	if c.quiet > 0 {
-		c.held = 0
-		for _, t := range tables {
-			c.held += t.keys()
-		}
+		c.held = heldKeys(tables)
 		if c.quiet--; c.quiet == 0 {
 			for _, t := range tables {
 				t.trackChanges()
@@ -306,13 +303,12 @@ func (c *heapChain[K]) track(tables map[string]deltaTable[K]) (busy bool, change
 		tracked = t.trackChanges() && tracked
 	}
 	changes = make(map[string]map[K]struct{}, len(tables))
-	changed, held := 0, 0
+	changed := 0
 	for name, t := range tables {
 		changes[name] = t.takeChanges()
 		changed += len(changes[name])
-		held += t.keys()
 	}
-	before := c.held
+	before, held := c.held, heldKeys(tables)
 	c.held = held
 	if !tracked {
 		// The changes are not known: a full snapshot. Without a chain
@@ -336,6 +332,15 @@ func (c *heapChain[K]) track(tables map[string]deltaTable[K]) (busy bool, change
 	c.quiet = c.backoff
 	c.pending, c.committed = nil, chainFiles{}
 	return true, nil
+}
+
+// heldKeys returns the number of keys the tables hold.
+func heldKeys[K comparable](tables map[string]deltaTable[K]) int {
+	n := 0
+	for _, t := range tables {
+		n += t.keys()
+	}
+	return n
 }
 
 // captureChanges captures the entries of the keys that the captures since
