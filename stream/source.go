@@ -116,8 +116,23 @@ func newSourceOp[T any](ctx context.Context, oc runtime.OperatorContext, src sou
 		if ok && sr.wr != nil {
 			sr.wr.ResumeWatermark(p.Newest)
 		}
+		if ok && p.Idle && et != nil && et.IdleTimeout > 0 && sr.wr == nil {
+			s.resumeIdle(sr)
+		}
 	}
 	return s, nil
+}
+
+// resumeIdle makes sr, restored from a checkpoint at which it was idle,
+// idle at once, until it yields a record. Restored as active instead, it
+// said so downstream for a whole IdleTimeout with no record read: to the
+// readers of a repartition topic, a writer turning active, which spent the
+// hold of the other idle writers (kafka's upstreamWatermarks) before their
+// input resumed, and the records they wrote next were late
+// (TestClusterRunsAJobWrittenOnce, docs/kafka.md).
+func (s *sourceOp[T]) resumeIdle(sr *splitReader[T]) {
+	sr.lastRead = sr.lastRead.Add(-s.et.IdleTimeout)
+	sr.idle = true
 }
 
 // owner returns the subtask reading split, the i-th listed.
@@ -332,11 +347,18 @@ func (s *sourceOp[T]) splitWatermark(sr *splitReader[T], now time.Time) (wm int6
 
 func (s *sourceOp[T]) Snapshot(_ context.Context, id checkpoint.ID) (func() (checkpoint.SubtaskSnapshot, error), error) {
 	var snap checkpoint.SubtaskSnapshot
+	now := time.Now()
+	if s.now != nil {
+		now = s.now()
+	}
 	for _, sr := range s.readers {
+		idle := false
 		if sr.wr != nil {
-			sr.newest, _ = sr.wr.Watermark()
+			sr.newest, _ = sr.wr.Watermark() // the reader restores its own idleness
+		} else if s.et != nil {
+			_, idle = s.splitWatermark(sr, now)
 		}
-		snap.Entries = append(snap.Entries, format.EncodeSplitPosition(format.SplitPosition{Split: sr.split, Pos: sr.pos, Done: sr.done, Newest: sr.newest}))
+		snap.Entries = append(snap.Entries, format.EncodeSplitPosition(format.SplitPosition{Split: sr.split, Pos: sr.pos, Done: sr.done, Newest: sr.newest, Idle: idle && !sr.done}))
 	}
 	if s.taken != nil {
 		positions := make(map[string][]byte, len(s.readers))

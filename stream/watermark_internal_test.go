@@ -4,11 +4,14 @@ import (
 	"context"
 	"math"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/internal/format"
 	"github.com/exactlyonce/exactly/internal/runtime"
+	"github.com/exactlyonce/exactly/source"
 )
 
 // TestRestoredWatermark checks that a keyed operator restores the least
@@ -121,3 +124,56 @@ func (*settableReader) Position() []byte                         { return nil }
 func (*settableReader) Close() error                             { return nil }
 func (r *settableReader) Watermark() (int64, bool)               { return r.wm, r.idle }
 func (*settableReader) ResumeWatermark(int64)                    {}
+
+// TestRestoredIdleSplitStaysIdle: a split checkpointed idle is restored
+// idle, so that the restored source does not say it is active for a whole
+// IdleTimeout with nothing read (downstream, that is a writer turning
+// active, which spends the holds of the other idle writers); a split
+// checkpointed active is restored active. The idleness is checkpointed
+// as the clock finds it.
+func TestRestoredIdleSplitStaysIdle(t *testing.T) {
+	et := &EventTime[int]{Timestamp: func(v int) time.Time { return time.Unix(int64(v), 0) }, IdleTimeout: time.Hour}
+	restored := &checkpoint.SubtaskSnapshot{Entries: [][]byte{
+		format.EncodeSplitPosition(format.SplitPosition{Split: "idle", Newest: 10, Idle: true}),
+		format.EncodeSplitPosition(format.SplitPosition{Split: "active", Newest: 20}),
+	}}
+	oc := runtime.OperatorContext{Parallelism: 1, BatchSize: 4, Records: new(atomic.Int64), Restored: restored}
+	op, err := newSourceOp(context.Background(), oc, emptySource{"idle", "active"}, et, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer op.closeReaders()
+	if wm, idle := op.Watermark(); wm != 20-1 || idle {
+		t.Fatalf("Watermark() = %d, %v; want the active split's 19, active", wm, idle)
+	}
+	if !op.readers[0].idle || op.readers[1].idle {
+		t.Fatalf("restored idleness: %q %v, %q %v; want idle, active", op.readers[0].split, op.readers[0].idle, op.readers[1].split, op.readers[1].idle)
+	}
+	later := time.Now().Add(2 * time.Hour)
+	op.now = func() time.Time { return later }
+	snap, err := op.Snapshot(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := snap()
+	for _, e := range s.Entries {
+		if p, err := format.DecodeSplitPosition(e); err != nil || !p.Idle {
+			t.Errorf("checkpointed after IdleTimeout with nothing read: %+v, %v; want idle", p, err)
+		}
+	}
+}
+
+// emptySource has the splits it lists, with no record in any.
+type emptySource []string
+
+func (s emptySource) Splits(context.Context) ([]string, error) { return s, nil }
+func (emptySource) Open(context.Context, string, []byte) (source.Reader[int], error) {
+	return toldReaderless{}, nil
+}
+
+// toldReaderless reads nothing and tells no watermark.
+type toldReaderless struct{}
+
+func (toldReaderless) Read(context.Context, []int) (int, error) { return 0, nil }
+func (toldReaderless) Position() []byte                         { return nil }
+func (toldReaderless) Close() error                             { return nil }

@@ -55,6 +55,11 @@ type SplitPosition struct {
 	// Newest is the newest event time read from the split (UnixNano), or
 	// NoEventTime if none.
 	Newest int64
+	// Idle is set when the split was idle at the checkpoint (no record for
+	// the source's EventTime.IdleTimeout): a restored source resumes it
+	// idle, as a reader downstream last saw it, instead of active until
+	// the timeout passes again.
+	Idle bool
 }
 
 // SplitPositionVersion is the version of the split positions this build
@@ -62,32 +67,44 @@ type SplitPosition struct {
 //
 //	version:byte flags:byte len:uvarint split:bytes newest:int64 pos:rest
 //
-// with flags bit 0 = done and newest big-endian; version 1 had no newest
-// and is still read (with Newest NoEventTime).
-const SplitPositionVersion = 2
+// with flags bit 0 = done, bit 1 = idle (version 3) and newest
+// big-endian. Version 1 had no newest and is still read (with Newest
+// NoEventTime); version 2 had no idle flag, and is still written for a
+// position that is not idle, so that the build before this one reads it.
+const SplitPositionVersion = 3
 
-// EncodeSplitPosition encodes p in version SplitPositionVersion.
+// splitIdle is the flag of an idle split, from version 3 on.
+const splitIdle = 2
+
+// EncodeSplitPosition encodes p in version 2, or 3 when p is idle.
 func EncodeSplitPosition(p SplitPosition) []byte {
-	b := []byte{SplitPositionVersion, 0}
+	b := []byte{2, 0}
 	if p.Done {
 		b[1] = 1
+	}
+	if p.Idle {
+		b[0], b[1] = SplitPositionVersion, b[1]|splitIdle
 	}
 	b = AppendBytes(b, []byte(p.Split))
 	b = binary.BigEndian.AppendUint64(b, uint64(p.Newest))
 	return append(b, p.Pos...)
 }
 
-// DecodeSplitPosition decodes a split position of version 1 or 2. Pos does
-// not share b's memory.
+// DecodeSplitPosition decodes a split position of version 1, 2 or 3. Pos
+// does not share b's memory.
 func DecodeSplitPosition(b []byte) (SplitPosition, error) {
-	if len(b) < 2 || b[0] < 1 || b[0] > SplitPositionVersion || b[1] > 1 {
+	flags := byte(1)
+	if len(b) > 0 && b[0] >= 3 {
+		flags |= splitIdle
+	}
+	if len(b) < 2 || b[0] < 1 || b[0] > SplitPositionVersion || b[1]&^flags != 0 {
 		return SplitPosition{}, malformed("stream: malformed split position in checkpoint (version or flags)")
 	}
 	split, rest, ok := cutBytes(b[2:])
 	if !ok {
 		return SplitPosition{}, malformed("stream: malformed split position in checkpoint (split id length)")
 	}
-	p := SplitPosition{Split: string(split), Done: b[1] == 1, Newest: NoEventTime}
+	p := SplitPosition{Split: string(split), Done: b[1]&1 != 0, Idle: b[1]&splitIdle != 0, Newest: NoEventTime}
 	if b[0] >= 2 {
 		if len(rest) < 8 {
 			return SplitPosition{}, malformed("stream: malformed split position in checkpoint (event time)")

@@ -34,7 +34,8 @@ func TestCommittableVersion1(t *testing.T) {
 }
 
 // TestSplitPositionKeepsEventTime round-trips a split position with its
-// newest event time and still decodes version 1 positions, which had none.
+// newest event time and its idleness and still decodes version 1
+// positions, which had no event time.
 func TestSplitPositionKeepsEventTime(t *testing.T) {
 	p := SplitPosition{Split: "topic/3", Pos: []byte{7, 8}, Done: true, Newest: -42}
 	got, err := DecodeSplitPosition(EncodeSplitPosition(p))
@@ -46,7 +47,16 @@ func TestSplitPositionKeepsEventTime(t *testing.T) {
 	if err != nil || got.Split != "a" || string(got.Pos) != "\x09" || got.Done || got.Newest != NoEventTime {
 		t.Fatalf("version 1: %+v, %v", got, err)
 	}
-	for _, bad := range [][]byte{nil, {3, 0}, {2, 2}, {2, 0, 1, 'a', 1, 2}, {1, 0, 5, 'a'}} {
+	idle := SplitPosition{Split: "topic/4", Pos: []byte{1}, Newest: 5, Idle: true}
+	b := EncodeSplitPosition(idle)
+	got, err = DecodeSplitPosition(b)
+	if err != nil || !reflect.DeepEqual(got, idle) || b[0] != 3 {
+		t.Fatalf("idle round trip: %+v, %v (version %d, want 3)", got, err, b[0])
+	}
+	if b := EncodeSplitPosition(p); b[0] != 2 {
+		t.Errorf("a position that is not idle is written in version %d, want 2 (the previous build reads it)", b[0])
+	}
+	for _, bad := range [][]byte{nil, {4, 0}, {2, 2}, {3, 4}, {2, 0, 1, 'a', 1, 2}, {1, 0, 5, 'a'}} {
 		if _, err := DecodeSplitPosition(bad); !errors.Is(err, checkpoint.ErrCorrupt) {
 			t.Errorf("malformed %v: err = %v, want ErrCorrupt", bad, err)
 		}
