@@ -9,3 +9,23 @@ func SetOutcomeFetchBytes(n int32) (restore func()) {
 	outcomeFetchBytes = n
 	return func() { outcomeFetchBytes = was }
 }
+
+// ProducerCounts returns how many producer clients s opened for
+// transactions, and how many transactions began in a client s kept.
+func ProducerCounts[T any](s *Sink[T]) (opened, reused int) {
+	s.producers.mu.Lock()
+	defer s.producers.mu.Unlock()
+	return s.producers.opened, s.producers.reused
+}
+
+// BreakPreparedProducers closes the clients s keeps for prepared
+// transactions, leaving them kept: the commit through each fails, and the
+// committer must end the transaction by protocol.
+func BreakPreparedProducers[T any](s *Sink[T]) int {
+	s.producers.mu.Lock()
+	defer s.producers.mu.Unlock()
+	for _, p := range s.producers.prepared {
+		p.cl.Close()
+	}
+	return len(s.producers.prepared)
+}

@@ -48,6 +48,8 @@ type Sink[T any] struct {
 	// pin is the partition count of Topic the sink partitions by, with
 	// Watermarks; it outlives the job's restarts in this process.
 	pin partitionPin
+	// producers keeps the transactional producers across transactions.
+	producers *producers
 }
 
 var _ sink.Sink[int] = (*Sink[int])(nil)
@@ -61,7 +63,7 @@ func NewSink[T any](opts SinkOptions, encode func(T) (Message, error)) (*Sink[T]
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	return &Sink[T]{opts: opts, encode: encode, busy: map[string]bool{}}, nil
+	return &Sink[T]{opts: opts, encode: encode, busy: map[string]bool{}, producers: newProducers()}, nil
 }
 
 // prefix returns the transactional id prefix of the sink named name.
@@ -291,6 +293,9 @@ func (s *Sink[T]) NewCommitter(ctx context.Context, info sink.CommitterInfo) (si
 	if s.opts.Guarantee != ExactlyOnce {
 		return c, nil
 	}
+	// The clients an earlier run of the job kept hold ids this run's owner
+	// fences or aborts: none is trusted.
+	s.producers.drop(c.mine)
 	cl, err := s.opts.Conn.newClient(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: sink %q: %w", info.Sink, err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/sink"
@@ -63,8 +64,11 @@ func (c *committer[T]) Commit(ctx context.Context, cm sink.Committable) error {
 		// transactions were written by, or refuse.
 		c.s.pin.restore(*d.Pin)
 	}
-	where := fmt.Sprintf("kafka: sink %q: commit checkpoint %d subtask %d (transactional id %q, producer id %d, epoch %d, protocol %d)", c.name, cm.Checkpoint, cm.Subtask, d.TxnID, d.ProducerID, d.Epoch, d.Version)
 	start := time.Now()
+	if c.commitKept(ctx, cm, d) {
+		return nil
+	}
+	where := fmt.Sprintf("kafka: sink %q: commit checkpoint %d subtask %d (transactional id %q, producer id %d, epoch %d, protocol %d)", c.name, cm.Checkpoint, cm.Subtask, d.TxnID, d.ProducerID, d.Epoch, d.Version)
 	code, err := c.admin.endTxn(ctx, d, true)
 	switch {
 	case err != nil:
@@ -105,6 +109,34 @@ func (c *committer[T]) Commit(ctx context.Context, cm sink.Committable) error {
 	return fmt.Errorf("%s: the coordinator answered %v while the transaction is not decided in the log yet; retrying", where, answer)
 }
 
+// commitKept commits d's transaction with the client that wrote it, when
+// this process kept it (see producers), and keeps the client for the id's
+// next transaction. It reports whether it committed: on any failure the
+// client is closed, never told to abort, and Commit ends the transaction
+// by protocol, from the recorded identity, as for a restored committable
+// (a commit whose answer was lost is then read back from the log).
+func (c *committer[T]) commitKept(ctx context.Context, cm sink.Committable, d committable) bool {
+	p, ok := c.s.producers.takePrepared(d.TxnID, d.ProducerID, d.Epoch)
+	if !ok {
+		return false
+	}
+	start := time.Now()
+	if err := p.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		c.logger.Debug("kafka: commit through the writing client failed; ending the transaction by protocol", "sink", c.name, "checkpoint", cm.Checkpoint,
+			"subtask", cm.Subtask, "txn", d.TxnID, "error", err)
+		go p.cl.Close()
+		return false
+	}
+	c.s.producers.keepIdle(d.TxnID, p)
+	c.s.setBusy(d.TxnID, false)
+	c.logger.Debug("kafka: transaction committed", "sink", c.name, "checkpoint", cm.Checkpoint, "subtask", cm.Subtask,
+		"txn", d.TxnID, "took", time.Since(start), "client", "kept")
+	return true
+}
+
+// mine reports whether id is one of the sink's transactional ids.
+func (c *committer[T]) mine(id string) bool { return ownID(c.prefix, id) }
+
 // Abort aborts the committable's transaction with InitProducerID on the
 // condition that its producer id and epoch are still current (see
 // txnAdmin.abortIfCurrent). When they are not, the transaction already
@@ -121,6 +153,7 @@ func (c *committer[T]) Abort(ctx context.Context, cm sink.Committable) error {
 	if err != nil {
 		return err
 	}
+	c.s.producers.dropPrepared(d.TxnID) // the abort bumps the epoch its client holds
 	where := fmt.Sprintf("kafka: sink %q: abort checkpoint %d subtask %d (transactional id %q, producer id %d, epoch %d)", c.name, cm.Checkpoint, cm.Subtask, d.TxnID, d.ProducerID, d.Epoch)
 	code, err := c.admin.abortIfCurrent(ctx, d)
 	switch {
@@ -245,9 +278,11 @@ func (c *committer[T]) AbortLingering(ctx context.Context, id checkpoint.ID) err
 	return nil
 }
 
-// Close closes the committer's client.
+// Close closes the committer's client and the producers kept for the
+// sink's ids.
 func (c *committer[T]) Close() error {
 	if c.admin != nil {
+		c.s.producers.drop(c.mine)
 		c.admin.cl.Close()
 	}
 	return nil

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,9 +20,11 @@ import (
 )
 
 // writer is one subtask's writer. With ExactlyOnce it writes each
-// transaction with its own producer client, under a free transactional id
-// of its pool; the client is closed after Prepare (closing ends no
-// transaction) and the committer ends the transaction by protocol.
+// transaction under a free transactional id of its pool, preferring one
+// whose client the sink kept from its last transaction (producers); after
+// Prepare the client is handed to the sink for the committer, which
+// commits with it and keeps it for the id's next transaction, or, when it
+// cannot, closes it and ends the transaction by protocol.
 //
 // The producer of the next transaction is opened ahead of time, in the
 // background, when the writer opens and when a transaction begins (or, if
@@ -144,6 +148,16 @@ func (w *writer[T]) claim() (id string, ok bool) {
 	// cannot abort a newer owner's transactions.
 	base := poolBase(w.s.opts.PoolSize, w.info.Owner.Epoch)
 	for i := range w.s.opts.PoolSize {
+		// An id whose client was kept first: its transaction costs no
+		// new client.
+		slot := (w.next + i) % w.s.opts.PoolSize
+		if id := txnID(w.prefix, w.info.Subtask, base+slot); !w.s.busy[id] && w.s.producers.hasIdle(id) {
+			w.s.busy[id] = true
+			w.next = slot + 1
+			return id, true
+		}
+	}
+	for i := range w.s.opts.PoolSize {
 		slot := (w.next + i) % w.s.opts.PoolSize
 		if id := txnID(w.prefix, w.info.Subtask, base+slot); !w.s.busy[id] {
 			w.s.busy[id] = true
@@ -154,11 +168,21 @@ func (w *writer[T]) claim() (id string, ok bool) {
 	return "", false
 }
 
-// open opens a producer under id and begins a transaction in it. With
-// initID it also runs InitProducerID now instead of at the first produce.
-// On failure the id is released.
+// open begins a transaction under id: in the client the sink kept for
+// id, or else in a new one. With initID a new client also runs
+// InitProducerID now instead of at the first produce. On failure the id
+// is released.
 func (w *writer[T]) open(ctx context.Context, id string, initID bool) producer {
-	p := producer{id: id, hook: &versionHook{}, opened: time.Now()}
+	p := producer{id: id, opened: time.Now()}
+	if k, ok := w.s.producers.takeIdle(id, w.s.opts.TransactionTimeout); ok {
+		if err := k.cl.BeginTransaction(); err == nil {
+			p.cl, p.hook = k.cl, k.hook
+			return p
+		}
+		w.bg.Go(k.cl.Close)
+	}
+	p.hook = &versionHook{}
+	w.s.producers.countOpened()
 	p.cl, p.err = w.s.opts.Conn.newClient(ctx, w.s.producerOpts(&id, kgo.WithHooks(p.hook))...)
 	if p.err == nil {
 		p.err = p.cl.BeginTransaction()
@@ -375,9 +399,10 @@ func (w *writer[T]) Prepare(ctx context.Context, id checkpoint.ID) ([]byte, erro
 	if err != nil {
 		return nil, err
 	}
-	// Closing leaves the transaction open (the committer ends it); it is
-	// done in the background, as it can wait for the client's goroutines.
-	w.bg.Go(w.cl.Close)
+	// The committer commits with the client and keeps it for the id's
+	// next transaction, or closes it, which leaves the transaction open
+	// for the committer to end by protocol.
+	w.s.producers.prepare(w.txnID, keptProducer{cl: w.cl, hook: w.hook, pid: pid, epoch: epoch})
 	w.cl, w.evidence, w.txnID = nil, nil, ""
 	w.haveEvidence.Store(false)
 	if w.ahead == nil {
@@ -404,6 +429,9 @@ func (w *writer[T]) Close() error {
 		w.discard(p)
 	}
 	defer w.bg.Wait()
+	// The clients kept for the next transactions of this subtask's ids;
+	// those of prepared transactions are the committer's.
+	w.s.producers.dropIdle(w.ownID)
 	if w.cl == nil {
 		return nil
 	}
@@ -421,6 +449,12 @@ func (w *writer[T]) Close() error {
 		w.s.setBusy(w.txnID, false)
 	}
 	return nil
+}
+
+// ownID reports whether id is one of this subtask's transactional ids,
+// of any owner epoch.
+func (w *writer[T]) ownID(id string) bool {
+	return strings.HasPrefix(id, w.prefix+"-"+strconv.Itoa(w.info.Subtask)+"-") && ownID(w.prefix, id)
 }
 
 // abortOpen aborts the open transaction. A failure (brokers unreachable,
