@@ -2,10 +2,14 @@ package kafka_test
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/connectors/kafka"
@@ -85,4 +89,93 @@ func TestProducersKeptAcrossTransactions(t *testing.T) {
 	if ids := openTransactions(t, adm, prefix); len(ids) > 0 {
 		t.Fatalf("open transactions left: %v", ids)
 	}
+}
+
+// TestRecommitWhileTheIdWritesAgain, under transaction protocols 1 and 2:
+// a transaction committed through its kept client is committed again by
+// a new process (as after a restart that restores its checkpoint) while
+// the same id holds its next, prepared transaction. The second commit must
+// not end that transaction, which then commits on its own: under protocol
+// 1, whose commit keeps the producer epoch, the client is therefore not
+// kept, and the next transaction's InitProducerID bumps the epoch.
+func TestRecommitWhileTheIdWritesAgain(t *testing.T) {
+	t.Parallel()
+	testenv.Exclusive(t, testenv.KafkaService) // it changes the cluster's transaction.version
+	brokers := testenv.Kafka(t)
+	for _, tv := range []int16{1, 2} {
+		t.Run("tv"+strconv.Itoa(int(tv)), func(t *testing.T) {
+			old := setTransactionVersion(t, brokers, tv)
+			t.Cleanup(func() { setTransactionVersion(t, brokers, old) })
+			adm := kafkatest.Admin(t, brokers)
+			topic, prefix := kafkatest.UniqueName("recommit"), kafkatest.UniqueName("recommit-txn")
+			kafkatest.CreateTopic(t, adm, topic, 1)
+			ctx := context.Background()
+			s, err := kafka.NewSink(kafka.SinkOptions{Conn: kafka.Conn{Brokers: []string{brokers}}, Topic: topic,
+				TransactionalIDPrefix: prefix, TransactionTimeout: time.Minute, PoolSize: 2},
+				func(v string) (kafka.Message, error) { return kafka.Message{Value: []byte(v)}, nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := committer(t, s)
+			w, err := s.NewWriter(ctx, sink.WriterInfo{Job: "t", Sink: "out", Subtask: 0, Parallelism: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			prepare := func(cp checkpoint.ID, v string) sink.Committable {
+				t.Helper()
+				if err := w.Write(ctx, []string{v}); err != nil {
+					t.Fatal(err)
+				}
+				data, err := w.Prepare(ctx, cp)
+				if err != nil || data == nil {
+					t.Fatalf("prepare %d: %q, %v", cp, data, err)
+				}
+				return sink.Committable{Checkpoint: cp, Subtask: 0, Data: data}
+			}
+			// With two ids, the third transaction runs under the first's.
+			cm1 := prepare(1, "a")
+			if err := c.Commit(ctx, cm1); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Commit(ctx, prepare(2, "b")); err != nil {
+				t.Fatal(err)
+			}
+			cm3 := prepare(3, "c")
+			if txnOf(t, cm3) != txnOf(t, cm1) {
+				t.Fatalf("the third transaction runs under %q, not under the first's %q", txnOf(t, cm3), txnOf(t, cm1))
+			}
+			if err := committer(t, bytesSink(t, brokers, topic, prefix)).Commit(ctx, cm1); err != nil {
+				t.Fatalf("commit again: %v", err)
+			}
+			// The next transaction must still be open, and commit on its own.
+			described, err := adm.DescribeTransactions(ctx, txnOf(t, cm3))
+			if err != nil {
+				t.Fatal(err)
+			}
+			described.Each(func(d kadm.DescribedTransaction) {
+				if d.State != "Ongoing" {
+					t.Errorf("transaction %q is %s after the first one's commit was sent again, want Ongoing: that commit ended it", d.TxnID, d.State)
+				}
+			})
+			if err := c.Commit(ctx, cm3); err != nil {
+				t.Fatal(err)
+			}
+			if got := values(t, brokers, topic, 3); strings.Join(got, ",") != "a,b,c" {
+				t.Fatalf("committed %q, want a, b, c", got)
+			}
+		})
+	}
+}
+
+// txnOf returns the transactional id of a committable.
+func txnOf(t *testing.T, cm sink.Committable) string {
+	t.Helper()
+	var d struct {
+		TxnID string `json:"txn"`
+	}
+	if err := json.Unmarshal(cm.Data, &d); err != nil {
+		t.Fatal(err)
+	}
+	return d.TxnID
 }

@@ -111,7 +111,8 @@ func (c *committer[T]) Commit(ctx context.Context, cm sink.Committable) error {
 
 // commitKept commits d's transaction with the client that wrote it, when
 // this process kept it (see producers), and keeps the client for the id's
-// next transaction. It reports whether it committed: on any failure the
+// next transaction under transaction protocol 2, whose commit bumps the
+// producer epoch. It reports whether it committed: on any failure the
 // client is closed, never told to abort, and Commit ends the transaction
 // by protocol, from the recorded identity, as for a restored committable
 // (a commit whose answer was lost is then read back from the log).
@@ -127,7 +128,16 @@ func (c *committer[T]) commitKept(ctx context.Context, cm sink.Committable, d co
 		go p.cl.Close()
 		return false
 	}
-	c.s.producers.keepIdle(d.TxnID, p)
+	if d.Version >= 2 {
+		c.s.producers.keepIdle(d.TxnID, p)
+	} else {
+		// Protocol 1 keeps the epoch after a commit: the id's next
+		// transaction in this client would run under the identity this
+		// committable records, and a commit of it sent again after a
+		// restart would commit that transaction too. A new client's
+		// InitProducerID bumps the epoch.
+		go p.cl.Close()
+	}
 	c.s.setBusy(d.TxnID, false)
 	c.logger.Debug("kafka: transaction committed", "sink", c.name, "checkpoint", cm.Checkpoint, "subtask", cm.Subtask,
 		"txn", d.TxnID, "took", time.Since(start), "client", "kept")
