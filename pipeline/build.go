@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 	"github.com/exactlyonce/exactly/connectors/generator"
 	"github.com/exactlyonce/exactly/connectors/kafka"
 	"github.com/exactlyonce/exactly/pipeline/internal/record"
+	"github.com/exactlyonce/exactly/pipeline/internal/yamlconf"
 	"github.com/exactlyonce/exactly/source"
 	"github.com/exactlyonce/exactly/state"
 	"github.com/exactlyonce/exactly/stream"
@@ -67,7 +69,11 @@ func (p *plan) build() (*stream.Job, error) {
 	b := &builder{plan: p, streams: map[string]stream.Stream[item]{}, late: map[string]stream.OutputTag[item]{}}
 	for _, in := range p.inputs {
 		s, err := p.addSource(j, in)
-		if err != nil {
+		var placed *yamlconf.Error
+		switch {
+		case errors.As(err, &placed):
+			return nil, placed // at the field it is about
+		case err != nil:
 			return nil, p.doc.Errorf(in.cfg, "%s: %v", in.what, err)
 		}
 		b.add(in.name, s)
@@ -175,8 +181,12 @@ func (p *plan) addSource(j *stream.Job, in *inputPlan) (stream.Stream[item], err
 		}
 		return withEventTime(j, in, src, func(it item) int64 { return it.ts }), nil
 	}
+	conn, err := p.kafkaConn(cfg.Brokers, cfg.SASL, cfg.TLS)
+	if err != nil {
+		return stream.Stream[item]{}, err
+	}
 	src, err := kafka.NewSource(kafka.SourceOptions{
-		Conn:    kafka.Conn{Brokers: cfg.Brokers, SASL: sasl(cfg.SASL)},
+		Conn:    conn,
 		Topics:  cfg.Topics,
 		Start:   map[string]kafka.StartOffset{"earliest": kafka.Earliest(), "latest": kafka.Latest()}[cfg.Start],
 		Bounded: cfg.Bounded,

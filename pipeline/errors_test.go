@@ -31,6 +31,19 @@ func TestErrorsNamePositionAndFix(t *testing.T) {
 var badPipelines = []struct {
 	name, yaml, want string
 }{
+	{"tls ca_file missing", `
+name: x
+source: {kind: kafka, brokers: ["a:1"], topics: [t], tls: {ca_file: missing-ca.crt}}
+decode: {format: raw}
+sink: {kind: file, dir: out}
+`,
+		`p.yaml:2:69: tls.ca_file: open missing-ca.crt: no such file or directory: give the PEM file of the CA that signed the brokers' certificates`},
+	{"tls cert without key", `
+name: x
+source: {kind: generator, count: 1, fields: {a: index}}
+sink: {kind: kafka, brokers: ["a:1"], topic: t, tls: {cert_file: client.crt}}
+`,
+		`p.yaml:3:66: tls.cert_file is given without tls.key_file: give the certificate's private key too`},
 	{"source with inputs", `
 name: x
 source: {kind: generator, count: 1, fields: {a: index}}
@@ -140,7 +153,7 @@ source:
   topic: t
 sink: {kind: file, dir: out}
 `,
-		`p.yaml:6:3: unknown field "topic" in source (did you mean "topics"?): use one of kind, brokers, topics, start, bounded, sasl, paths, count, splits, rate, fields, parallelism`},
+		`p.yaml:6:3: unknown field "topic" in source (did you mean "topics"?): use one of kind, brokers, topics, start, bounded, sasl, tls, paths, count, splits, rate, fields, parallelism`},
 	{"wrong type", `
 name: x
 parallelism: many

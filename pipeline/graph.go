@@ -299,5 +299,5 @@ func (p *plan) clusterConn() (kafka.Conn, error) {
 		}
 	}
 	first := p.inputs[0].cfg
-	return kafka.Conn{Brokers: first.Brokers, SASL: sasl(first.SASL)}, nil
+	return p.kafkaConn(first.Brokers, first.SASL, first.TLS)
 }

@@ -30,6 +30,9 @@ func (p *plan) resolvePaths() {
 				rel(&in.cfg.Paths[i])
 			}
 		}
+		for _, path := range tlsPaths(in.cfg.TLS) {
+			rel(path)
+		}
 	}
 	for _, o := range p.outputs {
 		switch s := o.sink.cfg; {
@@ -37,6 +40,9 @@ func (p *plan) resolvePaths() {
 			rel(&s.Dir)
 		case s.Kind == "sqlite":
 			rel(&s.Path)
+		}
+		for _, path := range tlsPaths(o.sink.cfg.TLS) {
+			rel(path)
 		}
 	}
 	if cfg.State.Backend == "pebble" {

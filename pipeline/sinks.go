@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -14,6 +15,7 @@ import (
 	"github.com/exactlyonce/exactly/connectors/sqlite"
 	"github.com/exactlyonce/exactly/pipeline/internal/config"
 	"github.com/exactlyonce/exactly/pipeline/internal/record"
+	"github.com/exactlyonce/exactly/pipeline/internal/yamlconf"
 	"github.com/exactlyonce/exactly/sink"
 	"github.com/exactlyonce/exactly/stream"
 )
@@ -62,7 +64,11 @@ func (b *builder) addSink(o *outputPlan) error {
 		rec = func(it item) record.Record { return it.dead.record() }
 	}
 	snk, err := b.newSink(o.sink, o.what, rec)
-	if err != nil {
+	var placed *yamlconf.Error
+	switch {
+	case errors.As(err, &placed):
+		return placed // at the field it is about
+	case err != nil:
 		return b.doc.Errorf(o.sink.cfg, "%s: %v", o.what, err)
 	}
 	var s stream.Stream[item]
@@ -139,7 +145,11 @@ func (p *plan) newSink(sp *sinkPlan, what string, rec func(item) record.Record) 
 		g = kafka.AtLeastOnce
 	}
 	enc := encoder(cfg.Format, s)
-	return kafka.NewSink(kafka.SinkOptions{Conn: kafka.Conn{Brokers: cfg.Brokers, SASL: sasl(cfg.SASL)}, Topic: cfg.Topic,
+	conn, err := p.kafkaConn(cfg.Brokers, cfg.SASL, cfg.TLS)
+	if err != nil {
+		return nil, err
+	}
+	return kafka.NewSink(kafka.SinkOptions{Conn: conn, Topic: cfg.Topic,
 		Guarantee: g, CheckpointInterval: p.cfg.Checkpoint.Interval}, func(it item) (kafka.Message, error) {
 		r := rec(it)
 		m := kafka.Message{Value: enc(nil, r)}

@@ -29,6 +29,21 @@
 # many restarts of the tests). The listeners are written at every start.
 # start is idempotent: a running broker is reused.
 #
+# Secured listeners (issue 34): besides PLAINTEXT, the broker listens with
+# SASL_SSL (SCRAM-SHA-512) on KAFKA_SASL_SSL_PORT (default KAFKA_PORT+5)
+# and with SSL requiring a client certificate (mTLS) on KAFKA_MTLS_PORT
+# (default KAFKA_PORT+6), both with a throwaway CA generated once per data
+# directory (openssl, nothing checked in, valid 30 days): in
+# KAFKA_DIR/tls, ca.crt (and ca.key, for tests that sign certificates of
+# their own), the broker's certificate for localhost and 127.0.0.1, and
+# client.crt/client.key for the user exactly-mtls (the certificate's CN is
+# the principal). ACLs are enforced (StandardAuthorizer): the PLAINTEXT
+# and controller listeners' ANONYMOUS principal is a super user, so tests
+# on them need none; a SCRAM user (created by the tests through the admin
+# API) or the mTLS user needs the ACLs granted to it. start and status
+# print EXACTLY_KAFKA_SASL_SSL, EXACTLY_KAFKA_MTLS and EXACTLY_KAFKA_TLS_DIR
+# before the EXACTLY_KAFKA_BROKERS line.
+#
 # The default ports lie below Linux's ephemeral range (32768-60999): there, a
 # client connection's local port could hold a listener port when the broker
 # restarts, and the start fails with "Address already in use" (seen in CI).
@@ -41,10 +56,13 @@ cport=${KAFKA_CONTROLLER_PORT:-$((port + 1))}
 dir=${KAFKA_DIR:-$repo/.tmp/kafka}
 proxy_port=${KAFKA_PROXY_PORT:-}
 proxy_listener_port=${KAFKA_PROXY_LISTENER_PORT:-$((port + 2))}
+sasl_port=${KAFKA_SASL_SSL_PORT:-$((port + 5))}
+mtls_port=${KAFKA_MTLS_PORT:-$((port + 6))}
 jars=${KAFKA_JARS:-$dir/jars-$version}
 data=$dir/data
 pidfile=$dir/broker.pid
 log=$dir/broker.log
+tls=$dir/tls
 
 log() { echo "kafka.sh: $*" >&2; }
 
@@ -84,10 +102,35 @@ EOF
 	touch "$jars/.complete"
 }
 
+# make_tls generates, once, the throwaway CA and the broker's and the mTLS
+# user's certificates, each signed by it and valid 30 days. The broker's
+# key and certificate go into one PEM file (its keystore); its key is
+# PKCS#8, as Kafka's PEM keystore wants it.
+make_tls() {
+	[[ -f $tls/broker.pem && -f $tls/client.crt ]] && return
+	mkdir -p "$tls"
+	local key=(-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes)
+	openssl req -x509 "${key[@]}" -days 30 -subj "/CN=exactly kafka test CA" \
+		-keyout "$tls/ca.key" -out "$tls/ca.crt" 2>/dev/null
+	sign() { # sign NAME SUBJECT EXTENSIONS
+		openssl req "${key[@]}" -subj "$2" -keyout "$tls/$1.key" -out "$tls/$1.csr" 2>/dev/null
+		printf '%b' "$3" >"$tls/$1.ext"
+		openssl x509 -req -in "$tls/$1.csr" -CA "$tls/ca.crt" -CAkey "$tls/ca.key" -CAcreateserial \
+			-days 30 -extfile "$tls/$1.ext" -out "$tls/$1.crt" 2>/dev/null
+	}
+	sign broker "/CN=localhost" 'subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n'
+	sign client "/CN=exactly-mtls" 'extendedKeyUsage=clientAuth\n'
+	cat "$tls/broker.key" "$tls/broker.crt" >"$tls/broker.pem"
+	chmod 600 "$tls"/*.key "$tls/broker.pem"
+}
+
 write_config() {
 	local listeners="PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport"
 	local advertised="PLAINTEXT://127.0.0.1:$port"
 	local protocols="PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+	listeners+=",SASL_SSL://127.0.0.1:$sasl_port,SSL://127.0.0.1:$mtls_port"
+	advertised+=",SASL_SSL://127.0.0.1:$sasl_port,SSL://127.0.0.1:$mtls_port"
+	protocols+=",SASL_SSL:SASL_SSL,SSL:SSL"
 	if [[ -n $proxy_port ]]; then
 		listeners+=",PROXY://127.0.0.1:$proxy_listener_port"
 		advertised+=",PROXY://127.0.0.1:$proxy_port"
@@ -120,6 +163,17 @@ group.consumer.min.session.timeout.ms=1000
 group.consumer.min.heartbeat.interval.ms=200
 auto.create.topics.enable=false
 log.flush.interval.messages=9223372036854775807
+# The secured listeners (see the top of scripts/kafka.sh).
+ssl.keystore.type=PEM
+ssl.keystore.location=$tls/broker.pem
+ssl.truststore.type=PEM
+ssl.truststore.location=$tls/ca.crt
+listener.name.ssl.ssl.client.auth=required
+ssl.principal.mapping.rules=RULE:^CN=([^,]+)\$/\$1/,DEFAULT
+sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:ANONYMOUS
 EOF
 	cat >"$dir/log4j2.yaml" <<EOF
 Configuration:
@@ -184,7 +238,7 @@ start() {
 	mkdir -p "$dir"
 	if running; then
 		log "broker already running (pid $(cat "$pidfile"))"
-		echo "EXACTLY_KAFKA_BROKERS=127.0.0.1:$port"
+		print_env
 		return
 	fi
 	if port_busy "$port"; then
@@ -192,6 +246,7 @@ start() {
 		return 1
 	fi
 	fetch_jars
+	make_tls
 	write_config
 	format
 	# log4j2.yaml keeps WARN and above, and KafkaRaftServer's "Kafka Server started".
@@ -201,7 +256,15 @@ start() {
 	setsid java "${args[@]}" kafka.Kafka "$dir/server.properties" </dev/null >>"$log" 2>&1 &
 	echo $! >"$pidfile"
 	wait_ready
-	log "broker $version ready on 127.0.0.1:$port (pid $(cat "$pidfile"), data $data)"
+	log "broker $version ready on 127.0.0.1:$port (pid $(cat "$pidfile"), data $data; SASL_SSL on $sasl_port, mTLS on $mtls_port)"
+	print_env
+}
+
+# print_env prints the broker's addresses; the last line is the plaintext one.
+print_env() {
+	echo "EXACTLY_KAFKA_SASL_SSL=127.0.0.1:$sasl_port"
+	echo "EXACTLY_KAFKA_MTLS=127.0.0.1:$mtls_port"
+	echo "EXACTLY_KAFKA_TLS_DIR=$tls"
 	echo "EXACTLY_KAFKA_BROKERS=127.0.0.1:$port"
 }
 
@@ -228,11 +291,11 @@ restart)
 	start
 	;;
 status)
-	running && echo "EXACTLY_KAFKA_BROKERS=127.0.0.1:$port" || { echo "not running" >&2; exit 1; }
+	running && print_env || { echo "not running" >&2; exit 1; }
 	;;
 clean)
 	stop_with TERM
-	rm -rf "$data" "$dir/server.properties"
+	rm -rf "$data" "$dir/server.properties" "$tls"
 	;;
 *)
 	echo "usage: $0 start|stop|kill|restart|status|clean" >&2

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/exactlyonce/exactly/connectors/kafka"
 	"github.com/exactlyonce/exactly/internal/kafkatest"
 	"github.com/exactlyonce/exactly/internal/testenv"
 	"github.com/exactlyonce/exactly/stream"
@@ -29,7 +30,7 @@ func TestBrokerRestart(t *testing.T) {
 	kafkatest.CreateTopic(t, adm, in, 4)
 	kafkatest.CreateTopic(t, adm, out, 3)
 	produceInput(t, brokers, in, keys, perKey)
-	j, err := countJob(brokers, in, out, prefix, 2, 200*time.Millisecond, 500*time.Microsecond)
+	j, err := countJob(kafka.Conn{Brokers: []string{brokers}}, in, out, prefix, 2, 200*time.Millisecond, 500*time.Microsecond)
 	if err != nil {
 		t.Fatal(err)
 	}

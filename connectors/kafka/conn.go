@@ -3,9 +3,11 @@ package kafka
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -13,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/exactlyonce/exactly/sink"
 )
 
 // SASLMechanism names a SASL authentication mechanism.
@@ -152,12 +156,45 @@ func (c *Conn) explain(err error) error {
 	var saslErr *kerr.Error
 	switch {
 	case errors.As(err, &saslErr) && (saslErr == kerr.SaslAuthenticationFailed || saslErr == kerr.IllegalSaslState || saslErr == kerr.UnsupportedSaslMechanism):
-		return fmt.Errorf("kafka: authentication to %v failed (SASL mechanism %q, user %q): check Conn.SASL and the broker's sasl.enabled.mechanisms: %w", c.Brokers, c.SASL.Mechanism, c.SASL.User, err)
+		// Retrying cannot fix credentials either.
+		return sink.Permanent(fmt.Errorf("kafka: authentication to %v failed (SASL mechanism %q, user %q): check Conn.SASL and the broker's sasl.enabled.mechanisms: %w", c.Brokers, c.SASL.Mechanism, c.SASL.User, err))
 	case isAuthorization(err):
 		return fmt.Errorf("kafka: the brokers %v refused an operation: grant the ACLs listed in docs/kafka.md to user %q: %w", c.Brokers, c.SASL.User, err)
+	case c.tlsFix(err) != "":
+		// Retrying cannot fix a certificate or a listener's protocol.
+		return sink.Permanent(fmt.Errorf("kafka: cannot connect to the brokers %v: %s: %w", c.Brokers, c.tlsFix(err), err))
+	case c.TLS != nil && strings.Contains(err.Error(), "using TLS when the broker is not expecting it"):
+		// A plaintext listener closes a TLS client's connection at once,
+		// but so may a load balancer with no broker behind it: retried,
+		// and said.
+		return unreachableError{fmt.Errorf("kafka: cannot reach the brokers %v: each closed the connection as soon as it opened: if the listener is plaintext, leave Conn.TLS nil for it or use the brokers' TLS listener: %w", c.Brokers, err)}
 	default:
 		return unreachableError{fmt.Errorf("kafka: cannot reach the brokers %v (TLS %t, SASL %q): check Conn.Brokers, that the brokers run, and the listener's security protocol: %w", c.Brokers, c.TLS != nil, c.SASL.Mechanism, err)}
 	}
+}
+
+// tlsFix returns what to change when err is a TLS handshake that failed
+// for a reason of configuration, or "" when it is not.
+func (c *Conn) tlsFix(err error) string {
+	var (
+		unknownCA x509.UnknownAuthorityError
+		hostname  x509.HostnameError
+		invalid   x509.CertificateInvalidError
+	)
+	msg := err.Error()
+	switch {
+	case errors.As(err, &unknownCA):
+		return "the brokers' certificate is not signed by a CA that Conn.TLS.RootCAs holds (nil: the system's): set Conn.TLS.RootCAs to the CA that signed the brokers' certificates"
+	case errors.As(err, &hostname):
+		return fmt.Sprintf("the brokers' certificate does not hold the name the client checks (%q): connect by a name the certificate holds, or set Conn.TLS.ServerName to one", hostname.Host)
+	case errors.As(err, &invalid):
+		return "the brokers' certificate is not valid (expired, not yet valid, or not for a server): renew it on the brokers, or check the clock; Conn.TLS decides what the client accepts"
+	case strings.Contains(msg, "remote error: tls:"):
+		return "the broker refused the TLS handshake: on a listener that requires client certificates (ssl.client.auth=required) set Conn.TLS.Certificates to a certificate, not expired, that a CA the brokers trust signed"
+	case strings.Contains(msg, "speaking to a tls endpoint"):
+		return "the listener speaks TLS and the client plaintext: set Conn.TLS (with the CA of the brokers' certificates in RootCAs), or use the brokers' plaintext listener"
+	}
+	return ""
 }
 
 // unreachableError is a failure to reach the cluster, as explain words it.

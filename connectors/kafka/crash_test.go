@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/exactlyonce/exactly/connectors/kafka"
 	"github.com/exactlyonce/exactly/internal/crashtest"
 	"github.com/exactlyonce/exactly/internal/crashtest/crashtesting"
 	"github.com/exactlyonce/exactly/internal/kafkatest"
@@ -24,7 +25,7 @@ const (
 // runCrashChild runs the count job described by the environment the
 // parent set, until its bounded input is done.
 func runCrashChild(t *testing.T, brokers string) {
-	j, err := countJob(brokers, os.Getenv("KT_IN"), os.Getenv("KT_OUT"), os.Getenv("KT_PREFIX"), 2, 200*time.Millisecond, crashDelay)
+	j, err := countJob(kafka.Conn{Brokers: []string{brokers}}, os.Getenv("KT_IN"), os.Getenv("KT_OUT"), os.Getenv("KT_PREFIX"), 2, 200*time.Millisecond, crashDelay)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -93,13 +93,13 @@ func openTransactions(t testing.TB, adm *kadm.Client, prefix string) []string {
 // countJob builds in → keyed running count → out: for every input record
 // "k:i" it emits "k:c", where c counts the records of key k so far. Each
 // record is delayed by delay, to keep the job running for a while.
-func countJob(brokers, in, out, prefix string, par int, interval, delay time.Duration) (*stream.Job, error) {
-	src, err := kafka.NewSource(kafka.SourceOptions{Conn: kafka.Conn{Brokers: []string{brokers}}, Topics: []string{in}, Bounded: true}, kafka.String())
+func countJob(conn kafka.Conn, in, out, prefix string, par int, interval, delay time.Duration) (*stream.Job, error) {
+	src, err := kafka.NewSource(kafka.SourceOptions{Conn: conn, Topics: []string{in}, Bounded: true}, kafka.String())
 	if err != nil {
 		return nil, err
 	}
 	snk, err := kafka.NewSink(kafka.SinkOptions{
-		Conn: kafka.Conn{Brokers: []string{brokers}}, Topic: out, TransactionalIDPrefix: prefix,
+		Conn: conn, Topic: out, TransactionalIDPrefix: prefix,
 		TransactionTimeout: time.Minute, CheckpointInterval: interval,
 	}, func(v string) (kafka.Message, error) {
 		k, _, _ := strings.Cut(v, ":")

@@ -70,6 +70,29 @@ func PostgresTLSCA(t testing.TB) string {
 // (EXACTLY_KAFKA_BROKERS).
 func Kafka(t testing.TB) string { return need(t, KafkaService, "EXACTLY_KAFKA_BROKERS", "Kafka") }
 
+// KafkaSecured is what the test Kafka broker offers besides its plaintext
+// listener (scripts/kafka.sh): a SASL_SSL listener (SCRAM-SHA-512) and an
+// SSL listener that requires a client certificate, both with a throwaway
+// CA, and ACLs enforced for their users.
+type KafkaSecured struct {
+	// SASLSSL and MTLS are the listeners' addresses.
+	SASLSSL, MTLS string
+	// TLSDir holds ca.crt (and ca.key), and client.crt and client.key of
+	// the mTLS user exactly-mtls. The broker's certificate names
+	// localhost and 127.0.0.1.
+	TLSDir string
+}
+
+// KafkaTLS returns the secured listeners of the test Kafka broker
+// (EXACTLY_KAFKA_SASL_SSL, EXACTLY_KAFKA_MTLS, EXACTLY_KAFKA_TLS_DIR).
+func KafkaTLS(t testing.TB) KafkaSecured {
+	return KafkaSecured{
+		SASLSSL: need(t, KafkaService, "EXACTLY_KAFKA_SASL_SSL", "Kafka's SASL_SSL listener"),
+		MTLS:    need(t, KafkaService, "EXACTLY_KAFKA_MTLS", "Kafka's mTLS listener"),
+		TLSDir:  need(t, KafkaService, "EXACTLY_KAFKA_TLS_DIR", "Kafka's TLS files"),
+	}
+}
+
 // Toxiproxy returns the API address of the test toxiproxy server
 // (EXACTLY_TOXIPROXY, set by scripts/toxiproxy.sh).
 func Toxiproxy(t testing.TB) string {

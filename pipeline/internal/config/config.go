@@ -60,6 +60,7 @@ type Source struct {
 	Start       string           `yaml:"start" kinds:"kafka" default:"earliest" enum:"earliest,latest" doc:"Where partitions without a checkpointed position start."`
 	Bounded     bool             `yaml:"bounded" kinds:"kafka" doc:"Read each partition up to its end as seen at the start, then finish."`
 	SASL        *SASL            `yaml:"sasl" kinds:"kafka" doc:"SASL authentication."`
+	TLS         *TLS             `yaml:"tls" kinds:"kafka" doc:"TLS to the brokers; absent: plaintext."`
 	Paths       []string         `yaml:"paths" kinds:"file" required:"file" example:"[input/orders.jsonl]" doc:"Files to read, one record per line; each file is one split. A relative path is relative to the pipeline file's directory, as are all paths of a pipeline."`
 	Count       uint64           `yaml:"count" kinds:"generator" required:"generator" example:"1000" doc:"Number of records to generate; 0: unbounded."`
 	Splits      int              `yaml:"splits" kinds:"generator" default:"4" doc:"Number of splits the records are dealt to (record i goes to split i mod splits)."`
@@ -73,6 +74,15 @@ type SASL struct {
 	Mechanism string `yaml:"mechanism" required:"true" enum:"PLAIN,SCRAM-SHA-256,SCRAM-SHA-512" doc:"The SASL mechanism."`
 	User      string `yaml:"user" required:"true" doc:"The user name."`
 	Password  string `yaml:"password" required:"true" example:"${KAFKA_PASSWORD}" doc:"The password: give it as ${VAR}; it never appears in logs or errors."`
+}
+
+// TLS configures TLS to the Kafka brokers; an empty mapping (tls: {})
+// turns it on with the system's CAs.
+type TLS struct {
+	CAFile     string `yaml:"ca_file" example:"certs/ca.crt" doc:"PEM file of the CA certificates that signed the brokers' certificates; default: the system's. A relative path is relative to the pipeline file's directory."`
+	CertFile   string `yaml:"cert_file" example:"certs/client.crt" doc:"PEM file of a client certificate, for listeners that require one (mTLS); give key_file with it."`
+	KeyFile    string `yaml:"key_file" example:"certs/client.key" doc:"PEM file of the client certificate's private key; give cert_file with it. It is read, never logged."`
+	ServerName string `yaml:"server_name" doc:"The name the brokers' certificates must hold; default: the host of each broker address."`
 }
 
 // Decode describes the records' encoding.
@@ -120,6 +130,7 @@ type Sink struct {
 	Topic       string        `yaml:"topic" kinds:"kafka" required:"kafka" example:"orders-out" doc:"The topic to write; it must exist."`
 	Key         yamlconf.Text `yaml:"key" kinds:"kafka" type:"expression" example:"user" doc:"An expression giving each message's key (its text); default: no key."`
 	SASL        *SASL         `yaml:"sasl" kinds:"kafka" doc:"SASL authentication."`
+	TLS         *TLS          `yaml:"tls" kinds:"kafka" doc:"TLS to the brokers; absent: plaintext."`
 	DSN         string        `yaml:"dsn" kinds:"postgres" required:"postgres" example:"${DATABASE_URL}" doc:"The connection string; give the password through ${VAR}."`
 	Schema      string        `yaml:"schema" kinds:"postgres" default:"public" doc:"The schema of the table."`
 	Table       string        `yaml:"table" kinds:"postgres,sqlite" required:"postgres,sqlite" example:"orders" doc:"The target table, created when missing with one column per output field."`

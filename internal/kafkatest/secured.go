@@ -1,0 +1,104 @@
+package kafkatest
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/exactlyonce/exactly/internal/testenv"
+)
+
+// MTLSUser is the principal of the test broker's client certificate
+// (testenv.KafkaSecured.TLSDir/client.crt).
+const MTLSUser = "exactly-mtls"
+
+// Secured is a user of the test broker's secured listeners: a SCRAM-SHA-512
+// user of the SASL_SSL listener, made for one test, and the mTLS user,
+// both allowed every operation on the resources whose names start with the
+// test's name, and on the transactional ids of a sink's default prefix in a
+// job of that name ("exactly-" + name).
+type Secured struct {
+	testenv.KafkaSecured
+	// User and Password are the SCRAM-SHA-512 user's.
+	User, Password string
+	// CA trusts the brokers' certificates; Client is the mTLS user's
+	// certificate.
+	CA     *x509.CertPool
+	Client tls.Certificate
+}
+
+// NewSecured creates a SCRAM-SHA-512 user with a random password, waits
+// until it can log in, and allows it and the mTLS user every operation on
+// the topics, groups and transactional ids whose names start with name,
+// and on the cluster. The user and the grants on name are removed when the
+// test ends; the mTLS user's grant on the cluster stays (the same grant
+// for every test: one test's end must not take it from another).
+func NewSecured(t testing.TB, adm *kadm.Client, name string) Secured {
+	t.Helper()
+	sec := testenv.KafkaTLS(t)
+	ctx := context.Background()
+	pem, err := os.ReadFile(filepath.Join(sec.TLSDir, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := x509.NewCertPool()
+	if !ca.AppendCertsFromPEM(pem) {
+		t.Fatalf("no certificate in %s", filepath.Join(sec.TLSDir, "ca.crt"))
+	}
+	client, err := tls.LoadX509KeyPair(filepath.Join(sec.TLSDir, "client.crt"), filepath.Join(sec.TLSDir, "client.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := make([]byte, 12)
+	_, _ = rand.Read(raw)
+	s := Secured{KafkaSecured: sec, User: name + "-user", Password: hex.EncodeToString(raw), CA: ca, Client: client}
+	if _, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: s.User, Mechanism: kadm.ScramSha512, Iterations: 4096, Password: s.Password}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = adm.AlterUserSCRAMs(context.Background(), []kadm.DeleteSCRAM{{User: s.User, Mechanism: kadm.ScramSha512}}, nil)
+	})
+	grant := func(b *kadm.ACLBuilder, remove bool) {
+		t.Helper()
+		res, err := adm.CreateACLs(ctx, b)
+		if err == nil {
+			for _, r := range res {
+				err = r.Err
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if remove {
+			t.Cleanup(func() { _, _ = adm.DeleteACLs(context.Background(), b) })
+		}
+	}
+	grant(kadm.NewACLs().Allow("User:"+s.User, "User:"+MTLSUser).AllowHosts().Topics(name).TransactionalIDs(name, "exactly-"+name).Groups(name).
+		ResourcePatternType(kadm.ACLPatternPrefixed).Operations(kadm.OpAll), true)
+	grant(kadm.NewACLs().Allow("User:"+s.User).AllowHosts().Clusters().Operations(kadm.OpAll), true)
+	grant(kadm.NewACLs().Allow("User:"+MTLSUser).AllowHosts().Clusters().Operations(kadm.OpAll), false)
+	// The credentials reach the broker's SCRAM cache a moment after the
+	// request: until then a login fails.
+	WaitFor(t, 30*time.Second, "the SCRAM user "+s.User+" can log in", func() bool {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(sec.SASLSSL), kgo.DialTLSConfig(&tls.Config{RootCAs: ca}),
+			kgo.SASL(scram.Auth{User: s.User, Pass: s.Password}.AsSha512Mechanism()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return cl.Ping(ctx) == nil
+	})
+	return s
+}
