@@ -88,6 +88,9 @@ func (in *injector) during(ctx context.Context, run int, final bool) {
 			in.err = fmt.Errorf("%s: %w", in.claimed[run], err)
 		}
 		in.mu.Unlock()
+		if err != nil {
+			in.logf("run %d: fault %s failed: %v", run, in.claimedKind(run), err)
+		}
 		if kind != "" {
 			in.total.Add(1)
 			in.logf("run %d: fault %s done", run, kind)
@@ -111,10 +114,20 @@ func (in *injector) during(ctx context.Context, run int, final bool) {
 			in.err = fmt.Errorf("%s: %w", kind, err)
 		}
 		in.mu.Unlock()
+		if err != nil {
+			in.logf("run %d: fault %s failed: %v", run, kind, err)
+		}
 		in.total.Add(1)
 		in.ordinary.Add(1)
 		in.logf("run %d: fault %s done", run, kind)
 	}
+}
+
+// claimedKind returns the process fault of a claimed run.
+func (in *injector) claimedKind(run int) string {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.claimed[run]
 }
 
 // covered reports whether a fault of every kind was made.
@@ -134,6 +147,13 @@ func (in *injector) missing() []string {
 }
 
 // failf records the run's first failure, made by the supervisor itself.
+// failed reports whether a fault failed or a rule broke.
+func (in *injector) failed() bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.err != nil
+}
+
 func (in *injector) failf(format string, args ...any) {
 	in.mu.Lock()
 	defer in.mu.Unlock()

@@ -26,3 +26,24 @@ func TestReportOfAFailedRunWithCheckedSinks(t *testing.T) {
 		t.Errorf("report of a clean run:\n%s", b.String())
 	}
 }
+
+// TestStallCounter: runs without a new checkpoint stall the torture run
+// once more than stalledRuns come in a row; a new checkpoint starts the
+// count again.
+func TestStallCounter(t *testing.T) {
+	var s stallCounter
+	if s.stalled(5) {
+		t.Fatal("stalled at the first checkpoint count")
+	}
+	for i := range stalledRuns {
+		if s.stalled(5) {
+			t.Fatalf("stalled after %d runs without a checkpoint, want after %d", i+1, stalledRuns+1)
+		}
+	}
+	if !s.stalled(5) {
+		t.Fatalf("not stalled after %d runs without a checkpoint", stalledRuns+1)
+	}
+	if s.stalled(6) || s.stalled(6) {
+		t.Fatal("stalled right after a new checkpoint")
+	}
+}

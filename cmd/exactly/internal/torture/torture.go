@@ -276,6 +276,7 @@ func Run(ctx context.Context, c Config, command func(context.Context) *exec.Cmd)
 		return runCluster(ctx, c, jc, in, cfgJSON, command, began, logf)
 	}
 	var kills atomic.Int64
+	var stall stallCounter
 	// Enough once the budget is spent and every fault kind was made once
 	// (kills dominate the budget; without the second condition a run could
 	// end before the scheduler's first round reached every kind).
@@ -297,6 +298,18 @@ func Run(ctx context.Context, c Config, command func(context.Context) *exec.Cmd)
 			kills.Store(int64(k))
 			more := !enough()
 			switch {
+			case in.failed():
+				// A fault could not be made, or a rule broke: the run ends
+				// with the final run and reports it; going on would bury it
+				// (a CI run went on for 12,792 runs of a finished job).
+				more = false
+			case stall.stalled(in.checkpoints()):
+				// Runs killed at a protocol point of the restore never let a
+				// finished job say so: a long stretch of runs without a new
+				// checkpoint means the job finished (or is stuck).
+				in.failf("torture: no checkpoint completed in the last %d runs: the job finished its input or is stuck before a fault of every kind was made (missing: %s): raise --events or lower --rate",
+					stalledRuns, strings.Join(in.missing(), ", "))
+				more = false
 			case !finished || !more:
 			case !in.covered():
 				// A finished job's runs last milliseconds: the faults left
@@ -613,4 +626,23 @@ func findScripts() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// stalledRuns is how many runs in a row without a new checkpoint end a
+// torture run: the job finished its input, or is stuck. A healthy run's
+// runs killed before their first checkpoint come a few in a row at most.
+const stalledRuns = 30
+
+// stallCounter counts the runs since the job's checkpoints last grew.
+type stallCounter struct{ checkpoints, runs int }
+
+// stalled notes the checkpoints completed before a run and reports whether
+// stalledRuns runs in a row completed none.
+func (s *stallCounter) stalled(checkpoints int) bool {
+	if checkpoints != s.checkpoints {
+		s.checkpoints, s.runs = checkpoints, 0
+		return false
+	}
+	s.runs++
+	return s.runs > stalledRuns
 }
