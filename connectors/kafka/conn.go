@@ -221,6 +221,30 @@ func untilReachable(ctx context.Context, check func() error) error {
 	}
 }
 
+// refused returns the error for an operation the brokers refused for lack
+// of an ACL: it names the principal, the resource and the ACL to grant on
+// it (the operation grant, which may imply the one refused: Read and Write
+// imply Describe); nil when err is no ACL refusal. Retrying cannot grant
+// an ACL: the error is permanent.
+func (c *Conn) refused(err error, grant, resource string) error {
+	if err == nil || !isAuthorization(err) {
+		return nil
+	}
+	return sink.Permanent(fmt.Errorf("kafka: the brokers %v refused %s access to %s: grant it the ACL %s on %s (docs/kafka.md, \"ACLs\"): %w",
+		c.Brokers, c.principal(), resource, grant, resource, err))
+}
+
+// principal names the principal the brokers see for c.
+func (c *Conn) principal() string {
+	switch {
+	case c.SASL.User != "":
+		return "User:" + c.SASL.User
+	case c.TLS != nil && len(c.TLS.Certificates) > 0:
+		return "the principal of the client certificate (Conn.TLS.Certificates)"
+	}
+	return "this client's principal"
+}
+
 // isAuthorization reports whether err is an ACL refusal.
 func isAuthorization(err error) bool {
 	return errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.GroupAuthorizationFailed) ||

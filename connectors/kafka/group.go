@@ -102,7 +102,7 @@ func JoinGroup(ctx context.Context, opts GroupOptions, ev GroupEvents) (*Members
 	// The topics are checked before the member joins: once it has joined,
 	// a failure would close the client, which waits for the group's
 	// events, whose callee may be waiting for JoinGroup to return.
-	if _, err := listTopics(ctx, opts.Conn, opts.Topics, "GroupOptions.Topics"); err != nil {
+	if _, err := listTopics(ctx, opts.Conn, opts.Topics, "GroupOptions.Topics", "Read"); err != nil {
 		return nil, err
 	}
 	if opts.Protocol == GroupProtocolConsumer {

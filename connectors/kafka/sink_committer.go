@@ -70,6 +70,9 @@ func (c *committer[T]) Commit(ctx context.Context, cm sink.Committable) error {
 	}
 	where := fmt.Sprintf("kafka: sink %q: commit checkpoint %d subtask %d (transactional id %q, producer id %d, epoch %d, protocol %d)", c.name, cm.Checkpoint, cm.Subtask, d.TxnID, d.ProducerID, d.Epoch, d.Version)
 	code, err := c.admin.endTxn(ctx, d, true)
+	if err := c.refusedCode(code, "Write"); err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
 	switch {
 	case err != nil:
 		return fmt.Errorf("%s: %w", where, c.s.opts.Conn.explain(err))
@@ -144,6 +147,15 @@ func (c *committer[T]) commitKept(ctx context.Context, cm sink.Committable, d co
 	return true
 }
 
+// refusedCode returns the error for a coordinator's answer that refused op
+// on the sink's transactional ids for lack of an ACL; nil for any other.
+func (c *committer[T]) refusedCode(code int16, op string) error {
+	if code == 0 {
+		return nil
+	}
+	return c.s.opts.Conn.refused(kerr.ErrorForCode(code), op, txnIDsResource(c.prefix))
+}
+
 // mine reports whether id is one of the sink's transactional ids.
 func (c *committer[T]) mine(id string) bool { return ownID(c.prefix, id) }
 
@@ -166,6 +178,9 @@ func (c *committer[T]) Abort(ctx context.Context, cm sink.Committable) error {
 	c.s.producers.dropPrepared(d.TxnID) // the abort bumps the epoch its client holds
 	where := fmt.Sprintf("kafka: sink %q: abort checkpoint %d subtask %d (transactional id %q, producer id %d, epoch %d)", c.name, cm.Checkpoint, cm.Subtask, d.TxnID, d.ProducerID, d.Epoch)
 	code, err := c.admin.abortIfCurrent(ctx, d)
+	if err := c.refusedCode(code, "Write"); err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
 	switch {
 	case err != nil:
 		return fmt.Errorf("%s: %w", where, c.s.opts.Conn.explain(err))
@@ -201,6 +216,15 @@ func (c *committer[T]) Abort(ctx context.Context, cm sink.Committable) error {
 func (c *committer[T]) Fence(ctx context.Context, id checkpoint.ID) error {
 	if c.admin == nil {
 		return nil
+	}
+	// The brokers list only the transactional ids the principal may
+	// describe: without that ACL, Fence and AbortLingering would find
+	// nothing to fence or abort, and say nothing.
+	if err := c.admin.describable(ctx, txnID(c.prefix, 0, poolBase(c.s.opts.PoolSize, c.owner.Epoch))); err != nil {
+		if refused := c.s.opts.Conn.refused(err, "Write", txnIDsResource(c.prefix)); refused != nil { // Write implies Describe
+			return fmt.Errorf("kafka: sink %q: %w", c.name, refused)
+		}
+		return fmt.Errorf("kafka: sink %q: describing its transactional ids: %w", c.name, c.s.opts.Conn.explain(err))
 	}
 	idle := func(t kadm.ListedTransaction, slot int) bool { return !openState(t.State) && c.recent(slot) }
 	if err := c.fenceIDs(ctx, []string{c.prefix}, idle, id); err != nil {
@@ -244,6 +268,9 @@ func (c *committer[T]) fenceIDs(ctx context.Context, prefixes []string, choose f
 			c.logger.Info("kafka: aborting lingering transaction", "sink", c.name, "txn", t.TxnID, "state", t.State, "restored", restored)
 		}
 		if err := c.admin.fence(ctx, t.TxnID); err != nil {
+			if refused := c.s.opts.Conn.refused(err, "Write", txnIDsResource(c.prefix)); refused != nil {
+				return refused
+			}
 			return fmt.Errorf("fencing %q: %w", t.TxnID, err)
 		}
 	}

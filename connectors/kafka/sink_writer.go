@@ -255,6 +255,9 @@ func (w *writer[T]) take(ctx context.Context) error {
 		return fmt.Errorf("kafka: sink %q subtask %d: all %d transactional ids hold prepared transactions waiting for a checkpoint to complete: fix what makes checkpoints fail, or raise SinkOptions.PoolSize", w.info.Sink, w.info.Subtask, w.s.opts.PoolSize)
 	}
 	p := w.open(ctx, id, false)
+	if err := w.s.opts.Conn.refused(p.err, "Write", w.txnIDs()); err != nil {
+		return err
+	}
 	if p.err != nil {
 		return fmt.Errorf("kafka: sink %q subtask %d: begin a transaction under %q: %w", w.info.Sink, w.info.Subtask, id, p.err)
 	}
@@ -346,8 +349,10 @@ func (w *writer[T]) explain(r *kgo.Record, err error) error {
 	switch {
 	case errors.Is(err, kerr.UnknownTopicOrPartition):
 		return fmt.Errorf("%s: the topic does not exist: create it first: %w", where, err)
+	case errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
+		return w.s.opts.Conn.refused(err, "Write", w.txnIDs())
 	case isAuthorization(err):
-		return fmt.Errorf("%s: not authorized: grant Write on the topic and on transactional ids %q*: %w", where, w.prefix, err)
+		return w.s.opts.Conn.refused(err, "Write", "topic "+r.Topic)
 	case errors.Is(err, kerr.ProducerFenced), errors.Is(err, kerr.InvalidProducerEpoch):
 		return fmt.Errorf("%s: the broker ended transaction %q (%w): %w", where, w.txnID, err,
 			endedBy(w.txnID, w.prefix, w.info.Owner, w.began, w.s.opts.TransactionTimeout))
@@ -460,6 +465,9 @@ func (w *writer[T]) Close() error {
 	}
 	return nil
 }
+
+// txnIDs names the sink's transactional ids as an ACL's resource.
+func (w *writer[T]) txnIDs() string { return txnIDsResource(w.prefix) }
 
 // ownID reports whether id is one of this subtask's transactional ids,
 // of any owner epoch.

@@ -395,7 +395,7 @@ func NewSource[V any](opts SourceOptions, decode Deserializer[V]) (*Source[V], e
 // Splits lists the partitions of the topics, sorted. A listed topic that
 // does not exist is an error.
 func (s *Source[V]) Splits(ctx context.Context) ([]string, error) {
-	td, err := listTopics(ctx, s.opts.Conn, s.opts.Topics, "SourceOptions.Topics")
+	td, err := listTopics(ctx, s.opts.Conn, s.opts.Topics, "SourceOptions.Topics", "Read")
 	if err != nil {
 		return nil, err
 	}
@@ -426,18 +426,25 @@ func (s *Source[V]) Splits(ctx context.Context) ([]string, error) {
 // listTopics describes the topics, or every topic when none is listed; a
 // listed topic that does not exist or cannot be read is an error that
 // names field, the option listing it.
-func listTopics(ctx context.Context, conn Conn, topics []string, field string) (kadm.TopicDetails, error) {
+func listTopics(ctx context.Context, conn Conn, topics []string, field, grant string) (kadm.TopicDetails, error) {
 	cl, err := conn.newClient(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer cl.Close()
 	td, err := kadm.NewClient(cl).ListTopics(ctx, topics...)
+	if refused := conn.refused(err, grant, "topic "+strings.Join(topics, ", topic ")); refused != nil {
+		return nil, refused
+	}
 	if err != nil {
 		return nil, conn.explain(err)
 	}
 	for _, t := range topics {
-		if d, ok := td[t]; !ok || d.Err != nil {
+		d, ok := td[t]
+		if err := conn.refused(d.Err, grant, "topic "+t); err != nil {
+			return nil, err
+		}
+		if !ok || d.Err != nil {
 			return nil, fmt.Errorf("kafka: topic %q does not exist or is not readable (%v): create it, or fix %s", t, d.Err, field)
 		}
 	}
@@ -648,7 +655,10 @@ func (r *reader[V]) Read(ctx context.Context, buf []Record[V]) (int, error) {
 		cancel()
 		var errs []error
 		fs.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			switch {
+			case isAuthorization(err):
+				errs = append(errs, r.s.opts.Conn.refused(err, "Read", "topic "+t))
+			case !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled):
 				errs = append(errs, fmt.Errorf("%s/%d: %w", t, p, err))
 			}
 		})

@@ -14,7 +14,7 @@ import (
 // TopicPartitions returns the number of partitions of each topic; a
 // topic that does not exist is an error naming it.
 func TopicPartitions(ctx context.Context, conn Conn, topics []string) (map[string]int32, error) {
-	td, err := listTopics(ctx, conn, topics, "the job's topics")
+	td, err := listTopics(ctx, conn, topics, "the job's topics", "Describe")
 	if err != nil {
 		return nil, err
 	}

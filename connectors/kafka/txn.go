@@ -183,6 +183,21 @@ func (a *txnAdmin) endTxn(ctx context.Context, c committable, commit bool) (int1
 // fence runs InitProducerID for txnID: the coordinator bumps the epoch,
 // which fences every producer holding an older one, and aborts whatever
 // transaction is open under the id, then answers.
+// describable checks that the principal may describe txnID (which need
+// not exist): nil, or the broker's refusal.
+func (a *txnAdmin) describable(ctx context.Context, txnID string) error {
+	described, err := kadm.NewClient(a.cl).DescribeTransactions(ctx, txnID)
+	if err != nil {
+		return err
+	}
+	for _, d := range described {
+		if d.Err != nil && !errors.Is(d.Err, kerr.TransactionalIDNotFound) {
+			return d.Err
+		}
+	}
+	return nil
+}
+
 func (a *txnAdmin) fence(ctx context.Context, txnID string) error {
 	_, err := a.initProducerID(ctx, txnID, -1, -1)
 	return err
@@ -452,6 +467,12 @@ func openState(state string) bool {
 		return false
 	}
 	return true
+}
+
+// txnIDsResource names the transactional ids of a sink with prefix as an
+// ACL's resource.
+func txnIDsResource(prefix string) string {
+	return fmt.Sprintf("the transactional ids with the prefix %q (a prefixed ACL)", prefix)
 }
 
 // txnID returns the transactional id of slot of subtask.

@@ -45,6 +45,62 @@ type Secured struct {
 // for every test: one test's end must not take it from another).
 func NewSecured(t testing.TB, adm *kadm.Client, name string) Secured {
 	t.Helper()
+	s := NewSCRAMUser(t, adm, name)
+	grant := func(b *kadm.ACLBuilder, remove bool) {
+		t.Helper()
+		if remove {
+			Grant(t, adm, b)
+		} else {
+			CreateACLs(t, adm, b)
+		}
+	}
+	grant(kadm.NewACLs().Allow("User:"+s.User, "User:"+MTLSUser).AllowHosts().Topics(name).TransactionalIDs(name, "exactly-"+name).Groups(name).
+		ResourcePatternType(kadm.ACLPatternPrefixed).Operations(kadm.OpAll), true)
+	grant(kadm.NewACLs().Allow("User:"+s.User).AllowHosts().Clusters().Operations(kadm.OpAll), true)
+	grant(kadm.NewACLs().Allow("User:"+MTLSUser).AllowHosts().Clusters().Operations(kadm.OpAll), false)
+	return s
+}
+
+// Grant creates the ACLs b describes, revoked when the test ends.
+func Grant(t testing.TB, adm *kadm.Client, b *kadm.ACLBuilder) {
+	t.Helper()
+	CreateACLs(t, adm, b)
+	t.Cleanup(func() { Revoke(t, adm, b) })
+}
+
+// Revoke deletes the ACLs b describes.
+func Revoke(t testing.TB, adm *kadm.Client, b *kadm.ACLBuilder) {
+	t.Helper()
+	res, err := adm.DeleteACLs(context.Background(), b)
+	if err == nil {
+		for _, r := range res {
+			err = r.Err
+		}
+	}
+	if err != nil {
+		t.Errorf("deleting ACLs: %v", err)
+	}
+}
+
+// CreateACLs creates the ACLs b describes (see Grant).
+func CreateACLs(t testing.TB, adm *kadm.Client, b *kadm.ACLBuilder) {
+	t.Helper()
+	res, err := adm.CreateACLs(context.Background(), b)
+	if err == nil {
+		for _, r := range res {
+			err = r.Err
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// NewSCRAMUser creates a SCRAM-SHA-512 user of the test broker's SASL_SSL
+// listener with a random password and no ACL, removed when the test ends,
+// and waits until it can log in.
+func NewSCRAMUser(t testing.TB, adm *kadm.Client, name string) Secured {
+	t.Helper()
 	sec := testenv.KafkaTLS(t)
 	ctx := context.Background()
 	pem, err := os.ReadFile(filepath.Join(sec.TLSDir, "ca.crt"))
@@ -68,25 +124,6 @@ func NewSecured(t testing.TB, adm *kadm.Client, name string) Secured {
 	t.Cleanup(func() {
 		_, _ = adm.AlterUserSCRAMs(context.Background(), []kadm.DeleteSCRAM{{User: s.User, Mechanism: kadm.ScramSha512}}, nil)
 	})
-	grant := func(b *kadm.ACLBuilder, remove bool) {
-		t.Helper()
-		res, err := adm.CreateACLs(ctx, b)
-		if err == nil {
-			for _, r := range res {
-				err = r.Err
-			}
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if remove {
-			t.Cleanup(func() { _, _ = adm.DeleteACLs(context.Background(), b) })
-		}
-	}
-	grant(kadm.NewACLs().Allow("User:"+s.User, "User:"+MTLSUser).AllowHosts().Topics(name).TransactionalIDs(name, "exactly-"+name).Groups(name).
-		ResourcePatternType(kadm.ACLPatternPrefixed).Operations(kadm.OpAll), true)
-	grant(kadm.NewACLs().Allow("User:"+s.User).AllowHosts().Clusters().Operations(kadm.OpAll), true)
-	grant(kadm.NewACLs().Allow("User:"+MTLSUser).AllowHosts().Clusters().Operations(kadm.OpAll), false)
 	// The credentials reach the broker's SCRAM cache a moment after the
 	// request: until then a login fails.
 	WaitFor(t, 30*time.Second, "the SCRAM user "+s.User+" can log in", func() bool {
