@@ -2,14 +2,12 @@ package kafka_test
 
 import (
 	"context"
-	"crypto/tls"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/exactlyonce/exactly/connectors/kafka"
 	"github.com/exactlyonce/exactly/internal/kafkatest"
 	"github.com/exactlyonce/exactly/internal/testenv"
 	"github.com/exactlyonce/exactly/sink"
@@ -49,8 +47,7 @@ func TestMinimalACLs(t *testing.T) {
 	for _, a := range acls {
 		kafkatest.Grant(t, adm, a.b)
 	}
-	conn := kafka.Conn{Brokers: []string{user.SASLSSL}, TLS: &tls.Config{RootCAs: user.CA},
-		SASL: kafka.SASL{Mechanism: kafka.SASLScramSHA512, User: user.User, Password: user.Password}, DialTimeout: 3 * time.Second}
+	conn := saslConn(user)
 	run := func(ctx context.Context) error {
 		j, err := countJob(conn, in, out, prefix, 2, 100*time.Millisecond, 0)
 		if err != nil {

@@ -47,14 +47,17 @@ func newProducers() *producers {
 }
 
 // prepare keeps p, whose transaction under id is prepared.
-func (ps *producers) prepare(id string, p keptProducer) {
+func (ps *producers) prepare(id string, p keptProducer) { ps.put(ps.prepared, id, p) }
+
+// put keeps p under id in m, closing a client kept there before.
+func (ps *producers) put(m map[string]keptProducer, id string, p keptProducer) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	p.since = time.Now()
-	if old, ok := ps.prepared[id]; ok {
+	if old, ok := m[id]; ok {
 		go old.cl.Close()
 	}
-	ps.prepared[id] = p
+	m[id] = p
 }
 
 // takePrepared takes the client of id's prepared transaction, if it is
@@ -77,25 +80,12 @@ func (ps *producers) takePrepared(id string, pid int64, epoch int16) (keptProduc
 // dropPrepared closes the client of id's prepared transaction, if kept:
 // the transaction is about to be ended by protocol.
 func (ps *producers) dropPrepared(id string) {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	if p, ok := ps.prepared[id]; ok {
-		delete(ps.prepared, id)
-		go p.cl.Close()
-	}
+	ps.dropFrom(func(kept string) bool { return kept == id }, ps.prepared)
 }
 
 // keepIdle keeps p, whose transaction under id was committed, for id's
 // next transaction.
-func (ps *producers) keepIdle(id string, p keptProducer) {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	p.since = time.Now()
-	if old, ok := ps.idle[id]; ok {
-		go old.cl.Close()
-	}
-	ps.idle[id] = p
-}
+func (ps *producers) keepIdle(id string, p keptProducer) { ps.put(ps.idle, id, p) }
 
 // hasIdle reports whether a client is kept for id's next transaction.
 func (ps *producers) hasIdle(id string) bool {

@@ -44,12 +44,9 @@ func TestProducersKeptAcrossTransactions(t *testing.T) {
 		t.Helper()
 		v := "v" + strconv.Itoa(int(cp))
 		want = append(want, v)
-		if err := w.Write(ctx, []string{v}); err != nil {
-			t.Fatalf("checkpoint %d: write: %v", cp, err)
-		}
-		data, err := w.Prepare(ctx, cp)
+		data, err := writeAndPrepare(ctx, w, cp, v)
 		if err != nil || data == nil {
-			t.Fatalf("checkpoint %d: prepare: %q, %v", cp, data, err)
+			t.Fatalf("checkpoint %d: %q, %v", cp, data, err)
 		}
 		return sink.Committable{Checkpoint: cp, Subtask: 0, Data: data}
 	}
@@ -124,10 +121,7 @@ func TestRecommitWhileTheIdWritesAgain(t *testing.T) {
 			defer w.Close()
 			prepare := func(cp checkpoint.ID, v string) sink.Committable {
 				t.Helper()
-				if err := w.Write(ctx, []string{v}); err != nil {
-					t.Fatal(err)
-				}
-				data, err := w.Prepare(ctx, cp)
+				data, err := writeAndPrepare(ctx, w, cp, v)
 				if err != nil || data == nil {
 					t.Fatalf("prepare %d: %q, %v", cp, data, err)
 				}

@@ -33,10 +33,15 @@ type secured struct {
 func newSecured(t *testing.T, adm *kadm.Client, name string) secured {
 	t.Helper()
 	s := secured{Secured: kafkatest.NewSecured(t, adm, name)}
-	s.sasl = kafka.Conn{Brokers: []string{s.SASLSSL}, TLS: &tls.Config{RootCAs: s.CA},
-		SASL: kafka.SASL{Mechanism: kafka.SASLScramSHA512, User: s.User, Password: s.Password}, DialTimeout: 3 * time.Second}
+	s.sasl = saslConn(s.Secured)
 	s.mtls = kafka.Conn{Brokers: []string{s.MTLS}, TLS: &tls.Config{RootCAs: s.CA, Certificates: []tls.Certificate{s.Client}}, DialTimeout: 3 * time.Second}
 	return s
+}
+
+// saslConn connects as s's SCRAM user over the SASL_SSL listener.
+func saslConn(s kafkatest.Secured) kafka.Conn {
+	return kafka.Conn{Brokers: []string{s.SASLSSL}, TLS: &tls.Config{RootCAs: s.CA},
+		SASL: kafka.SASL{Mechanism: kafka.SASLScramSHA512, User: s.User, Password: s.Password}, DialTimeout: 3 * time.Second}
 }
 
 // expiredClient returns a certificate of the mTLS user signed by the
