@@ -116,7 +116,7 @@ func (s *ObjectStore) Acquire(ctx context.Context, opts OwnershipOptions) (Owner
 		if err != nil {
 			// The storage may be restarting: wait for it, but not for a
 			// corrupt manifest.
-			if errors.Is(err, ErrCorrupt) {
+			if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrRefused) {
 				return Ownership{}, err
 			}
 			if !lastAnswer.IsZero() {

@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -107,12 +109,85 @@ func newS3Bucket(loc s3Location) (*s3Bucket, error) {
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint storage s3://%s: %w", loc.bucket, err)
 	}
+	if loc.secure {
+		if transport.TLSClientConfig.RootCAs, err = caBundle(); err != nil {
+			return nil, fmt.Errorf("checkpoint storage s3://%s: %w", loc.bucket, err)
+		}
+	}
 	cl, err := minio.New(loc.endpoint, &minio.Options{Creds: creds, Secure: loc.secure, Region: loc.region,
 		Transport: serverDates{transport}})
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint storage s3://%s: %w", loc.bucket, err)
 	}
 	return &s3Bucket{cl: cl, loc: loc}, nil
+}
+
+// caBundleEnv names the variable that holds the PEM file of the CAs an S3
+// server's certificate is checked against, as for the AWS SDKs and CLI.
+const caBundleEnv = "AWS_CA_BUNDLE"
+
+// caBundle returns the CAs of the file AWS_CA_BUNDLE names, or nil (the
+// system's) if it is not set.
+func caBundle() (*x509.CertPool, error) {
+	file := os.Getenv(caBundleEnv)
+	if file == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w: set it to the PEM file of the CA that signed the S3 server's certificate, or unset it for the system's CAs", caBundleEnv, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s=%s holds no PEM certificate: set it to the PEM file of the CA that signed the S3 server's certificate", caBundleEnv, file)
+	}
+	return pool, nil
+}
+
+// ErrRefused is wrapped by the errors of an S3 server whose TLS
+// connection this process refuses (a certificate it cannot verify) or
+// cannot make (plain HTTP where HTTPS was asked), and of one that does not
+// know the access key or finds the signature wrong (a wrong secret key):
+// retrying cannot fix them, so a job stops at once instead of waiting for
+// the storage. (AccessDenied is retried: a policy takes effect a moment
+// after it is changed.)
+var ErrRefused = errors.New("checkpoint/store: the storage refuses the connection or the credentials")
+
+// tlsFix returns what to fix when err is a refused TLS connection to the
+// S3 server, or "" when it is not one; refused says whether the error is
+// certain to recur ([ErrRefused]).
+func (b *s3Bucket) tlsFix(err error) (fix string, refused bool) {
+	fix = b.tlsHint(err)
+	if fix == "" {
+		return "", false
+	}
+	return fix, !strings.Contains(fix, "closed the connection")
+}
+
+// tlsHint is tlsFix's text.
+func (b *s3Bucket) tlsHint(err error) string {
+	var unknown x509.UnknownAuthorityError
+	var host x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	var header tls.RecordHeaderError
+	switch {
+	case errors.As(err, &unknown):
+		return fmt.Sprintf("the S3 server's certificate is not signed by a CA this process trusts: set %s to the PEM file of the CA that signed it (unset: the system's CAs)", caBundleEnv)
+	case errors.As(err, &host):
+		return fmt.Sprintf("the S3 server's certificate does not hold the name %q: set endpoint= to a name the certificate holds", b.loc.endpoint)
+	case errors.As(err, &invalid) && invalid.Reason == x509.Expired:
+		return "the S3 server's certificate has expired or is not valid yet: renew it, or check this machine's clock"
+	case errors.As(err, &invalid):
+		return "the S3 server's certificate is not valid for a server: have it reissued for TLS server authentication"
+	case errors.As(err, &header) || strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
+		return "the server speaks plain HTTP: write endpoint=http://host:port, or use its HTTPS port"
+	case !b.loc.secure && strings.Contains(err.Error(), "Connection closed by foreign host"):
+		// minio-go's words for a connection closed before any response,
+		// which is what an HTTPS server does with a plain request (and
+		// also a proxy with no server behind it: not certain).
+		return "the server closed the connection without answering: if it speaks HTTPS, write endpoint=https://host:port (or host:port)"
+	}
+	return ""
 }
 
 // serverDates is a transport that records the Date of each response in the
@@ -149,8 +224,15 @@ func (b *s3Bucket) s3Err(doing, key string, err error) error {
 		return fmt.Errorf("%s: a concurrent conditional write won (409 %s): %w", where, code, errPrecondition)
 	case "NoSuchBucket":
 		return fmt.Errorf("%s: bucket %q does not exist on %s: create it first: %w", where, b.loc.bucket, b.loc.endpoint, err)
-	case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch":
+	case "InvalidAccessKeyId", "SignatureDoesNotMatch":
+		return fmt.Errorf("%s: the server refuses the credentials (%s): set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or ~/.aws/credentials) to a key of the server, allowed to read, write, list and delete in the bucket: %w", where, code, errors.Join(err, ErrRefused))
+	case "AccessDenied":
 		return fmt.Errorf("%s: access denied (%s): set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or ~/.aws/credentials) to a key allowed to read, write, list and delete in the bucket: %w", where, code, err)
+	}
+	if fix, refused := b.tlsFix(err); refused {
+		return fmt.Errorf("%s: %s: %w", where, fix, errors.Join(err, ErrRefused))
+	} else if fix != "" {
+		return fmt.Errorf("%s: %s: %w", where, fix, err)
 	}
 	return fmt.Errorf("%s: %w", where, err)
 }

@@ -25,7 +25,11 @@ const (
 // runCrashChild runs the count job described by the environment the
 // parent set, until its bounded input is done.
 func runCrashChild(t *testing.T, brokers string) {
-	j, err := countJob(kafka.Conn{Brokers: []string{brokers}}, os.Getenv("KT_IN"), os.Getenv("KT_OUT"), os.Getenv("KT_PREFIX"), 2, 200*time.Millisecond, crashDelay)
+	conn := kafka.Conn{Brokers: []string{brokers}}
+	if user := os.Getenv("KT_SASL_USER"); user != "" {
+		conn = saslConn(kafkatest.Secured{KafkaSecured: testenv.KafkaTLS(t), User: user, Password: os.Getenv("KT_SASL_PASSWORD"), CA: kafkatest.BrokersCA(t)})
+	}
+	j, err := countJob(conn, os.Getenv("KT_IN"), os.Getenv("KT_OUT"), os.Getenv("KT_PREFIX"), 2, 200*time.Millisecond, crashDelay)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +45,11 @@ func runCrashChild(t *testing.T, brokers string) {
 
 // crashRun prepares topics, runs the count job under crashtest with o,
 // and verifies the committed output.
-func crashRun(t *testing.T, o crashtest.Options) {
+func crashRun(t *testing.T, o crashtest.Options) { crashRunOver(t, o, false) }
+
+// crashRunOver is crashRun; with secured, the job connects to the SASL_SSL
+// listener as a SCRAM user allowed only the test's resources.
+func crashRunOver(t *testing.T, o crashtest.Options, secured bool) {
 	brokers := testenv.Kafka(t)
 	if crashtest.IsChild() {
 		runCrashChild(t, brokers)
@@ -49,6 +57,12 @@ func crashRun(t *testing.T, o crashtest.Options) {
 	}
 	adm := kafkatest.Admin(t, brokers)
 	in, out, prefix := kafkatest.UniqueName("crash-in"), kafkatest.UniqueName("crash-out"), kafkatest.UniqueName("crash-txn")
+	if secured {
+		name := kafkatest.UniqueName("crash-sasl")
+		in, out, prefix = name+"-in", name+"-out", name+"-txn"
+		sec := kafkatest.NewSecured(t, adm, name)
+		o.Env = append(o.Env, "KT_SASL_USER="+sec.User, "KT_SASL_PASSWORD="+sec.Password)
+	}
 	kafkatest.CreateTopic(t, adm, in, 4)
 	kafkatest.CreateTopic(t, adm, out, 3)
 	produceInput(t, brokers, in, crashKeys, crashPerKey)
@@ -68,6 +82,13 @@ func crashRun(t *testing.T, o crashtest.Options) {
 func TestCrashExactlyOnce(t *testing.T) {
 	t.Parallel()
 	crashRun(t, crashtest.Options{Kills: crashtesting.Sized(20, 60)})
+}
+
+// TestCrashOverSASLSSL is TestCrashExactlyOnce over the SASL_SSL listener
+// (SCRAM-SHA-512, TLS, ACLs enforced), with fewer kills.
+func TestCrashOverSASLSSL(t *testing.T) {
+	t.Parallel()
+	crashRunOver(t, crashtest.Options{Kills: crashtesting.Sized(8, 60)}, true)
 }
 
 // TestCrashBeforeCommit kills the job only when a checkpoint is complete

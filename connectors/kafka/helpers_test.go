@@ -94,7 +94,13 @@ func openTransactions(t testing.TB, adm *kadm.Client, prefix string) []string {
 // "k:i" it emits "k:c", where c counts the records of key k so far. Each
 // record is delayed by delay, to keep the job running for a while.
 func countJob(conn kafka.Conn, in, out, prefix string, par int, interval, delay time.Duration) (*stream.Job, error) {
-	src, err := kafka.NewSource(kafka.SourceOptions{Conn: conn, Topics: []string{in}, Bounded: true}, kafka.String())
+	return countJobFrom(kafka.SourceOptions{Conn: conn, Topics: []string{in}, Bounded: true}, out, prefix, par, interval, delay)
+}
+
+// countJobFrom is countJob reading with the source options in.
+func countJobFrom(in kafka.SourceOptions, out, prefix string, par int, interval, delay time.Duration) (*stream.Job, error) {
+	conn := in.Conn
+	src, err := kafka.NewSource(in, kafka.String())
 	if err != nil {
 		return nil, err
 	}

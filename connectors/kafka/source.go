@@ -349,6 +349,9 @@ func (s *Source[V]) CheckpointComplete(ctx context.Context, id checkpoint.ID, po
 	if err == nil {
 		err = resp.Error()
 	}
+	if refused := s.opts.Conn.refused(err, "Read", "group "+s.opts.Group); refused != nil {
+		return fmt.Errorf("kafka: committing the offsets of checkpoint %d: %w", id, refused)
+	}
 	if err != nil {
 		return fmt.Errorf("kafka: committing the offsets of checkpoint %d to group %q: %w", id, s.opts.Group, s.opts.Conn.explain(err))
 	}
@@ -553,6 +556,9 @@ func (s *Source[V]) startOffset(ctx context.Context, topic string, part int32, s
 		lo, err = adm.ListOffsetsAfterMilli(ctx, so.ts.UnixMilli(), topic)
 	case startCommitted:
 		or, err := adm.FetchOffsets(ctx, s.opts.Group)
+		if refused := s.opts.Conn.refused(err, "Read", "group "+s.opts.Group); refused != nil { // Read implies Describe
+			return 0, refused
+		}
 		if err != nil {
 			return 0, s.opts.Conn.explain(err)
 		}

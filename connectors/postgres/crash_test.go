@@ -92,15 +92,17 @@ func TestCrashPrepared(t *testing.T) { crashTest(t, "pgcrash_prepared", Prepared
 
 // TestCrashFencedTLS is TestCrashFenced over TLS: the sinks log in as the
 // test server's TLS-only role with sslmode=verify-full.
-func TestCrashFencedTLS(t *testing.T) {
-	crashTest(t, "pgcrash_fenced_tls", Fenced, func(t testing.TB) string {
-		ca := testenv.PostgresTLSCA(t)
-		u, err := url.Parse(testenv.Postgres(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return "postgres://exactly_tls:exactly@localhost:" + u.Port() + "/" + strings.TrimPrefix(u.Path, "/") + "?sslmode=verify-full&sslrootcert=" + url.QueryEscape(ca)
-	})
+func TestCrashFencedTLS(t *testing.T) { crashTest(t, "pgcrash_fenced_tls", Fenced, verifyFullDSN) }
+
+// verifyFullDSN returns the DSN of the test server's TLS-only role with
+// sslmode=verify-full and the server's CA.
+func verifyFullDSN(t testing.TB) string {
+	ca := testenv.PostgresTLSCA(t)
+	u, err := url.Parse(testenv.Postgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "postgres://exactly_tls:exactly@localhost:" + u.Port() + "/" + strings.TrimPrefix(u.Path, "/") + "?sslmode=verify-full&sslrootcert=" + url.QueryEscape(ca)
 }
 
 // crashTest runs crashJob, its sinks connecting with the DSN dsn returns,

@@ -34,7 +34,22 @@ const (
 // failure-free run's, restored from S3 alone, and no object on S3 may be
 // left that no retained checkpoint refers to.
 func TestCrashOnObjectStorage(t *testing.T) {
-	const name = "pgcrash_s3"
+	crashOnObjectStorage(t, "pgcrash_s3", false)
+}
+
+// TestCrashOnObjectStorageTLS is TestCrashOnObjectStorage with every
+// connection secured: the checkpoints on the S3 server's HTTPS endpoint
+// (its CA in AWS_CA_BUNDLE), the sinks logged in as PostgreSQL's TLS-only
+// role with sslmode=verify-full.
+func TestCrashOnObjectStorageTLS(t *testing.T) {
+	crashOnObjectStorage(t, "pgcrash_s3_tls", true)
+}
+
+func crashOnObjectStorage(t *testing.T, name string, secured bool) {
+	dsn := testenv.Postgres
+	if secured {
+		dsn = verifyFullDSN
+	}
 	if crashtest.IsChild() {
 		machines := os.Getenv(envMachinesDir)
 		previous, _ := filepath.Glob(filepath.Join(machines, "machine-*"))
@@ -59,7 +74,7 @@ func TestCrashOnObjectStorage(t *testing.T) {
 			Restart:        stream.RestartStrategy{MaxAttempts: 100, InitialBackoff: 20 * time.Millisecond, MaxBackoff: 500 * time.Millisecond},
 			Probe:          crashtest.Probe(),
 		}
-		j := crashJob(t, name, Fenced, testenv.Postgres(t))
+		j := crashJob(t, name, Fenced, dsn(t))
 		// The keyed state on disk, on this machine's disk: each process
 		// restores it from S3 alone.
 		j.SetStateBackend(state.BackendConfig{Kind: state.PebbleBackend, Dir: filepath.Join(here, "state")})
@@ -75,9 +90,16 @@ func TestCrashOnObjectStorage(t *testing.T) {
 	forgetSinks(t, conn, "public", name+"_events", name, "events")
 	forgetSinks(t, conn, "public", name+"_totals", name, "latest")
 	location := s3test.Location(t, "pgcrash")
+	if secured {
+		location = s3test.LocationTLS(t, "pgcrash")
+	}
 
 	stopRestarts := testenv.RestartEvery(t, testenv.S3Service, s3RestartEvery, "kill", "start")
-	rep := crashtesting.Run(t, crashtest.Options{Kills: crashtesting.Sized(12, 40), MaxDelay: 1500 * time.Millisecond,
+	kills := crashtesting.Sized(12, 40)
+	if secured {
+		kills = crashtesting.Sized(6, 40) // the same run: fewer kills in the test command
+	}
+	rep := crashtesting.Run(t, crashtest.Options{Kills: kills, MaxDelay: 1500 * time.Millisecond,
 		Env: []string{envCrashDir + "=" + location, envMachinesDir + "=" + t.TempDir()}})
 	restarts := stopRestarts()
 	t.Log(rep)

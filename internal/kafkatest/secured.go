@@ -96,6 +96,22 @@ func CreateACLs(t testing.TB, adm *kadm.Client, b *kadm.ACLBuilder) {
 	}
 }
 
+// BrokersCA returns the CA that signed the test broker's certificates
+// (testenv.KafkaSecured.TLSDir/ca.crt).
+func BrokersCA(t testing.TB) *x509.CertPool {
+	t.Helper()
+	file := filepath.Join(testenv.KafkaTLS(t).TLSDir, "ca.crt")
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := x509.NewCertPool()
+	if !ca.AppendCertsFromPEM(pem) {
+		t.Fatalf("no certificate in %s", file)
+	}
+	return ca
+}
+
 // NewSCRAMUser creates a SCRAM-SHA-512 user of the test broker's SASL_SSL
 // listener with a random password and no ACL, removed when the test ends,
 // and waits until it can log in.
@@ -103,14 +119,7 @@ func NewSCRAMUser(t testing.TB, adm *kadm.Client, name string) Secured {
 	t.Helper()
 	sec := testenv.KafkaTLS(t)
 	ctx := context.Background()
-	pem, err := os.ReadFile(filepath.Join(sec.TLSDir, "ca.crt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca := x509.NewCertPool()
-	if !ca.AppendCertsFromPEM(pem) {
-		t.Fatalf("no certificate in %s", filepath.Join(sec.TLSDir, "ca.crt"))
-	}
+	ca := BrokersCA(t)
 	client, err := tls.LoadX509KeyPair(filepath.Join(sec.TLSDir, "client.crt"), filepath.Join(sec.TLSDir, "client.key"))
 	if err != nil {
 		t.Fatal(err)

@@ -112,7 +112,7 @@ func (j *Job) classify(ctx context.Context, err error) coordinator.Failure {
 		return coordinator.Fenced
 	case ctx.Err() != nil:
 		return coordinator.Stopped
-	case sink.IsPermanent(err) || errors.Is(err, checkpoint.ErrCorrupt) || errors.Is(err, errJobStructure):
+	case sink.IsPermanent(err) || errors.Is(err, checkpoint.ErrCorrupt) || errors.Is(err, store.ErrRefused) || errors.Is(err, errJobStructure):
 		return coordinator.Permanent
 	}
 	return coordinator.Transient

@@ -19,7 +19,21 @@ import (
 // skipped (testenv.S3).
 func Location(t testing.TB, name string) string {
 	t.Helper()
-	endpoint := testenv.S3(t)
+	return locationAt(t, name, testenv.S3(t))
+}
+
+// LocationTLS is Location on the test server's HTTPS endpoint; it sets
+// AWS_CA_BUNDLE to the server's CA for the rest of t (so t must not be
+// parallel), which child processes inherit.
+func LocationTLS(t testing.TB, name string) string {
+	t.Helper()
+	srv := testenv.S3TLS(t)
+	t.Setenv("AWS_CA_BUNDLE", srv.CAFile)
+	return locationAt(t, name, srv.Endpoint)
+}
+
+func locationAt(t testing.TB, name, endpoint string) string {
+	t.Helper()
 	raw := make([]byte, 6)
 	if _, err := rand.Read(raw); err != nil {
 		t.Fatal(err)

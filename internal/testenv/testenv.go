@@ -105,6 +105,22 @@ func Toxiproxy(t testing.TB) string {
 // S3Bucket names its bucket.
 func S3(t testing.TB) string { return need(t, S3Service, "EXACTLY_S3", "the S3 server") }
 
+// S3Secured is the HTTPS server of the test S3 server's data.
+type S3Secured struct {
+	Endpoint string // https://127.0.0.1:port
+	CAFile   string // the PEM file of the CA that signed its certificate
+}
+
+// S3TLS returns the test S3 server's HTTPS endpoint and the file of its CA
+// (EXACTLY_S3_TLS, EXACTLY_S3_TLS_CA, set by scripts/s3.sh): the same
+// data, credentials and bucket as [S3].
+func S3TLS(t testing.TB) S3Secured {
+	return S3Secured{
+		Endpoint: need(t, S3Service, "EXACTLY_S3_TLS", "the S3 server's HTTPS endpoint"),
+		CAFile:   need(t, S3Service, "EXACTLY_S3_TLS_CA", "the S3 server's CA"),
+	}
+}
+
 // S3Bucket is the bucket scripts/s3.sh creates for the tests.
 const S3Bucket = "exactly-test"
 
