@@ -163,6 +163,10 @@ func start(ctx context.Context, name string, opts Options, build Build, checkSou
 			in.assignment.changed()
 			in.do(func() []action { return in.l.lost(tasksOf(p)) })
 		},
+		Refused: func(err error) {
+			in.log.Error("cluster: stopping this instance", "err", err)
+			in.do(func() []action { return in.l.fail(err) })
+		},
 	})
 	if err == nil {
 		in.membership = m

@@ -18,8 +18,10 @@
 # The server listens on 127.0.0.1 only, with scram-sha-256 password
 # authentication (user exactly, password exactly: a test-only server), fsync on
 # and max_prepared_transactions=64; TLS is on with a throwaway CA generated at
-# the first start (<data>.tls: see make_tls), and the role exactly_tls (same
-# password) may connect over TLS only. Server commands run as the "postgres" user
+# the first start (<data>.tls: see make_tls), the role exactly_tls (same
+# password) may connect over TLS only, and the role exactly_cert over TLS
+# with a client certificate only (signed by a second CA: see make_client_ca).
+# Server commands run as the "postgres" user
 # when the script runs as root (initdb refuses root).
 #
 # Environment: POSTGRES_PORT (default 25432, the next free port if taken by
@@ -38,6 +40,10 @@ password=exactly
 database=exactly
 # tls_user may connect over TLS only (hostssl; hostnossl rejects it).
 tls_user=exactly_tls
+# cert_user may connect over TLS only, authenticated by a client
+# certificate whose CN is its name, signed by the client CA (pg_hba
+# "cert"; no password).
+cert_user=exactly_cert
 
 log() { echo "postgres.sh: $*" >&2; }
 
@@ -110,14 +116,31 @@ make_tls() {
 	chmod 644 "$tls/ca.crt" "$tls/ca.key"
 }
 
+# make_client_ca generates, once, a second throwaway CA, for the client
+# certificates the server accepts (ssl_ca_file), in $tls/client-ca.crt and
+# .key: the tests sign their client certificates with it. A CA of its own,
+# not the server's: with the server's CA in ssl_ca_file, the server would
+# send it along with its certificate, and a client's own CA file would
+# no longer be the only root it checks (TestTLS's expired CA).
+make_client_ca() {
+	[[ -f $tls/client-ca.crt ]] && return
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 \
+		-subj "/CN=exactly test client CA" -keyout "$tls/client-ca.key" -out "$tls/client-ca.crt" 2>/dev/null
+	if [[ $(id -u) -eq 0 ]]; then chown postgres: "$tls/client-ca.crt" "$tls/client-ca.key"; fi
+	chmod 644 "$tls/client-ca.crt" "$tls/client-ca.key"
+}
+
 # write_hba writes the server's pg_hba.conf: the local socket for the
-# script, TLS only for $tls_user, passwords over loopback TCP for the rest.
+# script, TLS only for $tls_user, TLS with a client certificate only for
+# $cert_user, passwords over loopback TCP for the rest.
 write_hba() {
 	printf '%s\n' \
 		'# scripts/postgres.sh: local socket for the script, TLS only for the TLS user, passwords over loopback TCP' \
 		'local     all all          trust' \
 		"hostssl   all $tls_user 127.0.0.1/32 scram-sha-256" \
 		"hostnossl all $tls_user 127.0.0.1/32 reject" \
+		"hostssl   all $cert_user 127.0.0.1/32 cert" \
+		"hostnossl all $cert_user 127.0.0.1/32 reject" \
 		'host      all all          127.0.0.1/32 scram-sha-256' >"$data/pg_hba.conf"
 	if [[ $(id -u) -eq 0 ]]; then chown postgres: "$data/pg_hba.conf"; fi
 }
@@ -189,9 +212,13 @@ create_database() {
 # idempotent.
 enable_tls() {
 	make_tls
+	make_client_ca
 	write_hba
 	if [[ -z $(psql_admin -tAc "SELECT 1 FROM pg_roles WHERE rolname = '$tls_user'") ]]; then
 		psql_admin -c "CREATE ROLE $tls_user LOGIN PASSWORD '$password'" >&2
+	fi
+	if [[ -z $(psql_admin -tAc "SELECT 1 FROM pg_roles WHERE rolname = '$cert_user'") ]]; then
+		psql_admin -c "CREATE ROLE $cert_user LOGIN" >&2
 	fi
 	# The two roles share the public schema's tables (the sinks' progress
 	# and owner tables among them) whichever creates them, and the plain
@@ -202,7 +229,8 @@ enable_tls() {
 		-c "ALTER DEFAULT PRIVILEGES FOR ROLE $user IN SCHEMA public GRANT ALL ON TABLES TO $tls_user" \
 		-c "ALTER DEFAULT PRIVILEGES FOR ROLE $tls_user IN SCHEMA public GRANT ALL ON TABLES TO $user" >&2
 	psql_admin -c "ALTER SYSTEM SET ssl = on" -c "ALTER SYSTEM SET ssl_cert_file = '$tls/server.crt'" \
-		-c "ALTER SYSTEM SET ssl_key_file = '$tls/server.key'" -c "SELECT pg_reload_conf()" >/dev/null
+		-c "ALTER SYSTEM SET ssl_key_file = '$tls/server.key'" -c "ALTER SYSTEM SET ssl_ca_file = '$tls/client-ca.crt'" \
+		-c "SELECT pg_reload_conf()" >/dev/null
 }
 
 case ${1:-} in

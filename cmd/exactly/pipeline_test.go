@@ -195,3 +195,55 @@ func TestRunOnAClusterRefusesAGenerator(t *testing.T) {
 		t.Errorf("run --cluster of a generator source: %v", err)
 	}
 }
+
+// TestValidateNeverPrintsASecret validates a pipeline whose Kafka SASL
+// password and database DSN come from the environment: neither what
+// validate prints for a valid file nor its error for a DSN it cannot use
+// holds the secrets.
+func TestValidateNeverPrintsASecret(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "secured.yaml")
+	yaml := `name: secured
+source:
+  kind: kafka
+  brokers: ["kafka-1:9093"]
+  topics: [orders]
+  sasl: {mechanism: SCRAM-SHA-512, user: orders-job, password: "${KAFKA_PASSWORD}"}
+decode:
+  format: json
+  fields: {customer: string, amount: int}
+sink:
+  kind: postgres
+  dsn: ${DATABASE_URL}
+  table: orders
+checkpoint:
+  storage: s3://bucket/orders?endpoint=https://s3.example:443
+`
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const kafkaSecret, dbSecret = "kafka-secret-5f2e9a", "db-secret-81c4d7"
+	t.Setenv("KAFKA_PASSWORD", kafkaSecret)
+	for _, c := range []struct{ name, dsn string }{
+		{"valid", "postgres://orders:" + dbSecret + "@db:5432/shop?sslmode=require"},
+		{"a CA file that does not exist", "postgres://orders:" + dbSecret + "@db:5432/shop?sslmode=verify-full&sslrootcert=/missing/ca.crt"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("DATABASE_URL", c.dsn)
+			var out strings.Builder
+			err := runValidate([]string{path}, &out)
+			said := out.String()
+			if err != nil {
+				said += err.Error()
+			}
+			t.Log(said)
+			if (err == nil) != (c.name == "valid") {
+				t.Fatalf("validate: %v", err)
+			}
+			for _, secret := range []string{kafkaSecret, dbSecret} {
+				if strings.Contains(said, secret) {
+					t.Errorf("validate printed the secret %q", secret)
+				}
+			}
+		})
+	}
+}

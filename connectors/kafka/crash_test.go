@@ -2,6 +2,7 @@ package kafka_test
 
 import (
 	"context"
+	"crypto/tls"
 	"os"
 	"path/filepath"
 	"testing"
@@ -26,8 +27,11 @@ const (
 // parent set, until its bounded input is done.
 func runCrashChild(t *testing.T, brokers string) {
 	conn := kafka.Conn{Brokers: []string{brokers}}
-	if user := os.Getenv("KT_SASL_USER"); user != "" {
-		conn = saslConn(kafkatest.Secured{KafkaSecured: testenv.KafkaTLS(t), User: user, Password: os.Getenv("KT_SASL_PASSWORD"), CA: kafkatest.BrokersCA(t)})
+	switch os.Getenv("KT_OVER") {
+	case overSASLSSL:
+		conn = saslConn(kafkatest.Secured{KafkaSecured: testenv.KafkaTLS(t), User: os.Getenv("KT_SASL_USER"), Password: os.Getenv("KT_SASL_PASSWORD"), CA: kafkatest.BrokersCA(t)})
+	case overMTLS:
+		conn = kafka.Conn{Brokers: []string{testenv.KafkaTLS(t).MTLS}, TLS: &tls.Config{RootCAs: kafkatest.BrokersCA(t), Certificates: []tls.Certificate{kafkatest.MTLSClient(t)}}}
 	}
 	j, err := countJob(conn, os.Getenv("KT_IN"), os.Getenv("KT_OUT"), os.Getenv("KT_PREFIX"), 2, 200*time.Millisecond, crashDelay)
 	if err != nil {
@@ -45,11 +49,17 @@ func runCrashChild(t *testing.T, brokers string) {
 
 // crashRun prepares topics, runs the count job under crashtest with o,
 // and verifies the committed output.
-func crashRun(t *testing.T, o crashtest.Options) { crashRunOver(t, o, false) }
+func crashRun(t *testing.T, o crashtest.Options) { crashRunOver(t, o, "") }
 
-// crashRunOver is crashRun; with secured, the job connects to the SASL_SSL
-// listener as a SCRAM user allowed only the test's resources.
-func crashRunOver(t *testing.T, o crashtest.Options, secured bool) {
+// The secured listeners crashRunOver runs the job over.
+const (
+	overSASLSSL = "sasl_ssl" // as a SCRAM user
+	overMTLS    = "mtls"     // as the mTLS user
+)
+
+// crashRunOver is crashRun; over a secured listener (overSASLSSL,
+// overMTLS), the job's principal is allowed only the test's resources.
+func crashRunOver(t *testing.T, o crashtest.Options, over string) {
 	brokers := testenv.Kafka(t)
 	if crashtest.IsChild() {
 		runCrashChild(t, brokers)
@@ -57,11 +67,11 @@ func crashRunOver(t *testing.T, o crashtest.Options, secured bool) {
 	}
 	adm := kafkatest.Admin(t, brokers)
 	in, out, prefix := kafkatest.UniqueName("crash-in"), kafkatest.UniqueName("crash-out"), kafkatest.UniqueName("crash-txn")
-	if secured {
-		name := kafkatest.UniqueName("crash-sasl")
+	if over != "" {
+		name := kafkatest.UniqueName("crash-" + over)
 		in, out, prefix = name+"-in", name+"-out", name+"-txn"
 		sec := kafkatest.NewSecured(t, adm, name)
-		o.Env = append(o.Env, "KT_SASL_USER="+sec.User, "KT_SASL_PASSWORD="+sec.Password)
+		o.Env = append(o.Env, "KT_OVER="+over, "KT_SASL_USER="+sec.User, "KT_SASL_PASSWORD="+sec.Password)
 	}
 	kafkatest.CreateTopic(t, adm, in, 4)
 	kafkatest.CreateTopic(t, adm, out, 3)
@@ -88,7 +98,18 @@ func TestCrashExactlyOnce(t *testing.T) {
 // (SCRAM-SHA-512, TLS, ACLs enforced), with fewer kills.
 func TestCrashOverSASLSSL(t *testing.T) {
 	t.Parallel()
-	crashRunOver(t, crashtest.Options{Kills: crashtesting.Sized(8, 60)}, true)
+	crashRunOver(t, crashtest.Options{Kills: crashtesting.Sized(8, 60)}, overSASLSSL)
+}
+
+// TestCrashOverMTLS is TestCrashExactlyOnce over the listener that
+// requires client certificates, as the mTLS user; only in the full run
+// (EXACTLY_CRASH_SIZE=full): the test command runs it over SASL_SSL.
+func TestCrashOverMTLS(t *testing.T) {
+	if !crashtesting.Full() {
+		t.Skip("only with EXACTLY_CRASH_SIZE=full: the test command runs TestCrashOverSASLSSL")
+	}
+	t.Parallel()
+	crashRunOver(t, crashtest.Options{Kills: 60}, overMTLS)
 }
 
 // TestCrashBeforeCommit kills the job only when a checkpoint is complete

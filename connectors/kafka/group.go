@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -52,6 +53,27 @@ type GroupEvents struct {
 	// rebalance (its session expired, its generation was fenced): another
 	// member may own them already.
 	Lost func(map[string][]int32)
+	// Refused, when set, receives the error when the brokers refuse the
+	// member the group (no Read ACL on it): the member cannot join, and
+	// would otherwise wait for an assignment forever. The error is
+	// permanent and names the ACL to grant. Optional.
+	Refused func(error)
+}
+
+// groupRefusals is a hook of the member's client that passes a refusal of
+// the group to GroupEvents.Refused, once.
+type groupRefusals struct {
+	conn  Conn
+	group string
+	once  sync.Once
+	f     func(error)
+}
+
+// OnGroupManageError implements kgo.HookGroupManageError.
+func (h *groupRefusals) OnGroupManageError(err error) {
+	if refused := h.conn.refused(err, "Read", "group "+h.group); refused != nil {
+		h.once.Do(func() { h.f(refused) })
+	}
 }
 
 // Membership is a member of a consumer group, used for its assignment
@@ -113,14 +135,18 @@ func JoinGroup(ctx context.Context, opts GroupOptions, ev GroupEvents) (*Members
 	call := func(f func(map[string][]int32)) func(context.Context, *kgo.Client, map[string][]int32) {
 		return func(_ context.Context, _ *kgo.Client, m map[string][]int32) { f(m) }
 	}
-	cl, err := opts.Conn.newClient(ctx, append(opts.clientOpts(),
+	clOpts := append(opts.clientOpts(),
 		kgo.ConsumerGroup(opts.Group),
 		kgo.ConsumeTopics(opts.Topics...),
 		kgo.DisableAutoCommit(),
 		kgo.OnPartitionsAssigned(call(ev.Assigned)),
 		kgo.OnPartitionsRevoked(call(ev.Revoked)),
 		kgo.OnPartitionsLost(call(ev.Lost)),
-	)...)
+	)
+	if ev.Refused != nil {
+		clOpts = append(clOpts, kgo.WithHooks(&groupRefusals{conn: opts.Conn, group: opts.Group, f: ev.Refused}))
+	}
+	cl, err := opts.Conn.newClient(ctx, clOpts...)
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,9 @@ import (
 // TopicPartitions returns the number of partitions of each topic; a
 // topic that does not exist is an error naming it.
 func TopicPartitions(ctx context.Context, conn Conn, topics []string) (map[string]int32, error) {
-	td, err := listTopics(ctx, conn, topics, "the job's topics", "Describe")
+	// Describe would do here, but the topics are a job's input, which it
+	// reads: name the ACL it needs (Read implies Describe).
+	td, err := listTopics(ctx, conn, topics, "the job's topics", "Read")
 	if err != nil {
 		return nil, err
 	}
@@ -40,6 +42,9 @@ func EnsureTopic(ctx context.Context, conn Conn, topic string, partitions int32)
 	adm := kadm.NewClient(cl)
 	resp, err := adm.CreateTopic(ctx, partitions, -1, repartitionConfigs, topic)
 	created := err == nil && resp.Err == nil
+	if refused := conn.refused(errors.Join(err, resp.Err), "Create", "topic "+topic); refused != nil {
+		return refused
+	}
 	switch {
 	case created:
 	case err == nil && !errors.Is(resp.Err, kerr.TopicAlreadyExists):
@@ -73,13 +78,15 @@ var repartitionConfigs = map[string]*string{"cleanup.policy": kadm.StringPtr("de
 // checkRepartitionConfigs refuses a repartition topic that is compacted,
 // naming the setting, its value and the fix.
 func checkRepartitionConfigs(ctx context.Context, adm *kadm.Client, conn Conn, topic string) error {
+	var rc kadm.ResourceConfig
 	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
-	if err != nil {
-		return fmt.Errorf("kafka: reading the settings of topic %q: %w", topic, conn.explain(err))
-	}
-	rc, err := rcs.On(topic, nil)
 	if err == nil {
-		err = rc.Err
+		if rc, err = rcs.On(topic, nil); err == nil {
+			err = rc.Err
+		}
+	}
+	if refused := conn.refused(err, "DescribeConfigs", "topic "+topic); refused != nil {
+		return refused
 	}
 	if err != nil {
 		return fmt.Errorf("kafka: reading the settings of topic %q: %w", topic, conn.explain(err))

@@ -152,8 +152,9 @@ func diagnoseEncode(m *pgtype.Map, names []string, oids []uint32, row []any) err
 }
 
 // tlsAdvice says what to fix when err is a TLS failure of a connection:
-// the client refused the server's certificate, or the server accepts the
-// user over TLS only. It returns "" for other errors.
+// the client refused the server's certificate, the server accepts the
+// user over TLS only, or only with a client certificate, or refused the
+// one given. It returns "" for other errors.
 func tlsAdvice(err error) string {
 	var pg *pgconn.PgError
 	switch {
@@ -161,6 +162,10 @@ func tlsAdvice(err error) string {
 		return " (the server's TLS certificate was refused: check that the DSN's sslrootcert, or Options.TLS.RootCAs, holds the CA that signed it, that the certificate is valid now, and that the DSN's host is a name the certificate holds, which sslmode=verify-full checks)"
 	case errors.As(err, &pg) && pg.Code == "28000" && strings.Contains(pg.Message, "no encryption"):
 		return " (the server accepts this user over TLS only: set sslmode=verify-full and sslrootcert in the DSN, or Options.TLS)"
+	case errors.As(err, &pg) && pg.Code == "28000" && strings.Contains(pg.Message, "requires a valid client certificate"):
+		return " (the server accepts this user with a client certificate only: set sslcert and sslkey in the DSN, or Options.TLS.Certificates, to a certificate for the user that a CA of the server's ssl_ca_file signed)"
+	case errors.As(err, &pg) && pg.Code == "28000" && strings.Contains(pg.Message, "certificate authentication failed"):
+		return " (the client certificate is not the user's: its CN must be the user's name, or map to it in the server's pg_ident.conf; set sslcert and sslkey in the DSN, or Options.TLS.Certificates, to the user's certificate)"
 	}
 	return ""
 }

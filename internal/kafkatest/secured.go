@@ -112,6 +112,18 @@ func BrokersCA(t testing.TB) *x509.CertPool {
 	return ca
 }
 
+// MTLSClient returns the certificate of the mTLS user (MTLSUser) that
+// the test broker's CA signed.
+func MTLSClient(t testing.TB) tls.Certificate {
+	t.Helper()
+	dir := testenv.KafkaTLS(t).TLSDir
+	client, err := tls.LoadX509KeyPair(filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
 // NewSCRAMUser creates a SCRAM-SHA-512 user of the test broker's SASL_SSL
 // listener with a random password and no ACL, removed when the test ends,
 // and waits until it can log in.
@@ -120,10 +132,7 @@ func NewSCRAMUser(t testing.TB, adm *kadm.Client, name string) Secured {
 	sec := testenv.KafkaTLS(t)
 	ctx := context.Background()
 	ca := BrokersCA(t)
-	client, err := tls.LoadX509KeyPair(filepath.Join(sec.TLSDir, "client.crt"), filepath.Join(sec.TLSDir, "client.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := MTLSClient(t)
 	raw := make([]byte, 12)
 	_, _ = rand.Read(raw)
 	s := Secured{KafkaSecured: sec, User: name + "-user", Password: hex.EncodeToString(raw), CA: ca, Client: client}
