@@ -103,10 +103,10 @@ func TestCrashOverSASLSSL(t *testing.T) {
 
 // TestCrashOverMTLS is TestCrashExactlyOnce over the listener that
 // requires client certificates, as the mTLS user; only in the full run
-// (EXACTLY_CRASH_SIZE=full): the test command runs it over SASL_SSL.
+// (EXACTLY_TEST_SIZE=full): the test command runs it over SASL_SSL.
 func TestCrashOverMTLS(t *testing.T) {
 	if !crashtesting.Full() {
-		t.Skip("only with EXACTLY_CRASH_SIZE=full: the test command runs TestCrashOverSASLSSL")
+		t.Skip("only with EXACTLY_TEST_SIZE=full: the test command runs TestCrashOverSASLSSL")
 	}
 	t.Parallel()
 	crashRunOver(t, crashtest.Options{Kills: 60}, overMTLS)
