@@ -149,8 +149,8 @@ func (p *plan) newSink(sp *sinkPlan, what string, rec func(item) record.Record) 
 	if err != nil {
 		return nil, err
 	}
-	return kafka.NewSink(kafka.SinkOptions{Conn: conn, Topic: cfg.Topic,
-		Guarantee: g, CheckpointInterval: p.cfg.Checkpoint.Interval}, func(it item) (kafka.Message, error) {
+	return kafka.NewSink(kafka.SinkOptions{Conn: conn, Topic: cfg.Topic, Guarantee: g, CheckpointInterval: p.cfg.Checkpoint.Interval,
+		TransactionTimeout: cfg.TransactionTimeout, ReproduceAborted: cfg.ReproduceAborted}, func(it item) (kafka.Message, error) {
 		r := rec(it)
 		m := kafka.Message{Value: enc(nil, r)}
 		if sp.key != nil {

@@ -33,7 +33,15 @@ func runCrashChild(t *testing.T, brokers string) {
 	case overMTLS:
 		conn = kafka.Conn{Brokers: []string{testenv.KafkaTLS(t).MTLS}, TLS: &tls.Config{RootCAs: kafkatest.BrokersCA(t), Certificates: []tls.Certificate{kafkatest.MTLSClient(t)}}}
 	}
-	j, err := countJob(conn, os.Getenv("KT_IN"), os.Getenv("KT_OUT"), os.Getenv("KT_PREFIX"), 2, 200*time.Millisecond, crashDelay)
+	out := kafka.SinkOptions{Topic: os.Getenv("KT_OUT"), TransactionalIDPrefix: os.Getenv("KT_PREFIX"), TransactionTimeout: time.Minute}
+	if timeout := os.Getenv("KT_TXN_TIMEOUT"); timeout != "" {
+		d, err := time.ParseDuration(timeout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out.TransactionTimeout, out.ReproduceAborted = d, true
+	}
+	j, err := countJobInto(kafka.SourceOptions{Conn: conn, Topics: []string{os.Getenv("KT_IN")}, Bounded: true}, out, 2, 200*time.Millisecond, crashDelay)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +57,7 @@ func runCrashChild(t *testing.T, brokers string) {
 
 // crashRun prepares topics, runs the count job under crashtest with o,
 // and verifies the committed output.
-func crashRun(t *testing.T, o crashtest.Options) { crashRunOver(t, o, "") }
+func crashRun(t *testing.T, o crashtest.Options) { crashRunOver(t, o, "", 0) }
 
 // The secured listeners crashRunOver runs the job over.
 const (
@@ -59,7 +67,12 @@ const (
 
 // crashRunOver is crashRun; over a secured listener (overSASLSSL,
 // overMTLS), the job's principal is allowed only the test's resources.
-func crashRunOver(t *testing.T, o crashtest.Options, over string) {
+// With a txnTimeout, the sink runs with that TransactionTimeout and
+// ReproduceAborted, and each killed run is followed by an outage: the
+// next run starts only once the broker has aborted every open
+// transaction of the sink (at least txnTimeout later); the output must
+// then hold reproduced records.
+func crashRunOver(t *testing.T, o crashtest.Options, over string, txnTimeout time.Duration) {
 	brokers := testenv.Kafka(t)
 	if crashtest.IsChild() {
 		runCrashChild(t, brokers)
@@ -77,11 +90,40 @@ func crashRunOver(t *testing.T, o crashtest.Options, over string) {
 	kafkatest.CreateTopic(t, adm, out, 3)
 	produceInput(t, brokers, in, crashKeys, crashPerKey)
 	o.Env = append(o.Env, "KT_IN="+in, "KT_OUT="+out, "KT_PREFIX="+prefix, "KT_CKPT="+filepath.Join(t.TempDir(), "ckpt"))
+	if txnTimeout > 0 {
+		o.Env = append(o.Env, "KT_TXN_TIMEOUT="+txnTimeout.String())
+		o.During = func(ctx context.Context, run int, final bool) {
+			<-ctx.Done()
+			if final {
+				return
+			}
+			began := time.Now()
+			kafkatest.WaitFor(t, time.Minute, "the broker aborting the killed run's transactions at their timeout", func() bool {
+				return len(openTransactions(t, adm, prefix)) == 0 && time.Since(began) > txnTimeout
+			})
+			t.Logf("run %d: outage of %v", run, time.Since(began).Round(time.Millisecond))
+		}
+	}
 	rep := crashtesting.Run(t, o)
 	t.Log(rep)
-	checkCounts(t, kafkatest.ReadCommitted(t, brokers, out, crashKeys*crashPerKey, time.Minute), crashKeys, crashPerKey)
+	recs := kafkatest.ReadCommitted(t, brokers, out, crashKeys*crashPerKey, time.Minute)
+	checkCounts(t, recs, crashKeys, crashPerKey)
 	if ids := openTransactions(t, adm, prefix); len(ids) > 0 {
 		t.Errorf("transactions left open: %v", ids)
+	}
+	if txnTimeout > 0 {
+		reproduced := 0
+		for _, r := range recs {
+			for _, h := range r.Headers {
+				if h.Key == kafka.ReproducesHeader {
+					reproduced++
+				}
+			}
+		}
+		t.Logf("%d of %d committed records were reproduced after the broker aborted their transaction", reproduced, len(recs))
+		if reproduced == 0 {
+			t.Errorf("no committed record was reproduced: no outage outlasted a completed checkpoint's transaction")
+		}
 	}
 }
 
@@ -98,7 +140,7 @@ func TestCrashExactlyOnce(t *testing.T) {
 // (SCRAM-SHA-512, TLS, ACLs enforced), with fewer kills.
 func TestCrashOverSASLSSL(t *testing.T) {
 	t.Parallel()
-	crashRunOver(t, crashtest.Options{Kills: crashtesting.Sized(8, 60)}, overSASLSSL)
+	crashRunOver(t, crashtest.Options{Kills: crashtesting.Sized(8, 60)}, overSASLSSL, 0)
 }
 
 // TestCrashOverMTLS is TestCrashExactlyOnce over the listener that
@@ -109,7 +151,18 @@ func TestCrashOverMTLS(t *testing.T) {
 		t.Skip("only with EXACTLY_TEST_SIZE=full: the test command runs TestCrashOverSASLSSL")
 	}
 	t.Parallel()
-	crashRunOver(t, crashtest.Options{Kills: 60}, overMTLS)
+	crashRunOver(t, crashtest.Options{Kills: 60}, overMTLS, 0)
+}
+
+// TestCrashOutageLongerThanTransactionTimeout kills the job when a
+// checkpoint is complete and not committed yet, and keeps it down until
+// the broker has aborted the checkpoint's transaction at its timeout (2 s),
+// with SinkOptions.ReproduceAborted: every count must be committed
+// exactly once, reproduced records among them. Kills land at every point
+// in the runs after a restore too, the reproduction's among them.
+func TestCrashOutageLongerThanTransactionTimeout(t *testing.T) {
+	t.Parallel()
+	crashRunOver(t, crashtest.Options{Kills: crashtesting.Sized(3, 12), Points: []stream.ProbePoint{stream.ProbeMetadataWritten}}, "", 2*time.Second)
 }
 
 // TestCrashBeforeCommit kills the job only when a checkpoint is complete

@@ -99,15 +99,19 @@ func countJob(conn kafka.Conn, in, out, prefix string, par int, interval, delay 
 
 // countJobFrom is countJob reading with the source options in.
 func countJobFrom(in kafka.SourceOptions, out, prefix string, par int, interval, delay time.Duration) (*stream.Job, error) {
-	conn := in.Conn
+	return countJobInto(in, kafka.SinkOptions{Topic: out, TransactionalIDPrefix: prefix, TransactionTimeout: time.Minute}, par, interval, delay)
+}
+
+// countJobInto is countJob reading with the source options in and writing
+// with the sink options out, their Conn and CheckpointInterval set from
+// in's and interval.
+func countJobInto(in kafka.SourceOptions, out kafka.SinkOptions, par int, interval, delay time.Duration) (*stream.Job, error) {
 	src, err := kafka.NewSource(in, kafka.String())
 	if err != nil {
 		return nil, err
 	}
-	snk, err := kafka.NewSink(kafka.SinkOptions{
-		Conn: conn, Topic: out, TransactionalIDPrefix: prefix,
-		TransactionTimeout: time.Minute, CheckpointInterval: interval,
-	}, func(v string) (kafka.Message, error) {
+	out.Conn, out.CheckpointInterval = in.Conn, interval
+	snk, err := kafka.NewSink(out, func(v string) (kafka.Message, error) {
 		k, _, _ := strings.Cut(v, ":")
 		return kafka.Message{Key: []byte(k), Value: []byte(v)}, nil
 	})

@@ -139,6 +139,9 @@ func (s *Sink[T]) NewWriter(ctx context.Context, info sink.WriterInfo) (sink.Wri
 			info.Sink, t, 3*info.CheckpointInterval)
 	}
 	w := &writer[T]{s: s, info: info, logger: logger, prefix: s.prefix(info.Job, info.Sink)}
+	if s.opts.ReproduceAborted {
+		w.spans = &txnSpans{}
+	}
 	if len(w.prefix)+24 > 32767 {
 		return nil, fmt.Errorf("kafka: sink %q: transactional id prefix is too long", info.Sink)
 	}

@@ -107,7 +107,14 @@ func (c *committer[T]) Commit(ctx context.Context, cm sink.Committable) error {
 		if errors.Is(cause, sink.ErrFenced) {
 			return fmt.Errorf("%s: the broker aborted the transaction before it could be committed (coordinator answer %v): %w", where, answer, cause)
 		}
-		return sink.Permanent(fmt.Errorf("%s: the broker aborted the transaction before it could be committed (coordinator answer %v): its records are lost from the output. %w, then rerun the job from a savepoint or checkpoint taken before checkpoint %d to reproduce the lost records", where, answer, cause, cm.Checkpoint))
+		if c.s.opts.ReproduceAborted {
+			if err := c.reproduce(ctx, d, where); err != nil {
+				return err
+			}
+			c.s.setBusy(d.TxnID, false)
+			return nil
+		}
+		return sink.Permanent(fmt.Errorf("%s: the broker aborted the transaction before it could be committed (coordinator answer %v): its records are lost from the output. %w, then rerun the job from a savepoint or checkpoint taken before checkpoint %d to reproduce the lost records (a sink with SinkOptions.ReproduceAborted writes them again itself)", where, answer, cause, cm.Checkpoint))
 	}
 	return fmt.Errorf("%s: the coordinator answered %v while the transaction is not decided in the log yet; retrying", where, answer)
 }

@@ -145,6 +145,21 @@ type SinkOptions struct {
 	// a partition the topic does not have fails the checkpoint's
 	// transaction, which is aborted, as any produce error. Default false.
 	ManualPartitions bool
+	// ReproduceAborted lets a completed checkpoint's output survive an
+	// outage longer than TransactionTimeout: when the run that commits
+	// the checkpoint finds that the broker aborted its transaction at the
+	// timeout, it reads the transaction's records back from the log (an
+	// abort deletes nothing) and writes them again in a new transaction
+	// under the same transactional id, each with the header
+	// ReproducesHeader naming the transaction it reproduces; however many
+	// runs, restarts and zombies try, one reproduction commits. The output
+	// topic's retention must outlast the outage, and it must not be
+	// compacted (the cleaner removes aborted records). Costs a few offsets
+	// in each checkpoint and a lock per acknowledged record. Requires
+	// ExactlyOnce; not with Watermarks. See docs/kafka.md, "Outages longer
+	// than the transaction timeout". Default false: the commit fails with a
+	// permanent error saying the records are lost.
+	ReproduceAborted bool
 }
 
 // compressions maps SinkOptions.Compression to franz-go's codecs.
@@ -183,6 +198,8 @@ func (o *SinkOptions) validate() error {
 		{o.TransactionalIDPrefix != "" && !validPrefix.MatchString(o.TransactionalIDPrefix), "TransactionalIDPrefix", strconv.Quote(o.TransactionalIDPrefix),
 			"use letters, digits, '.', '_' and '-', at most 200 bytes"},
 		{o.Watermarks && o.Topic == "", "Watermarks", o.Watermarks, "set SinkOptions.Topic too: the watermarks go into every partition of that topic"},
+		{o.ReproduceAborted && o.Guarantee != ExactlyOnce, "ReproduceAborted", o.ReproduceAborted, "use it with Guarantee ExactlyOnce: only transactions are aborted"},
+		{o.ReproduceAborted && o.Watermarks, "ReproduceAborted", o.ReproduceAborted, "leave it off for a sink with Watermarks (a repartition topic of a job on a cluster): its control records cannot be reproduced yet"},
 		{o.Watermarks && o.Guarantee != ExactlyOnce, "Watermarks", o.Watermarks,
 			"use it with Guarantee ExactlyOnce: without transactions a watermark would be visible before the records it covers are safe, and a replay after a failure would arrive late downstream"},
 	}

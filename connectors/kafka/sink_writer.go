@@ -66,6 +66,9 @@ type writer[T any] struct {
 	// marks carries the input's watermark with SinkOptions.Watermarks;
 	// nil without.
 	marks *markWriter
+	// spans collects where the open transaction's records are, with
+	// SinkOptions.ReproduceAborted; nil without.
+	spans *txnSpans
 }
 
 // markWriter is what a writer with SinkOptions.Watermarks knows of its
@@ -313,6 +316,9 @@ func (w *writer[T]) Write(ctx context.Context, batch []T) error {
 
 // acked is the produce promise.
 func (w *writer[T]) acked(r *kgo.Record, err error) {
+	if err == nil && w.spans != nil {
+		w.spans.note(r)
+	}
 	if err == nil && w.haveEvidence.Load() {
 		// evidence was set before haveEvidence, and stays until Prepare,
 		// which runs once every acknowledgement is made.
@@ -409,6 +415,9 @@ func (w *writer[T]) Prepare(ctx context.Context, id checkpoint.ID) ([]byte, erro
 	}
 	if w.marks != nil {
 		c.Pin = w.s.pin.record()
+	}
+	if w.spans != nil {
+		c.Spans, c.Records = w.spans.take()
 	}
 	data, err := encodeCommittable(c)
 	if err != nil {

@@ -48,6 +48,11 @@ type committable struct {
 	// Watermarks partitions by (partitionPin); nil without Watermarks and
 	// in committables written before 2026-12.
 	Pin *pinRecord `json:"pin,omitempty"`
+	// Spans are the offsets of the transaction's records in each
+	// partition it wrote, and Records their number, with
+	// SinkOptions.ReproduceAborted (see reproduce.go); empty without.
+	Spans   []txnSpan `json:"spans,omitempty"`
+	Records int64     `json:"n,omitempty"`
 }
 
 // began returns c.Began as a time, zero when unknown.

@@ -125,22 +125,24 @@ type Window struct {
 
 // Sink is a sink; its kind selects which fields apply.
 type Sink struct {
-	Kind        string        `yaml:"kind" kind:"true" required:"true" enum:"kafka,postgres,file,sqlite" doc:"The kind of sink."`
-	Brokers     []string      `yaml:"brokers" kinds:"kafka" required:"kafka" example:"[\"localhost:9092\"]" doc:"Bootstrap brokers, host:port."`
-	Topic       string        `yaml:"topic" kinds:"kafka" required:"kafka" example:"orders-out" doc:"The topic to write; it must exist."`
-	Key         yamlconf.Text `yaml:"key" kinds:"kafka" type:"expression" example:"user" doc:"An expression giving each message's key (its text); default: no key."`
-	SASL        *SASL         `yaml:"sasl" kinds:"kafka" doc:"SASL authentication."`
-	TLS         *TLS          `yaml:"tls" kinds:"kafka" doc:"TLS to the brokers; absent: plaintext."`
-	DSN         string        `yaml:"dsn" kinds:"postgres" required:"postgres" example:"${DATABASE_URL}" doc:"The connection string; give the password through ${VAR}."`
-	Schema      string        `yaml:"schema" kinds:"postgres" default:"public" doc:"The schema of the table."`
-	Table       string        `yaml:"table" kinds:"postgres,sqlite" required:"postgres,sqlite" example:"orders" doc:"The target table, created when missing with one column per output field."`
-	Mode        string        `yaml:"mode" kinds:"postgres" default:"append" enum:"append,upsert" doc:"append inserts every record; upsert keeps the last record per primary_key."`
-	PrimaryKey  []string      `yaml:"primary_key" kinds:"postgres" example:"[key, window_start]" doc:"The output fields identifying a row, for mode upsert."`
-	Path        string        `yaml:"path" kinds:"sqlite" required:"sqlite" example:"out/orders.db" doc:"The SQLite database file, created when missing (a relative path is relative to the pipeline file's directory)."`
-	Dir         string        `yaml:"dir" kinds:"file" required:"file" example:"out" doc:"The directory of the output files (one per subtask and checkpoint, visible once committed), created when missing; a relative path is relative to the pipeline file's directory."`
-	Prefix      string        `yaml:"prefix" kinds:"file" default:"part" doc:"The start of the output files' names."`
-	Format      string        `yaml:"format" kinds:"file,kafka" default:"json" enum:"json,csv" doc:"How a record is written: a JSON object, or a CSV line of the fields in order."`
-	Parallelism int           `yaml:"parallelism" doc:"Parallel subtasks of the sink; 0: the pipeline's parallelism."`
+	Kind               string        `yaml:"kind" kind:"true" required:"true" enum:"kafka,postgres,file,sqlite" doc:"The kind of sink."`
+	Brokers            []string      `yaml:"brokers" kinds:"kafka" required:"kafka" example:"[\"localhost:9092\"]" doc:"Bootstrap brokers, host:port."`
+	Topic              string        `yaml:"topic" kinds:"kafka" required:"kafka" example:"orders-out" doc:"The topic to write; it must exist."`
+	Key                yamlconf.Text `yaml:"key" kinds:"kafka" type:"expression" example:"user" doc:"An expression giving each message's key (its text); default: no key."`
+	SASL               *SASL         `yaml:"sasl" kinds:"kafka" doc:"SASL authentication."`
+	TLS                *TLS          `yaml:"tls" kinds:"kafka" doc:"TLS to the brokers; absent: plaintext."`
+	TransactionTimeout time.Duration `yaml:"transaction_timeout" kinds:"kafka" default:"15m" doc:"The producer's transaction.timeout.ms: the broker aborts a transaction still open this long after it began; at least 3 checkpoint intervals, at most the brokers' transaction.max.timeout.ms. An outage longer than it between a checkpoint and its commit loses the checkpoint's output unless reproduce_aborted is set."`
+	ReproduceAborted   bool          `yaml:"reproduce_aborted" kinds:"kafka" doc:"When the broker aborted a completed checkpoint's transaction at its timeout (an outage), write its records again, read back from the topic, and commit them once, each with the header exactly-reproduces; the topic's retention must outlast the outage and it must not be compacted (docs/kafka.md)."`
+	DSN                string        `yaml:"dsn" kinds:"postgres" required:"postgres" example:"${DATABASE_URL}" doc:"The connection string; give the password through ${VAR}."`
+	Schema             string        `yaml:"schema" kinds:"postgres" default:"public" doc:"The schema of the table."`
+	Table              string        `yaml:"table" kinds:"postgres,sqlite" required:"postgres,sqlite" example:"orders" doc:"The target table, created when missing with one column per output field."`
+	Mode               string        `yaml:"mode" kinds:"postgres" default:"append" enum:"append,upsert" doc:"append inserts every record; upsert keeps the last record per primary_key."`
+	PrimaryKey         []string      `yaml:"primary_key" kinds:"postgres" example:"[key, window_start]" doc:"The output fields identifying a row, for mode upsert."`
+	Path               string        `yaml:"path" kinds:"sqlite" required:"sqlite" example:"out/orders.db" doc:"The SQLite database file, created when missing (a relative path is relative to the pipeline file's directory)."`
+	Dir                string        `yaml:"dir" kinds:"file" required:"file" example:"out" doc:"The directory of the output files (one per subtask and checkpoint, visible once committed), created when missing; a relative path is relative to the pipeline file's directory."`
+	Prefix             string        `yaml:"prefix" kinds:"file" default:"part" doc:"The start of the output files' names."`
+	Format             string        `yaml:"format" kinds:"file,kafka" default:"json" enum:"json,csv" doc:"How a record is written: a JSON object, or a CSV line of the fields in order."`
+	Parallelism        int           `yaml:"parallelism" doc:"Parallel subtasks of the sink; 0: the pipeline's parallelism."`
 }
 
 // Checkpoint configures checkpoints.

@@ -1,0 +1,113 @@
+package kafka_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/exactlyonce/exactly/connectors/kafka"
+	"github.com/exactlyonce/exactly/internal/kafkatest"
+	"github.com/exactlyonce/exactly/internal/testenv"
+	"github.com/exactlyonce/exactly/sink"
+)
+
+// TestReproduceAbortedTransaction: a checkpoint's transaction is prepared
+// and its process stops before the commit (an outage); the broker aborts
+// the transaction at its timeout (3 s). Then a committer without
+// SinkOptions.ReproduceAborted fails with the permanent "records are lost"
+// error; a new owner's committer with it commits the checkpoint: every
+// record once, each with the ReproducesHeader; the commit sent again (a
+// restart after the reproduction) and the previous owner's committer (a
+// zombie back after the outage) reproduce nothing more.
+func TestReproduceAbortedTransaction(t *testing.T) {
+	t.Parallel()
+	brokers := testenv.Kafka(t)
+	adm := kafkatest.Admin(t, brokers)
+	topic, prefix := kafkatest.UniqueName("reproduce"), kafkatest.UniqueName("reproduce-txn")
+	kafkatest.CreateTopic(t, adm, topic, 3)
+	ctx := context.Background()
+	newSink := func(reproduce bool) *kafka.Sink[string] {
+		s, err := kafka.NewSink(kafka.SinkOptions{Conn: kafka.Conn{Brokers: []string{brokers}}, Topic: topic, TransactionalIDPrefix: prefix,
+			TransactionTimeout: 3 * time.Second, ReproduceAborted: reproduce},
+			func(v string) (kafka.Message, error) { return kafka.Message{Key: []byte(v), Value: []byte(v)}, nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	first := newSink(true)
+	zombie, err := first.NewCommitter(ctx, sink.CommitterInfo{Job: "t", Sink: "out", Owner: sink.Owner{Incarnation: "inc", Epoch: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zombie.Close()
+	w, err := first.NewWriter(ctx, sink.WriterInfo{Job: "t", Sink: "out", Subtask: 0, Parallelism: 1, CheckpointInterval: 500 * time.Millisecond,
+		Owner: sink.Owner{Incarnation: "inc", Epoch: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var want []string
+	for i := range 40 {
+		want = append(want, fmt.Sprintf("v%02d", i))
+	}
+	data, err := writeAndPrepare(ctx, w, 1, want...)
+	if err != nil || data == nil {
+		t.Fatalf("prepare: %q, %v", data, err)
+	}
+	cm := sink.Committable{Checkpoint: 1, Subtask: 0, Data: data}
+
+	// The outage: nothing commits until the broker has aborted the
+	// transaction at its timeout.
+	kafkatest.WaitFor(t, time.Minute, "the broker aborting the transaction at its timeout", func() bool {
+		txns, err := adm.ListTransactions(ctx, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var states []string
+		txns.Each(func(lt kadm.ListedTransaction) {
+			if strings.HasPrefix(lt.TxnID, prefix) {
+				states = append(states, lt.State)
+			}
+		})
+		return len(states) > 0 && !slices.Contains(states, "Ongoing") && !slices.Contains(states, "PrepareAbort")
+	})
+
+	err = committer(t, newSink(false)).Commit(ctx, cm)
+	t.Logf("without ReproduceAborted: %v", err)
+	if err == nil || !sink.IsPermanent(err) || !strings.Contains(err.Error(), "records are lost") || !strings.Contains(err.Error(), "ReproduceAborted") {
+		t.Fatalf("commit without ReproduceAborted: %v; want the permanent error that the records are lost, naming the option", err)
+	}
+
+	c := committer(t, newSink(true))
+	if err := c.Commit(ctx, cm); err != nil {
+		t.Fatalf("commit with ReproduceAborted: %v", err)
+	}
+	if err := c.Commit(ctx, cm); err != nil {
+		t.Fatalf("the commit sent again: %v", err)
+	}
+	if err := zombie.Commit(ctx, cm); err != nil {
+		t.Fatalf("the previous owner's commit after the outage: %v", err)
+	}
+	recs := kafkatest.ReadCommitted(t, brokers, topic, len(want), 30*time.Second)
+	var got []string
+	for _, r := range recs {
+		got = append(got, string(r.Value))
+		tagged := false
+		for _, h := range r.Headers {
+			tagged = tagged || h.Key == kafka.ReproducesHeader && strings.HasPrefix(string(h.Value), prefix)
+		}
+		if !tagged {
+			t.Errorf("record %q has no %s header naming the transaction: %v", r.Value, kafka.ReproducesHeader, r.Headers)
+		}
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("committed %d records %v, want each of %d once", len(got), got, len(want))
+	}
+}
