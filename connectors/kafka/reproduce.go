@@ -178,15 +178,22 @@ func (c *committer[T]) reproduce(ctx context.Context, d committable, where strin
 func (c *committer[T]) reproduced(ctx context.Context, d committable) (bool, error) {
 	from := max(d.Offset, d.Last) + 1
 	want := reproducesValue(d)
-	var found []committable // the first record of each reproduction attempt
-	seen := map[int64]bool{}
+	// The first record of each reproduction attempt. Every attempt runs
+	// under the same transactional id, so the same producer id: each took
+	// the id anew, so each has an epoch of its own.
+	var found []committable
+	type identity struct {
+		pid   int64
+		epoch int16
+	}
+	seen := map[identity]bool{}
 	err := c.readUncommitted(ctx, []txnSpan{{Topic: d.Topic, Partition: d.Partition, First: from, Last: -1}}, func(r *kgo.Record) {
-		if seen[r.ProducerID] {
+		if seen[identity{r.ProducerID, r.ProducerEpoch}] {
 			return
 		}
 		for _, h := range r.Headers {
 			if h.Key == ReproducesHeader && string(h.Value) == want {
-				seen[r.ProducerID] = true
+				seen[identity{r.ProducerID, r.ProducerEpoch}] = true
 				found = append(found, committable{TxnID: d.TxnID, ProducerID: r.ProducerID, Epoch: r.ProducerEpoch,
 					Topic: r.Topic, Partition: r.Partition, Offset: r.Offset})
 			}

@@ -2,6 +2,7 @@ package kafka_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactlyonce/exactly/connectors/kafka"
 	"github.com/exactlyonce/exactly/internal/kafkatest"
@@ -23,7 +25,9 @@ import (
 // error; a new owner's committer with it commits the checkpoint: every
 // record once, each with the ReproducesHeader; the commit sent again (a
 // restart after the reproduction) and the previous owner's committer (a
-// zombie back after the outage) reproduce nothing more.
+// zombie back after the outage) reproduce nothing more. A reproduction
+// killed before its commit (its transaction open, its records written)
+// neither counts nor blocks: the next takes the id, which aborts it.
 func TestReproduceAbortedTransaction(t *testing.T) {
 	t.Parallel()
 	brokers := testenv.Kafka(t)
@@ -82,6 +86,31 @@ func TestReproduceAbortedTransaction(t *testing.T) {
 	t.Logf("without ReproduceAborted: %v", err)
 	if err == nil || !sink.IsPermanent(err) || !strings.Contains(err.Error(), "records are lost") || !strings.Contains(err.Error(), "ReproduceAborted") {
 		t.Fatalf("commit without ReproduceAborted: %v; want the permanent error that the records are lost, naming the option", err)
+	}
+
+	// A reproduction killed before its commit: its records, with the
+	// header, in a transaction left open under the id.
+	var d struct {
+		TxnID     string `json:"txn"`
+		Pid       int64  `json:"pid"`
+		Epoch     int16  `json:"epoch"`
+		Partition int32  `json:"part"`
+	}
+	if err := json.Unmarshal(cm.Data, &d); err != nil {
+		t.Fatal(err)
+	}
+	dying, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.TransactionalID(d.TxnID), kgo.TransactionTimeout(time.Minute),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dying.Close()
+	if err := dying.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	header := kgo.RecordHeader{Key: kafka.ReproducesHeader, Value: []byte(fmt.Sprintf("%s/%d/%d", d.TxnID, d.Pid, d.Epoch))}
+	if err := dying.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: d.Partition, Value: []byte("v00"), Headers: []kgo.RecordHeader{header}}).FirstErr(); err != nil {
+		t.Fatal(err)
 	}
 
 	c := committer(t, newSink(true))
