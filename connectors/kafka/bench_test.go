@@ -44,7 +44,7 @@ func benchJob(b *testing.B, brokers, in, out string, g kafka.Guarantee, bounded 
 		b.Fatal(err)
 	}
 	snk, err := kafka.NewSink(kafka.SinkOptions{Conn: kafka.Conn{Brokers: []string{brokers}}, Topic: out, Guarantee: g,
-		TransactionalIDPrefix: kafkatest.UniqueName("bench-txn"), TransactionTimeout: time.Minute},
+		TransactionalIDPrefix: kafkatest.UniqueName("bench-txn"), TransactionTimeout: time.Minute, ReproduceAborted: *benchReproduce && g == kafka.ExactlyOnce},
 		func(v []byte) (kafka.Message, error) { return kafka.Message{Value: v}, nil })
 	if err != nil {
 		b.Fatal(err)
@@ -245,6 +245,10 @@ func benchLatency(b *testing.B, brokers string, g kafka.Guarantee, shape benchSh
 // benchIntervalBacklog sizes BenchmarkIntervals' backlog: long enough that
 // a 1 s interval makes several checkpoints.
 var benchIntervalBacklog = flag.Int("bench.backlog", 6_000_000, "BenchmarkIntervals: records of the throughput phase")
+
+// benchReproduce sets SinkOptions.ReproduceAborted on the exactly-once
+// sinks of the benchmarks, to measure what it costs.
+var benchReproduce = flag.Bool("bench.reproduce", false, "exactly-once sinks with SinkOptions.ReproduceAborted")
 
 // BenchmarkIntervals measures exactly-once Kafka → map → Kafka and Kafka →
 // keyed count → Kafka at checkpoint intervals of 1 s, 100 ms and 25 ms
