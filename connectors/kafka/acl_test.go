@@ -98,3 +98,55 @@ func TestMinimalACLs(t *testing.T) {
 		t.Errorf("the group's committed offsets add up to %d, want %d (every input record)", at, keys*perKey)
 	}
 }
+
+// TestReadBackNeedsRead: a commit sent again after a restart, whose answer
+// says the transaction ended, reads the outcome back from the output
+// topic, which needs Read on it: without that ACL the commit fails with
+// the permanent error naming it; with it, the commit finds the
+// transaction committed.
+func TestReadBackNeedsRead(t *testing.T) {
+	t.Parallel()
+	brokers := testenv.Kafka(t)
+	adm := kafkatest.Admin(t, brokers)
+	name := kafkatest.UniqueName("readback")
+	user := kafkatest.NewSCRAMUser(t, adm, name)
+	out, prefix := name+"-out", name+"-txn"
+	kafkatest.CreateTopic(t, adm, out, 1)
+	principal := "User:" + user.User
+	kafkatest.Grant(t, adm, kadm.NewACLs().Allow(principal).AllowHosts().Topics(out).Operations(kadm.OpWrite))
+	kafkatest.Grant(t, adm, kadm.NewACLs().Allow(principal).AllowHosts().TransactionalIDs(prefix).ResourcePatternType(kadm.ACLPatternPrefixed).Operations(kadm.OpWrite))
+	ctx := context.Background()
+	s, err := kafka.NewSink(kafka.SinkOptions{Conn: saslConn(user), Topic: out, TransactionalIDPrefix: prefix, TransactionTimeout: time.Minute},
+		func(v string) (kafka.Message, error) { return kafka.Message{Value: []byte(v)}, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.NewWriter(ctx, sink.WriterInfo{Job: "t", Sink: "out", Subtask: 0, Parallelism: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	data, err := writeAndPrepare(ctx, w, 1, "a", "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := sink.Committable{Checkpoint: 1, Subtask: 0, Data: data}
+	if err := committer(t, s).Commit(ctx, cm); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	// A new process: it fences the earlier owners' idle ids (their epochs
+	// bumped), then sends the restored commit again.
+	restarted := committer(t, s)
+	if err := restarted.Fence(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	err = restarted.Commit(ctx, cm)
+	t.Log(err)
+	if err == nil || !sink.IsPermanent(err) || !strings.Contains(err.Error(), "grant it the ACL Read on topic "+out) {
+		t.Fatalf("the commit sent again without Read on the topic: %v; want the permanent error naming the ACL", err)
+	}
+	kafkatest.Grant(t, adm, kadm.NewACLs().Allow(principal).AllowHosts().Topics(out).Operations(kadm.OpRead))
+	if err := committer(t, s).Commit(ctx, cm); err != nil {
+		t.Fatalf("the commit sent again with Read on the topic: %v", err)
+	}
+}

@@ -125,6 +125,9 @@ func (c *committer[T]) reproduce(ctx context.Context, d committable, where strin
 		return fmt.Errorf("%s: taking the transactional id to reproduce the aborted transaction: %w", where, c.s.opts.Conn.explain(err))
 	}
 	done, err := c.reproduced(ctx, d)
+	if refused := c.s.opts.Conn.refused(err, "Read", "topic "+d.Topic); refused != nil {
+		return fmt.Errorf("%s: reproducing the aborted transaction reads its records back: %w", where, refused)
+	}
 	if err != nil {
 		return fmt.Errorf("%s: looking for a committed reproduction of the aborted transaction: %w", where, err)
 	}
@@ -133,6 +136,9 @@ func (c *committer[T]) reproduce(ctx context.Context, d committable, where strin
 		return nil
 	}
 	recs, err := c.abortedRecords(ctx, d)
+	if refused := c.s.opts.Conn.refused(err, "Read", "the output topics"); refused != nil {
+		return fmt.Errorf("%s: reproducing the aborted transaction reads its records back: %w", where, refused)
+	}
 	if err != nil {
 		if errors.Is(err, errOutcomeGone) {
 			return sink.Permanent(fmt.Errorf("%s: the broker aborted the transaction and its records cannot be read back to reproduce it: %w; the output topic's retention (retention.ms) must outlast the outage, and the topic must not be compacted. Rerun the job from a savepoint or checkpoint taken before it to reproduce the lost records", where, err))

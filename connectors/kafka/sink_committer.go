@@ -89,6 +89,9 @@ func (c *committer[T]) Commit(ctx context.Context, cm sink.Committable) error {
 	if errors.Is(err, errOutcomeGone) {
 		return sink.Permanent(fmt.Errorf("%s: the coordinator answered %v and the outcome cannot be read back: %w; inspect the transaction with kafka-transactions.sh describe --transactional-id %s (docs/kafka.md, manual recovery)", where, answer, err, d.TxnID))
 	}
+	if refused := c.s.opts.Conn.refused(err, "Read", "topic "+d.Topic); refused != nil {
+		return fmt.Errorf("%s: the coordinator answered %v, and the transaction's outcome must be read from the log: %w", where, answer, refused)
+	}
 	if err != nil {
 		return fmt.Errorf("%s: the coordinator answered %v, and reading the transaction's outcome from the log failed; retrying: %w", where, answer, err)
 	}
