@@ -213,8 +213,24 @@ func (a *txnAdmin) fence(ctx context.Context, txnID string) error {
 // (KIP-360): it then bumps the epoch and aborts c's transaction. When
 // another producer has bumped the epoch since (a newer owner, a broker
 // timeout), it changes nothing and returns the coordinator's error code.
+//
+// Under transaction protocol 1 the coordinator answers the first request
+// CONCURRENT_TRANSACTIONS while the abort it began is written, having
+// bumped the epoch already; the retry, which still expects the old epoch,
+// is then answered PRODUCER_FENCED. That fencing is this request's own
+// when the id's producer is still c's, one epoch later, and no
+// transaction is open: it returns 0 then. (Another producer's
+// InitProducerID in between would have bumped the epoch again.)
 func (a *txnAdmin) abortIfCurrent(ctx context.Context, c committable) (int16, error) {
-	return a.initProducerID(ctx, c.TxnID, c.ProducerID, c.Epoch)
+	code, busy, err := a.initProducerIDSeen(ctx, c.TxnID, c.ProducerID, c.Epoch)
+	if err == nil && busy && fencedOrInvalid(code) {
+		ds, derr := kadm.NewClient(a.cl).DescribeTransactions(ctx, c.TxnID)
+		if d, ok := ds[c.TxnID]; derr == nil && ok && d.Err == nil &&
+			d.ProducerID == c.ProducerID && d.ProducerEpoch == c.Epoch+1 && !openState(d.State) {
+			return 0, nil
+		}
+	}
+	return code, err
 }
 
 // initProducerID sends InitProducerID for txnID with the expected producer
@@ -222,8 +238,17 @@ func (a *txnAdmin) abortIfCurrent(ctx context.Context, c committable) (int16, er
 // the error code of a non-retriable answer, or an error when the request
 // failed.
 func (a *txnAdmin) initProducerID(ctx context.Context, txnID string, pid int64, epoch int16) (int16, error) {
-	var code int16
-	err := a.retrying(ctx, func() (bool, error) {
+	code, _, err := a.initProducerIDSeen(ctx, txnID, pid, epoch)
+	return code, err
+}
+
+// initProducerIDSeen is initProducerID; busy reports that an answer before
+// the last was CONCURRENT_TRANSACTIONS.
+func (a *txnAdmin) initProducerIDSeen(ctx context.Context, txnID string, pid int64, epoch int16) (code int16, busy bool, err error) {
+	err = a.retrying(ctx, func() (bool, error) {
+		if kerr.ErrorForCode(code) == kerr.ConcurrentTransactions {
+			busy = true
+		}
 		req := kmsg.NewPtrInitProducerIDRequest()
 		req.TransactionalID = &txnID
 		req.TransactionTimeoutMillis = int32(a.timeout.Milliseconds())
@@ -237,9 +262,9 @@ func (a *txnAdmin) initProducerID(ctx context.Context, txnID string, pid int64, 
 		return retriable(code), kerr.ErrorForCode(code)
 	})
 	if pid >= 0 && code != 0 && !retriable(code) {
-		return code, nil
+		return code, busy, nil
 	}
-	return code, err
+	return code, busy, err
 }
 
 // retrying runs op until it succeeds, fails for good, or a.retry passes.
