@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -37,6 +38,109 @@ func BenchmarkKafkaIntervals(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkKafkaVisibility measures the visibility latency of Kafka →
+// PostgreSQL in each commit mode at checkpoint intervals of 1 s and 100 ms
+// (issue 33): records produced at 10,000/s for 8 s, each carrying its
+// produce time, and a reader that marks the rows that became visible every
+// 5 ms (UPDATE … SET seen … RETURNING, which sees committed rows only),
+// taking now minus the produce time of each; p50 and p99.
+//
+//	go test -run '^$' -bench KafkaVisibility -benchtime 1x ./connectors/postgres/
+func BenchmarkKafkaVisibility(b *testing.B) {
+	brokers := testenv.Kafka(b)
+	for _, mode := range modes {
+		for _, interval := range []time.Duration{time.Second, 100 * time.Millisecond} {
+			b.Run(fmt.Sprintf("%v/%v", mode, interval), func(b *testing.B) {
+				for range b.N {
+					p50, p99 := benchKafkaVisibility(b, brokers, mode, interval)
+					b.ReportMetric(float64(p50.Milliseconds()), "p50-ms")
+					b.ReportMetric(float64(p99.Milliseconds()), "p99-ms")
+				}
+			})
+		}
+	}
+}
+
+// benchKafkaVisibility runs one visibility measurement.
+func benchKafkaVisibility(b *testing.B, brokers string, mode CommitMode, interval time.Duration) (p50, p99 time.Duration) {
+	const rate, span = 10_000, 8 * time.Second
+	adm := kafkatest.Admin(b, brokers)
+	in := kafkatest.UniqueName("pglat-in")
+	kafkatest.CreateTopic(b, adm, in, 4)
+	b.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), in) })
+	conn := db(b)
+	table := "bench_lat_" + mode.String()
+	opts := freshTable(b, conn, table, mode)
+	opts.CreateTable = false
+	if _, err := conn.Exec(context.Background(), "CREATE TABLE "+table+" (id bigint, name text, seen boolean NOT NULL DEFAULT false)"); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _, _ = conn.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
+	snk := newTestSink(b, opts)
+	src, err := kafka.NewSource(kafka.SourceOptions{Conn: kafka.Conn{Brokers: []string{brokers}}, Topics: []string{in}}, kafka.Bytes())
+	if err != nil {
+		b.Fatal(err)
+	}
+	j := stream.New("test")
+	rows := stream.Map(stream.Source(j, "in", src, stream.Parallelism(2)), func(r kafka.Record[[]byte]) rec {
+		ns, _ := strconv.ParseInt(string(r.Value), 10, 64)
+		return rec{ID: ns, Name: "n"} // id: the produce time, in ns
+	})
+	stream.SinkTo(rows, testSinks[0], snk, stream.Parallelism(2))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- j.Run(ctx, stream.Options{CheckpointDir: filepath.Join(b.TempDir(), "ckpt"), CheckpointInterval: interval})
+	}()
+	time.Sleep(2 * time.Second) // let the job start
+	total := int(rate * span.Seconds())
+	go func() {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.DefaultProduceTopic(in), kgo.ProducerLinger(0))
+		if err != nil {
+			return
+		}
+		defer cl.Close()
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for sent := 0; sent < total; {
+			<-tick.C
+			for range rate / 100 {
+				cl.Produce(ctx, &kgo.Record{Value: []byte(strconv.FormatInt(time.Now().UnixNano(), 10))}, nil)
+				sent++
+			}
+		}
+		cl.Flush(ctx)
+	}()
+	var lat []time.Duration
+	deadline := time.Now().Add(span + time.Minute)
+	for len(lat) < total && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+		rs, err := conn.Query(ctx, "UPDATE "+table+" SET seen = true WHERE NOT seen RETURNING id")
+		if err != nil {
+			b.Fatal(err)
+		}
+		now := time.Now()
+		for rs.Next() {
+			var ns int64
+			if err := rs.Scan(&ns); err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, now.Sub(time.Unix(0, ns)))
+		}
+		if err := rs.Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cancel()
+	<-done
+	if len(lat) < total {
+		b.Fatalf("%d of %d rows became visible", len(lat), total)
+	}
+	slices.Sort(lat)
+	return lat[len(lat)/2], lat[len(lat)*99/100]
 }
 
 // benchKafkaToPostgres writes backlog records to a new topic, runs the
