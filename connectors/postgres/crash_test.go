@@ -127,7 +127,7 @@ func crashTest(t *testing.T, name string, mode CommitMode, dsn func(testing.TB) 
 	}
 	testenv.Exclusive(t, testenv.PostgresService)
 	conn := db(t)
-	dropTables(t, conn, name+"_events", name+"_totals")
+	dropTables(t, conn, append(sinkKeys(name+"_events", name, "events"), sinkKeys(name+"_totals", name, "latest")...), name+"_events", name+"_totals")
 	// Every run is a new incarnation of the job: forget the last run's.
 	forgetSinks(t, conn, "public", name+"_events", name, "events")
 	forgetSinks(t, conn, "public", name+"_totals", name, "latest")

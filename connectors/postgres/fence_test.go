@@ -144,7 +144,7 @@ func TestRerunLostStagingIsNotCommitted(t *testing.T) {
 	c := committerOf(t, s, "out", rerun, true, 0)
 	cm := writePrepare(t, newOwnedWriter(t, s, "out", 0, rerun), 0, 1, recs(100, 102))
 	cm.Incarnation = rerun.Incarnation
-	dropTables(t, conn) // someone drops the staging table
+	dropTables(t, conn, sinkKeys(table, "test", "out")) // someone drops the staging table
 	err := c.Commit(ctx, cm)
 	t.Logf("Commit: %v", err)
 	if !sink.IsPermanent(err) || !strings.Contains(err.Error(), testOwner.Incarnation) || !strings.Contains(err.Error(), rerun.Incarnation) {

@@ -36,38 +36,62 @@ func db(t testing.TB) *pgx.Conn {
 	return conn
 }
 
-// dropTables rolls back the prepared transactions earlier test runs left
-// (they lock the tables), then drops the tables and every staging table
-// (the tests run one at a time).
-func dropTables(t testing.TB, conn *pgx.Conn, tables ...string) {
+// dropTables drops tables after rolling back the prepared transactions
+// and dropping the staging tables of the sinks with keys (sinkKeys), which
+// earlier runs left: a prepared transaction locks its table. Only those:
+// the tests of other packages use the same server at the same time. (It
+// used to roll back every prepared transaction and drop every staging
+// table of the server: a cluster test in CI lost the staging tables of its
+// PostgreSQL sink's prepared checkpoints to it, and failed with "the
+// prepared rows are gone".)
+func dropTables(t testing.TB, conn *pgx.Conn, keys []string, tables ...string) {
 	t.Helper()
 	ctx := context.Background()
-	rows, err := conn.Query(ctx, "SELECT gid FROM pg_prepared_xacts WHERE database = current_database() AND starts_with(gid, $1)", gidPrefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
+	var gids, staging []string
+	for _, key := range keys {
+		rows, err := conn.Query(ctx, "SELECT gid FROM pg_prepared_xacts WHERE database = current_database() AND starts_with(gid, $1)", gidPrefix+key+":")
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		gids = append(gids, g...)
+		rows, err = conn.Query(ctx, "SELECT relname::text FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relkind = 'r' AND starts_with(relname, $1)", stagingPrefix+key+"_")
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		staging = append(staging, st...)
 	}
 	for _, g := range gids {
 		if err := rollbackPrepared(ctx, conn, g); err != nil {
 			t.Fatal(err)
 		}
 	}
-	rows, err = conn.Query(ctx, "SELECT relname::text FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relkind = 'r' AND starts_with(relname, $1)", stagingPrefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	staging, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, tb := range append(tables, staging...) {
 		if _, err := conn.Exec(ctx, "DROP TABLE IF EXISTS "+quoteIdent(tb)); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// sinkKeys returns the keys of the sinks of job on public.table.
+func sinkKeys(table, job string, sinks ...string) []string {
+	return sinkKeysIn("public", table, job, sinks...)
+}
+
+// sinkKeysIn returns the keys of the sinks of job on schema.table.
+func sinkKeysIn(schema, table, job string, sinks ...string) []string {
+	var keys []string
+	for _, name := range sinks {
+		keys = append(keys, (&core{table: schema + "." + table}).sinkKey(job, name))
+	}
+	return keys
 }
 
 // testSinks are the sink names the tests use with job "test".
@@ -80,10 +104,7 @@ var testOwner = sink.Owner{Incarnation: "test-incarnation", Epoch: 1}
 // for the sinks of job on schema.table.
 func forgetSinks(t testing.TB, conn *pgx.Conn, schema, table, job string, sinks ...string) {
 	t.Helper()
-	var keys []string
-	for _, name := range sinks {
-		keys = append(keys, (&core{table: schema + "." + table}).sinkKey(job, name))
-	}
+	keys := sinkKeysIn(schema, table, job, sinks...)
 	for _, tb := range []string{progressTable, ownerTable} {
 		q := pgx.Identifier{schema, tb}.Sanitize()
 		var exists bool
@@ -103,7 +124,7 @@ func forgetSinks(t testing.TB, conn *pgx.Conn, schema, table, job string, sinks 
 // progress and owners, and returns options for it.
 func freshTable(t testing.TB, conn *pgx.Conn, table string, mode CommitMode) Options {
 	t.Helper()
-	dropTables(t, conn, table)
+	dropTables(t, conn, sinkKeys(table, "test", testSinks...), table)
 	forgetSinks(t, conn, "public", table, "test", testSinks...)
 	return Options{
 		DSN:         testenv.Postgres(t),

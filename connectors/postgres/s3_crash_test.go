@@ -86,7 +86,7 @@ func crashOnObjectStorage(t *testing.T, name string, secured bool) {
 	testenv.Exclusive(t, testenv.S3Service) // the S3 server restarts under it
 	_ = testenv.S3(t)                       // skips without the S3 server before anything is set up
 	conn := db(t)
-	dropTables(t, conn, name+"_events", name+"_totals")
+	dropTables(t, conn, append(sinkKeys(name+"_events", name, "events"), sinkKeys(name+"_totals", name, "latest")...), name+"_events", name+"_totals")
 	forgetSinks(t, conn, "public", name+"_events", name, "events")
 	forgetSinks(t, conn, "public", name+"_totals", name, "latest")
 	location := s3test.Location(t, "pgcrash")
