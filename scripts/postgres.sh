@@ -214,20 +214,23 @@ enable_tls() {
 	make_tls
 	make_client_ca
 	write_hba
-	if [[ -z $(psql_admin -tAc "SELECT 1 FROM pg_roles WHERE rolname = '$tls_user'") ]]; then
-		psql_admin -c "CREATE ROLE $tls_user LOGIN PASSWORD '$password'" >&2
-	fi
 	if [[ -z $(psql_admin -tAc "SELECT 1 FROM pg_roles WHERE rolname = '$cert_user'") ]]; then
 		psql_admin -c "CREATE ROLE $cert_user LOGIN" >&2
 	fi
-	# The two roles share the public schema's tables (the sinks' progress
-	# and owner tables among them) whichever creates them, and the plain
-	# role may drop the TLS role's tables (it is a member).
-	psql_admin -d "$database" -c "GRANT ALL ON SCHEMA public TO $tls_user" \
-		-c "GRANT CREATE ON DATABASE $database TO $tls_user" -c "GRANT $tls_user TO $user" \
-		-c "GRANT ALL ON ALL TABLES IN SCHEMA public TO $tls_user" \
-		-c "ALTER DEFAULT PRIVILEGES FOR ROLE $user IN SCHEMA public GRANT ALL ON TABLES TO $tls_user" \
-		-c "ALTER DEFAULT PRIVILEGES FOR ROLE $tls_user IN SCHEMA public GRANT ALL ON TABLES TO $user" >&2
+	# Once, when the TLS role is created: the two roles share the public
+	# schema's tables (the sinks' progress and owner tables among them)
+	# whichever creates them, and the plain role may drop the TLS role's
+	# tables (it is a member). Not at every start: a restart under a
+	# running job (the torture suite's) met "tuple concurrently deleted"
+	# in GRANT … ON ALL TABLES while the job dropped a staging table.
+	if [[ -z $(psql_admin -tAc "SELECT 1 FROM pg_roles WHERE rolname = '$tls_user'") ]]; then
+		psql_admin -c "CREATE ROLE $tls_user LOGIN PASSWORD '$password'" >&2
+		psql_admin -d "$database" -c "GRANT ALL ON SCHEMA public TO $tls_user" \
+			-c "GRANT CREATE ON DATABASE $database TO $tls_user" -c "GRANT $tls_user TO $user" \
+			-c "GRANT ALL ON ALL TABLES IN SCHEMA public TO $tls_user" \
+			-c "ALTER DEFAULT PRIVILEGES FOR ROLE $user IN SCHEMA public GRANT ALL ON TABLES TO $tls_user" \
+			-c "ALTER DEFAULT PRIVILEGES FOR ROLE $tls_user IN SCHEMA public GRANT ALL ON TABLES TO $user" >&2
+	fi
 	psql_admin -c "ALTER SYSTEM SET ssl = on" -c "ALTER SYSTEM SET ssl_cert_file = '$tls/server.crt'" \
 		-c "ALTER SYSTEM SET ssl_key_file = '$tls/server.key'" -c "ALTER SYSTEM SET ssl_ca_file = '$tls/client-ca.crt'" \
 		-c "SELECT pg_reload_conf()" >/dev/null
