@@ -94,7 +94,7 @@ start_faults() {
 		KAFKA_PROXY_PORT=$((29095 + offset)) \
 		KAFKA_JARS="${KAFKA_DIR:-$PWD/.tmp/kafka}/jars-${KAFKA_VERSION:-4.1.1}"
 	start_service postgres "$prefix" POSTGRES_PORT=$((25432 + offset)) EXACTLY_POSTGRES_DATA="$dir/postgres"
-	start_service s3 "$prefix" S3_PORT=$((27070 + offset)) S3_DIR="$dir/s3" \
+	start_service s3 "$prefix" S3_PORT=$((27070 + offset)) S3_DIR="$dir/s3" S3_TLS_PORT=off \
 		S3_BIN="${S3_DIR:-$PWD/.tmp/s3}/bin/versitygw"
 }
 start_faults FAULTS 100
