@@ -30,33 +30,10 @@ import (
 func TestNoSecretInLogsOrErrors(t *testing.T) {
 	brokers := testenv.Kafka(t)
 	adminDSN := testenv.Postgres(t)
-	ctx := context.Background()
 	saslSecret, pgSecret, wrongSecret := "sasl-"+random(t), "pg-"+random(t), "wrong-"+random(t)
 	role, table := "scan_"+random(t)[:8], "scan_"+random(t)[:8]
 
-	admin, err := pgx.Connect(ctx, adminDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { admin.Close(context.Background()) })
-	for _, q := range []string{
-		"CREATE ROLE " + role + " LOGIN PASSWORD '" + pgSecret + "'",
-		"CREATE SCHEMA " + role,
-		"GRANT ALL ON SCHEMA " + role + " TO " + role,
-		"CREATE TABLE " + role + "." + table + " (v bigint CONSTRAINT v_small CHECK (v < 5))",
-		"GRANT ALL ON " + role + "." + table + " TO " + role,
-	} {
-		if _, err := admin.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	t.Cleanup(func() {
-		for _, q := range []string{"DROP SCHEMA IF EXISTS " + role + " CASCADE", "DROP ROLE IF EXISTS " + role} {
-			if _, err := admin.Exec(context.Background(), q); err != nil {
-				t.Logf("%s: %v", q, err)
-			}
-		}
-	})
+	newRole(t, adminDSN, role, pgSecret, table, "v bigint CONSTRAINT v_small CHECK (v < 5)")
 	dsnAs := func(password string) string {
 		u, err := url.Parse(adminDSN)
 		if err != nil {
@@ -111,6 +88,37 @@ func TestNoSecretInLogsOrErrors(t *testing.T) {
 		}
 	}
 	t.Logf("scanned %d log lines and %d errors for 3 secrets", strings.Count(logs.String(), "\n"), len(said))
+}
+
+// newRole creates, on the server of adminDSN, a role that logs in with
+// password, a schema of its name and in it a table of the given columns
+// that the role may write; all are dropped when the test ends.
+func newRole(t *testing.T, adminDSN, role, password, table, columns string) {
+	t.Helper()
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, adminDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close(context.Background()) })
+	for _, q := range []string{
+		"CREATE ROLE " + role + " LOGIN PASSWORD '" + password + "'",
+		"CREATE SCHEMA " + role,
+		"GRANT ALL ON SCHEMA " + role + " TO " + role,
+		"CREATE TABLE " + role + "." + table + " (" + columns + ")",
+		"GRANT ALL ON " + role + "." + table + " TO " + role,
+	} {
+		if _, err := admin.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, q := range []string{"DROP SCHEMA IF EXISTS " + role + " CASCADE", "DROP ROLE IF EXISTS " + role} {
+			if _, err := admin.Exec(context.Background(), q); err != nil {
+				t.Logf("%s: %v", q, err)
+			}
+		}
+	})
 }
 
 // run runs j until it ends and returns its error, which must not be nil.

@@ -50,29 +50,12 @@ func TestNoSecretInSecuredRuns(t *testing.T) {
 
 	pgSecret, role := "pg-"+random(t), "scan_"+random(t)[:8]
 	table := role
+	newRole(t, adminDSN, role, pgSecret, table, "v bigint")
 	admin, err := pgx.Connect(ctx, adminDSN)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { admin.Close(context.Background()) })
-	for _, q := range []string{
-		"CREATE ROLE " + role + " LOGIN PASSWORD '" + pgSecret + "'",
-		"CREATE SCHEMA " + role,
-		"GRANT ALL ON SCHEMA " + role + " TO " + role,
-		"CREATE TABLE " + role + "." + table + " (v bigint)",
-		"GRANT ALL ON " + role + "." + table + " TO " + role,
-	} {
-		if _, err := admin.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	t.Cleanup(func() {
-		for _, q := range []string{"DROP SCHEMA IF EXISTS " + role + " CASCADE", "DROP ROLE IF EXISTS " + role} {
-			if _, err := admin.Exec(context.Background(), q); err != nil {
-				t.Logf("%s: %v", q, err)
-			}
-		}
-	})
 	u, err := url.Parse(adminDSN)
 	if err != nil {
 		t.Fatal(err)
