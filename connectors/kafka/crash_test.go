@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -40,6 +41,9 @@ func runCrashChild(t *testing.T, brokers string) {
 			t.Fatal(err)
 		}
 		out.TransactionTimeout, out.ReproduceAborted = d, true
+	}
+	if dir := os.Getenv("KT_KILL_REPRODUCTION"); dir != "" {
+		killOnceInReproduction(t, dir)
 	}
 	j, err := countJobInto(kafka.SourceOptions{Conn: conn, Topics: []string{os.Getenv("KT_IN")}, Bounded: true}, out, 2, 200*time.Millisecond, crashDelay)
 	if err != nil {
@@ -163,6 +167,47 @@ func TestCrashOverMTLS(t *testing.T) {
 func TestCrashOutageLongerThanTransactionTimeout(t *testing.T) {
 	t.Parallel()
 	crashRunOver(t, crashtest.Options{Kills: crashtesting.Sized(3, 12), Points: []stream.ProbePoint{stream.ProbeMetadataWritten}}, "", 2*time.Second)
+}
+
+// TestCrashDuringReproduction is TestCrashOutageLongerThanTransactionTimeout
+// with SIGKILLs inside the reproduction of an aborted transaction: once
+// with its records written and its transaction open, once right after its
+// commit. Each is followed by an outage like the others (the first one's
+// open transaction is aborted at its timeout too). Every count must be
+// committed exactly once, and both kills must have happened.
+func TestCrashDuringReproduction(t *testing.T) {
+	t.Parallel()
+	markers := t.TempDir()
+	if !crashtest.IsChild() {
+		t.Logf("markers of the kills in the reproduction in %s", markers)
+	}
+	crashRunOver(t, crashtest.Options{Kills: 5, Points: []stream.ProbePoint{stream.ProbeMetadataWritten},
+		Env: []string{"KT_KILL_REPRODUCTION=" + markers}}, "", 2*time.Second)
+	if crashtest.IsChild() {
+		return
+	}
+	for _, point := range []string{"written", "committed"} {
+		if _, err := os.Stat(filepath.Join(markers, point)); err != nil {
+			t.Errorf("no kill in the reproduction at %q: %v", point, err)
+		}
+	}
+}
+
+// killOnceInReproduction makes this process SIGKILL itself at each point
+// of a reproduction the first time any run reaches it: a marker file in
+// dir, created before the kill, tells the later runs.
+func killOnceInReproduction(t *testing.T, dir string) {
+	kafka.SetReproduceProbe(func(point string) {
+		f, err := os.OpenFile(filepath.Join(dir, point), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		if err != nil {
+			return // killed here before, or the marker cannot be made
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // the signal is on its way
+	})
 }
 
 // TestCrashBeforeCommit kills the job only when a checkpoint is complete

@@ -29,3 +29,8 @@ func BreakPreparedProducers[T any](s *Sink[T]) int {
 	}
 	return len(s.producers.prepared)
 }
+
+// SetReproduceProbe makes probe be called at each point of a reproduction
+// of an aborted transaction: "written" (its records written, its
+// transaction open) and "committed".
+func SetReproduceProbe(probe func(point string)) { reproduceProbe = probe }

@@ -97,6 +97,17 @@ func (s *txnSpans) take() ([]txnSpan, int64) {
 	return out, n
 }
 
+// The points of a reproduction that reproduceProbe is told of: its
+// records written in its transaction, and the transaction committed.
+const (
+	reproduceWritten   = "written"
+	reproduceCommitted = "committed"
+)
+
+// reproduceProbe is called at each point of a reproduction; the crash
+// tests set it to kill their process there (SetReproduceProbe).
+var reproduceProbe = func(point string) {}
+
 // reproducesValue is the ReproducesHeader value of d's reproduction.
 func reproducesValue(d committable) string {
 	return fmt.Sprintf("%s/%d/%d", d.TxnID, d.ProducerID, d.Epoch)
@@ -169,9 +180,11 @@ func (c *committer[T]) reproduce(ctx context.Context, d committable, where strin
 		_ = cl.EndTransaction(ctx, kgo.TryAbort)
 		return fmt.Errorf("%s: reproducing the aborted transaction: %w", where, c.s.opts.Conn.explain(produceErr))
 	}
+	reproduceProbe(reproduceWritten)
 	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		return fmt.Errorf("%s: committing the reproduction of the aborted transaction: %w", where, c.s.opts.Conn.explain(err))
 	}
+	reproduceProbe(reproduceCommitted)
 	c.logger.Warn("kafka: the broker had aborted the transaction (its timeout passed before the commit, during an outage); its records are written again and committed, each with the header "+ReproducesHeader,
 		"sink", c.name, "txn", d.TxnID, "records", len(recs), "partitions", len(d.Spans), "took", time.Since(start))
 	return nil
