@@ -27,7 +27,9 @@ import (
 // restart after the reproduction) and the previous owner's committer (a
 // zombie back after the outage) reproduce nothing more. A reproduction
 // killed before its commit (its transaction open, its records written)
-// neither counts nor blocks: the next takes the id, which aborts it.
+// neither counts nor blocks: the next takes the id, which aborts it. The
+// new owner's TransactionTimeout is longer than the transaction's: it
+// judges the abort by the transaction's own.
 func TestReproduceAbortedTransaction(t *testing.T) {
 	t.Parallel()
 	brokers := testenv.Kafka(t)
@@ -35,16 +37,16 @@ func TestReproduceAbortedTransaction(t *testing.T) {
 	topic, prefix := kafkatest.UniqueName("reproduce"), kafkatest.UniqueName("reproduce-txn")
 	kafkatest.CreateTopic(t, adm, topic, 3)
 	ctx := context.Background()
-	newSink := func(reproduce bool) *kafka.Sink[string] {
+	newSink := func(reproduce bool, timeout time.Duration) *kafka.Sink[string] {
 		s, err := kafka.NewSink(kafka.SinkOptions{Conn: kafka.Conn{Brokers: []string{brokers}}, Topic: topic, TransactionalIDPrefix: prefix,
-			TransactionTimeout: 3 * time.Second, ReproduceAborted: reproduce},
+			TransactionTimeout: timeout, ReproduceAborted: reproduce},
 			func(v string) (kafka.Message, error) { return kafka.Message{Key: []byte(v), Value: []byte(v)}, nil })
 		if err != nil {
 			t.Fatal(err)
 		}
 		return s
 	}
-	first := newSink(true)
+	first := newSink(true, 3*time.Second)
 	zombie, err := first.NewCommitter(ctx, sink.CommitterInfo{Job: "t", Sink: "out", Owner: sink.Owner{Incarnation: "inc", Epoch: 1}})
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +84,7 @@ func TestReproduceAbortedTransaction(t *testing.T) {
 		return len(states) > 0 && !slices.Contains(states, "Ongoing") && !slices.Contains(states, "PrepareAbort")
 	})
 
-	err = committer(t, newSink(false)).Commit(ctx, cm)
+	err = committer(t, newSink(false, 3*time.Second)).Commit(ctx, cm)
 	t.Logf("without ReproduceAborted: %v", err)
 	if err == nil || !sink.IsPermanent(err) || !strings.Contains(err.Error(), "records are lost") || !strings.Contains(err.Error(), "ReproduceAborted") {
 		t.Fatalf("commit without ReproduceAborted: %v; want the permanent error that the records are lost, naming the option", err)
@@ -113,7 +115,10 @@ func TestReproduceAbortedTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	c := committer(t, newSink(true))
+	// The new owner runs with a longer TransactionTimeout than the one the
+	// transaction began with: it must judge the abort by the latter (a
+	// timeout, not another producer taking the id).
+	c := committer(t, newSink(true, 5*time.Minute))
 	if err := c.Commit(ctx, cm); err != nil {
 		t.Fatalf("commit with ReproduceAborted: %v", err)
 	}

@@ -106,7 +106,7 @@ func (c *committer[T]) Commit(ctx context.Context, cm sink.Committable) error {
 		c.s.setBusy(d.TxnID, false)
 		return nil
 	case outcomeAborted:
-		cause := endedBy(d.TxnID, c.prefix, c.owner, d.began(), c.s.opts.TransactionTimeout)
+		cause := endedBy(d.TxnID, c.prefix, c.owner, d.began(), d.timeout(c.s.opts.TransactionTimeout))
 		if errors.Is(cause, sink.ErrFenced) {
 			return fmt.Errorf("%s: the broker aborted the transaction before it could be committed (coordinator answer %v): %w", where, answer, cause)
 		}
@@ -197,7 +197,7 @@ func (c *committer[T]) Abort(ctx context.Context, cm sink.Committable) error {
 	case code != 0 && !fencedOrInvalid(code):
 		return fmt.Errorf("%s: %w", where, kerr.ErrorForCode(code))
 	case code != 0:
-		if cause := endedBy(d.TxnID, c.prefix, c.owner, d.began(), c.s.opts.TransactionTimeout); errors.Is(cause, sink.ErrFenced) {
+		if cause := endedBy(d.TxnID, c.prefix, c.owner, d.began(), d.timeout(c.s.opts.TransactionTimeout)); errors.Is(cause, sink.ErrFenced) {
 			return fmt.Errorf("%s: the coordinator answered %v: %w", where, kerr.ErrorForCode(code), cause)
 		}
 		c.logger.Info("kafka: transaction to abort had already ended", "sink", c.name, "checkpoint", cm.Checkpoint, "txn", d.TxnID, "answer", kerr.ErrorForCode(code))

@@ -409,7 +409,8 @@ func (w *writer[T]) Prepare(ctx context.Context, id checkpoint.ID) ([]byte, erro
 	}
 	ev := w.evidence
 	c := committable{TxnID: w.txnID, ProducerID: pid, Epoch: epoch, Version: 2,
-		Topic: ev.Topic, Partition: ev.Partition, Offset: ev.Offset, Last: w.last.Load(), Began: w.began.UnixMilli()}
+		Topic: ev.Topic, Partition: ev.Partition, Offset: ev.Offset, Last: w.last.Load(), Began: w.began.UnixMilli(),
+		Timeout: w.s.opts.TransactionTimeout.Milliseconds()}
 	if w.hook.addPartitions.Load() {
 		c.Version = 1
 	}

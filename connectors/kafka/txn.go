@@ -44,6 +44,11 @@ type committable struct {
 	// first record; 0 in committables written before 2026-12. It tells a
 	// transaction another producer fenced from one the broker timed out.
 	Began int64 `json:"began,omitempty"`
+	// Timeout is the transaction timeout it began with (milliseconds),
+	// the writer's SinkOptions.TransactionTimeout; 0 in committables
+	// written before 2026-12. A committer with another timeout (the job
+	// restarted with a changed option) judges by this one.
+	Timeout int64 `json:"timeout,omitempty"`
 	// Pin is the partition count of SinkOptions.Topic that a sink with
 	// Watermarks partitions by (partitionPin); nil without Watermarks and
 	// in committables written before 2026-12.
@@ -53,6 +58,15 @@ type committable struct {
 	// SinkOptions.ReproduceAborted (see reproduce.go); empty without.
 	Spans   []txnSpan `json:"spans,omitempty"`
 	Records int64     `json:"n,omitempty"`
+}
+
+// timeout returns the transaction timeout c began with; current when
+// unknown.
+func (c committable) timeout(current time.Duration) time.Duration {
+	if c.Timeout == 0 {
+		return current
+	}
+	return time.Duration(c.Timeout) * time.Millisecond
 }
 
 // began returns c.Began as a time, zero when unknown.

@@ -52,6 +52,10 @@ type SinkResult struct {
 	// Lingering counts transactions, staging tables or files left
 	// uncommitted after the job ended.
 	Lingering int
+	// Reproduced counts the committed records of a Kafka sink that carry
+	// kafka.ReproducesHeader: written again after the broker had aborted
+	// their transaction (FaultTxnOutage). Not an anomaly.
+	Reproduced int
 	// Examples describes the first anomalies found.
 	Examples []string
 }
@@ -80,8 +84,12 @@ func (r SinkResult) String() string {
 	if r.unit() == unitWindows {
 		values = fmt.Sprintf("wrong values %d", r.WrongTotals)
 	}
-	return fmt.Sprintf("%-18s records %d, %s verified %d; missing %d, duplicates %d, out of order %d, %s, unexpected %d, aborted visible %d, lingering %d: %s",
-		r.Sink, r.Records, r.unit(), r.Verified, r.Missing, r.Duplicates, r.OutOfOrder, values,
+	reproduced := ""
+	if r.Reproduced > 0 {
+		reproduced = fmt.Sprintf(" (%d reproduced after the broker aborted their transaction)", r.Reproduced)
+	}
+	return fmt.Sprintf("%-18s records %d%s, %s verified %d; missing %d, duplicates %d, out of order %d, %s, unexpected %d, aborted visible %d, lingering %d: %s",
+		r.Sink, r.Records, reproduced, r.unit(), r.Verified, r.Missing, r.Duplicates, r.OutOfOrder, values,
 		r.Unexpected, r.AbortedVisible, r.Lingering, verdict)
 }
 

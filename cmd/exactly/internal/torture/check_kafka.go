@@ -12,6 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactlyonce/exactly/connectors/kafka"
 )
 
 // CheckKafka checks the output topic of the exactly-once Kafka sink of the
@@ -116,6 +118,9 @@ func readCommitted(ctx context.Context, res *SinkResult, brokers, topic string, 
 			if !committed[p][r.Offset] {
 				res.AbortedVisible++
 				res.example("partition %d offset %d (%s): read_committed returns a record of an aborted or open transaction", p, r.Offset, r.Value)
+			}
+			if slices.ContainsFunc(r.Headers, func(h kgo.RecordHeader) bool { return h.Key == kafka.ReproducesHeader }) {
+				res.Reproduced++
 			}
 			lines = append(lines, string(r.Value))
 		}

@@ -46,6 +46,7 @@ const (
 type injector struct {
 	seed     uint64
 	scripts  string   // directory of kafka.sh and postgres.sh
+	kafka    string   // the broker's address, reached directly
 	kafkaEnv []string // environment of kafka.sh
 	tp       *toxiproxy
 	ckpt     string         // checkpoint directory (on object storage: the S3 server's directory of the objects)

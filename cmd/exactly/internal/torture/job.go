@@ -1,6 +1,7 @@
 package torture
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -57,6 +58,9 @@ type jobConfig struct {
 	Progress    string // file the job appends "c" to per completed checkpoint and "r" per restart
 	Rate        float64
 	Interval    time.Duration
+	// TxnTimeout is the Kafka sinks' TransactionTimeout; 0: five minutes,
+	// which outlasts every fault but FaultTxnOutage.
+	TxnTimeout time.Duration
 	// Cluster runs the job with cluster.RunJob, as one instance of a
 	// cluster of processes (Config.Instances), under the name Job and the
 	// consumer group Group: it reads its input unbounded (the loader ends
@@ -265,12 +269,14 @@ func (c jobConfig) sinkPrefix(prefix string) string {
 
 // kafkaSink returns an exactly-once Kafka sink writing encode's messages
 // to topic under the transactional id prefix txnPrefix, with transactions
-// that outlast the faults and a pool of ids that outlasts checkpoints
-// failing in a row.
+// that outlast the faults (but FaultTxnOutage's, which the sink survives
+// by reproducing the aborted transactions) and a pool of ids that
+// outlasts checkpoints failing in a row.
 func kafkaSink[T any](conn kafka.Conn, c jobConfig, topic, txnPrefix string, encode func(T) kafka.Message) (*kafka.Sink[T], error) {
 	return kafka.NewSink(kafka.SinkOptions{
 		Conn: conn, Topic: topic, TransactionalIDPrefix: txnPrefix,
-		TransactionTimeout: 5 * time.Minute, CheckpointInterval: c.Interval, PoolSize: 20,
+		TransactionTimeout: cmp.Or(c.TxnTimeout, 5*time.Minute), ReproduceAborted: !c.Cluster,
+		CheckpointInterval: c.Interval, PoolSize: 20,
 	}, func(v T) (kafka.Message, error) { return encode(v), nil })
 }
 

@@ -82,7 +82,7 @@ const (
 )
 
 // processKinds are the process faults.
-var processKinds = []string{FaultCleanStop, FaultSecondInstance, FaultZombie, FaultCorrupt, FaultStuckWrite, FaultCommitRejected, FaultRerun, FaultStateWiped}
+var processKinds = []string{FaultCleanStop, FaultSecondInstance, FaultZombie, FaultCorrupt, FaultStuckWrite, FaultCommitRejected, FaultRerun, FaultStateWiped, FaultTxnOutage}
 
 // claim is crashtest's Options.Claim: it claims about one run in four (one
 // in two until every process fault was made once) for a process fault,
@@ -199,6 +199,8 @@ func (in *injector) processFault(ctx context.Context, run int, child *crashtest.
 		return kind, err
 	case FaultStateWiped:
 		return kind, in.wipeState(child)
+	case FaultTxnOutage:
+		return kind, in.txnOutage(child, 1+rng.IntN(3))
 	}
 	return "", fmt.Errorf("torture: run %d claimed for an unknown fault %q", run, kind)
 }

@@ -420,7 +420,7 @@ func setupFaults(ctx context.Context, c Config, jc *jobConfig, logf func(string,
 		}
 		return errors.Join(errs...)
 	}
-	in = &injector{seed: c.Seed, scripts: c.Scripts, logf: logf, counts: map[string]int{},
+	in = &injector{seed: c.Seed, scripts: c.Scripts, kafka: c.Kafka, logf: logf, counts: map[string]int{},
 		outcomes: map[string]int{}, claimed: map[int]string{},
 		groups: []string{groupKafka, groupPostgres}}
 	_, kport, err := net.SplitHostPort(c.Kafka)

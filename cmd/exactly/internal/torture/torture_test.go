@@ -81,7 +81,7 @@ func tortureTest(t *testing.T, faults int, services []testenv.Service, configure
 	if c.Instances > 0 {
 		want = append(want, instanceKinds()...)
 	} else {
-		want = append(want, "kill:", FaultCleanStop, FaultSecondInstance, FaultZombie, FaultCorrupt, FaultStuckWrite, FaultCommitRejected, FaultRerun)
+		want = append(want, "kill:", FaultCleanStop, FaultSecondInstance, FaultZombie, FaultCorrupt, FaultStuckWrite, FaultCommitRejected, FaultRerun, FaultTxnOutage)
 	}
 	want = append(want, added...)
 	if s := os.Getenv("EXACTLY_TORTURE_SEED"); s != "" {
