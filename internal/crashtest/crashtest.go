@@ -40,21 +40,29 @@ func IsChild() bool { return os.Getenv(envChild) != "" }
 
 // Probe returns the probe a child passes to runtime.Options.Probe. When the
 // parent asked for a kill at a protocol point ("metadata-written:3": at the
-// third time the point is reached) the probe SIGKILLs its own process there.
-// Outside a child it returns nil.
+// third time the point is reached) the probe SIGKILLs its own process there;
+// asked for a stop ("metadata-written:3:stop", [StopAt]) it SIGSTOPs it,
+// and the process goes on from there when it gets SIGCONT. Outside a child
+// it returns nil.
 func Probe() func(runtime.ProbePoint, checkpoint.ID) {
 	spec := os.Getenv(envCrashAt)
-	point, nth, ok := strings.Cut(spec, ":")
+	point, rest, ok := strings.Cut(spec, ":")
+	nth, how, _ := strings.Cut(rest, ":")
 	n, err := strconv.Atoi(nth)
-	if !ok || err != nil || n <= 0 {
+	if !ok || err != nil || n <= 0 || how != "" && how != "stop" {
 		return nil
 	}
 	var hits atomic.Int64
 	return func(p runtime.ProbePoint, _ checkpoint.ID) {
-		if string(p) == point && hits.Add(1) == int64(n) {
-			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			select {} // the signal is on its way
+		if string(p) != point || hits.Add(1) != int64(n) {
+			return
 		}
+		if how == "stop" {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP) // returns once continued
+			return
+		}
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // the signal is on its way
 	}
 }
 
@@ -63,6 +71,25 @@ func Probe() func(runtime.ProbePoint, checkpoint.ID) {
 // for supervisors of their own (the torture suite's cluster runs).
 func KillAt(point runtime.ProbePoint, n int) string {
 	return fmt.Sprintf("%s=%s:%d", envCrashAt, point, n)
+}
+
+// StopAt is KillAt with SIGSTOP instead of SIGKILL: the process stops
+// itself there, and goes on when it gets SIGCONT (a zombie in the making).
+func StopAt(point runtime.ProbePoint, n int) string {
+	return KillAt(point, n) + ":stop"
+}
+
+// Stopped reports whether the process pid is stopped by a signal (its
+// state in /proc is T).
+func Stopped(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command's closing parenthesis.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] == 'T'
 }
 
 // Options configures a crash run.

@@ -14,10 +14,20 @@ import (
 // envFinal marks the final run in TestSuperviseFinalEnv.
 const envFinal = "EXACTLY_CRASHTEST_FINAL"
 
+// envStopper makes the re-executed test binary the child of TestStopAt.
+const envStopper = "EXACTLY_CRASHTEST_STOPPER"
+
 // TestMain runs the child of TestSuperviseFinalEnv when re-executed: a
 // child that kills itself at any planned protocol point, waits for the
 // timed kill otherwise, and exits 0 only in a run that got FinalEnv.
 func TestMain(m *testing.M) {
+	if os.Getenv(envStopper) != "" {
+		probe := Probe()
+		for range 3 {
+			probe(runtime.ProbeCommitted, 1) // stops at the second
+		}
+		os.Exit(0)
+	}
 	if IsChild() {
 		if os.Getenv(envFinal) == "yes" {
 			os.Exit(0)
@@ -46,5 +56,29 @@ func TestSuperviseFinalEnv(t *testing.T) {
 	}
 	if rep.Kills != 4 || rep.Runs != 5 {
 		t.Fatalf("%d kills in %d runs, want 4 kills and a fifth, final run that exits 0: %s", rep.Kills, rep.Runs, rep)
+	}
+}
+
+// TestStopAt checks that a process with StopAt's entry stops itself at
+// the nth time it reaches the point, and goes on when continued.
+func TestStopAt(t *testing.T) {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), envStopper+"=1", StopAt(runtime.ProbeCommitted, 2))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	deadline := time.Now().Add(20 * time.Second)
+	for !Stopped(cmd.Process.Pid) {
+		if time.Now().After(deadline) {
+			t.Fatal("the child did not stop itself within 20s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the continued child: %v, want exit 0", err)
 	}
 }

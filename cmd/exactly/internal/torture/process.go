@@ -200,7 +200,7 @@ func (in *injector) processFault(ctx context.Context, run int, child *crashtest.
 	case FaultStateWiped:
 		return kind, in.wipeState(child)
 	case FaultTxnOutage:
-		return kind, in.txnOutage(child, 1+rng.IntN(3))
+		return kind, in.txnOutage(child, 1+rng.IntN(3), rng.IntN(2) == 0)
 	}
 	return "", fmt.Errorf("torture: run %d claimed for an unknown fault %q", run, kind)
 }
@@ -414,38 +414,50 @@ func (in *injector) zombie(ctx context.Context, child *crashtest.Child, pause, r
 	case <-time.After(stopBound):
 	}
 	out, exit, hung := waitChild(child, stopBound)
+	in.judgeZombie(FaultZombie, out, exit, hung)
+	if in.checkpoints() > before {
+		in.outcome(FaultZombie + ": the new owner completed checkpoints")
+	}
+	in.stopNewOwner(FaultZombie, p)
+	return nil
+}
+
+// judgeZombie judges the exit of a resumed zombie, made by the fault kind:
+// it must stop with a fencing error within stopBound.
+func (in *injector) judgeZombie(kind, out string, exit error, hung bool) {
 	switch {
 	case hung:
-		in.fail(fmt.Errorf("%s: the resumed zombie did not stop within %v (stacks dumped, killed)\n%s", FaultZombie, stopBound, in.hangReport(FaultZombie, out)))
+		in.fail(fmt.Errorf("%s: the resumed zombie did not stop within %v (stacks dumped, killed)\n%s", kind, stopBound, in.hangReport(kind, out)))
 	case exit == nil:
-		in.fail(fmt.Errorf("%s: the resumed zombie exited 0\n%s", FaultZombie, tail(out)))
+		in.fail(fmt.Errorf("%s: the resumed zombie exited 0\n%s", kind, tail(out)))
 	case strings.Contains(out, textNotOwner):
-		in.outcome(FaultZombie + ": the zombie stopped with ErrNotOwner")
+		in.outcome(kind + ": the zombie stopped with ErrNotOwner")
 	case strings.Contains(out, textFenced):
-		in.outcome(FaultZombie + ": the zombie stopped with ErrFenced")
+		in.outcome(kind + ": the zombie stopped with ErrFenced")
 	case strings.Contains(out, textAnotherInstance):
 		// Paused before it had taken ownership (on object storage a start
 		// after a SIGKILL waits up to a lease): it never owned, and on
 		// resume it found the new owner and refused.
-		in.outcome(FaultZombie + ": paused before taking ownership: refused on resume with the \"another instance\" error")
+		in.outcome(kind + ": paused before taking ownership: refused on resume with the \"another instance\" error")
 	default:
-		in.fail(fmt.Errorf("%s: the resumed zombie exited with %v, without a fencing error\n%s", FaultZombie, exit, tail(out)))
+		in.fail(fmt.Errorf("%s: the resumed zombie exited with %v, without a fencing error\n%s", kind, exit, tail(out)))
 	}
-	if in.checkpoints() > before {
-		in.outcome(FaultZombie + ": the new owner completed checkpoints")
-	}
+}
+
+// stopNewOwner stops p, the instance that took over from a zombie, with
+// SIGTERM (judged as a clean stop), unless it exited already.
+func (in *injector) stopNewOwner(kind string, p *proc) {
 	select {
 	case <-p.done:
-		return nil // reported above
+		return // reported where it exited
 	default:
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	if p.wait(stopBound) {
-		in.fail(fmt.Errorf("%s: the new owner did not stop within %v of SIGTERM (stacks dumped, killed)\n%s", FaultZombie, stopBound, in.hangReport(FaultZombie, p.output())))
-		return nil
+		in.fail(fmt.Errorf("%s: the new owner did not stop within %v of SIGTERM (stacks dumped, killed)\n%s", kind, stopBound, in.hangReport(kind, p.output())))
+		return
 	}
-	in.stopped(FaultZombie+": the new owner, on SIGTERM", p.output(), p.err)
-	return nil
+	in.stopped(kind+": the new owner, on SIGTERM", p.output(), p.err)
 }
 
 // corrupt kills the job, flips one bit of one file of the newest
