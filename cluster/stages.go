@@ -208,7 +208,11 @@ func (sp *jobStages) io(p int32, opts Options) stages.IO {
 			return stream.Map(recs, func(r kafka.Record[[]byte]) []byte { return r.Value }, stream.Name(c.Topic+".values")), nil
 		},
 		Write: func(envelopes any, c stages.Cut) error {
-			snk, err := kafka.NewSink(kafka.SinkOptions{Conn: sp.conn, Topic: c.Topic, ManualPartitions: true, Watermarks: sp.plan.EventTime},
+			// ReproduceAborted: a cut's records survive an outage longer
+			// than the transaction timeout between a checkpoint's
+			// completion and its commit (within the topic's retention).
+			snk, err := kafka.NewSink(kafka.SinkOptions{Conn: sp.conn, Topic: c.Topic, ManualPartitions: true, Watermarks: sp.plan.EventTime,
+				ReproduceAborted: true},
 				func(e stages.Envelope) (kafka.Message, error) {
 					return kafka.Message{Value: e.Value, Partition: int32(stages.Partition(e.KeyGroup, sp.maxParallelism, int(sp.partitions)))}, nil
 				})

@@ -44,6 +44,20 @@ source: {kind: generator, count: 1, fields: {a: index}}
 sink: {kind: kafka, brokers: ["a:1"], topic: t, tls: {cert_file: client.crt}}
 `,
 		`p.yaml:3:66: tls.cert_file is given without tls.key_file: give the certificate's private key too`},
+	{"reproduce_aborted without transactions", `
+name: x
+guarantee: at_least_once
+source: {kind: generator, count: 1, fields: {a: index}}
+sink: {kind: kafka, brokers: ["a:1"], topic: t, reproduce_aborted: true}
+`,
+		`p.yaml:4:8: sink: kafka: SinkOptions.ReproduceAborted = true is invalid: use it with Guarantee ExactlyOnce: only transactions are aborted`},
+	{"transaction_timeout below 3 intervals", `
+name: x
+source: {kind: generator, count: 1, fields: {a: index}}
+checkpoint: {interval: 1s}
+sink: {kind: kafka, brokers: ["a:1"], topic: t, transaction_timeout: 2s, reproduce_aborted: true}
+`,
+		`p.yaml:4:8: sink: kafka: SinkOptions.TransactionTimeout = 2s is invalid: use at least 3 checkpoint intervals (3s), better the longest outage the job must survive`},
 	{"source with inputs", `
 name: x
 source: {kind: generator, count: 1, fields: {a: index}}

@@ -1,5 +1,7 @@
 package kafka
 
+import "github.com/twmb/franz-go/pkg/kgo"
+
 // SetOutcomeFetchBytes sets the size of the fetches that read a
 // transaction's outcome from the log, so that a test can put many fetches
 // between a transaction's records and its marker without writing hundreds
@@ -34,3 +36,10 @@ func BreakPreparedProducers[T any](s *Sink[T]) int {
 // of an aborted transaction: "written" (its records written, its
 // transaction open) and "committed".
 func SetReproduceProbe(probe func(point string)) { reproduceProbe = probe }
+
+// IsControlWatermark reports whether r is a watermark control record of a
+// sink with SinkOptions.Watermarks.
+func IsControlWatermark(r *kgo.Record) bool {
+	_, ok := controlWatermark(r)
+	return ok
+}

@@ -67,22 +67,18 @@ func TestReproduceAbortedTransaction(t *testing.T) {
 		t.Fatalf("prepare: %q, %v", data, err)
 	}
 	cm := sink.Committable{Checkpoint: 1, Subtask: 0, Data: data}
+	var fields map[string]any
+	if err := json.Unmarshal(data, &fields); err != nil {
+		t.Fatal(err)
+	}
+	delete(fields, "spans")
+	delete(fields, "n")
+	without, _ := json.Marshal(fields)
+	t.Logf("the committable: %d bytes with the spans of 3 partitions, %d without them", len(data), len(without))
 
 	// The outage: nothing commits until the broker has aborted the
 	// transaction at its timeout.
-	kafkatest.WaitFor(t, time.Minute, "the broker aborting the transaction at its timeout", func() bool {
-		txns, err := adm.ListTransactions(ctx, nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var states []string
-		txns.Each(func(lt kadm.ListedTransaction) {
-			if strings.HasPrefix(lt.TxnID, prefix) {
-				states = append(states, lt.State)
-			}
-		})
-		return len(states) > 0 && !slices.Contains(states, "Ongoing") && !slices.Contains(states, "PrepareAbort")
-	})
+	waitAbortedAtTimeout(t, adm, prefix)
 
 	err = committer(t, newSink(false, 3*time.Second)).Commit(ctx, cm)
 	t.Logf("without ReproduceAborted: %v", err)
@@ -143,5 +139,80 @@ func TestReproduceAbortedTransaction(t *testing.T) {
 	slices.Sort(got)
 	if !slices.Equal(got, want) {
 		t.Fatalf("committed %d records %v, want each of %d once", len(got), got, len(want))
+	}
+}
+
+// waitAbortedAtTimeout waits until the transactions under prefix have
+// ended, the broker aborting them at their timeout.
+func waitAbortedAtTimeout(t *testing.T, adm *kadm.Client, prefix string) {
+	t.Helper()
+	kafkatest.WaitFor(t, time.Minute, "the broker aborting the transaction at its timeout", func() bool {
+		txns, err := adm.ListTransactions(context.Background(), nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var states []string
+		txns.Each(func(lt kadm.ListedTransaction) {
+			if strings.HasPrefix(lt.TxnID, prefix) {
+				states = append(states, lt.State)
+			}
+		})
+		return len(states) > 0 && !slices.Contains(states, "Ongoing") && !slices.Contains(states, "PrepareAbort")
+	})
+}
+
+// TestReproduceAbortedWithWatermarks: a sink with Watermarks (a
+// repartition topic between stages) reproduces its control records too:
+// after the broker aborted a prepared transaction of 30 records and a
+// watermark, the reproduction commits every record once and the
+// watermark into each partition, still read as control records.
+func TestReproduceAbortedWithWatermarks(t *testing.T) {
+	t.Parallel()
+	brokers := testenv.Kafka(t)
+	adm := kafkatest.Admin(t, brokers)
+	topic, prefix := kafkatest.UniqueName("reproduce-wm"), kafkatest.UniqueName("reproduce-wm-txn")
+	kafkatest.CreateTopic(t, adm, topic, 3)
+	ctx := context.Background()
+	s, err := kafka.NewSink(kafka.SinkOptions{Conn: kafka.Conn{Brokers: []string{brokers}}, Topic: topic, TransactionalIDPrefix: prefix,
+		TransactionTimeout: 3 * time.Second, ReproduceAborted: true, Watermarks: true},
+		func(v string) (kafka.Message, error) { return kafka.Message{Key: []byte(v), Value: []byte(v)}, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.NewWriter(ctx, sink.WriterInfo{Job: "t", Sink: "out", Subtask: 0, Parallelism: 1, CheckpointInterval: 500 * time.Millisecond,
+		Owner: sink.Owner{Incarnation: "inc", Epoch: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var want []string
+	for i := range 30 {
+		want = append(want, fmt.Sprintf("w%02d", i))
+	}
+	w.(interface{ Watermark(int64) }).Watermark(1_700_000_000_000)
+	data, err := writeAndPrepare(ctx, w, 1, want...)
+	if err != nil || data == nil {
+		t.Fatalf("prepare: %q, %v", data, err)
+	}
+	waitAbortedAtTimeout(t, adm, prefix)
+	if err := committer(t, s).Commit(ctx, sink.Committable{Checkpoint: 1, Subtask: 0, Data: data}); err != nil {
+		t.Fatalf("commit with ReproduceAborted: %v", err)
+	}
+	recs := kafkatest.ReadCommitted(t, brokers, topic, len(want)+3, 30*time.Second)
+	var got []string
+	marks := map[int32]int{}
+	for _, r := range recs {
+		if kafka.IsControlWatermark(r) {
+			marks[r.Partition]++
+			continue
+		}
+		got = append(got, string(r.Value))
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("committed %d records %v, want each of %d once", len(got), got, len(want))
+	}
+	if len(marks) != 3 || marks[0] != 1 || marks[1] != 1 || marks[2] != 1 {
+		t.Errorf("watermark control records per partition %v, want one in each of 3", marks)
 	}
 }

@@ -156,7 +156,7 @@ type SinkOptions struct {
 	// topic's retention must outlast the outage, and it must not be
 	// compacted (the cleaner removes aborted records). Costs a few offsets
 	// in each checkpoint and a lock per acknowledged record. Requires
-	// ExactlyOnce; not with Watermarks. See docs/kafka.md, "Outages longer
+	// ExactlyOnce. See docs/kafka.md, "Outages longer
 	// than the transaction timeout". Default false: the commit fails with a
 	// permanent error saying the records are lost.
 	ReproduceAborted bool
@@ -199,7 +199,6 @@ func (o *SinkOptions) validate() error {
 			"use letters, digits, '.', '_' and '-', at most 200 bytes"},
 		{o.Watermarks && o.Topic == "", "Watermarks", o.Watermarks, "set SinkOptions.Topic too: the watermarks go into every partition of that topic"},
 		{o.ReproduceAborted && o.Guarantee != ExactlyOnce, "ReproduceAborted", o.ReproduceAborted, "use it with Guarantee ExactlyOnce: only transactions are aborted"},
-		{o.ReproduceAborted && o.Watermarks, "ReproduceAborted", o.ReproduceAborted, "leave it off for a sink with Watermarks (a repartition topic of a job on a cluster): its control records cannot be reproduced yet"},
 		{o.Watermarks && o.Guarantee != ExactlyOnce, "Watermarks", o.Watermarks,
 			"use it with Guarantee ExactlyOnce: without transactions a watermark would be visible before the records it covers are safe, and a replay after a failure would arrive late downstream"},
 	}

@@ -82,9 +82,13 @@ func decodeWatermark(v []byte) (writer string, m upstreamMark, err error) {
 }
 
 // controlWatermark returns the value of r's watermark header, if r is a
-// control record.
+// control record: no key, no value, the header, and no other but the
+// ReproducesHeader of a reproduced one (SinkOptions.ReproduceAborted).
 func controlWatermark(r *kgo.Record) ([]byte, bool) {
-	if len(r.Headers) != 1 || r.Headers[0].Key != watermarkHeader || r.Key != nil || len(r.Value) != 0 {
+	if len(r.Headers) == 0 || len(r.Headers) > 2 || r.Headers[0].Key != watermarkHeader || r.Key != nil || len(r.Value) != 0 {
+		return nil, false
+	}
+	if len(r.Headers) == 2 && r.Headers[1].Key != ReproducesHeader {
 		return nil, false
 	}
 	return r.Headers[0].Value, true

@@ -165,11 +165,17 @@ func TestWatermarkHeader(t *testing.T) {
 	if _, ok := controlWatermark(control); !ok {
 		t.Error("a control record is not recognized")
 	}
+	reproduced := &kgo.Record{Headers: append(slices.Clone(control.Headers), kgo.RecordHeader{Key: ReproducesHeader, Value: []byte("txn/1/0")})}
+	if _, ok := controlWatermark(reproduced); !ok {
+		t.Error("a reproduced control record is not recognized")
+	}
 	for name, r := range map[string]*kgo.Record{
 		"with a key":        {Key: []byte("k"), Headers: control.Headers},
 		"with a value":      {Value: []byte("v"), Headers: control.Headers},
 		"other header":      {Headers: []kgo.RecordHeader{{Key: "trace", Value: good}}},
 		"two headers":       {Headers: append([]kgo.RecordHeader{{Key: "trace"}}, control.Headers...)},
+		"header after":      {Headers: append(slices.Clone(control.Headers), kgo.RecordHeader{Key: "trace"})},
+		"three headers":     {Headers: append(slices.Clone(reproduced.Headers), kgo.RecordHeader{Key: ReproducesHeader})},
 		"plain data record": {Key: []byte("k"), Value: []byte("v")},
 	} {
 		if _, ok := controlWatermark(r); ok {
