@@ -28,6 +28,7 @@ import (
 type counting struct {
 	n, splits int
 	delay     time.Duration // per Read, to keep a job running for a while
+	batch     int           // the most records a Read returns; 0: 37
 }
 
 func (c counting) Splits(context.Context) ([]string, error) { return splitIDs(c.splits), nil }
@@ -69,8 +70,11 @@ func (r *countingReader) Read(_ context.Context, buf []int) (int, error) {
 		// checkpoints (fake time in the synctest bubbles).
 		time.Sleep(r.c.delay)
 	}
-	n := 0
-	for n < len(buf) && n < 37 {
+	n, most := 0, r.c.batch
+	if most == 0 {
+		most = 37
+	}
+	for n < len(buf) && n < most {
 		v := r.split + r.next*r.c.splits
 		if v >= r.c.n {
 			break

@@ -85,6 +85,16 @@ type Options struct {
 	// ChannelCapacity is the number of batches a channel between two tasks
 	// holds before the producer blocks. Default 8.
 	ChannelCapacity int
+	// DebloatTarget turns on buffer debloating: each task measures how
+	// many records it processes per second of work and has its producers
+	// send it batches small enough that its full input channels hold
+	// about DebloatTarget of its processing (at least 16 records a batch,
+	// at most BatchSize). Under backpressure a checkpoint barrier then
+	// waits about that long behind the queued records at each task
+	// instead of ChannelCapacity full batches' worth, so checkpoints keep
+	// completing with a slow sink (docs/operations.md, "Backpressure").
+	// Default 0: off, every batch up to BatchSize.
+	DebloatTarget time.Duration
 	// WatermarkInterval is how often a source subtask that tracks event
 	// time sends its watermark and idleness downstream, when they changed:
 	// once per interval of wall-clock time, or as soon as the watermark is
@@ -233,6 +243,7 @@ func (o Options) engine() runtime.Options {
 		Restart:                     o.Restart.engine(),
 		BatchSize:                   o.BatchSize,
 		ChannelCapacity:             o.ChannelCapacity,
+		DebloatTarget:               o.DebloatTarget,
 		WatermarkInterval:           o.WatermarkInterval,
 		TolerableCheckpointFailures: o.TolerableCheckpointFailures,
 		TakeOverSinks:               o.TakeOverSinks,

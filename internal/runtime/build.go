@@ -47,6 +47,21 @@ func (j *Job) build(ctx context.Context, rp *restorePoint, events chan<- event, 
 			}
 		}
 	}
+	// debloaters[op][subtask] of the tasks that read channels, with
+	// Options.DebloatTarget; nil without.
+	var debloaters [][]*debloater
+	if j.opts.DebloatTarget > 0 {
+		debloaters = make([][]*debloater, len(g.Operators))
+		for i, op := range g.Operators {
+			if chain[i] >= 0 || len(op.Inputs) == 0 {
+				continue
+			}
+			debloaters[i] = make([]*debloater, op.Parallelism)
+			for s := range op.Parallelism {
+				debloaters[i][s] = newDebloater(j.opts.DebloatTarget, j.opts.ChannelCapacity, j.opts.BatchSize)
+			}
+		}
+	}
 	writer := func(id checkpoint.ID, kind checkpoint.Kind, operator string, subtask int, snap checkpoint.SubtaskSnapshot) (checkpoint.StateHandle, error) {
 		return j.store.WriteState(id, kind, operator, subtask, snap)
 	}
@@ -74,12 +89,20 @@ func (j *Job) build(ctx context.Context, rp *restorePoint, events chan<- event, 
 				wmInterval:     j.opts.WatermarkInterval,
 				reportCaughtUp: j.opts.CheckpointOnCaughtUp > 0,
 			}
+			if debloaters != nil && debloaters[h] != nil {
+				t.debloat = debloaters[h][s]
+			}
 			for k := range op.Inputs {
 				for u := range chans[h][k] {
 					if c := chans[h][k][u][s]; c != nil {
 						t.inputs = append(t.inputs, c)
 					}
 				}
+			}
+			if t.debloat != nil {
+				// The task drains all its channels before a barrier has
+				// come through each: they share the target.
+				t.debloat.batches = j.opts.ChannelCapacity * len(t.inputs)
 			}
 			// Build the chain back to front, so that each operator's
 			// consumers exist when it is created.
@@ -88,7 +111,7 @@ func (j *Job) build(ctx context.Context, rp *restorePoint, events chan<- event, 
 				if head[i] != h {
 					continue
 				}
-				m, err := j.buildMember(ctx, t, i, s, rp, consumers[i], chain, chans, built)
+				m, err := j.buildMember(ctx, t, i, s, rp, consumers[i], chain, chans, debloaters, built)
 				if err != nil {
 					// Release what the operators built so far hold (readers,
 					// writers, connections); no task ran, nothing to commit.
@@ -113,7 +136,7 @@ func (j *Job) build(ctx context.Context, rp *restorePoint, events chan<- event, 
 
 // buildMember creates subtask s of operator i inside task t.
 func (j *Job) buildMember(ctx context.Context, t *task, i, s int, rp *restorePoint, cons []consumer,
-	chain []int, chans [][][][]chan Message, built map[int]*member) (*member, error) {
+	chain []int, chans [][][][]chan Message, debloaters [][]*debloater, built map[int]*member) (*member, error) {
 	spec := &j.g.Operators[i]
 	m := &member{spec: spec}
 	if spec.Keyed {
@@ -129,12 +152,20 @@ func (j *Job) buildMember(ctx context.Context, t *task, i, s int, rp *restorePoi
 			continue
 		}
 		var targets []chan<- Message
-		for _, ch := range chans[c.op][c.input][s] {
+		var limits []*atomic.Int64 // of the targets' tasks, with debloating
+		for x, ch := range chans[c.op][c.input][s] {
 			if ch != nil {
 				targets = append(targets, ch)
+				if debloaters != nil {
+					limits = append(limits, debloaters[c.op][x].limit)
+				}
 			}
 		}
-		r := in.NewRouter(withBackpressure(ctx, &t.times.backpressured), targets, j.opts.BatchSize, j.opts.MaxParallelism)
+		rctx := withBackpressure(ctx, &t.times.backpressured)
+		if limits != nil {
+			rctx = withBatchCaps(rctx, limits)
+		}
+		r := in.NewRouter(rctx, targets, j.opts.BatchSize, j.opts.MaxParallelism)
 		t.routers = append(t.routers, r)
 		outs[in.Output] = append(outs[in.Output], r)
 	}

@@ -44,6 +44,7 @@ func (j *Job) configuration() []control.Setting {
 		{Name: "storage min transfer rate", Value: fmt.Sprintf("%.1f MiB/s", float64(o.StorageMinTransferRate)/(1<<20))},
 		{Name: "batch size", Value: strconv.Itoa(o.BatchSize)},
 		{Name: "channel capacity", Value: strconv.Itoa(o.ChannelCapacity)},
+		{Name: "debloat target", Value: text(o.DebloatTarget)},
 		{Name: "watermark interval", Value: text(o.WatermarkInterval)},
 		{Name: "control API", Value: o.Control.Addr},
 		{Name: "control token", Value: token},

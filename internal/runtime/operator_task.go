@@ -93,6 +93,10 @@ func (t *task) runOperators(ctx context.Context) error {
 		}
 		switch {
 		case msg.batch != nil:
+			var began time.Time
+			if t.debloat != nil {
+				began = time.Now()
+			}
 			if t.headIn != nil {
 				t.headIn.Add(batchLen(msg.batch))
 			}
@@ -101,6 +105,9 @@ func (t *task) runOperators(ctx context.Context) error {
 			}
 			if err := t.flush(); err != nil {
 				return err
+			}
+			if t.debloat != nil {
+				t.debloat.processed(int(batchLen(msg.batch)), time.Since(began))
 			}
 		case msg.hasWatermark:
 			if err := t.forward(ctx, merger.watermark(i, msg.watermark, time.Now())); err != nil {

@@ -36,6 +36,7 @@ type Options struct {
 	Restart                     RestartStrategy
 	BatchSize                   int           // records per batch between tasks; default 512
 	ChannelCapacity             int           // batches a channel holds; default 8
+	DebloatTarget               time.Duration // buffer debloating: the consumer's processing time the records queued on its input channels may hold; 0 off
 	WatermarkInterval           time.Duration // how often sources send watermarks; default 200ms
 	TolerableCheckpointFailures int           // failed checkpoints in a row before a failover; default 3, -1 never
 	TakeOverSinks               bool          // a start without a checkpoint may write into another incarnation's sinks
@@ -162,6 +163,7 @@ func (o Options) validate() error {
 		{o.Restart.MaxBackoff < 0, "Restart.MaxBackoff", o.Restart.MaxBackoff, "use a positive duration"},
 		{o.BatchSize < 0, "BatchSize", o.BatchSize, "use a positive size such as 512"},
 		{o.ChannelCapacity < 0, "ChannelCapacity", o.ChannelCapacity, "use a positive count such as 8"},
+		{o.DebloatTarget < 0, "DebloatTarget", o.DebloatTarget, "use 0 (off) or a positive duration such as 200ms"},
 		{o.CommitRetries < 0, "CommitRetries", o.CommitRetries, "use 0 (default) or a positive count"},
 		{o.CommitTimeout < 0, "CommitTimeout", o.CommitTimeout, "use 0 (default: CheckpointTimeout) or a positive duration such as 30s"},
 		{o.OwnershipLease < 0, "OwnershipLease", o.OwnershipLease, "use 0 (default 10s) or a positive duration"},

@@ -39,6 +39,9 @@ type Router interface {
 func NewRouter[T any](ctx context.Context, p Partitioning, outs []chan<- Message, batchSize, maxParallelism int, keyGroup func(T) int) Router {
 	r := &router[T]{ctx: ctx, p: p, outs: outs, batchSize: batchSize, maxParallelism: maxParallelism, keyGroup: keyGroup}
 	r.waited, _ = ctx.Value(backpressureKey{}).(*atomic.Int64)
+	if caps, ok := ctx.Value(batchCapsKey{}).([]*atomic.Int64); ok && len(caps) == len(outs) {
+		r.caps = caps
+	}
 	r.bufs = make([][]T, len(outs))
 	r.peaks = make([]int, len(outs))
 	for i := range r.bufs {
@@ -60,6 +63,19 @@ type router[T any] struct {
 	// waited counts the time spent waiting for room in full channels;
 	// nil when the context carried no counter.
 	waited *atomic.Int64
+	// caps are the consumers' batch size limits (buffer debloating, see
+	// debloater); nil when the context carried none: batchSize.
+	caps []*atomic.Int64
+}
+
+// limit is the size at which the batch for consumer i is sent.
+func (r *router[T]) limit(i int) int {
+	if r.caps != nil {
+		if c := int(r.caps[i].Load()); c > 0 && c < r.batchSize {
+			return c
+		}
+	}
+	return r.batchSize
 }
 
 func (r *router[T]) Emit(batch any) error {
@@ -86,7 +102,7 @@ func (r *router[T]) Emit(batch any) error {
 	for _, rec := range records {
 		i := r.keyGroup(rec) * n / r.maxParallelism
 		r.bufs[i] = append(r.bufs[i], rec)
-		if len(r.bufs[i]) >= r.batchSize {
+		if len(r.bufs[i]) >= r.limit(i) {
 			if err := r.send(i); err != nil {
 				return err
 			}
@@ -98,11 +114,11 @@ func (r *router[T]) Emit(batch any) error {
 // append adds records to consumer i's buffer, sending full batches.
 func (r *router[T]) append(i int, records []T) error {
 	for len(records) > 0 {
-		room := r.batchSize - len(r.bufs[i])
-		take := min(room, len(records))
+		limit := r.limit(i)
+		take := min(max(limit-len(r.bufs[i]), 0), len(records))
 		r.bufs[i] = append(r.bufs[i], records[:take]...)
 		records = records[take:]
-		if len(r.bufs[i]) >= r.batchSize {
+		if len(r.bufs[i]) >= limit {
 			if err := r.send(i); err != nil {
 				return err
 			}
@@ -156,6 +172,16 @@ func (r *router[T]) put(i int, m Message) error {
 	case <-r.ctx.Done():
 		return r.ctx.Err()
 	}
+}
+
+// batchCapsKey is the context key of the batch size limits of a router's
+// consumers, in the order of its channels (buffer debloating).
+type batchCapsKey struct{}
+
+// withBatchCaps returns ctx carrying caps, the batch size limits of the
+// consumers of the channels a router built with it sends on, in order.
+func withBatchCaps(ctx context.Context, caps []*atomic.Int64) context.Context {
+	return context.WithValue(ctx, batchCapsKey{}, caps)
 }
 
 // backpressureKey is the context key of the counter of the time a task's

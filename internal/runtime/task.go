@@ -36,6 +36,9 @@ type task struct {
 	name    string
 	members []*member // the head first, then the chained operators in graph order
 	routers []Router
+	// debloat sizes the batches the task's producers send it
+	// (Options.DebloatTarget); nil without.
+	debloat *debloater
 	inputs  []chan Message // empty for source tasks
 	mail    *mailbox
 	events  chan<- event
