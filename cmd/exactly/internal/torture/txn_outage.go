@@ -66,6 +66,9 @@ func (in *injector) txnOutage(child *crashtest.Child, nth int, zombie bool) erro
 	if err != nil {
 		return err
 	}
+	// Dead by now on every path but an error of the wait below, where it
+	// may still be stopped: never leave it behind.
+	defer p.kill()
 	if !in.txnOutageStopped(p, nth, zombie) {
 		return nil
 	}
