@@ -130,7 +130,8 @@ func benchThroughput(b *testing.B, brokers string, g kafka.Guarantee, shape benc
 	b.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), in, out) })
 	j := benchJob(b, brokers, in, out, g, true, shape)
 	start := time.Now()
-	if err := j.Run(context.Background(), stream.Options{CheckpointDir: filepath.Join(b.TempDir(), "ckpt"), CheckpointInterval: interval}); err != nil {
+	if err := j.Run(context.Background(), stream.Options{CheckpointDir: filepath.Join(b.TempDir(), "ckpt"), CheckpointInterval: interval,
+		DebloatTarget: *benchDebloat}); err != nil {
 		b.Fatal(err)
 	}
 	took := time.Since(start)
@@ -249,6 +250,10 @@ var benchIntervalBacklog = flag.Int("bench.backlog", 6_000_000, "BenchmarkInterv
 // benchReproduce sets SinkOptions.ReproduceAborted on the exactly-once
 // sinks of the benchmarks, to measure what it costs.
 var benchReproduce = flag.Bool("bench.reproduce", false, "exactly-once sinks with SinkOptions.ReproduceAborted")
+
+// benchDebloat turns on buffer debloating in the throughput runs, to
+// measure what it costs a job that is not held back.
+var benchDebloat = flag.Duration("bench.debloat", 0, "throughput runs with stream.Options.DebloatTarget")
 
 // BenchmarkIntervals measures exactly-once Kafka → map → Kafka and Kafka →
 // keyed count → Kafka at checkpoint intervals of 1 s, 100 ms and 25 ms
