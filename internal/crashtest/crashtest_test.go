@@ -68,12 +68,14 @@ func TestStopAt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	deadline := time.Now().Add(20 * time.Second)
-	for !Stopped(cmd.Process.Pid) {
-		if time.Now().After(deadline) {
-			t.Fatal("the child did not stop itself within 20s")
-		}
-		time.Sleep(10 * time.Millisecond)
+	// The child's state change, as its parent hears of it: stopped, or
+	// (a failure) exited.
+	var ws syscall.WaitStatus
+	if _, err := syscall.Wait4(cmd.Process.Pid, &ws, syscall.WUNTRACED, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !ws.Stopped() || !Stopped(cmd.Process.Pid) {
+		t.Fatalf("the child did not stop itself: wait status %#x", ws)
 	}
 	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)

@@ -97,8 +97,12 @@ func (t *task) runOperators(ctx context.Context) error {
 			if t.debloat != nil {
 				began = time.Now()
 			}
+			var n int64
+			if t.debloat != nil || t.headIn != nil {
+				n = batchLen(msg.batch)
+			}
 			if t.headIn != nil {
-				t.headIn.Add(batchLen(msg.batch))
+				t.headIn.Add(n)
 			}
 			if err := head.Process(ctx, msg.batch); err != nil {
 				return fmt.Errorf("%s: %w", t.name, err)
@@ -107,7 +111,7 @@ func (t *task) runOperators(ctx context.Context) error {
 				return err
 			}
 			if t.debloat != nil {
-				t.debloat.processed(int(batchLen(msg.batch)), time.Since(began))
+				t.debloat.processed(int(n), time.Since(began))
 			}
 		case msg.hasWatermark:
 			if err := t.forward(ctx, merger.watermark(i, msg.watermark, time.Now())); err != nil {
