@@ -231,10 +231,8 @@ func (in *injector) inject(ctx context.Context, rng *rand.Rand) (string, error) 
 	}
 	targets := in.proxies()
 	target := targets[rng.IntN(len(targets))]
-	bg := context.Background() // toxics are removed even when ctx ended
-	var toxics []string
+	bg := context.Background() // the proxy is reset even when ctx ended
 	add := func(name, typ, stream string, attrs map[string]any) error {
-		toxics = append(toxics, name)
 		return in.tp.toxic(bg, target, name, typ, stream, attrs)
 	}
 	var err error
@@ -261,15 +259,10 @@ func (in *injector) inject(ctx context.Context, rng *rand.Rand) (string, error) 
 			hold(3*time.Second, 8*time.Second)
 		}
 	}
-	for _, name := range toxics {
-		err = errors.Join(err, in.tp.untoxic(bg, target, name))
-	}
-	if kind == FaultPartition {
-		// The blackholed connections lost bytes: cut them, as a partition
-		// long enough for TCP to give up would.
-		err = errors.Join(err, in.tp.enable(bg, target, false), in.tp.enable(bg, target, true))
-	}
-	return kind + ":" + target, err
+	// Healing cuts the connections through target (toxiproxy's reset: see
+	// its type): after a partition as one long enough for TCP to give up
+	// would, after latency, resets and timeouts as a flapping link would.
+	return kind + ":" + target, errors.Join(err, in.tp.reset(bg, target, true))
 }
 
 // proxies returns the names of the toxiproxy proxies the job goes through.
@@ -330,10 +323,7 @@ func (in *injector) heal() error {
 	var errs []error
 	if in.tp != nil {
 		for _, p := range in.proxies() {
-			errs = append(errs, in.tp.enable(context.Background(), p, true))
-			for _, tx := range []string{"lat-up", "lat-down", "reset", "timeout", "part-up", "part-down", "slow"} {
-				errs = append(errs, in.tp.untoxic(context.Background(), p, tx))
-			}
+			errs = append(errs, in.tp.reset(context.Background(), p, true))
 		}
 	}
 	if slices.Contains(in.groups, groupDisk) {

@@ -95,7 +95,7 @@ func (in *injector) injectObjectStore(ctx context.Context, kind string, rng *ran
 			return err
 		}
 		sleep(ctx, checkpointTimeout+time.Second+time.Duration(rng.Int64N(int64(3*time.Second))))
-		return in.tp.untoxic(bg, "s3", "slow")
+		return in.tp.reset(bg, "s3", true)
 	}
 	return fmt.Errorf("torture: unknown object-storage fault %q", kind)
 }

@@ -226,9 +226,9 @@ func (in *injector) wipeState(child *crashtest.Child) error {
 // stop landing, when it can, between a checkpoint's completion and its
 // commit: it slows target down (latency both ways), waits for the next
 // checkpoint to complete (a "c" in the progress file, written when the
-// metadata is durable and before anything is committed), disables the
-// proxy of target at once (every connection closed, new ones refused:
-// the commit in flight fails), waits hold, sends SIGTERM, waits for the
+// metadata is durable and before anything is committed), recreates the
+// proxy of target disabled at once (every connection closed, new ones
+// refused: the commit in flight fails; the latency gone), waits hold, sends SIGTERM, waits for the
 // job to exit (killing it after stopBound: a hang, reported) and enables
 // the proxy again. The stop may fail to commit (ErrCommitPending): the
 // next run commits, which the checker verifies.
@@ -244,11 +244,11 @@ func (in *injector) cleanStop(ctx context.Context, child *crashtest.Child, targe
 		if in.checkpoints() == before {
 			in.outcome(FaultCleanStop + ": no checkpoint completed before the outage")
 		}
-		err = in.tp.enable(bg, target, false)
 	}
-	err = errors.Join(err, in.tp.untoxic(bg, target, "lat-up"), in.tp.untoxic(bg, target, "lat-down"))
-	if err != nil {
-		_ = in.tp.enable(bg, target, true)
+	// Reset disabled: every connection closed, new ones refused, the
+	// latency gone for when the proxy is enabled again.
+	if err = errors.Join(err, in.tp.reset(bg, target, false)); err != nil {
+		_ = in.tp.reset(bg, target, true)
 		return err
 	}
 	sleep(ctx, hold)
@@ -266,7 +266,7 @@ func (in *injector) cleanStop(ctx context.Context, child *crashtest.Child, targe
 // stuckWrite makes target stop reading without closing a connection, so
 // that every write to it blocks, and waits (up to stuckBound) for the job
 // to fail over (an "r" in the progress file); then it heals target (the
-// toxic removed, the stuck connections cut) and kills the job after a
+// proxy recreated without the toxic, the stuck connections cut) and kills the job after a
 // pause, ending the run. No failover within the bound is a hang: the run
 // fails.
 func (in *injector) stuckWrite(ctx context.Context, child *crashtest.Child, target string) error {
@@ -287,7 +287,7 @@ func (in *injector) stuckWrite(ctx context.Context, child *crashtest.Child, targ
 			hung = true
 		}
 	}
-	err = errors.Join(err, in.tp.untoxic(bg, target, "timeout"), in.tp.enable(bg, target, false), in.tp.enable(bg, target, true))
+	err = errors.Join(err, in.tp.reset(bg, target, true))
 	sleep(ctx, time.Second)
 	_ = child.Process.Signal(syscall.SIGKILL)
 	<-child.Exited()
