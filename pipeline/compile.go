@@ -205,6 +205,9 @@ func (p *plan) checkLimits(c *compiler) {
 	if cl.RepartitionPartitions < 0 || cl.RepartitionPartitions > maxParallelism {
 		c.errorf(doc.Pos(&cl.RepartitionPartitions), "cluster.repartition_partitions is %d: use 0 (the most partitions of the input topics) or 1 to %d", cl.RepartitionPartitions, maxParallelism)
 	}
+	if cfg.Checkpoint.DebloatTarget < 0 {
+		c.errorf(doc.Pos(&cfg.Checkpoint.DebloatTarget), "checkpoint.debloat_target is %v: use 0 (off) or a positive duration such as 200ms", cfg.Checkpoint.DebloatTarget)
+	}
 	if cfg.Checkpoint.Timeout <= 0 {
 		c.errorf(doc.Pos(&cfg.Checkpoint.Timeout), "checkpoint.timeout is %v: use a positive duration such as 1m", cfg.Checkpoint.Timeout)
 	}

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // env is the environment of the tests' pipelines.
@@ -282,6 +283,13 @@ sink: {kind: file, dir: out}
 checkpoint: {interval: fast}
 `,
 		`p.yaml:4:24: checkpoint.interval is "fast": not a duration: write a number with a unit, such as 500ms, 10s or 5m`},
+	{"negative debloat target", `
+name: x
+source: {kind: generator, count: 1, fields: {a: index}}
+sink: {kind: file, dir: out}
+checkpoint: {debloat_target: -200ms}
+`,
+		`p.yaml:4:30: checkpoint.debloat_target is -200ms: use 0 (off) or a positive duration such as 200ms`},
 	{"negative idle timeout", `
 name: x
 source: {kind: generator, count: 1, fields: {a: index}}
@@ -414,5 +422,23 @@ func TestSecretsStayOutOfErrors(t *testing.T) {
 		if strings.Contains(err.Error(), "hunter2") {
 			t.Errorf("the error shows the secret: %v", err)
 		}
+	}
+}
+
+// TestCheckpointOptionsReachTheEngine checks that the checkpoint section's
+// settings are the engine's options of a run.
+func TestCheckpointOptionsReachTheEngine(t *testing.T) {
+	p, err := Parse("p.yaml", []byte(`
+name: x
+source: {kind: generator, count: 1, fields: {a: index}}
+sink: {kind: file, dir: out}
+checkpoint: {interval: 25ms, timeout: 5s, retained: 2, debloat_target: 50ms}
+`), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := p.options(RunOptions{})
+	if o.CheckpointInterval != 25*time.Millisecond || o.CheckpointTimeout != 5*time.Second || o.RetainedCheckpoints != 2 || o.DebloatTarget != 50*time.Millisecond {
+		t.Errorf("options: interval %v, timeout %v, retained %d, debloat target %v; want 25ms, 5s, 2, 50ms", o.CheckpointInterval, o.CheckpointTimeout, o.RetainedCheckpoints, o.DebloatTarget)
 	}
 }

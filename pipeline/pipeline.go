@@ -181,6 +181,7 @@ func (p *Pipeline) options(o RunOptions) stream.Options {
 		CheckpointInterval:     c.Checkpoint.Interval,
 		CheckpointTimeout:      c.Checkpoint.Timeout,
 		RetainedCheckpoints:    c.Checkpoint.Retained,
+		DebloatTarget:          c.Checkpoint.DebloatTarget,
 		StorageRequestTimeout:  c.Checkpoint.RequestTimeout,
 		StorageMinTransferRate: c.Checkpoint.MinTransferRate,
 		Parallelism:            c.Parallelism,

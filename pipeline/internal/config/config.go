@@ -151,6 +151,7 @@ type Checkpoint struct {
 	Interval        time.Duration `yaml:"interval" default:"1s" doc:"Time between checkpoints; output becomes visible at this pace."`
 	Timeout         time.Duration `yaml:"timeout" default:"1m" doc:"A checkpoint not complete this long after it started is aborted."`
 	Retained        int           `yaml:"retained" default:"3" doc:"Completed checkpoints kept."`
+	DebloatTarget   time.Duration `yaml:"debloat_target" example:"200ms" doc:"Buffer debloating, off by default: each task keeps the records queued at its inputs to about this much of its processing, so that a checkpoint's barrier passes a slow task within about this time instead of waiting behind full queues. It costs throughput on fast jobs; docs/operations.md (Backpressure) says when to set it."`
 	RequestTimeout  time.Duration `yaml:"request_timeout" default:"30s" doc:"With s3:// storage: how long a request may take, plus the time its bytes take at min_transfer_rate; a slower one fails and is retried."`
 	MinTransferRate int64         `yaml:"min_transfer_rate" default:"1048576" doc:"With s3:// storage: the slowest transfer, in bytes per second, a request moving state may take before it fails."`
 }
