@@ -322,9 +322,7 @@ func (in *injector) fill(hold func()) error {
 func (in *injector) heal() error {
 	var errs []error
 	if in.tp != nil {
-		for _, p := range in.proxies() {
-			errs = append(errs, in.tp.reset(context.Background(), p, true))
-		}
+		errs = append(errs, in.tp.heal(context.Background()))
 	}
 	if slices.Contains(in.groups, groupDisk) {
 		errs = append(errs, exec.Command("chattr", "-R", "-i", in.ckpt).Run())

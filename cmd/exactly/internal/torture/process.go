@@ -228,10 +228,11 @@ func (in *injector) wipeState(child *crashtest.Child) error {
 // checkpoint to complete (a "c" in the progress file, written when the
 // metadata is durable and before anything is committed), recreates the
 // proxy of target disabled at once (every connection closed, new ones
-// refused: the commit in flight fails; the latency gone), waits hold, sends SIGTERM, waits for the
-// job to exit (killing it after stopBound: a hang, reported) and enables
-// the proxy again. The stop may fail to commit (ErrCommitPending): the
-// next run commits, which the checker verifies.
+// refused: the commit in flight fails; the latency gone), waits hold,
+// sends SIGTERM, waits for the job to exit (killing it after stopBound: a
+// hang, reported) and recreates the proxy enabled. The stop may fail to
+// commit (ErrCommitPending): the next run commits, which the checker
+// verifies.
 func (in *injector) cleanStop(ctx context.Context, child *crashtest.Child, target string, hold time.Duration) error {
 	bg := context.Background()
 	slow := map[string]any{"latency": 150, "jitter": 50}
@@ -254,7 +255,7 @@ func (in *injector) cleanStop(ctx context.Context, child *crashtest.Child, targe
 	sleep(ctx, hold)
 	_ = child.Process.Signal(syscall.SIGTERM)
 	out, exit, hung := waitChild(child, stopBound)
-	err = in.tp.enable(bg, target, true)
+	err = in.tp.reset(bg, target, true)
 	if hung {
 		in.fail(fmt.Errorf("%s:%s: the job did not stop within %v of SIGTERM during the outage (stacks dumped, killed)\n%s", FaultCleanStop, target, stopBound, in.hangReport(FaultCleanStop, out)))
 		return err
