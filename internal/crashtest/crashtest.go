@@ -327,6 +327,18 @@ func during(f func(ctx context.Context, run int, final bool), run int, final boo
 	return func(ctx context.Context) { f(ctx, run, final) }
 }
 
+// DieWithParent makes the process cmd starts get SIGKILL when its
+// parent dies: a test that times out or panics leaves no job running
+// against the services, as a SIGKILLed test would. (Linux sends it when
+// the thread that started the child exits; Go's threads outlive the
+// process's goroutines but for a locked one's.)
+func DieWithParent(cmd *exec.Cmd) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+}
+
 // runChild runs the child once, and alongside (when not nil) in another
 // goroutine with a context cancelled once the child has exited; it reports
 // whether SIGKILL ended the child.
@@ -337,6 +349,7 @@ func runChild(command func(context.Context) *exec.Cmd, env []string, delay, time
 	cmd.Env = env
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
+	DieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		return false, err
 	}

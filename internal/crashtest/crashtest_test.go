@@ -2,6 +2,7 @@ package crashtest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"syscall"
@@ -17,10 +18,25 @@ const envFinal = "EXACTLY_CRASHTEST_FINAL"
 // envStopper makes the re-executed test binary the child of TestStopAt.
 const envStopper = "EXACTLY_CRASHTEST_STOPPER"
 
+// envParent makes the re-executed test binary the parent of
+// TestDieWithParent: it starts a sleep that must die with it, prints the
+// sleep's pid and waits to be killed.
+const envParent = "EXACTLY_CRASHTEST_PARENT"
+
 // TestMain runs the child of TestSuperviseFinalEnv when re-executed: a
 // child that kills itself at any planned protocol point, waits for the
 // timed kill otherwise, and exits 0 only in a run that got FinalEnv.
 func TestMain(m *testing.M) {
+	if os.Getenv(envParent) != "" {
+		sleep := exec.Command("sleep", "60")
+		DieWithParent(sleep)
+		if err := sleep.Start(); err != nil {
+			os.Exit(2)
+		}
+		fmt.Println(sleep.Process.Pid)
+		time.Sleep(time.Minute)
+		os.Exit(3)
+	}
 	if os.Getenv(envStopper) != "" {
 		probe := Probe()
 		for range 3 {
@@ -82,5 +98,40 @@ func TestStopAt(t *testing.T) {
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("the continued child: %v, want exit 0", err)
+	}
+}
+
+// TestDieWithParent checks that a child started with DieWithParent is
+// killed when its parent is.
+func TestDieWithParent(t *testing.T) {
+	parent := exec.Command(os.Args[0])
+	parent.Env = append(os.Environ(), envParent+"=1")
+	out, err := parent.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := parent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer parent.Process.Kill()
+	var pid int
+	if _, err := fmt.Fscan(out, &pid); err != nil {
+		t.Fatalf("reading the child's pid: %v", err)
+	}
+	if err := syscall.Kill(pid, 0); err != nil {
+		t.Fatalf("the child %d is not running before its parent dies: %v", pid, err)
+	}
+	if err := parent.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = parent.Wait()
+	// The child is the init process's now: it is reaped once it died.
+	deadline := time.Now().Add(20 * time.Second)
+	for syscall.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("the child %d still runs 20s after its parent was killed", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -145,6 +145,7 @@ func (f *fleet) start(ctx context.Context, name string, env ...string) (*instanc
 	p.cmd = f.command(ctx)
 	p.cmd.Env = append(append(append(os.Environ(), f.env...), envInstance+"="+name, envInstanceDir+"="+p.dir), env...)
 	p.cmd.Stdout, p.cmd.Stderr = out, out
+	crashtest.DieWithParent(p.cmd)
 	if err := p.cmd.Start(); err != nil {
 		out.Close()
 		return nil, fmt.Errorf("torture: start instance %s: %w", name, err)

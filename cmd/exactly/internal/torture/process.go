@@ -603,6 +603,7 @@ type proc struct {
 func startProc(cmd *exec.Cmd) (*proc, error) {
 	p := &proc{cmd: cmd, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = &p.out, &p.out
+	crashtest.DieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
