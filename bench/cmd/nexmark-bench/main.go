@@ -29,7 +29,9 @@
 // the visible windows advanced in it. And they have no latency run: the
 // generator's event time is synthetic (10,000 events per second of event
 // time), so the time a window's result takes to become visible has no
-// meaning in wall time. Instead each system runs them over the backlog a
+// meaning in wall time — unless the input comes at that pace, which
+// --windowed-latency does (see measureWindowedLatency; not in the table of
+// --doc). Instead each system runs them over the backlog a
 // second time, SIGKILLed up to --kills times (0.1-0.8 s after its first
 // visible output, then after each recovery) and started again once the
 // output's stable offsets settled; the checked outputs of that run are
@@ -76,7 +78,7 @@ type options struct {
 	maxLoad                                                      float64
 	events, seed                                                 uint64
 	plan                                                         latencyPlan
-	timeout, interval                                            time.Duration
+	timeout, interval, windowedLatency                           time.Duration
 	kills                                                        int
 	latency, profile, keepTopics                                 bool
 }
@@ -102,6 +104,7 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "longest wait for a system's output")
 	flag.BoolVar(&o.latency, "latency", true, "run the latency and recovery runs")
 	flag.DurationVar(&o.interval, "interval", time.Second, "every system's checkpoint interval (Kafka Streams: commit.interval.ms); the table of --doc is of 1 s, which other intervals do not write into")
+	flag.DurationVar(&o.windowedLatency, "windowed-latency", 0, "the windowed queries (q5, q7, q8, q11): a latency run too, the windows closing in this span measured, the input at the generator's pace (--rate 10000) so that event time follows the wall clock; 0: none. Not with --doc, whose table has no such run")
 	flag.IntVar(&o.kills, "kills", 3, "stateful queries (windowed, count, q3): SIGKILLs of the second run over the backlog, each system restarted at once (0: no such run)")
 	flag.BoolVar(&o.keepTopics, "keep-topics", false, "keep the run's topics on the broker (deleted after a successful run by default; a failed run keeps them)")
 	flag.BoolVar(&o.profile, "profile", false, "make exactly write a CPU profile of every run (cpu.pprof in the run's directory)")
@@ -127,6 +130,9 @@ func run(ctx context.Context, o options) error {
 	started, loadBefore, commit := time.Now(), loadAverage(), gitCommit()
 	if o.doc != "" && o.interval != time.Second {
 		return fmt.Errorf("--interval %v with --doc: the table of %s is of 1 s intervals; run other intervals without --doc", o.interval, o.doc)
+	}
+	if o.doc != "" && o.windowedLatency != 0 {
+		return fmt.Errorf("--windowed-latency with --doc: the table of %s has no latency for the windowed queries; run it without --doc", o.doc)
 	}
 	if load, ok := oneMinuteLoad(loadBefore); o.doc != "" && (!ok || load > o.maxLoad) {
 		return fmt.Errorf("load average %s at the start, above --max-load %.1f: a figure taken under load is not written into %s; wait for a quiet machine, or run without --doc", loadBefore, o.maxLoad, o.doc)
@@ -226,6 +232,12 @@ func run(ctx context.Context, o options) error {
 			if o.latency && !windowed && !nexmark.Updating(q) {
 				fmt.Fprintf(os.Stderr, "%s %s: latency at %.0f events/s, SIGKILL, recovery\n", s.name, q, o.plan.rate)
 				if r.lat, err = e.measureLatency(ctx, s, q, o.plan); err != nil {
+					return err
+				}
+			}
+			if windowed && o.windowedLatency > 0 {
+				fmt.Fprintf(os.Stderr, "%s %s: latency of the windows closing in %v, at %.0f events/s\n", s.name, q, o.windowedLatency, o.plan.rate)
+				if r.lat, err = e.measureWindowedLatency(ctx, s, q, o.plan, o.windowedLatency); err != nil {
 					return err
 				}
 			}

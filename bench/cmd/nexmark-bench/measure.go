@@ -257,10 +257,23 @@ func sum(ends [partitions]int64) int64 {
 // SIGKILLed once and restarted.
 type latency struct {
 	p50, p99 time.Duration // visibility latency before the kill
-	samples  int           // outputs the percentiles are computed on
+	max      time.Duration // the windowed queries: the largest (their samples are few)
+	samples  int           // outputs the percentiles are computed on; the windowed queries: windows
 	recovery time.Duration // SIGKILL to the first visible output of an input produced after it
 	outputs  uint64        // outputs seen in the end, including any duplicate
 	expected uint64
+	// The windowed queries: the checked outputs compared by value (see
+	// measureWindowedLatency); the others are compared by number.
+	byValue                    bool
+	duplicates, missing, wrong uint64
+}
+
+// tally returns the duplicates, missing and wrong outputs of the run.
+func (l latency) tally() (duplicates, missing, wrong uint64) {
+	if l.byValue {
+		return l.duplicates, l.missing, l.wrong
+	}
+	return excess(l.outputs, l.expected), excess(l.expected, l.outputs), 0
 }
 
 // latencyPlan times a latency run. The system is started with the producer
@@ -301,7 +314,7 @@ func (e env) measureLatency(ctx context.Context, s system, q string, plan latenc
 	var produced atomic.Uint64
 	stopProducing := make(chan struct{})
 	produceErr := make(chan error, 1)
-	go func() { produceErr <- e.produceAtRate(ctx, in, plan.rate, &produced, stopProducing) }()
+	go func() { produceErr <- e.produceAtRate(ctx, in, plan.rate, &produced, stopProducing, nil) }()
 
 	logPath := filepath.Join(dir, s.name+".log")
 	argv := s.argv(q, in, out, dir, name)
@@ -384,14 +397,17 @@ func (e env) measureLatency(ctx context.Context, s system, q string, plan latenc
 	}
 	slices.Sort(lat)
 	l.samples = len(lat)
-	l.p50, l.p99 = lat[len(lat)/2], lat[len(lat)*99/100]
+	l.p50, l.p99, l.max = lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1]
 	return l, nil
 }
 
 // produceAtRate writes events 0, 1, ... of the stream to topic at rate
 // events/s, each timestamped when produced, until stop is closed; it
-// returns once every record is acknowledged.
-func (e env) produceAtRate(ctx context.Context, topic string, rate float64, produced *atomic.Uint64, stop chan struct{}) error {
+// returns once every record is acknowledged. sent, when not nil, is
+// called after each round of produce calls with the next event's number
+// and the round's time (every event before it was handed to the client
+// then, and timestamped so), in the producer's goroutine.
+func (e env) produceAtRate(ctx context.Context, topic string, rate float64, produced *atomic.Uint64, stop chan struct{}, sent func(next uint64, at time.Time)) error {
 	cl, err := e.b.producer(topic)
 	if err != nil {
 		return err
@@ -425,6 +441,9 @@ func (e env) produceAtRate(ctx context.Context, topic string, rate float64, prod
 		now := time.Now()
 		for due := uint64(now.Sub(began).Seconds() * rate); i < due; i++ {
 			cl.Produce(ctx, &kgo.Record{Value: nexmark.Append(nil, e.seed, i), Timestamp: now}, promise)
+		}
+		if sent != nil {
+			sent(i, now)
 		}
 		if p := failed.Load(); p != nil {
 			return *p

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/exactlyonce/exactly/bench/internal/child"
+	"github.com/exactlyonce/exactly/bench/nexmark"
+)
+
+// producedMark is when the producer of a latency run had sent the events
+// before next: every event i < next was handed to the client by at.
+type producedMark struct {
+	next uint64
+	at   time.Time
+}
+
+// producedAt returns when event i was produced, from the producer's marks
+// in order; false when it was not.
+func producedAt(marks []producedMark, i uint64) (time.Time, bool) {
+	k := sort.Search(len(marks), func(k int) bool { return marks[k].next > i })
+	if k == len(marks) {
+		return time.Time{}, false
+	}
+	return marks[k].at, true
+}
+
+// readyEvent returns the first event whose event time lets every
+// system's watermark (the greatest event time read less
+// nexmark.MaxOutOfOrderness) pass end: the event that closes a window
+// ending at end. Event i's time is nexmark.DateTime(i).
+func readyEvent(end int64) uint64 {
+	due := end + nexmark.MaxOutOfOrderness - nexmark.BaseTime // ms after event 0
+	if due <= 0 {
+		return 0
+	}
+	return uint64((due*1000 + nexmark.EventSpacingMicros - 1) / nexmark.EventSpacingMicros)
+}
+
+// windowLatencies returns, for each window whose closing event (see
+// readyEvent) was produced in [from, to), the time from that event's
+// production to the consumer's receipt of the window's last output.
+func windowLatencies(outs []windowOutput, marks []producedMark, from, to time.Time) []time.Duration {
+	visible := map[int64]time.Time{} // window end → its last output's receipt
+	for _, o := range outs {
+		if at, ok := visible[o.end]; !ok || o.at.After(at) {
+			visible[o.end] = o.at
+		}
+	}
+	var lat []time.Duration
+	for end, at := range visible {
+		ready, ok := producedAt(marks, readyEvent(end))
+		if ok && !ready.Before(from) && ready.Before(to) {
+			lat = append(lat, at.Sub(ready))
+		}
+	}
+	slices.Sort(lat)
+	return lat
+}
+
+// measureWindowedLatency runs s on the windowed query q fed at the
+// generator's own pace, nexmark's 10,000 events per second of event time,
+// so that event time advances with the wall clock: a window can close
+// (the first event past its end and the watermarks' bound, produced at a
+// known instant) and its visibility latency is the time from that
+// event's production to its last output's receipt by a read_committed
+// consumer. The windows closing in span, starting warm after the first
+// visible output, are measured; then the producer stops and the run waits
+// for every checked window (see nexmark.Cutoff) of what it produced,
+// compared by value with the reference. It has no SIGKILL: the windowed
+// queries' kill runs measure their recovery.
+func (e env) measureWindowedLatency(ctx context.Context, s system, q string, plan latencyPlan, span time.Duration) (latency, error) {
+	if pace := 1e6 / nexmark.EventSpacingMicros; plan.rate != pace {
+		return latency{}, fmt.Errorf("%s: the windowed latency run needs --rate %.0f, the generator's events per second of event time (not %.0f): only then does event time follow the wall clock", q, pace, plan.rate)
+	}
+	name := fmt.Sprintf("%s-%s-%s-wlat", e.prefix, s.name, q)
+	in, out := name+"-in", name+"-out"
+	dir, err := e.runDir(name)
+	if err != nil {
+		return latency{}, err
+	}
+	if err := e.b.createTopics(ctx, nil, in); err != nil {
+		return latency{}, err
+	}
+	// Outputs are timestamped with their window's end in event time,
+	// which is of 2026-01-01: kept whatever the broker's clock (see
+	// startBacklog).
+	if err := e.b.createTopics(ctx, map[string]*string{"retention.ms": kadm.StringPtr("-1")}, out); err != nil {
+		return latency{}, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	col := newCollector(q, 0, reference{})
+	col.cutoff = math.MaxInt64 // every window's outputs by value; the checked ones are known once the producer stopped
+	consumeErr := make(chan error, 1)
+	go func() { consumeErr <- e.b.consume(ctx, out, col.add) }()
+	var (
+		produced atomic.Uint64
+		marks    []producedMark // written by the producer, read once it returned
+	)
+	stopProducing := make(chan struct{})
+	produceErr := make(chan error, 1)
+	go func() {
+		produceErr <- e.produceAtRate(ctx, in, plan.rate, &produced, stopProducing, func(next uint64, at time.Time) {
+			marks = append(marks, producedMark{next, at})
+		})
+	}()
+
+	logPath := filepath.Join(dir, s.name+".log")
+	p, err := child.Start(s.argv(q, in, out, dir, name), logPath)
+	if err != nil {
+		return latency{}, err
+	}
+	defer func() { p.Stop(15 * time.Second) }()
+	wait := func(d time.Duration) error {
+		select {
+		case <-time.After(d):
+			return nil
+		case <-p.Done:
+			return fmt.Errorf("%s: the system exited (%v); log: %s", name, p.Err, logPath)
+		case err := <-produceErr:
+			return fmt.Errorf("%s: producing: %v", name, err)
+		case err := <-consumeErr:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	outputs := func() int { col.mu.Lock(); defer col.mu.Unlock(); return len(col.windows) }
+	for deadline := time.Now().Add(e.timeout); outputs() == 0; {
+		if time.Now().After(deadline) {
+			return latency{}, fmt.Errorf("%s: no output after %v; log: %s", name, e.timeout, logPath)
+		}
+		if err := wait(sampleEvery); err != nil {
+			return latency{}, err
+		}
+	}
+	from := time.Now().Add(plan.warm)
+	to := from.Add(span)
+	// The windows closing by to become visible after it: produce on.
+	if err := wait(time.Until(to.Add(plan.gap))); err != nil {
+		return latency{}, err
+	}
+	close(stopProducing)
+	if err := <-produceErr; err != nil {
+		return latency{}, err
+	}
+	want := map[string]uint64{}
+	cutoff := nexmark.Cutoff(produced.Load())
+	if err := nexmark.CheckedOutputs(q, e.seed, 0, produced.Load(), func(v []byte) { want[string(v)]++ }); err != nil {
+		return latency{}, err
+	}
+	// checked returns the outputs seen of the checked windows, by value.
+	checked := func() (map[string]uint64, uint64, error) {
+		col.mu.Lock()
+		defer col.mu.Unlock()
+		got, n := map[string]uint64{}, uint64(0)
+		for v, k := range col.got {
+			if end, err := nexmark.OutputEnd(q, []byte(v)); err != nil {
+				return nil, 0, err
+			} else if end <= cutoff {
+				got[v] += k
+				n += k
+			}
+		}
+		return got, n, col.bad
+	}
+	var expected uint64
+	for _, k := range want {
+		expected += k
+	}
+	for deadline := time.Now().Add(e.timeout); ; {
+		_, n, err := checked()
+		if err != nil {
+			return latency{}, fmt.Errorf("%s: %v; log: %s", name, err, logPath)
+		}
+		if n >= expected {
+			break
+		}
+		if time.Now().After(deadline) {
+			return latency{}, fmt.Errorf("%s: %d of %d checked outputs after %v; log: %s", name, n, expected, e.timeout, logPath)
+		}
+		if err := wait(sampleEvery); err != nil {
+			return latency{}, err
+		}
+	}
+	p.Stop(15 * time.Second)
+	time.Sleep(2 * time.Second) // anything written after would be a duplicate
+	got, n, err := checked()
+	if err != nil {
+		return latency{}, err
+	}
+	l := latency{outputs: n, expected: expected, recovery: -1, byValue: true}
+	l.duplicates, l.missing, l.wrong = tally(got, want)
+	col.mu.Lock()
+	lat := windowLatencies(col.windows, marks, from, to)
+	col.mu.Unlock()
+	if len(lat) == 0 {
+		return latency{}, errors.New(name + ": no window closed in the measured span")
+	}
+	l.samples = len(lat)
+	l.p50, l.p99, l.max = lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1]
+	return l, nil
+}
