@@ -104,7 +104,7 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "longest wait for a system's output")
 	flag.BoolVar(&o.latency, "latency", true, "run the latency and recovery runs")
 	flag.DurationVar(&o.interval, "interval", time.Second, "every system's checkpoint interval (Kafka Streams: commit.interval.ms); the table of --doc is of 1 s, which other intervals do not write into")
-	flag.DurationVar(&o.windowedLatency, "windowed-latency", 0, "the windowed queries (q5, q7, q8, q11): a latency run too, the windows closing in this span measured, the input at the generator's pace (--rate 10000) so that event time follows the wall clock; 0: none. Not with --doc, whose table has no such run")
+	flag.DurationVar(&o.windowedLatency, "windowed-latency", 0, "the windowed queries (q5, q7, q8, q11): a latency run too, the windows closing in this span measured, the input at about the generator's pace (2.5% above --rate, whose default is that pace) so that event time follows the wall clock; 0: none. Not with --doc, whose table has no such run")
 	flag.IntVar(&o.kills, "kills", 3, "stateful queries (windowed, count, q3): SIGKILLs of the second run over the backlog, each system restarted at once (0: no such run)")
 	flag.BoolVar(&o.keepTopics, "keep-topics", false, "keep the run's topics on the broker (deleted after a successful run by default; a failed run keeps them)")
 	flag.BoolVar(&o.profile, "profile", false, "make exactly write a CPU profile of every run (cpu.pprof in the run's directory)")
@@ -236,7 +236,7 @@ func run(ctx context.Context, o options) error {
 				}
 			}
 			if windowed && o.windowedLatency > 0 {
-				fmt.Fprintf(os.Stderr, "%s %s: latency of the windows closing in %v, at %.0f events/s\n", s.name, q, o.windowedLatency, o.plan.rate)
+				fmt.Fprintf(os.Stderr, "%s %s: latency of the windows closing in %v, at %.0f events/s\n", s.name, q, o.windowedLatency, windowedRate(o.plan.rate))
 				if r.lat, err = e.measureWindowedLatency(ctx, s, q, o.plan, o.windowedLatency); err != nil {
 					return err
 				}
