@@ -403,11 +403,10 @@ func (e env) measureLatency(ctx context.Context, s system, q string, plan latenc
 
 // produceAtRate writes events 0, 1, ... of the stream to topic at rate
 // events/s, each timestamped when produced, until stop is closed; it
-// returns once every record is acknowledged. sent, when not nil, is
-// called after each round of produce calls with the next event's number
-// and the round's time (every event before it was handed to the client
-// then, and timestamped so), in the producer's goroutine.
-func (e env) produceAtRate(ctx context.Context, topic string, rate float64, produced *atomic.Uint64, stop chan struct{}, sent func(next uint64, at time.Time)) error {
+// returns once every record is acknowledged. Into log, when not nil, it
+// records each round of produce calls (the events handed to the client
+// by then, timestamped so) and each event's partition.
+func (e env) produceAtRate(ctx context.Context, topic string, rate float64, produced *atomic.Uint64, stop chan struct{}, log *productionLog) error {
 	cl, err := e.b.producer(topic)
 	if err != nil {
 		return err
@@ -440,10 +439,21 @@ func (e env) produceAtRate(ctx context.Context, topic string, rate float64, prod
 		}
 		now := time.Now()
 		for due := uint64(now.Sub(began).Seconds() * rate); i < due; i++ {
-			cl.Produce(ctx, &kgo.Record{Value: nexmark.Append(nil, e.seed, i), Timestamp: now}, promise)
+			rec := &kgo.Record{Value: nexmark.Append(nil, e.seed, i), Timestamp: now}
+			if log == nil {
+				cl.Produce(ctx, rec, promise)
+				continue
+			}
+			idx := i
+			cl.Produce(ctx, rec, func(r *kgo.Record, err error) {
+				promise(r, err)
+				if err == nil {
+					log.placed(idx, r.Partition)
+				}
+			})
 		}
-		if sent != nil {
-			sent(i, now)
+		if log != nil {
+			log.sent(i, now)
 		}
 		if p := failed.Load(); p != nil {
 			return *p

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,21 +18,76 @@ import (
 	"github.com/exactlyonce/exactly/bench/nexmark"
 )
 
-// producedMark is when the producer of a latency run had sent the events
-// before next: every event i < next was handed to the client by at.
+// productionLog is what the producer of a windowed latency run did: when
+// it handed each event to the client, and the partition each one went to.
+// Its readers (producedAt, closedAt) run once the producer returned.
+type productionLog struct {
+	mu    sync.Mutex
+	marks []producedMark // in order
+	parts []int32        // event i's partition; -1 not acknowledged
+}
+
+// producedMark is when the producer had sent the events before next:
+// every event i < next was handed to the client by at.
 type producedMark struct {
 	next uint64
 	at   time.Time
 }
 
-// producedAt returns when event i was produced, from the producer's marks
-// in order; false when it was not.
-func producedAt(marks []producedMark, i uint64) (time.Time, bool) {
-	k := sort.Search(len(marks), func(k int) bool { return marks[k].next > i })
-	if k == len(marks) {
+// sent records that the events before next were handed over by at.
+func (l *productionLog) sent(next uint64, at time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.marks = append(l.marks, producedMark{next, at})
+}
+
+// placed records that event i went to partition p.
+func (l *productionLog) placed(i uint64, p int32) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for uint64(len(l.parts)) <= i {
+		l.parts = append(l.parts, -1)
+	}
+	l.parts[i] = p
+}
+
+// producedAt returns when event i was handed to the client; false when
+// it was not.
+func (l *productionLog) producedAt(i uint64) (time.Time, bool) {
+	k := sort.Search(len(l.marks), func(k int) bool { return l.marks[k].next > i })
+	if k == len(l.marks) {
 		return time.Time{}, false
 	}
-	return marks[k].at, true
+	return l.marks[k].at, true
+}
+
+// closedAt returns when the input let every watermark pass event time
+// due: when the last of the partitions got its first event of event
+// number first or later (the events from first on are at or past due);
+// a partition's watermark is its greatest event time less the bound, and
+// a task's the least of its partitions'. False when some partition got
+// none by the end of the run.
+func (l *productionLog) closedAt(first uint64) (time.Time, bool) {
+	var (
+		found  [partitions]bool
+		latest time.Time
+		n      int
+	)
+	for i := first; i < uint64(len(l.parts)) && n < partitions; i++ {
+		p := l.parts[i]
+		if p < 0 || found[p] {
+			continue
+		}
+		at, ok := l.producedAt(i)
+		if !ok {
+			return time.Time{}, false
+		}
+		found[p], n = true, n+1
+		if at.After(latest) {
+			latest = at
+		}
+	}
+	return latest, n == partitions
 }
 
 // windowedRate is the input rate of a windowed latency run: the latency
@@ -58,10 +114,10 @@ func readyEvent(end int64) uint64 {
 	return uint64((due*1000 + nexmark.EventSpacingMicros - 1) / nexmark.EventSpacingMicros)
 }
 
-// windowLatencies returns, for each window whose closing event (see
-// readyEvent) was produced in [from, to), the time from that event's
-// production to the consumer's receipt of the window's last output.
-func windowLatencies(outs []windowOutput, marks []producedMark, from, to time.Time) []time.Duration {
+// windowLatencies returns, for each window that the input closed (see
+// readyEvent and productionLog.closedAt) in [from, to), the time from
+// then to the consumer's receipt of the window's last output.
+func windowLatencies(outs []windowOutput, log *productionLog, from, to time.Time) []time.Duration {
 	visible := map[int64]time.Time{} // window end → its last output's receipt
 	for _, o := range outs {
 		if at, ok := visible[o.end]; !ok || o.at.After(at) {
@@ -70,9 +126,9 @@ func windowLatencies(outs []windowOutput, marks []producedMark, from, to time.Ti
 	}
 	var lat []time.Duration
 	for end, at := range visible {
-		ready, ok := producedAt(marks, readyEvent(end))
-		if ok && !ready.Before(from) && ready.Before(to) {
-			lat = append(lat, at.Sub(ready))
+		closed, ok := log.closedAt(readyEvent(end))
+		if ok && !closed.Before(from) && closed.Before(to) {
+			lat = append(lat, at.Sub(closed))
 		}
 	}
 	slices.Sort(lat)
@@ -116,15 +172,11 @@ func (e env) measureWindowedLatency(ctx context.Context, s system, q string, pla
 	go func() { consumeErr <- e.b.consume(ctx, out, col.add) }()
 	var (
 		produced atomic.Uint64
-		marks    []producedMark // written by the producer, read once it returned
+		log      productionLog
 	)
 	stopProducing := make(chan struct{})
 	produceErr := make(chan error, 1)
-	go func() {
-		produceErr <- e.produceAtRate(ctx, in, rate, &produced, stopProducing, func(next uint64, at time.Time) {
-			marks = append(marks, producedMark{next, at})
-		})
-	}()
+	go func() { produceErr <- e.produceAtRate(ctx, in, rate, &produced, stopProducing, &log) }()
 
 	logPath := filepath.Join(dir, s.name+".log")
 	p, err := child.Start(s.argv(q, in, out, dir, name), logPath)
@@ -213,7 +265,7 @@ func (e env) measureWindowedLatency(ctx context.Context, s system, q string, pla
 	l := latency{outputs: n, expected: expected, recovery: -1, byValue: true}
 	l.duplicates, l.missing, l.wrong = tally(got, want)
 	col.mu.Lock()
-	lat := windowLatencies(col.windows, marks, from, to)
+	lat := windowLatencies(col.windows, &log, from, to)
 	col.mu.Unlock()
 	if len(lat) == 0 {
 		return latency{}, errors.New(name + ": no window closed in the measured span")
