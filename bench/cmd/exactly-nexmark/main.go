@@ -12,6 +12,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -34,10 +35,10 @@ import (
 // config holds the command's flags.
 type config struct {
 	brokers, query, in, out, checkpoints, txnPrefix, cpuProfile string
-	sideInput                                                   string
+	sideInput, logLevel                                         string
 	parallelism, gcPercent                                      int
 	memoryLimit                                                 int64
-	interval                                                    time.Duration
+	interval, watermarkInterval                                 time.Duration
 }
 
 // main parses the flags and runs the job until it is signalled.
@@ -53,9 +54,13 @@ func main() {
 	flag.StringVar(&c.sideInput, "side-input", "", "q13: the side input file, lines key,value")
 	flag.IntVar(&c.parallelism, "parallelism", 2, "parallelism of every operator")
 	flag.DurationVar(&c.interval, "interval", time.Second, "checkpoint interval")
+	flag.DurationVar(&c.watermarkInterval, "watermark-interval", 0, "how often the sources send watermarks (stream.Options.WatermarkInterval); 0: the engine's default, 200ms")
 	flag.IntVar(&c.gcPercent, "gogc", 400, "the Go garbage collector's GOGC: heap growth before a collection, in percent; the JVM peers size their heaps too (see docs/benchmarks.md)")
 	flag.Int64Var(&c.memoryLimit, "memory-limit", 768<<20, "the Go runtime's soft memory limit (GOMEMLIMIT), bytes: the heap GOGC lets grow is collected before it passes this, "+
 		"as the JVM peers' -Xmx1g bounds theirs (their heap alone, without the JVM's own memory); 0: none")
+	flag.StringVar(&c.logLevel, "log-level", cmp.Or(os.Getenv("EXACTLY_NEXMARK_LOG_LEVEL"), "warn"),
+		"the least level of the engine's logs on stderr: debug (each sink transaction's prepare and commit, timed), info, warn or error; "+
+			"default $EXACTLY_NEXMARK_LOG_LEVEL, which nexmark-bench's systems inherit, or warn")
 	flag.Parse()
 	debug.SetGCPercent(c.gcPercent)
 	if c.memoryLimit > 0 {
@@ -71,6 +76,10 @@ func main() {
 func run(c config) error {
 	if c.brokers == "" || c.out == "" || c.checkpoints == "" {
 		return errors.New("--brokers, --out and --checkpoints are required")
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
+		return fmt.Errorf("--log-level is %q: use debug, info, warn or error", c.logLevel)
 	}
 	if c.txnPrefix == "" {
 		c.txnPrefix = "exactly-nexmark-" + c.out
@@ -122,8 +131,9 @@ func run(c config) error {
 	err = j.Run(ctx, stream.Options{
 		CheckpointDir:      c.checkpoints,
 		CheckpointInterval: c.interval,
+		WatermarkInterval:  c.watermarkInterval,
 		Parallelism:        c.parallelism,
-		Logger:             slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger:             slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 	})
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		return nil

@@ -78,7 +78,7 @@ type options struct {
 	maxLoad                                                      float64
 	events, seed                                                 uint64
 	plan                                                         latencyPlan
-	timeout, interval, windowedLatency                           time.Duration
+	timeout, interval, windowedLatency, watermarkInterval        time.Duration
 	kills                                                        int
 	latency, profile, keepTopics                                 bool
 }
@@ -104,6 +104,7 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "longest wait for a system's output")
 	flag.BoolVar(&o.latency, "latency", true, "run the latency and recovery runs")
 	flag.DurationVar(&o.interval, "interval", time.Second, "every system's checkpoint interval (Kafka Streams: commit.interval.ms); the table of --doc is of 1 s, which other intervals do not write into")
+	flag.DurationVar(&o.watermarkInterval, "watermark-interval", 0, "how often exactly's and Flink's sources send watermarks (exactly --watermark-interval, Flink pipeline.auto-watermark-interval); 0: their default, 200ms on both. Kafka Streams has no watermarks. Not with --doc")
 	flag.DurationVar(&o.windowedLatency, "windowed-latency", 0, "the windowed queries (q5, q7, q8, q11): a latency run too, the windows closing in this span measured, the input at about the generator's pace (2.5% above --rate, whose default is that pace) so that event time follows the wall clock; 0: none. Not with --doc, whose table has no such run")
 	flag.IntVar(&o.kills, "kills", 3, "stateful queries (windowed, count, q3): SIGKILLs of the second run over the backlog, each system restarted at once (0: no such run)")
 	flag.BoolVar(&o.keepTopics, "keep-topics", false, "keep the run's topics on the broker (deleted after a successful run by default; a failed run keeps them)")
@@ -130,6 +131,9 @@ func run(ctx context.Context, o options) error {
 	started, loadBefore, commit := time.Now(), loadAverage(), gitCommit()
 	if o.doc != "" && o.interval != time.Second {
 		return fmt.Errorf("--interval %v with --doc: the table of %s is of 1 s intervals; run other intervals without --doc", o.interval, o.doc)
+	}
+	if o.doc != "" && o.watermarkInterval != 0 {
+		return fmt.Errorf("--watermark-interval with --doc: the table of %s is of the systems' default watermark intervals; run it without --doc", o.doc)
 	}
 	if o.doc != "" && o.windowedLatency != 0 {
 		return fmt.Errorf("--windowed-latency with --doc: the table of %s has no latency for the windowed queries; run it without --doc", o.doc)
@@ -170,7 +174,7 @@ func run(ctx context.Context, o options) error {
 	}
 	defer b.close()
 	e := env{b: b, work: work, prefix: fmt.Sprintf("nxb%d", time.Now().Unix()), seed: o.seed, brokerPID: brokerPID, timeout: o.timeout}
-	syss, err := systems(repo, work, o.brokers, strings.Split(o.systems, ","), o.profile, o.interval)
+	syss, err := systems(repo, work, o.brokers, strings.Split(o.systems, ","), o.profile, o.interval, o.watermarkInterval)
 	if err != nil {
 		return err
 	}

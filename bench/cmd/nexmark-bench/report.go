@@ -313,6 +313,13 @@ func (o options) planText() string {
 	} else {
 		parts = append(parts, "no latency runs")
 	}
+	if o.watermarkInterval != 0 {
+		parts = append(parts, fmt.Sprintf("watermarks every %v", o.watermarkInterval))
+	}
+	if o.windowedLatency > 0 {
+		parts = append(parts, fmt.Sprintf("windowed latency runs at %.0f events/s, the windows closing in %v starting %v after the first visible output",
+			windowedRate(o.plan.rate), o.windowedLatency, o.plan.warm))
+	}
 	if o.kills > 0 {
 		parts = append(parts, fmt.Sprintf("kill runs of up to %d SIGKILLs", o.kills))
 	} else {

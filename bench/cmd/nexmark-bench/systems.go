@@ -67,8 +67,9 @@ var (
 // in the Maven reactor of bench/peers. repo is the repository root,
 // work the runner's scratch directory; profile, when set, makes exactly
 // write a CPU profile of every run into its run directory; interval is
-// every system's checkpoint (Kafka Streams: commit) interval.
-func systems(repo, work, brokers string, names []string, profile bool, interval time.Duration) ([]system, error) {
+// every system's checkpoint (Kafka Streams: commit) interval; watermarks,
+// when not 0, is how often exactly's and Flink's sources send watermarks.
+func systems(repo, work, brokers string, names []string, profile bool, interval, watermarks time.Duration) ([]system, error) {
 	mvn := func(project string) error {
 		return build(repo, "mvn", "-q", "-B", "-f", "bench/peers/pom.xml", "-pl", project, "-am", "package")
 	}
@@ -103,6 +104,9 @@ func systems(repo, work, brokers string, names []string, profile bool, interval 
 				if profile {
 					argv = append(argv, "--cpuprofile", filepath.Join(dir, "cpu.pprof"))
 				}
+				if watermarks != 0 {
+					argv = append(argv, "--watermark-interval", watermarks.String())
+				}
 				return withSide(q, argv)
 			}})
 		case "flink", "flink-sql":
@@ -114,8 +118,12 @@ func systems(repo, work, brokers string, names []string, profile bool, interval 
 				class, lacks = "exactly.bench.flink.Sql", flinkSQLLacks
 			}
 			out = append(out, system{name: name, lacks: lacks, argv: func(q, in, out, dir, id string) []string {
-				return withSide(q, append(javaArgv("flink", class), "--brokers", brokers, "--query", q,
-					"--in", in, "--out", out, "--checkpoints", filepath.Join(dir, "checkpoints"), "--txn-prefix", id, "--interval-ms", ms))
+				argv := append(javaArgv("flink", class), "--brokers", brokers, "--query", q,
+					"--in", in, "--out", out, "--checkpoints", filepath.Join(dir, "checkpoints"), "--txn-prefix", id, "--interval-ms", ms)
+				if watermarks != 0 {
+					argv = append(argv, "--watermark-interval-ms", strconv.FormatInt(watermarks.Milliseconds(), 10))
+				}
+				return withSide(q, argv)
 			}})
 		case "kstreams":
 			if err := mvn("kstreams"); err != nil {

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -272,5 +275,11 @@ func (e env) measureWindowedLatency(ctx context.Context, s system, q string, pla
 	}
 	l.samples = len(lat)
 	l.p50, l.p99, l.max = lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1]
+	// Few windows make the percentiles: every latency is told.
+	ms := make([]string, len(lat))
+	for i, d := range lat {
+		ms[i] = strconv.FormatInt(d.Milliseconds(), 10)
+	}
+	fmt.Fprintf(os.Stderr, "%s %s: the windows' latencies, ms: %s\n", s.name, q, strings.Join(ms, " "))
 	return l, nil
 }

@@ -60,7 +60,7 @@ public final class Main {
     public static void main(String[] argv) throws Exception {
         Map<String, String> a = flags(argv, "brokers", "query", "in", "out", "checkpoints");
         String brokers = a.get("brokers"), query = a.get("query"), in = a.get("in"), out = a.get("out");
-        StreamExecutionEnvironment env = environment(new File(a.get("checkpoints")), intervalMs(a));
+        StreamExecutionEnvironment env = environment(a);
 
         DataStream<Rec> results = switch (query) {
             case "q5", "q7" -> {
@@ -150,10 +150,16 @@ public final class Main {
 
     /**
      * The environment of a query (DataStream or SQL): parallelism 2, exactly-once checkpoints
-     * every second into checkpoints, restoring the latest one there.
+     * every --interval-ms (1 s) into --checkpoints, restoring the latest one there; watermarks
+     * every --watermark-interval-ms when given (Flink's default otherwise, 200 ms).
      */
-    static StreamExecutionEnvironment environment(File checkpoints, long intervalMs) {
+    static StreamExecutionEnvironment environment(Map<String, String> a) {
+        File checkpoints = new File(a.get("checkpoints"));
+        long intervalMs = intervalMs(a);
         Map<String, String> conf = new HashMap<>();
+        if (a.containsKey("watermark-interval-ms")) {
+            conf.put("pipeline.auto-watermark-interval", Long.parseLong(a.get("watermark-interval-ms")) + " ms");
+        }
         conf.put("execution.checkpointing.dir", checkpoints.toURI().toString());
         conf.put("execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION");
         conf.put("execution.checkpointing.num-retained", "3");

@@ -1,6 +1,5 @@
 package exactly.bench.flink;
 
-import java.io.File;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
@@ -32,7 +31,7 @@ public final class Sql {
         if (insert == null) {
             throw new IllegalArgumentException("unknown --query " + query + ": no resources/nexmark/" + query + ".sql");
         }
-        StreamExecutionEnvironment env = Main.environment(new File(a.get("checkpoints")), Main.intervalMs(a));
+        StreamExecutionEnvironment env = Main.environment(a);
         if (a.containsKey("side-input")) { // q13's, read by SideInput
             Configuration params = new Configuration();
             params.setString("side-input", a.get("side-input"));
