@@ -204,23 +204,9 @@ func benchLatency(b *testing.B, brokers string, g kafka.Guarantee, shape benchSh
 	}
 	defer reader.Close()
 	total := int(benchRate * benchSpan.Seconds())
-	go func() {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.DefaultProduceTopic(in), kgo.ProducerLinger(0))
-		if err != nil {
-			return
-		}
-		defer cl.Close()
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		for sent := 0; sent < total; {
-			<-tick.C
-			for range benchRate / 100 {
-				cl.Produce(ctx, &kgo.Record{Key: benchKey(sent), Value: binary.BigEndian.AppendUint64(nil, uint64(time.Now().UnixNano()))}, nil)
-				sent++
-			}
-		}
-		cl.Flush(ctx)
-	}()
+	go kafkatest.ProduceAtRate(ctx, brokers, in, benchRate, total, func(i int) *kgo.Record {
+		return &kgo.Record{Key: benchKey(i), Value: binary.BigEndian.AppendUint64(nil, uint64(time.Now().UnixNano()))}
+	})
 	var lat []time.Duration
 	deadline := time.Now().Add(benchSpan + time.Minute)
 	for len(lat) < total && time.Now().Before(deadline) {

@@ -97,23 +97,9 @@ func benchKafkaVisibility(b *testing.B, brokers string, mode CommitMode, interva
 	}()
 	time.Sleep(2 * time.Second) // let the job start
 	total := int(rate * span.Seconds())
-	go func() {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.DefaultProduceTopic(in), kgo.ProducerLinger(0))
-		if err != nil {
-			return
-		}
-		defer cl.Close()
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		for sent := 0; sent < total; {
-			<-tick.C
-			for range rate / 100 {
-				cl.Produce(ctx, &kgo.Record{Value: []byte(strconv.FormatInt(time.Now().UnixNano(), 10))}, nil)
-				sent++
-			}
-		}
-		cl.Flush(ctx)
-	}()
+	go kafkatest.ProduceAtRate(ctx, brokers, in, rate, total, func(int) *kgo.Record {
+		return &kgo.Record{Value: []byte(strconv.FormatInt(time.Now().UnixNano(), 10))}
+	})
 	var lat []time.Duration
 	deadline := time.Now().Add(span + time.Minute)
 	for len(lat) < total && time.Now().Before(deadline) {
