@@ -323,22 +323,8 @@ func (e env) measureLatency(ctx context.Context, s system, q string, plan latenc
 		return latency{}, err
 	}
 	defer func() { p.Stop(15 * time.Second) }()
-
-	// wait waits for d, failing when the system, the producer or the consumer fails.
-	wait := func(d time.Duration) error {
-		select {
-		case <-time.After(d):
-			return nil
-		case <-p.Done:
-			return fmt.Errorf("%s: the system exited (%v); log: %s", name, p.Err, logPath)
-		case err := <-produceErr:
-			return fmt.Errorf("%s: producing: %v", name, err)
-		case err := <-consumeErr:
-			return err
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	live := liveRun{name: name, logPath: logPath, p: p, produceErr: produceErr, consumeErr: consumeErr}
+	wait := func(d time.Duration) error { return live.wait(ctx, d) }
 	seenCount := func() int { mu.Lock(); defer mu.Unlock(); return len(recs) }
 	for deadline := time.Now().Add(e.timeout); seenCount() == 0; {
 		if time.Now().After(deadline) {
@@ -358,6 +344,7 @@ func (e env) measureLatency(ctx context.Context, s system, q string, plan latenc
 	if p, err = child.Start(argv, logPath); err != nil {
 		return latency{}, err
 	}
+	live.p = p
 	if err := wait(plan.others); err != nil {
 		return latency{}, err
 	}
@@ -399,6 +386,31 @@ func (e env) measureLatency(ctx context.Context, s system, q string, plan latenc
 	l.samples = len(lat)
 	l.p50, l.p99, l.max = lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1]
 	return l, nil
+}
+
+// liveRun is what a latency run waits on besides time: the system, the
+// producer and the consumer, any of which may fail.
+type liveRun struct {
+	name, logPath          string
+	p                      *child.Process // the system's current process
+	produceErr, consumeErr chan error
+}
+
+// wait waits for d, failing when the system, the producer or the consumer
+// fails, or ctx ends.
+func (r *liveRun) wait(ctx context.Context, d time.Duration) error {
+	select {
+	case <-time.After(d):
+		return nil
+	case <-r.p.Done:
+		return fmt.Errorf("%s: the system exited (%v); log: %s", r.name, r.p.Err, r.logPath)
+	case err := <-r.produceErr:
+		return fmt.Errorf("%s: producing: %v", r.name, err)
+	case err := <-r.consumeErr:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // produceAtRate writes events 0, 1, ... of the stream to topic at rate

@@ -187,20 +187,8 @@ func (e env) measureWindowedLatency(ctx context.Context, s system, q string, pla
 		return latency{}, err
 	}
 	defer func() { p.Stop(15 * time.Second) }()
-	wait := func(d time.Duration) error {
-		select {
-		case <-time.After(d):
-			return nil
-		case <-p.Done:
-			return fmt.Errorf("%s: the system exited (%v); log: %s", name, p.Err, logPath)
-		case err := <-produceErr:
-			return fmt.Errorf("%s: producing: %v", name, err)
-		case err := <-consumeErr:
-			return err
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	live := liveRun{name: name, logPath: logPath, p: p, produceErr: produceErr, consumeErr: consumeErr}
+	wait := func(d time.Duration) error { return live.wait(ctx, d) }
 	outputs := func() int { col.mu.Lock(); defer col.mu.Unlock(); return len(col.windows) }
 	for deadline := time.Now().Add(e.timeout); outputs() == 0; {
 		if time.Now().After(deadline) {
