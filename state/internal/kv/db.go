@@ -85,6 +85,7 @@ func Open(base string, o Options) (*DB, error) {
 		err = fmt.Errorf("kv: opening a Pebble database in %s: %w", dir, err)
 		return nil, errors.Join(err, os.RemoveAll(dir), unlockInstance(dir, lock))
 	}
+	mallocTrimmer.acquire()
 	return &DB{base: base, dir: dir, lock: lock, instance: instance, opts: o, db: db, views: make(map[*View]struct{})}, nil
 }
 
@@ -252,6 +253,7 @@ func (d *DB) Close() error {
 		return nil
 	}
 	d.closed = true
+	defer mallocTrimmer.release()
 	d.viewsMu.Lock()
 	var err error
 	for v := range d.views {
