@@ -105,11 +105,27 @@ const separatedValueBytes = 512
 // table may refer to before a compaction writing it copies their values
 // into new blob files instead. Keyed state reads by point (one key, one
 // blob file), which a deep reference does not slow; each copy of values
-// is written and uploaded again. At 10, Pebble's example, state-bench's
-// 1 GiB of 1 KiB values ran at 89-100 k events/s; at 50, 124-130 k
-// (docs/benchmarks.md, "Blob reference depth"). Garbage is still
-// reclaimed by rewriting blob files (TargetGarbageRatio).
-const maxBlobReferenceDepth = 50
+// is written and uploaded again, and with keys spread over the whole
+// keyspace every flush's blob file overlaps every table, so a low depth
+// copies values more often as the state grows. At 10 (Pebble's example)
+// state-bench's 1 GiB of 1 KiB values ran at 89-100 k events/s, at 50 at
+// 124-130 k; with 1,000 and blobGarbageRatio the uploads of a 20 k
+// events/s run stayed at 0.95-1.16 times the changes up to 5 GiB of state
+// instead of growing from 1.5 to 4.1 times (docs/benchmarks.md, "Blob
+// reference depth" and "Uploads that follow the changes").
+const maxBlobReferenceDepth = 1000
+
+// blobGarbageRatio is the share of a blob file's values that overwrites
+// and deletes may leave unreferenced before Pebble rewrites the file
+// (after blobRewriteAge): rewriting at a share g copies (1-g)/g bytes of
+// live values per byte reclaimed, 4 at Pebble's example of 0.2 and 1 at
+// 0.5, at the price of up to 1/(1-g) times the values on disk and in the
+// checkpoints: twice at 0.5.
+const blobGarbageRatio = 0.5
+
+// blobRewriteAge is how old a blob file must be before it is rewritten to
+// reclaim its garbage.
+const blobRewriteAge = time.Minute
 
 // bloomBitsPerKey is the size of the bloom filter of every file, per key:
 // 10 bits make about 1% of the reads of an absent key look into a file.
@@ -132,7 +148,7 @@ func open(dir string, o Options) (*pebble.DB, error) {
 		opts.FormatMajorVersion = pebble.FormatValueSeparation
 		opts.Experimental.ValueSeparationPolicy = func() pebble.ValueSeparationPolicy {
 			return pebble.ValueSeparationPolicy{Enabled: true, MinimumSize: separatedValueBytes, MaxBlobReferenceDepth: maxBlobReferenceDepth,
-				RewriteMinimumAge: time.Minute, TargetGarbageRatio: 0.2}
+				RewriteMinimumAge: blobRewriteAge, TargetGarbageRatio: blobGarbageRatio}
 		}
 	}
 	for i := range opts.Levels {
