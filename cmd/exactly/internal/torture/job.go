@@ -165,8 +165,10 @@ func jobOptions(c jobConfig, progress *os.File) stream.Options {
 		CheckpointInterval: c.Interval,
 		CheckpointTimeout:  checkpointTimeout,
 		// A short lease, so that a paused process becomes a zombie within
-		// seconds (the zombie fault); a second instance waits two leases.
+		// seconds (the zombie fault), and a wait of several (see
+		// ownershipWait).
 		OwnershipLease: ownershipLease,
+		OwnershipWait:  ownershipWait,
 		// Small batches: the throttle sleeps inside the source's task, and
 		// a barrier waits behind the batch being throttled.
 		BatchSize: 32,

@@ -55,8 +55,18 @@ const (
 // Bounds of the process faults.
 const (
 	// ownershipLease is the torture job's Options.OwnershipLease: short, so
-	// that a zombie is made in seconds. A second instance waits twice that.
+	// that a zombie is made in seconds.
 	ownershipLease = 2 * time.Second
+	// ownershipWait is the torture job's Options.OwnershipWait, how long a
+	// starting process waits for an owner that looks live: five leases,
+	// not the default two. A process that starts while a network fault
+	// heals sees the storage stop answering (healing recreates the proxy,
+	// cutting its connections), and after such an outage it waits a whole
+	// lease again, since the owner could not renew meanwhile: with two
+	// leases in all, a start during a fault on S3 gave up on a SIGKILLed
+	// owner (CI of 66f1eac, TestTortureObjectStorage, seed
+	// 1796577335523151679). A second instance still fails, after this wait.
+	ownershipWait = 5 * ownershipLease
 	// stopBound bounds a clean stop and a fenced zombie's exit.
 	stopBound = 2 * time.Minute
 	// checkpointTimeout is the torture job's Options.CheckpointTimeout:
