@@ -113,7 +113,11 @@ func TestZombieCommitsNothing(t *testing.T) {
 			t.Fatalf("the first process committed nothing in 30s:\n%s", zombieErr)
 		}
 	}
-	pauseOutsideLock(t, zombie.Process, filepath.Join(chk, "_lock"))
+	sinkLocks, err := filepath.Glob(filepath.Join(out, ".*-owner.lock"))
+	if err != nil || len(sinkLocks) != 1 {
+		t.Fatalf("the file sink's owner lock in %s: %v, %v", out, sinkLocks, err)
+	}
+	pauseOutsideLocks(t, zombie.Process, filepath.Join(chk, "_lock"), sinkLocks[0])
 	paused := len(committedInts(t, out))
 	// The second process waits (up to zombieWait) while the paused one's
 	// lease runs, then takes over with a higher epoch.
@@ -152,23 +156,33 @@ func TestZombieCommitsNothing(t *testing.T) {
 		len(got), paused, lastLine(zombieErr.String()))
 }
 
-// pauseOutsideLock SIGSTOPs p, a child of this process, at a moment when
-// it does not hold the checkpoint directory's lock file (a flock it takes
-// for a few file operations at a time): paused inside it, p would only
-// delay the new owner, which then fails with the "another instance" error,
-// and the test would prove nothing about zombies. It takes the lock
-// itself, waiting in flock(2) until p releases it, stops p while holding
-// it, and releases it only once wait4(2) reports p stopped (a signal is
+// pauseOutsideLocks SIGSTOPs p, a child of this process, at a moment when
+// it holds none of the lock files given: the checkpoint directory's (a
+// flock it takes for a few file operations at a time) and the file sink's
+// owner lock (held while it prepares, commits or fences). Paused inside
+// the first, p would only delay the new owner, which then fails with the
+// "another instance" error, and the test would prove nothing about
+// zombies; paused inside the second, p holds up the new owner's Fence
+// until it resumes, which the test waits for the new owner to finish
+// before doing (the test hung so in CI of 5840b3e). It takes every lock
+// itself, without blocking, and starts over after a short pause while p
+// holds any (waiting for one while holding another could deadlock with p
+// taking them in the other order), stops p while holding them all, and
+// releases them only once wait4(2) reports p stopped (a signal is
 // delivered asynchronously).
-func pauseOutsideLock(t *testing.T, p *os.Process, lock string) {
+func pauseOutsideLocks(t *testing.T, p *os.Process, locks ...string) {
 	t.Helper()
-	f, err := os.Open(lock)
-	if err != nil {
-		t.Fatal(err)
+	files := make([]*os.File, len(locks))
+	for i, lock := range locks {
+		f, err := os.Open(lock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close() // releases the flock
+		files[i] = f
 	}
-	defer f.Close() // releases the flock
-	if err := retryEINTR(func() error { return syscall.Flock(int(f.Fd()), syscall.LOCK_EX) }); err != nil {
-		t.Fatalf("flock %s: %v", lock, err)
+	for !lockAll(t, files) {
+		time.Sleep(time.Millisecond)
 	}
 	if err := p.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -180,6 +194,29 @@ func pauseOutsideLock(t *testing.T, p *os.Process, lock string) {
 	if !ws.Stopped() {
 		t.Fatalf("process %d did not stop but ended (status %v) before it was paused", p.Pid, ws)
 	}
+}
+
+// lockAll takes an exclusive flock on every file without waiting, and
+// reports whether it holds them all; when one is held elsewhere it
+// releases those it took.
+func lockAll(t *testing.T, files []*os.File) bool {
+	t.Helper()
+	for i, f := range files {
+		err := retryEINTR(func() error { return syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) })
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			t.Fatalf("flock %s: %v", f.Name(), err)
+		}
+		for _, held := range files[:i] {
+			if err := syscall.Flock(int(held.Fd()), syscall.LOCK_UN); err != nil {
+				t.Fatalf("unlocking %s: %v", held.Name(), err)
+			}
+		}
+		return false
+	}
+	return true
 }
 
 // retryEINTR calls f again while a signal interrupts it.
