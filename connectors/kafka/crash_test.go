@@ -177,8 +177,9 @@ func TestCrashOutageLongerThanTransactionTimeout(t *testing.T) {
 // committed exactly once, and both kills must have happened.
 func TestCrashDuringReproduction(t *testing.T) {
 	t.Parallel()
-	markers := t.TempDir()
+	var markers string // the children read theirs from KT_KILL_REPRODUCTION: a TempDir of theirs would outlive their SIGKILL
 	if !crashtest.IsChild() {
+		markers = t.TempDir()
 		t.Logf("markers of the kills in the reproduction in %s", markers)
 	}
 	crashRunOver(t, crashtest.Options{Kills: 5, Points: []stream.ProbePoint{stream.ProbeMetadataWritten},
