@@ -435,6 +435,79 @@ func TestObjectStoreOutageAfterAnAnswer(t *testing.T) {
 	}
 }
 
+// TestObjectStoreOwnedByTellsWhyTheWaitEnded: the error of a wait that
+// ended on a live-looking owner says what was seen. An owner that renews
+// is another instance; one that does not renew while short outages keep
+// restarting the watch of its lease (the CI failure of 66f1eac's
+// TestTortureObjectStorage, a SIGKILLed owner said to be renewing) may
+// have stopped, and the error says so and how to wait longer.
+func TestObjectStoreOwnedByTellsWhyTheWaitEnded(t *testing.T) {
+	const lease = 200 * time.Millisecond
+	for _, tc := range []struct {
+		name    string
+		renew   bool // the owner renews through the wait
+		outages bool // every 5th read of the manifest fails
+		want    []string
+		notWant string
+	}{
+		{"renewing", true, false, []string{"owned by owner", "whose lease is renewed", "another instance of the job is running"}, "stopped"},
+		{"silent through outages", false, true, []string{"owned by owner", "did not renew its lease (200ms)", "stopped answering", "stopped without releasing", "OwnershipWait"}, "another instance of the job is running"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newHookBucket()
+			frozen := time.Now()
+			b.memBucket.now = func() time.Time { return frozen } // only this process's clock ends the lease
+			f := objectFixture{b: b, prefix: "jobs/owned-by"}
+			owner := f.open(t, Options{})
+			acquireObject(t, owner, OwnershipOptions{Lease: lease, Wait: time.Second, Holder: "owner"})
+
+			next := f.open(t, Options{})
+			key := next.key(manifestKey)
+			if tc.outages {
+				b.mu.Lock()
+				first := b.gets[key]
+				b.outage = func(k string, call int) bool { return k == key && call > first && call%5 == 0 }
+				b.mu.Unlock()
+			}
+			done := make(chan struct{})
+			renewed := make(chan struct{})
+			go func() {
+				defer close(renewed)
+				if !tc.renew {
+					return
+				}
+				tick := time.NewTicker(lease / 4)
+				defer tick.Stop()
+				for {
+					select {
+					case <-done:
+						return
+					case <-tick.C:
+						if err := owner.Renew(); err != nil {
+							t.Errorf("the owner's Renew: %v", err)
+							return
+						}
+					}
+				}
+			}()
+			_, err := next.Acquire(context.Background(), OwnershipOptions{Lease: lease, Wait: 2 * lease, Holder: "next", Poll: 10 * time.Millisecond})
+			close(done)
+			<-renewed
+			if err == nil {
+				t.Fatal("Acquire took over an owner whose lease never ran out")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Acquire's error %q does not say %q", err, w)
+				}
+			}
+			if strings.Contains(err.Error(), tc.notWant) {
+				t.Errorf("Acquire's error %q says %q", err, tc.notWant)
+			}
+		})
+	}
+}
+
 // TestObjectStoreLatestSettlesAWriteOfUnknownOutcome: Complete's manifest
 // write times out at the client but lands later, and the renewal in the
 // same brownout fails too. The recovery decision (Latest) must not read the

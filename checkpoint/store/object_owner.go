@@ -104,6 +104,9 @@ func (s *ObjectStore) Acquire(ctx context.Context, opts OwnershipOptions) (Owner
 	// failed read of the current outage.
 	var waited time.Duration
 	var lastAnswer, outageStart time.Time
+	// watch counts, for the error, what the owner and the storage did
+	// during the wait.
+	var watch leaseWatch
 	var seenTag string
 	var seenAt time.Time
 	var seen format.Manifest // the last manifest read
@@ -131,7 +134,8 @@ func (s *ObjectStore) Acquire(ctx context.Context, opts OwnershipOptions) (Owner
 				err = fmt.Errorf("checkpoint/store: %s did not answer for %v: %w", where, opts.Outage, err)
 				if seenTag != "" && !seen.Released {
 					// A live owner was seen before the outage: say so too.
-					return Ownership{}, errors.Join(err, ownedBy(where, seen, waited))
+					watch.waited = waited
+					return Ownership{}, errors.Join(err, ownedBy(where, seen, watch))
 				}
 				return Ownership{}, err
 			}
@@ -146,6 +150,12 @@ func (s *ObjectStore) Acquire(ctx context.Context, opts OwnershipOptions) (Owner
 		}
 		if !lastAnswer.IsZero() {
 			waited += now.Sub(lastAnswer)
+		}
+		if seenTag != "" && etag != seenTag {
+			watch.changes++
+		}
+		if seenTag != "" && !outageStart.IsZero() {
+			watch.outages++
 		}
 		// The owner could not renew while the storage did not answer: after
 		// an outage its lease is seen to expire only a whole lease later.
@@ -190,7 +200,8 @@ func (s *ObjectStore) Acquire(ctx context.Context, opts OwnershipOptions) (Owner
 			continue // another process wrote the manifest meanwhile: look again
 		}
 		if opts.Wait >= 0 && waited >= opts.Wait {
-			return Ownership{}, ownedBy(where, cur, waited)
+			watch.waited = waited
+			return Ownership{}, ownedBy(where, cur, watch)
 		}
 		if !waitLogged {
 			waitLogged = true
@@ -214,11 +225,31 @@ func (s *ObjectStore) stale(etag string, lease time.Duration) bool {
 	return err == nil && a.known && a.etag == etag && a.age >= lease+serverClockResolution
 }
 
+// leaseWatch is what Acquire saw while it waited for an owner's lease to
+// expire.
+type leaseWatch struct {
+	waited  time.Duration // the time in which the storage answered
+	changes int           // times the manifest changed: the owner renewed
+	outages int           // times the storage stopped answering, then answered
+}
+
 // ownedBy is Acquire's error when the owner recorded in m stays live
-// through the wait.
-func ownedBy(where string, m format.Manifest, wait time.Duration) error {
-	return fmt.Errorf("checkpoint/store: %s is owned by %s (epoch %d), whose lease is renewed (lease %v): another instance of the job is running on this checkpoint storage; stop it, or give this instance other checkpoint storage (waited %v)",
-		where, m.Holder, m.Epoch, time.Duration(m.LeaseNS), wait)
+// through the wait. It tells a renewing owner (another instance runs)
+// from one that did not renew while outages of the storage kept
+// restarting the watch of its lease (it may well have stopped).
+func ownedBy(where string, m format.Manifest, w leaseWatch) error {
+	lease := time.Duration(m.LeaseNS)
+	const waitLonger = "OwnershipOptions.Wait; a job's stream.Options.OwnershipWait"
+	switch {
+	case w.changes > 0:
+		return fmt.Errorf("checkpoint/store: %s is owned by %s (epoch %d), whose lease is renewed (%d times in the %v waited, lease %v): another instance of the job is running on this checkpoint storage; stop it, or give this instance other checkpoint storage",
+			where, m.Holder, m.Epoch, w.changes, w.waited, lease)
+	case w.outages > 0:
+		return fmt.Errorf("checkpoint/store: %s is owned by %s (epoch %d), which did not renew its lease (%v) in the %v waited, but the storage stopped answering %d times meanwhile, and an owner's lease is watched in full again after each outage (it could not renew during one): if no other instance of the job runs on this checkpoint storage, its owner stopped without releasing it; make the connection to the storage steadier, or wait longer (%s)",
+			where, m.Holder, m.Epoch, lease, w.waited, w.outages, waitLonger)
+	}
+	return fmt.Errorf("checkpoint/store: %s is owned by %s (epoch %d), whose lease (%v) did not run out in the %v waited: another instance of the job is running on this checkpoint storage, or one stopped less than a lease ago without releasing it; stop it, give this instance other checkpoint storage, or wait longer than the lease (%s)",
+		where, m.Holder, m.Epoch, lease, w.waited, waitLonger)
 }
 
 // pause waits for d or until ctx ends.

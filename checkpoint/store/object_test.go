@@ -210,8 +210,8 @@ func TestObjectStoreReleasedIsTakenOverAtOnce(t *testing.T) {
 		acquireObject(t, a, realOwnership("a", time.Hour))
 		b := f.open(t, Options{})
 		_, err := b.Acquire(context.Background(), OwnershipOptions{Lease: time.Hour, Wait: 200 * time.Millisecond, Holder: "b", Poll: 20 * time.Millisecond})
-		if err == nil || !strings.Contains(err.Error(), "owned by a") {
-			t.Fatalf("Acquire while a lives = %v; want an error naming holder a", err)
+		if err == nil || !strings.Contains(err.Error(), "owned by a") || !strings.Contains(err.Error(), "did not run out") {
+			t.Fatalf("Acquire while a lives = %v; want an error naming holder a and its lease", err)
 		}
 		if err := a.Release(); err != nil {
 			t.Fatal(err)
