@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"path"
 	"slices"
 	"strings"
@@ -341,4 +342,62 @@ func TestOpenStorage(t *testing.T) {
 			t.Errorf("OpenStorage(%q): the error shows the secret: %v", loc, err)
 		}
 	}
+}
+
+// TestObjectStoreLoadChecksEverySharedObject: a checkpoint's shared
+// objects are checked, many at a time, before it is restored; a missing or
+// resized one makes it corrupt, and the error names the first such object
+// in name order, whichever check ends first.
+func TestObjectStoreLoadChecksEverySharedObject(t *testing.T) {
+	objectBackends(t, func(t *testing.T, f objectFixture) {
+		s := f.open(t, Options{})
+		acquireObject(t, s, realOwnership("a", time.Minute))
+		id, err := s.ReserveAbove(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const files = 3*sharedChecksAtOnce + 5
+		db := checkpoint.DBFiles{KeyGroupStart: 0, KeyGroupEnd: 4, States: []checkpoint.DBState{{Name: "count", Kind: 1, ID: 1}}}
+		for i := range files {
+			name := fmt.Sprintf("%06d.sst", i)
+			sf, err := writeSharedBytes(s, id, "0123456789abcdef-"+name, fmt.Appendf(nil, "contents of %s", name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			db.Files = append(db.Files, checkpoint.DBFile{Name: name, Shared: sf})
+		}
+		h, err := s.WriteState(id, checkpoint.KindCheckpoint, "keyed", 0, checkpoint.SubtaskSnapshot{DBs: []checkpoint.DBFiles{db}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.KeyGroupStart, h.KeyGroupEnd = 0, 4
+		m := checkpoint.Metadata{ID: id, Kind: checkpoint.KindCheckpoint, Job: "checks", MaxParallelism: 4,
+			Operators: []checkpoint.OperatorState{{Name: "keyed", Parallelism: 1, Subtasks: []checkpoint.StateHandle{h}}}}
+		if _, err := s.Complete(m); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.Latest(); err != nil || got.ID != id {
+			t.Fatalf("Latest with every shared object present = %v, %v; want checkpoint %d", got, err, id)
+		}
+		key := func(i int) string { return path.Join(s.key(sharedDir), db.Files[i].Shared.Name) }
+		ctx := context.Background()
+		resized, missing := sharedChecksAtOnce+3, 2*sharedChecksAtOnce+1
+		if _, err := f.b.put(ctx, key(resized), strings.NewReader("x"), 1, putCondition{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.b.remove(ctx, key(missing)); err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.Latest()
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), db.Files[resized].Shared.Name) || !strings.Contains(err.Error(), "is 1 bytes") {
+			t.Fatalf("Latest with object %d resized and %d missing = %v; want ErrCorrupt naming the resized one", resized, missing, err)
+		}
+		if err := f.b.remove(ctx, key(resized)); err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.Latest()
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), db.Files[resized].Shared.Name) || !strings.Contains(err.Error(), "is missing") {
+			t.Fatalf("Latest with objects %d and %d missing = %v; want ErrCorrupt naming the first", resized, missing, err)
+		}
+	})
 }
