@@ -85,7 +85,10 @@ func (s keyState) empty() bool {
 	return !s.HasCount && len(s.Seen) == 0 && len(s.Events) == 0 && len(s.Timers) == 0
 }
 
-func (s keyState) String() string { return fmt.Sprintf("%+v", struct{ keyState }{s}) }
+func (s keyState) String() string {
+	type fields keyState // without the method: embedding keyState kept it, and String called itself
+	return fmt.Sprintf("%+v", fields(s))
+}
 
 func (s keyState) equal(o keyState) bool {
 	return s.Count == o.Count && s.HasCount == o.HasCount && maps.Equal(s.Seen, o.Seen) &&

@@ -190,6 +190,9 @@ func (b *KeyedBackend[K]) restoreDB(db checkpoint.DBFiles, keys KeyGroupRange, f
 		os.RemoveAll(dir)
 		return err
 	}
+	if b.ingestible(db) {
+		return errors.Join(b.ingestDB(src, db, keys), src.Close())
+	}
 	// The states with a TTL leave out what had expired when the
 	// checkpoint was taken, by the clocks the database recorded then.
 	clocks, err := readTTLClocks(src.Reader(), db.KeyGroupStart)
@@ -201,6 +204,39 @@ func (b *KeyedBackend[K]) restoreDB(db checkpoint.DBFiles, keys KeyGroupRange, f
 		err = b.restoreFrom(src, sections, keys)
 	}
 	return errors.Join(err, src.Close())
+}
+
+// ingestible reports whether restoreDB may copy the entries of db into the
+// Pebble backend's database as they are (ingestDB): its states are the
+// registered ones under the same ids, and none has a TTL (a copy through
+// restoreFrom leaves out what had expired).
+func (b *KeyedBackend[K]) ingestible(db checkpoint.DBFiles) bool {
+	return b.disk != nil && len(b.disk.ttlIDs) == 0 && sameStates(db.States, b.disk.states)
+}
+
+// ingestDB copies the entries of the key groups keys of src, the database
+// of db, into the Pebble backend's database as they are, in sorted tables
+// that the database ingests (kv.DB.IngestFrom): a rescale to fewer
+// subtasks takes the databases it does not adopt at about the speed of
+// writing their files, not entry by entry through the memtables and
+// compactions. The entries of state id 0 (the database's own records) are
+// left out; the timers' seqs it recorded are taken, as adoptTimers does.
+func (b *KeyedBackend[K]) ingestDB(src *kv.Files, db checkpoint.DBFiles, keys KeyGroupRange) error {
+	seqs, err := readTimerSeqs(src.Reader(), db.KeyGroupStart)
+	if err != nil {
+		return err
+	}
+	b.dropValueCaches()
+	lower := kv.AppendStatePrefix(nil, uint16(keys.Start), 0)
+	upper := kv.AppendStatePrefix(nil, uint16(keys.End), 0)
+	if _, err := b.disk.db.IngestFrom(src, lower, upper, func(key []byte) bool {
+		id, _ := kv.StateIDOf(key)
+		return id == 0
+	}); err != nil {
+		return err
+	}
+	b.timersRestored(seqs, keys)
+	return nil
 }
 
 // restoreFrom restores the key groups keys of the sections from src, one

@@ -386,26 +386,41 @@ func (b *KeyedBackend[K]) writeTimerSeqs() {
 // group is kg: it reads the seqs the database recorded, so that later
 // registrations come after the adopted ones, and forgets every head.
 func (b *KeyedBackend[K]) adoptTimers(kg int) error {
-	var seqs [2]uint64
-	found, err := b.disk.db.Get(kv.TimerSeqsKey(uint16(kg)), func(v []byte) error {
-		if len(v) != 16 {
-			return format.CorruptBlob("the database's timer seqs are %d bytes, not 16", len(v))
-		}
-		seqs = [2]uint64{binary.BigEndian.Uint64(v), binary.BigEndian.Uint64(v[8:])}
-		return nil
-	})
+	seqs, err := readTimerSeqs(b.disk.db.Reader(), kg)
 	if err != nil {
 		return err
 	}
-	if !found {
-		return format.CorruptBlob("the database lists timers but has no timer seqs (key group %d, state id 0, key \"timers\")", kg)
+	b.timersRestored(seqs, b.owned)
+	return nil
+}
+
+// readTimerSeqs reads the next seqs of both kinds of timers that a
+// database whose first key group is kg recorded (see writeTimerSeqs).
+func readTimerSeqs(r pebble.Reader, kg int) ([2]uint64, error) {
+	var seqs [2]uint64
+	v, closer, err := r.Get(kv.TimerSeqsKey(uint16(kg)))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return seqs, format.CorruptBlob("the database lists timers but has no timer seqs (key group %d, state id 0, key \"timers\")", kg)
 	}
+	if err != nil {
+		return seqs, err
+	}
+	defer closer.Close()
+	if len(v) != 16 {
+		return seqs, format.CorruptBlob("the database's timer seqs are %d bytes, not 16", len(v))
+	}
+	return [2]uint64{binary.BigEndian.Uint64(v), binary.BigEndian.Uint64(v[8:])}, nil
+}
+
+// timersRestored takes the timers of the key groups keys as written into
+// the database from a database that recorded seqs: the next timers are
+// numbered after them, and the heads of keys are read again.
+func (b *KeyedBackend[K]) timersRestored(seqs [2]uint64, keys KeyGroupRange) {
 	for i, s := range []timerStore[K]{b.timers, b.eventTimers} {
 		t := s.(*diskTimers[K])
 		t.seq = max(t.seq, seqs[i])
-		for kg := b.owned.Start; kg < b.owned.End; kg++ {
+		for kg := keys.Start; kg < keys.End; kg++ {
 			t.forget(kg)
 		}
 	}
-	return nil
 }

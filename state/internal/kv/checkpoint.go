@@ -13,12 +13,13 @@ import (
 )
 
 // Scratch directories sit next to the database's directory, named after it
-// with these infixes: checkpoints being uploaded, and downloaded
-// checkpoints being restored. Close removes them, Open those of abandoned
+// with these infixes: checkpoints being uploaded, downloaded checkpoints
+// being restored, and tables being written for IngestFrom. Close removes them, Open those of abandoned
 // instances.
 const (
 	checkpointInfix = ".checkpoint-"
 	downloadInfix   = ".download-"
+	ingestInfix     = ".ingest-"
 )
 
 // newInstanceID returns the random id of a database instance: the files of
@@ -78,7 +79,7 @@ func removeScratch(dir string) error {
 	base := filepath.Base(dir)
 	for _, e := range entries {
 		name := e.Name()
-		if strings.HasPrefix(name, base+checkpointInfix) || strings.HasPrefix(name, base+downloadInfix) {
+		if strings.HasPrefix(name, base+checkpointInfix) || strings.HasPrefix(name, base+downloadInfix) || strings.HasPrefix(name, base+ingestInfix) {
 			if err := os.RemoveAll(filepath.Join(filepath.Dir(dir), name)); err != nil {
 				return fmt.Errorf("kv: removing %s: %w", name, err)
 			}

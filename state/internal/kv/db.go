@@ -143,6 +143,12 @@ func open(dir string, o Options) (*pebble.DB, error) {
 		// The database holds its own reference to the cache.
 		defer cache.Unref()
 	}
+	return pebble.Open(dir, pebbleOptions(cache))
+}
+
+// pebbleOptions returns the options of every database, with the block
+// cache cache.
+func pebbleOptions(cache *pebble.Cache) *pebble.Options {
 	opts := &pebble.Options{DisableWAL: true, Logger: quietLogger{}, MaxManifestFileSize: maxManifestFileSize, Cache: cache,
 		MemTableSize: MemTableBytes, MemTableStopWritesThreshold: memTables}
 	if valueSeparation {
@@ -155,7 +161,7 @@ func open(dir string, o Options) (*pebble.DB, error) {
 	for i := range opts.Levels {
 		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(bloomBitsPerKey)
 	}
-	return pebble.Open(dir, opts)
+	return opts
 }
 
 // Settle flushes the memtable and compacts the whole database, so that no

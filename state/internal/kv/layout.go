@@ -32,6 +32,15 @@ func AppendKey(dst []byte, kg uint16, id uint32, key []byte) []byte {
 	return append(dst, key...)
 }
 
+// StateIDOf returns the state id of a database key; ok is false for a key
+// shorter than a state prefix.
+func StateIDOf(dbKey []byte) (id uint32, ok bool) {
+	if len(dbKey) < statePrefixLen {
+		return 0, false
+	}
+	return binary.BigEndian.Uint32(dbKey[2:statePrefixLen]), true
+}
+
 // TTLClocksKey returns the database key of the entry in which the state
 // package records, when the database is checkpointed, the clocks of its
 // states with a TTL: in key group kg (the first the database holds) and
