@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -246,6 +248,62 @@ func TestIncrementalRescale(t *testing.T) {
 	threeSnaps := snapshotAll(three)
 	check(restoreSnapshots(t, PebbleBackend, threeSnaps, files, 1, maxP), "3 -> 1 pebble")
 	check(restoreSnapshots(t, HeapBackend, threeSnaps, files, 2, maxP), "3 -> 2 heap")
+}
+
+// TestIncrementalRescaleDownAtOnce restores the databases of two subtasks
+// into one in a single RestoreDBs, as a job does: it adopts one and
+// ingests the other, downloaded meanwhile. Every key restores; with a
+// shared file of the ingested one damaged, the restore fails naming it and
+// leaves no download directory behind.
+func TestIncrementalRescaleDownAtOnce(t *testing.T) {
+	const maxP, n = 32, 2000
+	files := newMemShared()
+	var dbs []checkpoint.DBFiles
+	want := map[string]keyState{}
+	for i := range 2 {
+		src := subtaskFixture(t, PebbleBackend, i, 2, maxP)
+		for k := range n {
+			if SubtaskForKeyGroup(src.b.KeyGroupOf(fmt.Sprint("key-", k)), 2, maxP) == i {
+				src.fill(k)
+				want[fmt.Sprint("key-", k)] = src.dump(fmt.Sprint("key-", k))
+			}
+		}
+		dbs = append(dbs, incrementalNow(t, src, 1, files).DBs...)
+	}
+	one := subtaskFixture(t, PebbleBackend, 0, 1, maxP)
+	if err := one.b.RestoreDBs(dbs, files); err != nil {
+		t.Fatal(err)
+	}
+	for k, w := range want {
+		if got := one.dump(k); !got.equal(w) {
+			t.Fatalf("after 2 -> 1: %s = %v, want %v", k, got, w)
+		}
+	}
+
+	var victim string
+	for _, f := range dbs[1].Files {
+		if f.Shared.Name != "" {
+			victim = f.Shared.Name
+		}
+	}
+	good := files.files[victim]
+	files.files[victim] = good[:len(good)/2]
+	defer func() { files.files[victim] = good }()
+	broken := subtaskFixture(t, PebbleBackend, 0, 1, maxP)
+	err := broken.b.RestoreDBs(dbs, files)
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), victim) {
+		t.Fatalf("RestoreDBs with %s truncated = %v, want ErrCorrupt naming it", victim, err)
+	}
+	dir := broken.b.disk.db.Dir()
+	entries, err := os.ReadDir(filepath.Dir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), filepath.Base(dir)+".download-") {
+			t.Errorf("the failed restore left %s", e.Name())
+		}
+	}
 }
 
 func TestIncrementalCorruptSharedFile(t *testing.T) {
