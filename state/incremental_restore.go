@@ -56,20 +56,6 @@ func (b *KeyedBackend[K]) RestoreDBs(dbs []checkpoint.DBFiles, files checkpoint.
 	if len(chains) == 1 && len(dbs) == 0 {
 		b.adoptChain(chains[0], files)
 	}
-	// The databases that will not be adopted download while the one that
-	// will does.
-	fetches := make([]*dbFetch, len(dbs))
-	defer func() {
-		for _, f := range fetches {
-			f.discard()
-		}
-	}()
-	candidate := b.adoptionCandidate(dbs, files)
-	for i, db := range dbs {
-		if keys := b.owned.intersect(db.KeyGroupStart, db.KeyGroupEnd); i != candidate && keys.Start < keys.End {
-			fetches[i] = b.startFetch(db, files)
-		}
-	}
 	adopted, err := b.adoptDB(dbs, files)
 	if err != nil {
 		return err
@@ -79,53 +65,11 @@ func (b *KeyedBackend[K]) RestoreDBs(dbs []checkpoint.DBFiles, files checkpoint.
 		if i == adopted || keys.Start >= keys.End {
 			continue
 		}
-		if fetches[i] == nil { // the candidate, not adopted after all
-			fetches[i] = b.startFetch(db, files)
-		}
-		dir, err := fetches[i].wait()
-		fetches[i] = nil
-		if err == nil {
-			err = b.restoreDB(db, keys, dir)
-		}
-		if err != nil {
+		if err := b.restoreDB(db, keys, files); err != nil {
 			return fmt.Errorf("state: restore the database of key groups [%d, %d): %w", db.KeyGroupStart, db.KeyGroupEnd, err)
 		}
 	}
 	return nil
-}
-
-// dbFetch is the download of a database's files, in the background.
-type dbFetch struct {
-	done chan struct{}
-	dir  string
-	err  error
-}
-
-// startFetch starts downloading the files of db (see fetchDB).
-func (b *KeyedBackend[K]) startFetch(db checkpoint.DBFiles, files checkpoint.SharedFiles) *dbFetch {
-	f := &dbFetch{done: make(chan struct{})}
-	go func() {
-		defer close(f.done)
-		f.dir, f.err = b.fetchDB(db, files)
-	}()
-	return f
-}
-
-// wait returns the directory the files were downloaded into, which the
-// caller removes.
-func (f *dbFetch) wait() (string, error) {
-	<-f.done
-	return f.dir, f.err
-}
-
-// discard waits for the download, if any, and removes its directory.
-func (f *dbFetch) discard() {
-	if f == nil {
-		return
-	}
-	if dir, err := f.wait(); err == nil {
-		os.RemoveAll(dir)
-	}
 }
 
 // adoptDB makes the database of one of dbs the Pebble backend's own and
@@ -137,7 +81,12 @@ func (f *dbFetch) discard() {
 // own, and, when the checkpoint is in the storage the backend's next
 // checkpoints go to, lets them refer to its shared files.
 func (b *KeyedBackend[K]) adoptDB(dbs []checkpoint.DBFiles, files checkpoint.SharedFiles) (int, error) {
-	i := b.adoptionCandidate(dbs, files)
+	if b.disk == nil || files == nil || len(b.disk.ttlIDs) > 0 {
+		// A state with a TTL restores through the copy, which leaves out
+		// what had expired by the checkpoint's clocks.
+		return -1, nil
+	}
+	i := b.adoptable(dbs)
 	if i < 0 {
 		return -1, nil
 	}
@@ -184,15 +133,10 @@ func (b *KeyedBackend[K]) adoptDB(dbs []checkpoint.DBFiles, files checkpoint.Sha
 	return i, nil
 }
 
-// adoptionCandidate returns the index of the database of dbs that adoptDB
-// may adopt, -1 if none: on the Pebble backend, with no state with a TTL
-// (those restore through the copy, which leaves out what had expired by
-// the checkpoint's clocks), of the databases whose states are the
-// registered ones, the one sharing the most key groups with the backend.
-func (b *KeyedBackend[K]) adoptionCandidate(dbs []checkpoint.DBFiles, files checkpoint.SharedFiles) int {
-	if b.disk == nil || files == nil || len(b.disk.ttlIDs) > 0 {
-		return -1
-	}
+// adoptable returns the index of the database of dbs that adoptDB may
+// adopt, -1 if none: of those whose states are the registered ones, the
+// one sharing the most key groups with the backend.
+func (b *KeyedBackend[K]) adoptable(dbs []checkpoint.DBFiles) int {
 	best, most := -1, 0
 	for i, db := range dbs {
 		keys := b.owned.intersect(db.KeyGroupStart, db.KeyGroupEnd)
@@ -221,15 +165,13 @@ func sameStates(recorded, registered []checkpoint.DBState) bool {
 	return true
 }
 
-// fetchDB downloads the files of db into a new directory, next to the
-// Pebble backend's database or, for the heap backend, in the system's
-// temporary directory, and returns it; the caller removes it.
-func (b *KeyedBackend[K]) fetchDB(db checkpoint.DBFiles, files checkpoint.SharedFiles) (string, error) {
+// restoreDB restores the key groups keys from db.
+func (b *KeyedBackend[K]) restoreDB(db checkpoint.DBFiles, keys KeyGroupRange, files checkpoint.SharedFiles) error {
 	if _, err := dbSections[K](db.States, nil); err != nil {
-		return "", err
+		return err
 	}
 	if files == nil && slices.ContainsFunc(db.Files, func(f checkpoint.DBFile) bool { return f.Shared.Name != "" }) {
-		return "", errors.New("the checkpoint's shared files cannot be read here: restore it through the job's checkpoint storage")
+		return errors.New("the checkpoint's shared files cannot be read here: restore it through the job's checkpoint storage")
 	}
 	base := ""
 	if b.disk != nil {
@@ -237,18 +179,12 @@ func (b *KeyedBackend[K]) fetchDB(db checkpoint.DBFiles, files checkpoint.Shared
 	}
 	dir, err := kv.DownloadDir(base)
 	if err != nil {
-		return "", err
+		return err
 	}
 	if err := download(dir, db.Files, files, b.localFiles(), b.downloads); err != nil {
 		os.RemoveAll(dir)
-		return "", err
+		return err
 	}
-	return dir, nil
-}
-
-// restoreDB restores the key groups keys from db, whose files fetchDB
-// downloaded into dir; it removes dir.
-func (b *KeyedBackend[K]) restoreDB(db checkpoint.DBFiles, keys KeyGroupRange, dir string) error {
 	src, err := kv.OpenFiles(dir)
 	if err != nil {
 		os.RemoveAll(dir)
