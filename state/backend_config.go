@@ -70,7 +70,7 @@ type BackendConfig struct {
 	Memory *Memory
 	// DownloadConcurrency is the number of shared files of an incremental
 	// checkpoint that a subtask's restore downloads at a time, each
-	// verified by its checksum. 0 means DefaultDownloadConcurrency (4).
+	// verified by its checksum. 0 means DefaultDownloadConcurrency (8).
 	// Raise it when the object store's latency, not its bandwidth, bounds
 	// a restore; lower it to 1 to download one file at a time. Both
 	// backends restore incremental checkpoints, so both use it.

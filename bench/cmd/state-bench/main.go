@@ -67,7 +67,7 @@ func main() {
 	flag.Int64Var(&c.budgetMiB, "memory-budget-mib", 0, "pebble: state.BackendConfig.MemoryBudget per subtask, MiB; 0: the default (256 MiB)")
 	flag.Int64Var(&c.processMiB, "process-memory-mib", 0, "pebble: a state.Memory of this many MiB that every subtask shares (block cache, write buffers, value caches) instead of --memory-budget-mib each; set GOMEMLIMIT beside it for the Go heap")
 	flag.BoolVar(&c.timers, "timers", false, "each insert also registers a processing-time timer for its key a year ahead (never fired): as many pending timers as keys")
-	flag.IntVar(&c.downloads, "download-concurrency", 0, "state.BackendConfig.DownloadConcurrency: shared files a subtask's restore downloads at a time; 0: the default (4)")
+	flag.IntVar(&c.downloads, "download-concurrency", 0, "state.BackendConfig.DownloadConcurrency: shared files a subtask's restore downloads at a time; 0: the default (state.DefaultDownloadConcurrency)")
 	flag.Float64Var(&c.stateGB, "state-gb", 1, "logical state to reach, GiB: keys × --value-bytes")
 	flag.IntVar(&c.work.ValueBytes, "value-bytes", 1024, "bytes of every value")
 	flag.Uint64Var(&c.work.UpdatesPerInsert, "updates-per-insert", 1, "updates of existing keys after each new key")
