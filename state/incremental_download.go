@@ -4,10 +4,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 
 	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/internal/parallel"
 	"github.com/exactlyonce/exactly/state/internal/kv"
 )
 
@@ -39,9 +38,9 @@ func download(dir string, dbFiles []checkpoint.DBFile, files checkpoint.SharedFi
 	if concurrency <= 0 {
 		concurrency = DefaultDownloadConcurrency
 	}
-	return inParallel(len(shared), concurrency, func(i int) error {
+	return errors.Join(parallel.Each(len(shared), concurrency, func(i int) error {
 		return fetchShared(filepath.Join(dir, shared[i].Name), shared[i].Shared, files, local)
-	})
+	})...)
 }
 
 // fetchShared puts the shared file f at path: from local when it holds f,
@@ -61,37 +60,6 @@ func fetchShared(path string, f checkpoint.SharedFile, files checkpoint.SharedFi
 		_ = local.Keep(f.Name, path)
 	}
 	return nil
-}
-
-// inParallel calls do(0), …, do(n-1), at most limit of them at a time,
-// and starts no call once one failed; it returns when every started call
-// returned, with their errors.
-func inParallel(n, limit int, do func(i int) error) error {
-	var (
-		next   atomic.Int64
-		failed atomic.Bool
-		mu     sync.Mutex
-		errs   []error
-		wg     sync.WaitGroup
-	)
-	for range min(n, limit) {
-		wg.Go(func() {
-			for !failed.Load() {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				if err := do(i); err != nil {
-					failed.Store(true)
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
 }
 
 // downloadFile streams the shared file f from files into a new file at

@@ -358,6 +358,20 @@ func TestObjectStoreTimeoutPerRequest(t *testing.T) {
 	}
 }
 
+// ownedWithFrozenServerClock returns a hook bucket whose server clock is
+// frozen, so that only this process's clock can end a lease; a store of
+// it under prefix that holder owns with lease; and a second store of it.
+func ownedWithFrozenServerClock(t *testing.T, prefix, holder string, lease time.Duration) (*hookBucket, *ObjectStore, *ObjectStore) {
+	t.Helper()
+	b := newHookBucket()
+	frozen := time.Now()
+	b.memBucket.now = func() time.Time { return frozen }
+	f := objectFixture{b: b, prefix: prefix}
+	owner := f.open(t, Options{})
+	acquireObject(t, owner, OwnershipOptions{Lease: lease, Wait: time.Second, Holder: holder})
+	return b, owner, f.open(t, Options{})
+}
+
 // TestObjectStoreOutageDoesNotUseUpTheWait: an owner that died just
 // before the storage stopped answering (a server restarting) is taken
 // over once its lease is seen to pass after the storage answers again.
@@ -369,14 +383,7 @@ func TestObjectStoreTimeoutPerRequest(t *testing.T) {
 // lease.
 func TestObjectStoreOutageDoesNotUseUpTheWait(t *testing.T) {
 	const lease = 200 * time.Millisecond
-	b := newHookBucket()
-	frozen := time.Now()
-	b.memBucket.now = func() time.Time { return frozen }
-	f := objectFixture{b: b, prefix: "jobs/outage"}
-	dead := f.open(t, Options{})
-	acquireObject(t, dead, OwnershipOptions{Lease: lease, Wait: time.Second, Holder: "dead"})
-
-	next := f.open(t, Options{})
+	b, _, next := ownedWithFrozenServerClock(t, "jobs/outage", "dead", lease)
 	b.mu.Lock()
 	b.failGet[next.key(manifestKey)] = 30 // about 300 ms of the 400 ms wait, at a poll of 10 ms
 	b.mu.Unlock()
@@ -404,14 +411,7 @@ func TestObjectStoreOutageAfterAnAnswer(t *testing.T) {
 		{"longer than Outage", 300 * time.Millisecond, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := newHookBucket()
-			frozen := time.Now()
-			b.memBucket.now = func() time.Time { return frozen } // only this process's clock ends the lease
-			f := objectFixture{b: b, prefix: "jobs/outage-after"}
-			dead := f.open(t, Options{})
-			acquireObject(t, dead, OwnershipOptions{Lease: lease, Wait: time.Second, Holder: "dead"})
-
-			next := f.open(t, Options{})
+			b, _, next := ownedWithFrozenServerClock(t, "jobs/outage-after", "dead", lease)
 			key := next.key(manifestKey)
 			b.mu.Lock()
 			first := b.gets[key]
@@ -454,14 +454,7 @@ func TestObjectStoreOwnedByTellsWhyTheWaitEnded(t *testing.T) {
 		{"silent through outages", false, true, []string{"owned by owner", "did not renew its lease (200ms)", "stopped answering", "stopped without releasing", "OwnershipWait"}, "another instance of the job is running"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := newHookBucket()
-			frozen := time.Now()
-			b.memBucket.now = func() time.Time { return frozen } // only this process's clock ends the lease
-			f := objectFixture{b: b, prefix: "jobs/owned-by"}
-			owner := f.open(t, Options{})
-			acquireObject(t, owner, OwnershipOptions{Lease: lease, Wait: time.Second, Holder: "owner"})
-
-			next := f.open(t, Options{})
+			b, owner, next := ownedWithFrozenServerClock(t, "jobs/owned-by", "owner", lease)
 			key := next.key(manifestKey)
 			if tc.outages {
 				b.mu.Lock()

@@ -8,11 +8,10 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/internal/format"
+	"github.com/exactlyonce/exactly/internal/parallel"
 )
 
 // WriteShared uploads the size bytes of r, streaming, as the shared object
@@ -83,24 +82,9 @@ func (s *ObjectStore) checkSharedPresent(dir string, m *checkpoint.Metadata, upl
 		}
 	}
 	slices.SortFunc(files, func(a, b checkpoint.SharedFile) int { return strings.Compare(a.Name, b.Name) })
-	errs := make([]error, len(files))
-	var next atomic.Int64
-	var failed atomic.Bool
-	var wg sync.WaitGroup
-	for range min(len(files), sharedChecksAtOnce) {
-		wg.Go(func() {
-			for !failed.Load() {
-				i := int(next.Add(1) - 1)
-				if i >= len(files) {
-					return
-				}
-				if errs[i] = s.checkShared(dir, m.ID, files[i]); errs[i] != nil {
-					failed.Store(true)
-				}
-			}
-		})
-	}
-	wg.Wait()
+	errs := parallel.Each(len(files), sharedChecksAtOnce, func(i int) error {
+		return s.checkShared(dir, m.ID, files[i])
+	})
 	for _, err := range errs {
 		if err != nil {
 			return err
