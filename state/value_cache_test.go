@@ -197,3 +197,49 @@ func TestWriteBackHoldsNoCopyOfTheCache(t *testing.T) {
 		t.Errorf("the write-back of 32 MiB of values left %d MiB more in the Go heap", (after-before)>>20)
 	}
 }
+
+// TestValueCacheHalvesWhenFull: a miss that finds the caches at their
+// budget drops about half of what they hold, not all of it; the entries
+// dropped that had changed are written back (every key reads back its
+// value), those kept stay changed until the next write-back, and the
+// costs stay counted.
+func TestValueCacheHalvesWhenFull(t *testing.T) {
+	const limit = 64 << 10
+	b := newBackend(t, PebbleBackend, StringCodec{}, 8, KeyGroupRange{0, 8})
+	b.disk.values.limit = limit
+	v := must(NewValueState[string, string](b.Scope(), "v", StringCodec{}))
+	cache := v.store.(*diskValues[string, string])
+	value := strings.Repeat("v", 1<<10)
+	i := 0
+	for ; !b.disk.values.full(); i++ {
+		b.SetCurrentKey(fmt.Sprint("k", i))
+		v.Update(value)
+	}
+	full, fullEntries := cache.bytes, len(cache.cache)
+	b.SetCurrentKey(fmt.Sprint("k", i)) // a miss
+	v.Update(value)
+	i++
+	if cache.bytes > full/2+2<<10 || cache.bytes < full/2-2<<10 {
+		t.Errorf("a miss at the budget left %d bytes in the cache, want about half of %d", cache.bytes, full)
+	}
+	if n := len(cache.cache); n <= 1 || n >= fullEntries {
+		t.Errorf("a miss at the budget left %d of %d entries", n, fullEntries)
+	}
+	dirty := 0
+	for _, e := range cache.cache {
+		if e.dirty {
+			dirty++
+		}
+	}
+	if dirty != cache.dirty || dirty != len(cache.cache) {
+		t.Errorf("%d entries kept are changed, the cache counts %d, it holds %d: want every one kept changed", dirty, cache.dirty, len(cache.cache))
+	}
+	checkCacheCosts(t, []*diskValues[string, string]{cache}, b.disk.values.used)
+	b.disk.values.limit = 1 << 30 // no eviction while reading back
+	for k := range i {
+		b.SetCurrentKey(fmt.Sprint("k", k))
+		if got, ok := v.Value(); !ok || got != value {
+			t.Fatalf("key k%d after the eviction: %d bytes, %v; want %d bytes", k, len(got), ok, len(value))
+		}
+	}
+}

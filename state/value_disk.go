@@ -14,8 +14,10 @@ import (
 // the last write-back, or writing it, touches no database (two map
 // operations instead of a Pebble read and write per record). The changes
 // are written back in one batch at every snapshot (capture, before the
-// backend takes its view of the database) and when the value caches of
-// the subtask exceed their share of the memory budget (see valueCache).
+// backend takes its view of the database), and those of the entries that
+// leave the cache when the value caches of the subtask exceed their share
+// of the memory budget (see valueCache): each cache then drops half of
+// what it holds.
 //
 // With a TTL, the database entry holds the expiry (8 bytes, big-endian)
 // before the value's encoding, and the cache the expiry and the encoding
@@ -54,15 +56,15 @@ func newDiskValues[K comparable, V any](t diskTable[K], codec Codec[V], ttl *ttl
 }
 
 // entry returns the current key's cache entry, reading the database on a
-// miss. A miss first empties every value cache of the subtask if they
-// used up their budget.
+// miss. A miss first halves every value cache of the subtask if they used
+// up their budget.
 func (s *diskValues[K, V]) entry() *cachedValue[V] {
 	k := s.t.d.b.current
 	if e, ok := s.cache[k]; ok {
 		return e
 	}
 	if s.t.d.values.full() {
-		s.t.d.b.dropValueCaches()
+		s.t.d.b.halveValueCaches()
 	}
 	key := s.t.key(nil)
 	e := &cachedValue[V]{}
@@ -158,6 +160,8 @@ func (s *diskValues[K, V]) markDirty(e *cachedValue[V]) {
 type writeBacker interface {
 	writeBack()
 	dropCache()
+	evict(keep int64)
+	cachedBytes() int64
 }
 
 // writeBackCaches writes the changes of every table's write-back cache to
@@ -180,6 +184,21 @@ func (b *KeyedBackend[K]) dropValueCaches() {
 	}
 }
 
+// halveValueCaches drops half of the entries of every table's write-back
+// cache (writing back those that changed), when the caches used up their
+// budget. Emptying them instead left them half full on average, and wrote
+// back at once every entry that changed: a cache kept between one half and
+// all of its budget answers more reads from memory (keys read uniformly at
+// random: half as many again), and an entry that stays is written back at
+// the next snapshot or eviction only.
+func (b *KeyedBackend[K]) halveValueCaches() {
+	for _, name := range b.names {
+		if w, ok := b.tables[name].(writeBacker); ok {
+			w.evict(w.cachedBytes() / 2)
+		}
+	}
+}
+
 // boundedWriteBackBatchBytes bounds the batches of a write-back of the
 // value caches when the backend takes its memory from a shared
 // state.Memory. A batch holds a copy of what it writes in the Go heap, and
@@ -194,54 +213,115 @@ func (b *KeyedBackend[K]) dropValueCaches() {
 // reused), only to be complete before the snapshot's view is taken.
 const boundedWriteBackBatchBytes = 1 << 20
 
-// writeBack writes the cache's changes to the database, in one batch, or
-// in batches of about boundedWriteBackBatchBytes with a shared Memory; a
-// changed value that expired is deleted instead.
+// writeBack writes the cache's changes to the database (see writeBackOf).
 func (s *diskValues[K, V]) writeBack() {
 	if s.dirty == 0 {
 		return
 	}
-	d := s.t.d
-	limit := math.MaxInt
-	if d.values.shared != nil {
-		limit = boundedWriteBackBatchBytes
+	size := 0
+	for _, e := range s.cache {
+		if e.dirty {
+			size += s.recordBytes(e)
+		}
 	}
-	b := d.db.NewBatch()
-	var key []byte
+	w := s.writeBackOf(size)
 	for k, e := range s.cache {
-		if !e.dirty {
-			continue
-		}
-		key = d.dbKeyOf(key[:0], s.t.id, k)
-		if e.ok && s.ttl != nil && s.ttl.expired(e.exp) {
-			var zero V
-			e.v, e.ok = zero, false
-		}
-		var err error
-		if e.ok {
-			value := e.raw
-			if s.ttl != nil {
-				s.buf = append(format.AppendInt64(s.buf[:0], e.exp), e.raw...)
-				value = s.buf
-			}
-			err = b.Set(key, value, nil)
-		} else {
-			err = b.Delete(key, nil)
-		}
-		if err != nil {
-			d.fail("writing state", err)
-		}
-		e.dirty = false
-		if b.Len() >= limit {
-			d.write(b.Commit(pebble.NoSync))
-			b.Reset()
+		if e.dirty {
+			w.put(k, e)
 		}
 	}
-	d.write(b.Commit(pebble.NoSync))
-	if err := b.Close(); err != nil {
+	w.finish()
+}
+
+// evict drops entries of the cache, in the map's order (random), until
+// they cost at most keep bytes, writing back those that changed.
+func (s *diskValues[K, V]) evict(keep int64) {
+	if s.bytes <= keep {
+		return
+	}
+	w := s.writeBackOf(int(s.bytes - keep))
+	for k, e := range s.cache {
+		if s.bytes <= keep {
+			break
+		}
+		if e.dirty {
+			w.put(k, e)
+		}
+		delete(s.cache, k)
+		s.bytes -= e.cost
+		s.t.d.values.used -= e.cost
+	}
+	w.finish()
+}
+
+func (s *diskValues[K, V]) cachedBytes() int64 { return s.bytes }
+
+// recordBytes is about what e's entry takes in a batch: its key, value,
+// expiry and the record's header.
+func (s *diskValues[K, V]) recordBytes(e *cachedValue[V]) int {
+	return len(e.raw) + 48
+}
+
+// valueWriteBack is one write-back of a cache's changed entries: in one
+// batch, sized up front to the entries written (a batch that grows copies
+// itself at every doubling), or in batches of about
+// boundedWriteBackBatchBytes with a shared Memory.
+type valueWriteBack[K comparable, V any] struct {
+	s     *diskValues[K, V]
+	b     *pebble.Batch
+	limit int
+	key   []byte
+}
+
+// writeBackOf starts a write-back of about size bytes of records.
+func (s *diskValues[K, V]) writeBackOf(size int) *valueWriteBack[K, V] {
+	w := &valueWriteBack[K, V]{s: s, limit: math.MaxInt}
+	if s.t.d.values.shared != nil {
+		w.limit = boundedWriteBackBatchBytes
+		size = min(size, w.limit+w.limit/8)
+	}
+	w.b = s.t.d.db.NewBatchWithSize(size)
+	return w
+}
+
+// put writes k's entry e, a changed one, or deletes k's value if it is
+// cleared or expired.
+func (w *valueWriteBack[K, V]) put(k K, e *cachedValue[V]) {
+	s, d := w.s, w.s.t.d
+	w.key = d.dbKeyOf(w.key[:0], s.t.id, k)
+	if e.ok && s.ttl != nil && s.ttl.expired(e.exp) {
+		var zero V
+		e.v, e.ok = zero, false
+	}
+	var err error
+	if e.ok {
+		value := e.raw
+		if s.ttl != nil {
+			s.buf = append(format.AppendInt64(s.buf[:0], e.exp), e.raw...)
+			value = s.buf
+		}
+		err = w.b.Set(w.key, value, nil)
+	} else {
+		err = w.b.Delete(w.key, nil)
+	}
+	if err != nil {
 		d.fail("writing state", err)
 	}
-	s.dirty = 0
+	e.dirty = false
+	s.dirty--
+	if w.b.Len() >= w.limit {
+		d.write(w.b.Commit(pebble.NoSync))
+		w.b.Reset()
+	}
+}
+
+// finish commits what the last batch holds.
+func (w *valueWriteBack[K, V]) finish() {
+	d := w.s.t.d
+	d.write(w.b.Commit(pebble.NoSync))
+	if err := w.b.Close(); err != nil {
+		d.fail("writing state", err)
+	}
 }
 
 func (s *diskValues[K, V]) kind() stateKind {

@@ -267,6 +267,10 @@ func (d *DB) NewIter(lower, upper []byte) (*pebble.Iterator, error) {
 // atomically.
 func (d *DB) NewBatch() *pebble.Batch { return d.db.NewBatch() }
 
+// NewBatchWithSize returns an empty batch with room for size bytes of
+// records.
+func (d *DB) NewBatchWithSize(size int) *pebble.Batch { return d.db.NewBatchWithSize(size) }
+
 // Close waits for the views being read, releases the others, closes the
 // database and removes its directory.
 func (d *DB) Close() error {
