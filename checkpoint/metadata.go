@@ -184,7 +184,10 @@ type SharedFiles interface {
 	// WriteShared stores the size bytes of r, streaming, as a shared file
 	// for checkpoint id, named after id and key (unique within the
 	// checkpoint), and returns it; r may be read again from its start on
-	// a retry. It is not durable before the checkpoint completes.
+	// a retry. It is not durable before the checkpoint completes. When r
+	// is an *os.File, a storage on the same filesystem may make the shared
+	// file a hard link to it instead of a copy: its contents must never
+	// change (the Pebble backend's tables and blob files do not).
 	WriteShared(id ID, key string, r io.ReadSeeker, size int64) (SharedFile, error)
 	// ReadShared streams a shared file of the checkpoint being restored to
 	// w and checks it against f's size and checksum: a missing or

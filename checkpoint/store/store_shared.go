@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path/filepath"
 
 	"github.com/exactlyonce/exactly/checkpoint"
 	"github.com/exactlyonce/exactly/internal/format"
+	"github.com/exactlyonce/exactly/internal/vfs"
 )
 
 // WriteShared writes data as the shared file <dir>/shared/<id>-<key> and
@@ -25,8 +27,14 @@ func (s *Store) WriteShared(id checkpoint.ID, key string, r io.ReadSeeker, size 
 	}
 	tmp, path := filepath.Join(dir, name+tmpSuffix), filepath.Join(dir, name)
 	src := newChecksumReader(r)
-	if err := s.writeFrom(tmp, src); err != nil {
+	linked, err := s.linkFrom(tmp, r, src)
+	if err != nil {
 		return checkpoint.SharedFile{}, err
+	}
+	if !linked {
+		if err := s.writeFrom(tmp, src); err != nil {
+			return checkpoint.SharedFile{}, err
+		}
 	}
 	f, err := src.sharedFile(name, size)
 	if err != nil {
@@ -37,6 +45,66 @@ func (s *Store) WriteShared(id checkpoint.ID, key string, r io.ReadSeeker, size 
 	}
 	return f, nil
 }
+
+// linkFrom makes tmp a hard link to r's file when r is a file of the
+// operating system on the store's filesystem, and reads r through src for
+// its checksum: a checkpoint in a local directory then shares the
+// database files it takes (which never change once written) instead of
+// writing them again. It reports false, having read nothing, when it
+// cannot link: the caller copies.
+func (s *Store) linkFrom(tmp string, r io.ReadSeeker, src *checksumReader) (bool, error) {
+	l, canLink := s.fs.(vfs.Linker)
+	file, isFile := r.(*os.File)
+	if !canLink || !isFile {
+		return false, nil
+	}
+	if err := l.Link(file.Name(), tmp); err != nil {
+		return false, nil // another filesystem, no hard links, or the name is gone
+	}
+	if err := s.checkLinked(tmp, file, src); err != nil {
+		return false, errors.Join(err, s.fs.Remove(tmp))
+	}
+	return true, nil
+}
+
+// checkLinked checks that tmp, just linked, is file's, reads file through
+// src and makes tmp durable.
+func (s *Store) checkLinked(tmp string, file *os.File, src *checksumReader) error {
+	fi, err := file.Stat()
+	if err != nil {
+		return ioErr("reading", file.Name(), err)
+	}
+	ti, err := s.fs.Stat(tmp)
+	if err != nil {
+		return ioErr("reading", tmp, err)
+	}
+	if !os.SameFile(fi, ti) {
+		return fmt.Errorf("checkpoint/store: %s, linked to %s, is another file than the one open under that name", tmp, file.Name())
+	}
+	buf := make([]byte, linkedReadBytes)
+	for {
+		_, err := src.Read(buf)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return ioErr("reading", file.Name(), err)
+		}
+	}
+	t, err := s.fs.Open(tmp)
+	if err != nil {
+		return ioErr("opening", tmp, err)
+	}
+	if err := t.Sync(); err != nil {
+		t.Close()
+		return ioErr("syncing", tmp, err)
+	}
+	return t.Close()
+}
+
+// linkedReadBytes is the buffer with which a linked file is read for its
+// checksum.
+const linkedReadBytes = 256 << 10
 
 // ReadSharedAt streams the shared file f of the checkpoint in directory
 // dir (in <dir>/../shared) to w and verifies it against f; on error w may

@@ -115,6 +115,18 @@ func checkOpenFlag(name string, flag int) error {
 
 func (osFS) Rename(oldname, newname string) error { return os.Rename(oldname, newname) }
 
+// Linker is a filesystem that can give a file of the operating system's
+// filesystem a second name: [Default] does. The in-memory and the
+// error-injecting filesystems do not, so what they test always copies.
+type Linker interface {
+	// Link makes newname, a name of this filesystem, a hard link to the
+	// operating system's file oldname. It fails when they are on
+	// different filesystems or the filesystem has no hard links.
+	Link(oldname, newname string) error
+}
+
+func (osFS) Link(oldname, newname string) error { return os.Link(oldname, newname) }
+
 func (osFS) Remove(name string) error { return os.Remove(name) }
 
 func (osFS) RemoveAll(name string) error { return os.RemoveAll(name) }
