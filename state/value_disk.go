@@ -160,8 +160,7 @@ func (s *diskValues[K, V]) markDirty(e *cachedValue[V]) {
 type writeBacker interface {
 	writeBack()
 	dropCache()
-	evict(keep int64)
-	cachedBytes() int64
+	halve()
 }
 
 // writeBackCaches writes the changes of every table's write-back cache to
@@ -188,13 +187,12 @@ func (b *KeyedBackend[K]) dropValueCaches() {
 // cache (writing back those that changed), when the caches used up their
 // budget. Emptying them instead left them half full on average, and wrote
 // back at once every entry that changed: a cache kept between one half and
-// all of its budget answers more reads from memory (keys read uniformly at
-// random: half as many again), and an entry that stays is written back at
-// the next snapshot or eviction only.
+// all of its budget holds three quarters of it on average, and an entry
+// that stays is written back at the next snapshot or eviction only.
 func (b *KeyedBackend[K]) halveValueCaches() {
 	for _, name := range b.names {
 		if w, ok := b.tables[name].(writeBacker); ok {
-			w.evict(w.cachedBytes() / 2)
+			w.halve()
 		}
 	}
 }
@@ -221,7 +219,7 @@ func (s *diskValues[K, V]) writeBack() {
 	size := 0
 	for _, e := range s.cache {
 		if e.dirty {
-			size += s.recordBytes(e)
+			size += recordBytes(e.raw)
 		}
 	}
 	w := s.writeBackOf(size)
@@ -254,13 +252,12 @@ func (s *diskValues[K, V]) evict(keep int64) {
 	w.finish()
 }
 
-func (s *diskValues[K, V]) cachedBytes() int64 { return s.bytes }
+// halve drops about half of what the cache holds (see evict).
+func (s *diskValues[K, V]) halve() { s.evict(s.bytes / 2) }
 
-// recordBytes is about what e's entry takes in a batch: its key, value,
-// expiry and the record's header.
-func (s *diskValues[K, V]) recordBytes(e *cachedValue[V]) int {
-	return len(e.raw) + 48
-}
+// recordBytes is about what an entry whose encoding is raw takes in a
+// batch: its key, value, expiry and the record's header.
+func recordBytes(raw []byte) int { return len(raw) + 48 }
 
 // valueWriteBack is one write-back of a cache's changed entries: in one
 // batch, sized up front to the entries written (a batch that grows copies
