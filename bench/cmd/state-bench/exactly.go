@@ -163,6 +163,7 @@ func measureRestore(ctx context.Context, c config, jc jobConfig, dir string) err
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
+	settle()
 	jc.StateDir = dir
 	jc.Events += restoreEvents
 	c.rssCapMiB = 0 // the cap is the run's; the restore reports its own peak
