@@ -152,18 +152,29 @@ func newProcessOp[K comparable, IN, OUT any](oc runtime.OperatorContext, key fun
 		}
 		p.ctx.watermark = wm
 		backend.SetWatermark(wm)
-		if err := p.ctx.backend.RestoreDBs(oc.Restored.DBs, oc.SharedFiles); err != nil {
-			return nil, fmt.Errorf("restoring: %w", err)
-		}
-		for kg, blob := range oc.Restored.KeyGroups {
-			if err := p.ctx.backend.Restore(kg, blob); err != nil {
-				return nil, fmt.Errorf("restoring key group %d: %w", kg, err)
-			}
-		}
 	}
 	p.output.buf = make([]OUT, 0, oc.BatchSize)
 	p.output.sides = newSideOutputs(sides, oc.BatchSize)
 	return p, nil
+}
+
+// RestoreState restores the keyed state of oc.Restored: the databases
+// and key groups of the subtasks it was taken from. The runtime calls it
+// for every subtask at once after building them ([runtime.StateRestorer]).
+func (p *processOp[K, IN, OUT]) RestoreState(context.Context) error {
+	restored := p.ctx.oc.Restored
+	if restored == nil {
+		return nil
+	}
+	if err := p.ctx.backend.RestoreDBs(restored.DBs, p.ctx.oc.SharedFiles); err != nil {
+		return fmt.Errorf("restoring: %w", err)
+	}
+	for kg, blob := range restored.KeyGroups {
+		if err := p.ctx.backend.Restore(kg, blob); err != nil {
+			return fmt.Errorf("restoring key group %d: %w", kg, err)
+		}
+	}
+	return nil
 }
 
 func (p *processOp[K, IN, OUT]) Process(_ context.Context, batch any) error {

@@ -127,6 +127,11 @@ func (h *harness[K, IN, OUT, SIDE]) start(parallelism int, snaps []checkpoint.Su
 		if err != nil {
 			h.t.Fatalf("creating subtask %d: %v", s, err)
 		}
+		if r, ok := op.(runtime.StateRestorer); ok {
+			if err := r.RestoreState(context.Background()); err != nil {
+				h.t.Fatalf("restoring subtask %d: %v", s, err)
+			}
+		}
 		h.subs = append(h.subs, op)
 	}
 }

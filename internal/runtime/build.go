@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/exactlyonce/exactly/checkpoint"
+	"github.com/exactlyonce/exactly/internal/parallel"
 	"github.com/exactlyonce/exactly/state"
 )
 
@@ -131,7 +132,56 @@ func (j *Job) build(ctx context.Context, rp *restorePoint, events chan<- event, 
 			tasks = append(tasks, t)
 		}
 	}
+	if err := restoreState(ctx, tasks); err != nil {
+		for _, built := range tasks {
+			if cerr := built.close(ctx, 0, false); cerr != nil {
+				j.opts.Logger.Warn("closing an operator failed", "error", cerr)
+			}
+		}
+		return nil, err
+	}
 	return tasks, nil
+}
+
+// restoresAtOnce is how many subtasks restoreState restores at a time.
+// Each downloads its files several at a time itself
+// (state.DefaultDownloadConcurrency), so this bounds the connections to
+// the checkpoint storage, while letting an object store's latency overlap
+// across subtasks.
+const restoresAtOnce = 8
+
+// restoreState calls RestoreState of every operator of tasks that is a
+// StateRestorer, restoresAtOnce at a time, and returns the error of the
+// first that failed in task order, naming its subtask (a panic becomes a
+// PanicError). Once one failed, no other starts.
+func restoreState(ctx context.Context, tasks []*task) error {
+	type restorer struct {
+		name string
+		r    StateRestorer
+	}
+	var rs []restorer
+	for _, t := range tasks {
+		for _, m := range t.members {
+			if r, ok := m.op.(StateRestorer); ok {
+				rs = append(rs, restorer{fmt.Sprintf("%s[%d]", m.spec.Name, t.subtask), r})
+			}
+		}
+	}
+	errs := parallel.Each(len(rs), restoresAtOnce, func(i int) (err error) {
+		defer func() {
+			if err != nil {
+				err = fmt.Errorf("%s: %w", rs[i].name, err)
+			}
+		}()
+		defer recoverAs("restoring the state", &err)
+		return rs[i].r.RestoreState(ctx)
+	})
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // buildMember creates subtask s of operator i inside task t.

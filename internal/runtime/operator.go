@@ -19,13 +19,23 @@ type Emitter interface {
 
 // Operator is one subtask of a non-source operator.
 //
-// Operators may also implement [Snapshotter], [CheckpointListener],
+// Operators may also implement [Snapshotter], [StateRestorer], [CheckpointListener],
 // [TimerOperator], [AsyncOperator] and [Closer]; the runtime finds them by
 // type assertion.
 type Operator interface {
 	// Process handles one batch, a []T of the operator's input type. The
 	// batch is only valid during the call.
 	Process(ctx context.Context, batch any) error
+}
+
+// StateRestorer is an operator that restores its state
+// (OperatorContext.Restored) in RestoreState rather than in its
+// constructor. Once every subtask of an attempt is built, the runtime
+// calls RestoreState of up to restoresAtOnce subtasks at a time, so that
+// they download and open their state together instead of one after the
+// other; no task runs before every subtask restored.
+type StateRestorer interface {
+	RestoreState(ctx context.Context) error
 }
 
 // Snapshotter is an operator with state.
