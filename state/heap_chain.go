@@ -258,8 +258,8 @@ func (b *KeyedBackend[K]) snapshotChain(id checkpoint.ID, files checkpoint.Share
 				c.written(id, chain)
 				return checkpoint.SubtaskSnapshot{KeyGroups: blobs}, nil
 			}
-			data := encodeChainFile(blobs)
-			f, err := files.WriteShared(id, c.instance+"-heap", bytes.NewReader(data), int64(len(data)))
+			data, size := chainFile(blobs)
+			f, err := files.WriteShared(id, c.instance+"-heap", data, size)
 			if err != nil {
 				return checkpoint.SubtaskSnapshot{}, fmt.Errorf("state: snapshot for checkpoint %d: %w", id, err)
 			}

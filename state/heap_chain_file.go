@@ -3,6 +3,8 @@ package state
 import (
 	"encoding/binary"
 	"fmt"
+	"io"
+	"maps"
 	"slices"
 
 	"github.com/exactlyonce/exactly/internal/format"
@@ -27,23 +29,72 @@ const heapChainFileVersion = 1
 // blob given to restore.
 const kindRemoved = 0x40
 
-// encodeChainFile encodes the blobs of key groups into a heap chain file.
-func encodeChainFile(blobs map[int][]byte) []byte {
-	kgs := make([]int, 0, len(blobs))
-	size := 1 + binary.MaxVarintLen64
-	for kg, blob := range blobs {
-		kgs = append(kgs, kg)
-		size += 2*binary.MaxVarintLen64 + len(blob)
-	}
-	slices.Sort(kgs)
-	out := make([]byte, 0, size)
-	out = append(out, heapChainFileVersion)
-	out = format.AppendCount(out, len(kgs))
+// chainFile returns a reader of the heap chain file of the blobs of key
+// groups, and its size. It reads the blobs where they are: a full
+// snapshot's file is as large as the state, and is not copied whole.
+func chainFile(blobs map[int][]byte) (io.ReadSeeker, int64) {
+	kgs := slices.Sorted(maps.Keys(blobs))
+	// The headers, the file's and each key group's (its number and its
+	// blob's length), in one buffer that never grows: the parts alias it.
+	headers := make([]byte, 0, (1+2*len(kgs))*binary.MaxVarintLen64)
+	headers = format.AppendCount(append(headers, heapChainFileVersion), len(kgs))
+	r := &partsReader{parts: [][]byte{headers}}
 	for _, kg := range kgs {
-		out = format.AppendCount(out, kg)
-		out = format.AppendBytes(out, blobs[kg])
+		start := len(headers)
+		headers = format.AppendCount(format.AppendCount(headers, kg), len(blobs[kg]))
+		r.parts = append(r.parts, headers[start:], blobs[kg])
 	}
-	return out
+	for _, p := range r.parts {
+		r.size += int64(len(p))
+	}
+	return r, r.size
+}
+
+// partsReader reads byte slices one after the other as one stream, and
+// seeks in it.
+type partsReader struct {
+	parts [][]byte
+	size  int64
+	off   int64 // in the stream
+	idx   int   // the part that holds off
+	in    int   // off within parts[idx]
+}
+
+func (r *partsReader) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) && r.idx < len(r.parts) {
+		c := copy(p[n:], r.parts[r.idx][r.in:])
+		n, r.in, r.off = n+c, r.in+c, r.off+int64(c)
+		if r.in == len(r.parts[r.idx]) {
+			r.idx, r.in = r.idx+1, 0
+		}
+	}
+	if n == 0 && len(p) > 0 {
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+func (r *partsReader) Seek(offset int64, whence int) (int64, error) {
+	switch whence {
+	case io.SeekCurrent:
+		offset += r.off
+	case io.SeekEnd:
+		offset += r.size
+	}
+	if offset < 0 {
+		return r.off, fmt.Errorf("state: seeking to %d, before the start", offset)
+	}
+	r.off, r.idx, r.in = offset, 0, 0
+	rest := offset
+	for r.idx < len(r.parts) && rest >= int64(len(r.parts[r.idx])) {
+		rest -= int64(len(r.parts[r.idx]))
+		r.idx++
+	}
+	if r.idx < len(r.parts) {
+		r.in = int(rest)
+	}
+	return r.off, nil
 }
 
 // decodeChainFile returns the blobs of a heap chain file by key group;

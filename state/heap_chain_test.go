@@ -1,7 +1,9 @@
 package state
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -404,7 +406,11 @@ func TestHeapChainRestoredExtends(t *testing.T) {
 // wrapping ErrCorrupt, never a panic or a partial state.
 func TestHeapChainFileCorrupt(t *testing.T) {
 	blob := must(encodeSectionsOf(t))
-	data := encodeChainFile(map[int][]byte{3: blob})
+	file, size := chainFile(map[int][]byte{3: blob})
+	data := must(io.ReadAll(file))
+	if int64(len(data)) != size {
+		t.Fatalf("the file reads %d bytes, its size is %d", len(data), size)
+	}
 	if got, err := decodeChainFile(data); err != nil || len(got) != 1 {
 		t.Fatalf("decoding a good file: %v, %v", got, err)
 	}
@@ -596,5 +602,48 @@ func TestMergeChainBlobsKeyRemovedThenWritten(t *testing.T) {
 	}
 	if want := section(byte(kindValue), "k", "v2"); string(merged) != string(want) {
 		t.Fatalf("merged blob %q, want %q: the key once, with its last value", merged, want)
+	}
+}
+
+// TestChainFileReadsAndSeeks: the reader of a chain file reads the file
+// that its parts make, from any offset it seeks to, in reads of any size.
+func TestChainFileReadsAndSeeks(t *testing.T) {
+	blobs := map[int][]byte{7: bytes.Repeat([]byte{7}, 300), 2: {2, 2}, 40: bytes.Repeat([]byte{40}, 5)}
+	file, size := chainFile(blobs)
+	data := must(io.ReadAll(file))
+	want := []byte{heapChainFileVersion, 3, 2, 2, 2, 2, 7, 0xac, 2}
+	want = append(append(want, blobs[7]...), 40, 5)
+	want = append(want, blobs[40]...)
+	if !bytes.Equal(data, want) || int64(len(data)) != size {
+		t.Fatalf("the file is %x (size %d), want %x", data, size, want)
+	}
+	if got, err := decodeChainFile(data); err != nil || !maps.EqualFunc(got, blobs, bytes.Equal) {
+		t.Fatalf("decoded %v, %v; want the blobs", got, err)
+	}
+	buf := make([]byte, 7)
+	for off := range size + 2 {
+		if at, err := file.Seek(off, io.SeekStart); err != nil || at != off {
+			t.Fatalf("Seek(%d) = %d, %v", off, at, err)
+		}
+		var rest []byte
+		for {
+			n, err := file.Read(buf)
+			rest = append(rest, buf[:n]...)
+			if err == io.EOF {
+				break
+			}
+			if err != nil || n == 0 {
+				t.Fatalf("from %d: Read = %d, %v", off, n, err)
+			}
+		}
+		if !bytes.Equal(rest, data[min(off, size):]) {
+			t.Fatalf("from %d read %x, want %x", off, rest, data[min(off, size):])
+		}
+	}
+	if at, err := file.Seek(-3, io.SeekEnd); err != nil || at != size-3 {
+		t.Fatalf("Seek(-3, end) = %d, %v", at, err)
+	}
+	if _, err := file.Seek(-1, io.SeekStart); err == nil {
+		t.Fatal("a seek before the start succeeded")
 	}
 }

@@ -1,7 +1,9 @@
 package state
 
 import (
+	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/exactlyonce/exactly/checkpoint"
@@ -73,9 +75,11 @@ func encodeSections[K comparable](sections []capturedSection[K], disk pebble.Rea
 		disk:           disk,
 		entries:        make([][]byte, owned.Len()),
 		counts:         make([]int, owned.Len()),
+		inPlace:        make([]bool, owned.Len()),
 		blobs:          make([][]byte, owned.Len()),
 	}
 	for _, s := range sections {
+		w.headRoom = format.SectionHeaderRoom(s.name)
 		if err := s.data.encode(w); err != nil {
 			return nil, fmt.Errorf("state: snapshot %s: %w", displayName(s.name), err)
 		}
@@ -100,6 +104,12 @@ type sectionWriter[K comparable] struct {
 	entries        [][]byte // per owned key group: entries of the current section
 	counts         []int    // per owned key group: entry count of the current section
 	blobs          [][]byte // per owned key group: finished sections
+	// A key group's first section is written in place: its entries start
+	// after headRoom free bytes (inPlace), where endSection puts the
+	// blob's header, and become the blob without a copy. A snapshot's
+	// blobs are most of its memory; later sections are appended.
+	headRoom int    // format.SectionHeaderRoom of the current section's name
+	inPlace  []bool // per owned key group: the current section is its first, in place
 }
 
 // key starts an entry for k: it writes the length-prefixed key into k's key group and
@@ -125,6 +135,10 @@ func errForeignKey(key any, kg int, owned KeyGroupRange) error {
 // group kg, and returns kg's index in w.entries.
 func (w *sectionWriter[K]) encodedKey(kg int, raw []byte) int {
 	i := kg - w.owned.Start
+	if w.counts[i] == 0 && w.blobs[i] == nil {
+		w.entries[i] = slices.Grow(w.entries[i][:0], w.headRoom+len(raw)+binary.MaxVarintLen64)[:w.headRoom]
+		w.inPlace[i] = true
+	}
 	w.entries[i] = format.AppendBytes(w.entries[i], raw)
 	w.counts[i]++
 	return i
@@ -169,8 +183,13 @@ func (w *sectionWriter[K]) endSection(name string, kind stateKind) {
 		if n == 0 {
 			continue
 		}
-		w.blobs[i] = format.AppendSection(w.blobs[i], name, byte(kind), n, w.entries[i])
-		w.entries[i] = w.entries[i][:0]
+		if w.inPlace[i] {
+			w.blobs[i] = format.PutFirstSection(w.entries[i], name, byte(kind), n)
+			w.entries[i], w.inPlace[i] = nil, false
+		} else {
+			w.blobs[i] = format.AppendSection(w.blobs[i], name, byte(kind), n, w.entries[i])
+			w.entries[i] = w.entries[i][:0]
+		}
 		w.counts[i] = 0
 	}
 }

@@ -61,6 +61,27 @@ func AppendSection(blob []byte, name string, kind byte, count int, entries []byt
 	return append(blob, entries...)
 }
 
+// SectionHeaderRoom is the most bytes the header that AppendSection
+// writes before the first section of a blob named name takes: the
+// version, the name, the kind and the count.
+func SectionHeaderRoom(name string) int {
+	return 1 + binary.MaxVarintLen64 + len(name) + 1 + binary.MaxVarintLen64
+}
+
+// PutFirstSection makes a blob of one section, in place, out of buf,
+// whose first SectionHeaderRoom(name) bytes are free and whose rest holds
+// the section's count entries: it writes the header that AppendSection
+// would write right before the entries and returns the blob, from the
+// header's first byte to buf's end. It is AppendSection(nil, name, kind,
+// count, entries) without copying the entries.
+func PutFirstSection(buf []byte, name string, kind byte, count int) []byte {
+	room := SectionHeaderRoom(name)
+	h := AppendSection(nil, name, kind, count, nil)
+	start := room - len(h)
+	copy(buf[start:room], h)
+	return buf[start:]
+}
+
 // AppendInt64 appends v as 8 bytes, big-endian: an expiry time in a
 // keyed-state blob.
 func AppendInt64(dst []byte, v int64) []byte {

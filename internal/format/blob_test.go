@@ -30,3 +30,22 @@ func TestFieldReader(t *testing.T) {
 		t.Fatalf("a truncated uvarint: %v, want ErrCorrupt", err)
 	}
 }
+
+// TestPutFirstSection: a first section written in place after its room is
+// the blob AppendSection makes, with and without a TTL, for short and long
+// names and counts.
+func TestPutFirstSection(t *testing.T) {
+	entries := []byte("entries of the section")
+	for _, name := range []string{"", "count", string(make([]byte, 300))} {
+		for _, kind := range []byte{1, 2 | KindTTL} {
+			for _, count := range []int{0, 1, 1 << 40} {
+				room := SectionHeaderRoom(name)
+				buf := append(make([]byte, room), entries...)
+				got := PutFirstSection(buf, name, kind, count)
+				if want := AppendSection(nil, name, kind, count, entries); string(got) != string(want) {
+					t.Fatalf("name of %d bytes, kind %#x, count %d: %x, want %x", len(name), kind, count, got, want)
+				}
+			}
+		}
+	}
+}
