@@ -75,7 +75,6 @@ func encodeSections[K comparable](sections []capturedSection[K], disk pebble.Rea
 		disk:           disk,
 		entries:        make([][]byte, owned.Len()),
 		counts:         make([]int, owned.Len()),
-		inPlace:        make([]bool, owned.Len()),
 		blobs:          make([][]byte, owned.Len()),
 	}
 	for _, s := range sections {
@@ -104,12 +103,12 @@ type sectionWriter[K comparable] struct {
 	entries        [][]byte // per owned key group: entries of the current section
 	counts         []int    // per owned key group: entry count of the current section
 	blobs          [][]byte // per owned key group: finished sections
-	// A key group's first section is written in place: its entries start
-	// after headRoom free bytes (inPlace), where endSection puts the
-	// blob's header, and become the blob without a copy. A snapshot's
-	// blobs are most of its memory; later sections are appended.
-	headRoom int    // format.SectionHeaderRoom of the current section's name
-	inPlace  []bool // per owned key group: the current section is its first, in place
+	// A key group's first section (blobs[i] still nil) is written in
+	// place: its entries start after headRoom free bytes, where
+	// endSection puts the blob's header, and become the blob without a
+	// copy. A snapshot's blobs are most of its memory; later sections are
+	// appended.
+	headRoom int // format.SectionHeaderRoom of the current section's name
 }
 
 // key starts an entry for k: it writes the length-prefixed key into k's key group and
@@ -137,7 +136,6 @@ func (w *sectionWriter[K]) encodedKey(kg int, raw []byte) int {
 	i := kg - w.owned.Start
 	if w.counts[i] == 0 && w.blobs[i] == nil {
 		w.entries[i] = slices.Grow(w.entries[i][:0], w.headRoom+len(raw)+binary.MaxVarintLen64)[:w.headRoom]
-		w.inPlace[i] = true
 	}
 	w.entries[i] = format.AppendBytes(w.entries[i], raw)
 	w.counts[i]++
@@ -183,9 +181,9 @@ func (w *sectionWriter[K]) endSection(name string, kind stateKind) {
 		if n == 0 {
 			continue
 		}
-		if w.inPlace[i] {
+		if w.blobs[i] == nil {
 			w.blobs[i] = format.PutFirstSection(w.entries[i], name, byte(kind), n)
-			w.entries[i], w.inPlace[i] = nil, false
+			w.entries[i] = nil
 		} else {
 			w.blobs[i] = format.AppendSection(w.blobs[i], name, byte(kind), n, w.entries[i])
 			w.entries[i] = w.entries[i][:0]

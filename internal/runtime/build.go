@@ -114,13 +114,7 @@ func (j *Job) build(ctx context.Context, rp *restorePoint, events chan<- event, 
 				}
 				m, err := j.buildMember(ctx, t, i, s, rp, consumers[i], chain, chans, debloaters, built)
 				if err != nil {
-					// Release what the operators built so far hold (readers,
-					// writers, connections); no task ran, nothing to commit.
-					for _, built := range append(tasks, t) {
-						if cerr := built.close(ctx, 0, false); cerr != nil {
-							j.opts.Logger.Warn("closing an operator failed", "error", cerr)
-						}
-					}
+					j.closeUnstarted(ctx, append(tasks, t))
 					return nil, err
 				}
 				built[i] = m
@@ -133,14 +127,20 @@ func (j *Job) build(ctx context.Context, rp *restorePoint, events chan<- event, 
 		}
 	}
 	if err := restoreState(ctx, tasks); err != nil {
-		for _, built := range tasks {
-			if cerr := built.close(ctx, 0, false); cerr != nil {
-				j.opts.Logger.Warn("closing an operator failed", "error", cerr)
-			}
-		}
+		j.closeUnstarted(ctx, tasks)
 		return nil, err
 	}
 	return tasks, nil
+}
+
+// closeUnstarted releases what the operators of tasks, built but never
+// run, hold (readers, writers, connections): nothing to commit.
+func (j *Job) closeUnstarted(ctx context.Context, tasks []*task) {
+	for _, t := range tasks {
+		if err := t.close(ctx, 0, false); err != nil {
+			j.opts.Logger.Warn("closing an operator failed", "error", err)
+		}
+	}
 }
 
 // restoresAtOnce is how many subtasks restoreState restores at a time.
