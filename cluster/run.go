@@ -38,6 +38,9 @@ type Options struct {
 	// Job.OwnershipWait is set to -1: a task assigned to this instance
 	// waits for as long as the previous owner's lease lives (a paused
 	// process's lease expires; a stopping one releases it).
+	// Job.CheckTimeout (default 30s) bounds how long the instance's start
+	// waits for brokers it cannot reach (a start during a broker's
+	// restart) before it fails.
 	Job stream.Options
 	// MaxFailedTasks is how many failed tasks this instance keeps before it
 	// gives up. A task fails when its job does (its restarts spent, such
@@ -142,7 +145,9 @@ func start(ctx context.Context, name string, opts Options, build Build, checkSou
 	}
 	taskCtx, cancelTasks := context.WithCancel(context.WithoutCancel(ctx))
 	in.ctx = taskCtx
-	m, err := kafka.JoinGroup(ctx, opts.Group, kafka.GroupEvents{
+	joinCtx, cancelJoin := context.WithTimeout(ctx, startTimeout(opts.Job))
+	defer cancelJoin()
+	m, err := kafka.JoinGroup(joinCtx, opts.Group, kafka.GroupEvents{
 		Assigned: func(p map[string][]int32) {
 			in.assignment.changed()
 			if !in.groupChecked {
@@ -211,6 +216,16 @@ func start(ctx context.Context, name string, opts Options, build Build, checkSou
 		in.err = err
 	}()
 	return in, nil
+}
+
+// startTimeout bounds the requests that start an instance (the topics'
+// partitions, the repartition topics, joining the group): each waits while
+// the brokers cannot be reached, up to Job.CheckTimeout when positive.
+func startTimeout(job stream.Options) time.Duration {
+	if job.CheckTimeout > 0 {
+		return job.CheckTimeout
+	}
+	return 30 * time.Second
 }
 
 // Instance is one running instance of a job run by a cluster (Start).

@@ -41,7 +41,9 @@ func StartJob(ctx context.Context, j *stream.Job, opts Options) (*Instance, erro
 	if len(opts.Group.Topics) > 0 {
 		return nil, fmt.Errorf("cluster: RunJob: Options.Group.Topics is %v: leave it empty, the group's topics are the job's input topics and its repartition topics", opts.Group.Topics)
 	}
-	sp, err := planJob(ctx, j, opts)
+	planCtx, planned := context.WithTimeout(ctx, startTimeout(opts.Job))
+	sp, err := planJob(planCtx, j, opts)
+	planned()
 	if err != nil {
 		return nil, err
 	}

@@ -113,24 +113,14 @@ func (o *GroupOptions) validate() error {
 // JoinGroup joins the group with its protocol (GroupOptions.Protocol): a
 // rebalance moves only the partitions that must move, and a member keeps
 // working on the others meanwhile. The events start once the group has
-// balanced; call Leave to leave.
+// balanced; call Leave to leave. While the brokers cannot be reached (a
+// start during a broker's restart), JoinGroup tries again until ctx ends.
 func JoinGroup(ctx context.Context, opts GroupOptions, ev GroupEvents) (*Membership, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
 	if ev.Assigned == nil || ev.Revoked == nil || ev.Lost == nil {
 		return nil, errors.New("kafka: JoinGroup: GroupEvents.Assigned, Revoked and Lost are all required")
-	}
-	// The topics are checked before the member joins: once it has joined,
-	// a failure would close the client, which waits for the group's
-	// events, whose callee may be waiting for JoinGroup to return.
-	if _, err := listTopics(ctx, opts.Conn, opts.Topics, "GroupOptions.Topics", "Read"); err != nil {
-		return nil, err
-	}
-	if opts.Protocol == GroupProtocolConsumer {
-		if err := prepareConsumerGroup(ctx, opts); err != nil {
-			return nil, err
-		}
 	}
 	call := func(f func(map[string][]int32)) func(context.Context, *kgo.Client, map[string][]int32) {
 		return func(_ context.Context, _ *kgo.Client, m map[string][]int32) { f(m) }
@@ -146,7 +136,24 @@ func JoinGroup(ctx context.Context, opts GroupOptions, ev GroupEvents) (*Members
 	if ev.Refused != nil {
 		clOpts = append(clOpts, kgo.WithHooks(&groupRefusals{conn: opts.Conn, group: opts.Group, f: ev.Refused}))
 	}
-	cl, err := opts.Conn.newClient(ctx, clOpts...)
+	var cl *kgo.Client
+	err := untilReachable(ctx, func() error {
+		// The topics are checked before the member joins: once it has
+		// joined, a failure would close the client, which waits for the
+		// group's events, whose callee may be waiting for JoinGroup to
+		// return.
+		if _, err := listTopics(ctx, opts.Conn, opts.Topics, "GroupOptions.Topics", "Read"); err != nil {
+			return err
+		}
+		if opts.Protocol == GroupProtocolConsumer {
+			if err := prepareConsumerGroup(ctx, opts); err != nil {
+				return err
+			}
+		}
+		var err error
+		cl, err = opts.Conn.newClient(ctx, clOpts...)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -12,11 +12,16 @@ import (
 )
 
 // TopicPartitions returns the number of partitions of each topic; a
-// topic that does not exist is an error naming it.
+// topic that does not exist is an error naming it. While the brokers
+// cannot be reached, it tries again until ctx ends.
 func TopicPartitions(ctx context.Context, conn Conn, topics []string) (map[string]int32, error) {
-	// Describe would do here, but the topics are a job's input, which it
-	// reads: name the ACL it needs (Read implies Describe).
-	td, err := listTopics(ctx, conn, topics, "the job's topics", "Read")
+	var td kadm.TopicDetails
+	err := untilReachable(ctx, func() (err error) {
+		// Describe would do here, but the topics are a job's input, which
+		// it reads: name the ACL it needs (Read implies Describe).
+		td, err = listTopics(ctx, conn, topics, "the job's topics", "Read")
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -32,8 +37,14 @@ func TopicPartitions(ctx context.Context, conn Conn, topics []string) (map[strin
 // (not compacted) unless it exists; a topic that
 // exists with another partition count or compacted is refused with an
 // error naming it, what was found and the fix. It is for the repartition topics of a job run in stages,
-// whose count fixes which partition holds which keys.
+// whose count fixes which partition holds which keys. While the brokers
+// cannot be reached, it tries again until ctx ends.
 func EnsureTopic(ctx context.Context, conn Conn, topic string, partitions int32) error {
+	return untilReachable(ctx, func() error { return ensureTopic(ctx, conn, topic, partitions) })
+}
+
+// ensureTopic is one try of EnsureTopic.
+func ensureTopic(ctx context.Context, conn Conn, topic string, partitions int32) error {
 	cl, err := conn.newClient(ctx)
 	if err != nil {
 		return err
