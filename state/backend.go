@@ -122,6 +122,7 @@ type KeyedBackend[K comparable] struct {
 	downloads      int           // shared files a restore downloads at a time; 0: the default
 	chain          *heapChain[K] // the heap backend's incremental checkpoints; nil before the first
 	inlineBelow    int           // BackendConfig.HeapInlineBytes
+	spillDir       string        // BackendConfig.Dir: where a large heap chain file is written before its upload
 }
 
 // NewKeyedBackend returns an empty heap backend (see OpenKeyedBackend for the others)

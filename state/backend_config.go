@@ -49,7 +49,10 @@ type BackendConfig struct {
 	// is restored from the checkpoint), removes it when it closes, and
 	// removes those that killed processes left behind, never one that a
 	// live process holds: a zombie of the job that shares Dir with its
-	// successor cannot touch the successor's database.
+	// successor cannot touch the successor's database. The heap backend
+	// writes a checkpoint's snapshot larger than HeapInlineBytes to a
+	// temporary file there (in the system's temporary directory when Dir
+	// is empty), removed at once, while it uploads it.
 	Dir string
 	// MemoryBudget is the memory, in bytes, that the Pebble backend uses
 	// for caches in each keyed operator subtask: half for the database's
@@ -142,6 +145,7 @@ func OpenKeyedBackend[K comparable](c BackendConfig, operator string, subtask in
 	b := newHeapBackend(keyCodec, maxParallelism, owned)
 	b.downloads = c.DownloadConcurrency
 	b.inlineBelow = c.HeapInlineBytes
+	b.spillDir = c.Dir
 	if c.Kind == HeapBackend {
 		return b, nil
 	}

@@ -27,8 +27,10 @@ import (
 // it and writes no file.
 //
 // A checkpoint that finds more than half the keys held at the checkpoint
-// before changed takes a full snapshot, inline, and starts no chain: a
-// change set would cost as much, and an extra file. Keys added do not
+// before changed takes a full snapshot and starts no chain: a change set
+// would cost as much. The snapshot is inline under the inline size (see
+// chainInlineBelow), in a file of its own otherwise, which no change set
+// extends. Keys added do not
 // count: a growing state's change sets hold its new keys, where full
 // snapshots would write every key again at each checkpoint. The first
 // checkpoint knows no changes yet: it is full, and starts a chain unless
@@ -241,7 +243,7 @@ func (b *KeyedBackend[K]) snapshotChain(id checkpoint.ID, files checkpoint.Share
 	}
 	c.mu.Unlock()
 
-	keyCodec, maxParallelism, owned, inline, held := b.keyCodec, b.maxParallelism, b.owned, b.inlineBytes(), c.held
+	keyCodec, maxParallelism, owned, inline, held, spillDir := b.keyCodec, b.maxParallelism, b.owned, b.inlineBytes(), c.held, b.spillDir
 	return func() (checkpoint.SubtaskSnapshot, error) {
 		chain := chainFiles{timers: timers, fullKeys: base.fullKeys}
 		if full {
@@ -250,23 +252,36 @@ func (b *KeyedBackend[K]) snapshotChain(id checkpoint.ID, files checkpoint.Share
 		if !full && len(sections) == 0 {
 			chain.files = base.files
 		} else {
-			blobs, err := encodeSections(sections, nil, keyCodec, maxParallelism, owned)
-			if err != nil {
-				return checkpoint.SubtaskSnapshot{}, err
+			out := &chainWriter{dir: spillDir, limit: inline}
+			defer out.close()
+			if err := encodeInBatches(sections, keyCodec, maxParallelism, owned, out.put); err != nil {
+				return checkpoint.SubtaskSnapshot{}, fmt.Errorf("state: snapshot for checkpoint %d: %w", id, err)
 			}
-			if full && (busy || blobsSize(blobs) < inline) {
+			if full && !out.spilled() {
 				c.written(id, chain)
-				return checkpoint.SubtaskSnapshot{KeyGroups: blobs}, nil
+				return checkpoint.SubtaskSnapshot{KeyGroups: out.inMemory()}, nil
 			}
-			data, size := chainFile(blobs)
-			f, err := files.WriteShared(id, c.instance+"-heap", data, size)
+			data, size, err := out.file()
+			var f checkpoint.SharedFile
+			if err == nil {
+				f, err = files.WriteShared(id, c.instance+"-heap", data, size)
+			}
 			if err != nil {
 				return checkpoint.SubtaskSnapshot{}, fmt.Errorf("state: snapshot for checkpoint %d: %w", id, err)
+			}
+			written := checkpoint.DBFile{Name: heapChainFileName(id), Shared: f}
+			if busy {
+				// A file of its own, which starts no chain: the
+				// changes since it are not recorded.
+				c.written(id, chain)
+				return checkpoint.SubtaskSnapshot{DBs: []checkpoint.DBFiles{{
+					KeyGroupStart: owned.Start, KeyGroupEnd: owned.End, Files: []checkpoint.DBFile{written},
+				}}}, nil
 			}
 			if !full {
 				chain.files = slices.Clone(base.files)
 			}
-			chain.files = append(chain.files, checkpoint.DBFile{Name: heapChainFileName(id), Shared: f})
+			chain.files = append(chain.files, written)
 		}
 		c.written(id, chain)
 		return checkpoint.SubtaskSnapshot{DBs: []checkpoint.DBFiles{{
@@ -379,20 +394,11 @@ type removedKeys[K comparable] []K
 // encode writes one entry per key: the key alone.
 func (r removedKeys[K]) encode(w *sectionWriter[K]) error {
 	for _, k := range r {
-		if _, err := w.key(k); err != nil {
+		if _, _, err := w.key(k); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// blobsSize returns the bytes of blobs.
-func blobsSize(blobs map[int][]byte) int {
-	n := 0
-	for _, b := range blobs {
-		n += len(b)
-	}
-	return n
 }
 
 // written records the chain checkpoint id's snapshot wrote (no files: it

@@ -1,10 +1,13 @@
 package state
 
 import (
+	"bufio"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"slices"
 
 	"github.com/exactlyonce/exactly/internal/format"
@@ -48,6 +51,121 @@ func chainFile(blobs map[int][]byte) (io.ReadSeeker, int64) {
 		r.size += int64(len(p))
 	}
 	return r, r.size
+}
+
+// chainWriter collects the blobs of a heap chain file, put in increasing
+// key-group order: in memory up to limit bytes, then in a temporary file
+// in dir (the system's temporary directory when empty), removed from the
+// directory at once, so that a file as large as the state is not held in
+// memory while it is written to the shared files. Close it when done.
+type chainWriter struct {
+	dir   string
+	limit int
+	kgs   []int    // the key groups held in memory, in order
+	blobs [][]byte // their blobs
+	size  int64    // bytes of the blobs put
+	f     *os.File // nil until spilled
+	w     *bufio.Writer
+	n     int   // key groups put
+	off   int64 // bytes written to f
+}
+
+// chainHeaderRoom is the room a spilled chain file keeps before its key
+// groups for the file's header, written once their count is known.
+const chainHeaderRoom = 1 + binary.MaxVarintLen64
+
+func (c *chainWriter) put(kg int, blob []byte) error {
+	c.n++
+	c.size += int64(len(blob))
+	if c.f == nil {
+		c.kgs, c.blobs = append(c.kgs, kg), append(c.blobs, blob)
+		if c.size < int64(c.limit) {
+			return nil
+		}
+		return c.spill()
+	}
+	return c.writeGroup(kg, blob)
+}
+
+// spill moves the blobs held in memory into a new temporary file.
+func (c *chainWriter) spill() error {
+	var err error
+	if c.dir != "" {
+		err = os.MkdirAll(c.dir, 0o755)
+	}
+	var f *os.File
+	if err == nil {
+		f, err = os.CreateTemp(c.dir, "heapsnap-*")
+	}
+	if err != nil {
+		return fmt.Errorf("state: a heap snapshot larger than %d bytes is written to a temporary file first: %w", c.limit, err)
+	}
+	// Unlinked at once: the file lives until it is closed, whatever
+	// becomes of the process.
+	if err := os.Remove(f.Name()); err != nil {
+		return errors.Join(err, f.Close())
+	}
+	c.f, c.w, c.off = f, bufio.NewWriterSize(f, 1<<20), chainHeaderRoom
+	if _, err := c.w.Write(make([]byte, chainHeaderRoom)); err != nil {
+		return err
+	}
+	for i, kg := range c.kgs {
+		if err := c.writeGroup(kg, c.blobs[i]); err != nil {
+			return err
+		}
+	}
+	c.kgs, c.blobs = nil, nil
+	return nil
+}
+
+func (c *chainWriter) writeGroup(kg int, blob []byte) error {
+	var head [2 * binary.MaxVarintLen64]byte
+	h := format.AppendCount(format.AppendCount(head[:0], kg), len(blob))
+	if _, err := c.w.Write(h); err != nil {
+		return err
+	}
+	if _, err := c.w.Write(blob); err != nil {
+		return err
+	}
+	c.off += int64(len(h) + len(blob))
+	return nil
+}
+
+// spilled reports whether the blobs went to a temporary file.
+func (c *chainWriter) spilled() bool { return c.f != nil }
+
+// inMemory returns the blobs by key group, when not spilled.
+func (c *chainWriter) inMemory() map[int][]byte {
+	out := make(map[int][]byte, len(c.kgs))
+	for i, kg := range c.kgs {
+		out[kg] = c.blobs[i]
+	}
+	return out
+}
+
+// file returns a reader of the chain file and its size.
+func (c *chainWriter) file() (io.ReadSeeker, int64, error) {
+	if c.f == nil {
+		r, size := chainFile(c.inMemory())
+		return r, size, nil
+	}
+	if err := c.w.Flush(); err != nil {
+		return nil, 0, err
+	}
+	header := format.AppendCount([]byte{heapChainFileVersion}, c.n)
+	start := int64(chainHeaderRoom - len(header))
+	if _, err := c.f.WriteAt(header, start); err != nil {
+		return nil, 0, err
+	}
+	return io.NewSectionReader(c.f, start, c.off-start), c.off - start, nil
+}
+
+// close removes the temporary file, if any.
+func (c *chainWriter) close() error {
+	if c.f == nil {
+		return nil
+	}
+	return c.f.Close()
 }
 
 // partsReader reads byte slices one after the other as one stream, and

@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -261,22 +262,24 @@ func TestHeapChainFallsBackToFullSnapshots(t *testing.T) {
 	if n := len(take(4).DBs[0].Files); n != 3 {
 		t.Fatalf("a checkpoint without changes has %d files, want the 3 before it", n)
 	}
-	// Most keys changed: full and inline, and the next, with few
-	// changes, starts a chain again.
+	// Most keys changed: full, in a file of its own that starts no chain,
+	// and the next, with few changes, starts a chain again.
 	for i := range chainKeys {
 		k := fmt.Sprint("k", i)
 		f.b.SetCurrentKey(k)
 		f.count.Update(int64(i))
 		m[k] = chainEntry{count: int64(i), hasCount: true, seen: m[k].seen}
 	}
-	// It stops recording changes for one checkpoint, full and inline, and
-	// starts again at it.
+	// It stops recording changes for one checkpoint, full, and starts
+	// again at it.
 	const quiet = 1
 	for id := checkpoint.ID(5); id <= 5+quiet; id++ {
 		chainOp(rnd, f, m)
-		if snap := take(id); len(snap.DBs) != 0 || len(snap.KeyGroups) == 0 {
-			t.Fatalf("checkpoint %d, after every key changed: %d databases, %d key groups; want inline key groups", id, len(snap.DBs), len(snap.KeyGroups))
+		snap := take(id)
+		if len(snap.DBs) != 1 || len(snap.DBs[0].Files) != 1 || len(snap.KeyGroups) != 0 {
+			t.Fatalf("checkpoint %d, after every key changed: %d databases, %d key groups; want a full snapshot in one file", id, len(snap.DBs), len(snap.KeyGroups))
 		}
+		restoreChainInto(t, fmt.Sprint("checkpoint ", id, ", after every key changed"), snap, files, m, rnd)
 		if recording := f.b.tables["count"].(*heapValues[string, int64]).written != nil; recording != (id == 5+quiet) {
 			t.Fatalf("checkpoint %d, after every key changed: recording changes %v", id, recording)
 		}
@@ -550,9 +553,9 @@ func TestHeapChainBackoff(t *testing.T) {
 			recorded = append(recorded, id)
 		}
 		// The first knows no changes and starts a chain; the others find
-		// every key changed.
-		if snap := incrementalNow(t, &fixture{b: f.b}, id, files); id > 1 && len(snap.DBs) != 0 {
-			t.Fatalf("checkpoint %d with every key changed: a chain", id)
+		// every key changed: full snapshots, in files that start no chain.
+		if snap := incrementalNow(t, &fixture{b: f.b}, id, files); len(snap.DBs) != 1 || len(snap.DBs[0].Files) != 1 {
+			t.Fatalf("checkpoint %d with every key changed: %v, want a full snapshot in one file", id, snap.DBs)
 		}
 		if err := f.b.CheckpointComplete(id); err != nil {
 			t.Fatal(err)
@@ -573,8 +576,15 @@ func TestHeapChainBackoff(t *testing.T) {
 			t.Fatal(err)
 		}
 		if recording {
-			if len(snap.DBs) != 1 {
-				t.Fatalf("checkpoint %d, the first calm one that knew its changes: no chain", id)
+			if len(snap.DBs) != 1 || len(snap.DBs[0].Files) != 1 {
+				t.Fatalf("checkpoint %d, the first calm one that knew its changes: %v, want a full snapshot", id, snap.DBs)
+			}
+			// It started a chain: the next one extends it.
+			f.b.SetCurrentKey("k1")
+			f.count.Update(-1)
+			id++
+			if snap := incrementalNow(t, &fixture{b: f.b}, id, files); len(snap.DBs) != 1 || len(snap.DBs[0].Files) != 2 {
+				t.Fatalf("checkpoint %d, after the first calm one: %v, want its chain extended", id, snap.DBs)
 			}
 			break
 		}
@@ -620,6 +630,16 @@ func TestChainFileReadsAndSeeks(t *testing.T) {
 	if got, err := decodeChainFile(data); err != nil || !maps.EqualFunc(got, blobs, bytes.Equal) {
 		t.Fatalf("decoded %v, %v; want the blobs", got, err)
 	}
+	checkReadsFrom(t, file, size, data)
+	if _, err := file.Seek(-1, io.SeekStart); err == nil {
+		t.Fatal("a seek before the start succeeded")
+	}
+}
+
+// checkReadsFrom checks that file, of size bytes, reads data from every
+// offset it is sought to, and that it seeks from its end.
+func checkReadsFrom(t *testing.T, file io.ReadSeeker, size int64, data []byte) {
+	t.Helper()
 	buf := make([]byte, 7)
 	for off := range size + 2 {
 		if at, err := file.Seek(off, io.SeekStart); err != nil || at != off {
@@ -643,7 +663,90 @@ func TestChainFileReadsAndSeeks(t *testing.T) {
 	if at, err := file.Seek(-3, io.SeekEnd); err != nil || at != size-3 {
 		t.Fatalf("Seek(-3, end) = %d, %v", at, err)
 	}
-	if _, err := file.Seek(-1, io.SeekStart); err == nil {
-		t.Fatal("a seek before the start succeeded")
+}
+
+// TestChainWriterSpills checks that a heap chain file goes to a temporary
+// file once its blobs reach the writer's limit, removed from its directory
+// at once, and that the file reads as the one built in memory would, from
+// every offset.
+func TestChainWriterSpills(t *testing.T) {
+	blobs := map[int][]byte{2: {2, 2}, 7: bytes.Repeat([]byte{7}, 300), 40: bytes.Repeat([]byte{40}, 5)}
+	file, _ := chainFile(blobs)
+	want := must(io.ReadAll(file))
+	for _, limit := range []int{0, 2, 303, 308, 1 << 20} {
+		dir := t.TempDir()
+		w := &chainWriter{dir: dir, limit: limit}
+		for _, kg := range slices.Sorted(maps.Keys(blobs)) {
+			if err := w.put(kg, blobs[kg]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if spill := limit <= 307; w.spilled() != spill {
+			t.Fatalf("limit %d: spilled %v, want %v (307 bytes of blobs)", limit, w.spilled(), spill)
+		}
+		if left := must(os.ReadDir(dir)); len(left) != 0 {
+			t.Fatalf("limit %d: the directory holds %v", limit, left)
+		}
+		if !w.spilled() && !maps.EqualFunc(w.inMemory(), blobs, bytes.Equal) {
+			t.Fatalf("limit %d: in memory %v, want the blobs", limit, w.inMemory())
+		}
+		r, size, err := w.file()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if data := must(io.ReadAll(r)); !bytes.Equal(data, want) || size != int64(len(want)) {
+			t.Fatalf("limit %d: the file is %x (size %d), want %x", limit, data, size, want)
+		}
+		checkReadsFrom(t, r, size, want)
+		if err := w.close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestEncodeInBatches checks that a heap backend's full snapshot encoded a
+// batch of key groups at a time, whatever the batches' size, gives every
+// key group its blob, in key-group order, of the size it has when encoded
+// at once, and restores the state.
+func TestEncodeInBatches(t *testing.T) {
+	f := newChainFixture(t, HeapBackend, KeyGroupRange{0, chainMaxP})
+	m := chainModel{}
+	rnd := rand.New(rand.NewPCG(5, 5))
+	for range 600 {
+		chainOp(rnd, f, m)
+	}
+	f.b.SetCurrentKey("k1")
+	f.b.RegisterTimer(epoch.Add(time.Minute))
+	sections := f.b.captureSections(func(table[string]) bool { return true })
+	whole := must(encodeSections(sections, nil, f.b.keyCodec, chainMaxP, f.b.owned))
+	old := snapshotBatchBytes
+	t.Cleanup(func() { snapshotBatchBytes = old })
+	for _, target := range []int64{0, 1, 2000, 1 << 30} {
+		snapshotBatchBytes = target
+		got := map[int][]byte{}
+		last := -1
+		err := encodeInBatches(sections, f.b.keyCodec, chainMaxP, f.b.owned, func(kg int, blob []byte) error {
+			if kg <= last {
+				t.Fatalf("batches of %d bytes: key group %d after %d", target, kg, last)
+			}
+			last, got[kg] = kg, blob
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !maps.EqualFunc(got, whole, func(a, b []byte) bool { return len(a) == len(b) }) {
+			t.Fatalf("batches of %d bytes: key groups %v, want %v of the same sizes", target, slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(whole)))
+		}
+		g := newChainFixture(t, HeapBackend, KeyGroupRange{0, chainMaxP})
+		for kg, blob := range got {
+			if err := g.b.Restore(kg, blob); err != nil {
+				t.Fatal(err)
+			}
+		}
+		g.check(t, fmt.Sprintf("batches of %d bytes", target), m)
+		if timers := g.b.PopDueTimers(epoch.Add(time.Hour), nil); len(timers) != 1 || timers[0].Key != "k1" {
+			t.Fatalf("batches of %d bytes: timers %v, want k1's", target, timers)
+		}
 	}
 }

@@ -52,9 +52,12 @@ type listCapture[K comparable, V any] struct {
 func (c listCapture[K, V]) encode(w *sectionWriter[K]) error {
 	enc := appendFunc(c.codec)
 	for k, vs := range c.m {
-		i, err := w.key(k)
+		i, in, err := w.key(k)
 		if err != nil {
 			return err
+		}
+		if !in {
+			continue
 		}
 		w.putCount(i, len(vs))
 		for _, v := range vs {

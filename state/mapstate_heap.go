@@ -113,9 +113,12 @@ type mapCapture[K comparable, UK comparable, UV any] struct {
 func (c mapCapture[K, UK, UV]) encode(w *sectionWriter[K]) error {
 	encKey, encValue := appendFunc(c.keyCodec), appendFunc(c.valueCodec)
 	for k, inner := range c.m {
-		i, err := w.key(k)
+		i, in, err := w.key(k)
 		if err != nil {
 			return err
+		}
+		if !in {
+			continue
 		}
 		w.putCount(i, len(inner))
 		for uk, uv := range inner {

@@ -68,14 +68,23 @@ func (b *KeyedBackend[K]) captureSections(include func(table[K]) bool) []capture
 // per key group of owned that has state; disk is the database view the
 // Pebble backend's tables read (nil for the heap backend's).
 func encodeSections[K comparable](sections []capturedSection[K], disk pebble.Reader, keyCodec Codec[K], maxParallelism int, owned KeyGroupRange) (map[int][]byte, error) {
+	return encodeKeyGroups(sections, disk, keyCodec, maxParallelism, owned, owned)
+}
+
+// encodeKeyGroups is encodeSections for the key groups of batch, a range
+// within owned, only: the entries of the other owned key groups are left
+// out, those of key groups not owned are errors still. Only the heap
+// backend's captures encode a batch smaller than owned (disk is nil).
+func encodeKeyGroups[K comparable](sections []capturedSection[K], disk pebble.Reader, keyCodec Codec[K], maxParallelism int, owned, batch KeyGroupRange) (map[int][]byte, error) {
 	w := &sectionWriter[K]{
 		keyEnc:         appendFunc(keyCodec),
 		maxParallelism: maxParallelism,
 		owned:          owned,
+		batch:          batch,
 		disk:           disk,
-		entries:        make([][]byte, owned.Len()),
-		counts:         make([]int, owned.Len()),
-		blobs:          make([][]byte, owned.Len()),
+		entries:        make([][]byte, batch.Len()),
+		counts:         make([]int, batch.Len()),
+		blobs:          make([][]byte, batch.Len()),
 	}
 	for _, s := range sections {
 		w.headRoom = format.SectionHeaderRoom(s.name)
@@ -87,10 +96,49 @@ func encodeSections[K comparable](sections []capturedSection[K], disk pebble.Rea
 	out := make(map[int][]byte)
 	for i, blob := range w.blobs {
 		if blob != nil {
-			out[owned.Start+i] = blob
+			out[batch.Start+i] = blob
 		}
 	}
 	return out, nil
+}
+
+// snapshotBatchBytes is about how many bytes of blobs encodeInBatches
+// holds at once. A variable for tests.
+var snapshotBatchBytes int64 = 32 << 20
+
+// encodeInBatches encodes the heap backend's captured sections a batch of
+// key groups at a time and hands each key group's blob to put, in
+// increasing key-group order, so that a full snapshot holds about
+// snapshotBatchBytes of blobs at once instead of the state's size. The
+// first batch is one key group; the next ones hold as many key groups as
+// snapshotBatchBytes holds at the bytes per key group so far. Each batch
+// reads every captured entry again, hashing its key, but encodes only its
+// own entries.
+func encodeInBatches[K comparable](sections []capturedSection[K], keyCodec Codec[K], maxParallelism int, owned KeyGroupRange, put func(kg int, blob []byte) error) error {
+	var bytes int64
+	n := 1
+	for start := owned.Start; start < owned.End; {
+		batch := KeyGroupRange{Start: start, End: min(owned.End, start+n)}
+		blobs, err := encodeKeyGroups(sections, nil, keyCodec, maxParallelism, owned, batch)
+		if err != nil {
+			return err
+		}
+		for kg := batch.Start; kg < batch.End; kg++ {
+			if blob, ok := blobs[kg]; ok {
+				bytes += int64(len(blob))
+				if err := put(kg, blob); err != nil {
+					return err
+				}
+			}
+		}
+		start = batch.End
+		if done := int64(start - owned.Start); bytes > 0 {
+			n = int(max(1, min(int64(owned.Len()), snapshotBatchBytes*done/bytes)))
+		} else {
+			n = min(2*n, owned.Len())
+		}
+	}
+	return nil
 }
 
 // sectionWriter encodes one state at a time into per-key-group sections.
@@ -98,11 +146,12 @@ type sectionWriter[K comparable] struct {
 	keyEnc         func([]byte, K) ([]byte, error)
 	maxParallelism int
 	owned          KeyGroupRange
+	batch          KeyGroupRange // the key groups encoded, within owned (see encodeKeyGroups)
 	disk           pebble.Reader // the Pebble backend's view to encode; nil for the heap backend
 	scratch        []byte
-	entries        [][]byte // per owned key group: entries of the current section
-	counts         []int    // per owned key group: entry count of the current section
-	blobs          [][]byte // per owned key group: finished sections
+	entries        [][]byte // per key group of batch: entries of the current section
+	counts         []int    // per key group of batch: entry count of the current section
+	blobs          [][]byte // per key group of batch: finished sections
 	// A key group's first section (blobs[i] still nil) is written in
 	// place: its entries start after headRoom free bytes, where
 	// endSection puts the blob's header, and become the blob without a
@@ -112,17 +161,21 @@ type sectionWriter[K comparable] struct {
 }
 
 // key starts an entry for k: it writes the length-prefixed key into k's key group and
-// returns that key group's index in w.entries.
-func (w *sectionWriter[K]) key(k K) (int, error) {
-	var err error
+// returns that key group's index in w.entries. in is false, and no entry
+// started, when k's key group is owned but outside the batch encoded: the
+// caller skips k's entry.
+func (w *sectionWriter[K]) key(k K) (i int, in bool, err error) {
 	if w.scratch, err = w.keyEnc(w.scratch[:0], k); err != nil {
-		return 0, fmt.Errorf("key %v: %w", k, err)
+		return 0, false, fmt.Errorf("key %v: %w", k, err)
 	}
 	kg := KeyGroupOf(HashKey(w.scratch), w.maxParallelism)
 	if !w.owned.Contains(kg) {
-		return 0, errForeignKey(k, kg, w.owned)
+		return 0, false, errForeignKey(k, kg, w.owned)
 	}
-	return w.encodedKey(kg, w.scratch), nil
+	if !w.batch.Contains(kg) {
+		return 0, false, nil
+	}
+	return w.encodedKey(kg, w.scratch), true, nil
 }
 
 // errForeignKey reports state of key in key group kg, outside the owned range.
@@ -130,10 +183,10 @@ func errForeignKey(key any, kg int, owned KeyGroupRange) error {
 	return fmt.Errorf("key %v is in key group %d, outside the owned range %v: records must be routed to the subtask that owns their key group", key, kg, owned)
 }
 
-// encodedKey starts an entry for the key encoded as raw, of the owned key
-// group kg, and returns kg's index in w.entries.
+// encodedKey starts an entry for the key encoded as raw, of the key group
+// kg of the batch, and returns kg's index in w.entries.
 func (w *sectionWriter[K]) encodedKey(kg int, raw []byte) int {
-	i := kg - w.owned.Start
+	i := kg - w.batch.Start
 	if w.counts[i] == 0 && w.blobs[i] == nil {
 		w.entries[i] = slices.Grow(w.entries[i][:0], w.headRoom+len(raw)+binary.MaxVarintLen64)[:w.headRoom]
 	}

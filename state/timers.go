@@ -341,9 +341,12 @@ type timerCapture[K comparable] []timerEntry[K]
 // encode writes one entry per timer: key, UnixNano in Int64Codec.
 func (c timerCapture[K]) encode(w *sectionWriter[K]) error {
 	for _, e := range c {
-		i, err := w.key(e.key)
+		i, in, err := w.key(e.key)
 		if err != nil {
 			return err
+		}
+		if !in {
+			continue
 		}
 		putTimer(w, i, e.when)
 	}

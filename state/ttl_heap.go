@@ -145,9 +145,12 @@ func (c ttlValueCapture[K, V]) encode(w *sectionWriter[K]) error {
 			dead = append(dead, k)
 			continue
 		}
-		i, err := w.key(k)
+		i, in, err := w.key(k)
 		if err != nil {
 			return err
+		}
+		if !in {
+			continue
 		}
 		w.putExpiry(i, e.exp)
 		if err := putValue(w, i, enc, e.v); err != nil {
@@ -368,9 +371,12 @@ func (c ttlMapCapture[K, UK, UV]) encode(w *sectionWriter[K]) error {
 		if live == 0 {
 			continue
 		}
-		i, err := w.key(k)
+		i, in, err := w.key(k)
 		if err != nil {
 			return err
+		}
+		if !in {
+			continue
 		}
 		w.putCount(i, live)
 		for uk, e := range inner {
@@ -595,9 +601,12 @@ func (c ttlListCapture[K, V]) encode(w *sectionWriter[K]) error {
 		if live == 0 {
 			continue
 		}
-		i, err := w.key(k)
+		i, in, err := w.key(k)
 		if err != nil {
 			return err
+		}
+		if !in {
+			continue
 		}
 		w.putCount(i, live)
 		for _, e := range l {

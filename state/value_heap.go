@@ -87,9 +87,12 @@ func (c valueEntries[K, V]) encode(w *sectionWriter[K]) error {
 func encodeValues[K comparable, V any](w *sectionWriter[K], codec Codec[V], entries iter.Seq2[K, V]) error {
 	enc := appendFunc(codec)
 	for k, v := range entries {
-		i, err := w.key(k)
+		i, in, err := w.key(k)
 		if err != nil {
 			return err
+		}
+		if !in {
+			continue
 		}
 		if err := putValue(w, i, enc, v); err != nil {
 			return err
