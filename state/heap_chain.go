@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -443,36 +445,36 @@ func isHeapChain(db checkpoint.DBFiles) bool {
 }
 
 // restoreChain merges the key groups keys of the heap chain db, reading
-// its files from files.
-func (b *KeyedBackend[K]) restoreChain(db checkpoint.DBFiles, keys KeyGroupRange, files checkpoint.SharedFiles) error {
-	var decoded []map[int][]byte
+// its files from files. The files are read as streams, side by side in
+// key-group order, so that the restore holds one key group's blobs at a
+// time, not the files; each is read to its end, where a shared file's
+// checksum is checked, before the restore succeeds.
+func (b *KeyedBackend[K]) restoreChain(db checkpoint.DBFiles, keys KeyGroupRange, files checkpoint.SharedFiles) (err error) {
+	streams := make([]*chainStream, 0, len(db.Files))
+	defer func() {
+		for _, s := range streams {
+			s.close()
+		}
+	}()
 	for _, f := range db.Files {
 		if !strings.HasPrefix(f.Name, heapChainPrefix) {
 			return fmt.Errorf("heap snapshot: file %q: %w", f.Name, ErrCorrupt)
 		}
-		data := f.Data
-		if f.Shared.Name != "" {
-			if files == nil {
-				return fmt.Errorf("the checkpoint's shared files cannot be read here: restore it through the job's checkpoint storage")
-			}
-			var buf bytes.Buffer
-			buf.Grow(int(f.Shared.Size))
-			if err := files.ReadShared(f.Shared, &buf); err != nil {
-				return err
-			}
-			data = buf.Bytes()
-		}
-		blobs, err := decodeChainFile(data)
+		s, err := openChainStream(f, files)
 		if err != nil {
 			return fmt.Errorf("heap snapshot file %s: %w", f.Name, err)
 		}
-		decoded = append(decoded, blobs)
+		streams = append(streams, s)
 	}
 	var blobs [][]byte
 	for kg := keys.Start; kg < keys.End; kg++ {
 		blobs = blobs[:0]
-		for _, d := range decoded {
-			if blob, ok := d[kg]; ok {
+		for _, s := range streams {
+			blob, err := s.blobOf(kg)
+			if err != nil {
+				return fmt.Errorf("heap snapshot file %s: %w", s.name, err)
+			}
+			if blob != nil {
 				blobs = append(blobs, blob)
 			}
 		}
@@ -487,7 +489,86 @@ func (b *KeyedBackend[K]) restoreChain(db checkpoint.DBFiles, keys KeyGroupRange
 			return fmt.Errorf("key group %d: %w", kg, err)
 		}
 	}
+	for _, s := range streams {
+		if err := s.finish(); err != nil {
+			return fmt.Errorf("heap snapshot file %s: %w", s.name, err)
+		}
+	}
 	return nil
+}
+
+// chainStream is one file of a heap chain being restored: its key groups
+// read in order, the next one held until the restore reaches it.
+type chainStream struct {
+	name  string
+	r     *chainFileReader
+	kg    int    // the key group read ahead, -1 when none
+	blob  []byte // its blob
+	pipe  *io.PipeReader
+	ended chan struct{} // closed when the download into pipe returned; nil for inline data
+}
+
+// openChainStream starts reading the heap chain file f: its inline data,
+// or its shared file, downloaded from files into a pipe as it is read.
+func openChainStream(f checkpoint.DBFile, files checkpoint.SharedFiles) (*chainStream, error) {
+	s := &chainStream{name: f.Name, kg: -1}
+	var src io.Reader = bytes.NewReader(f.Data)
+	size := int64(len(f.Data))
+	if f.Shared.Name != "" {
+		if files == nil {
+			return nil, fmt.Errorf("the checkpoint's shared files cannot be read here: restore it through the job's checkpoint storage")
+		}
+		pr, pw := io.Pipe()
+		s.pipe, s.ended, src, size = pr, make(chan struct{}), pr, f.Shared.Size
+		go func() {
+			defer close(s.ended)
+			// The reader sees the download's error, a checksum's
+			// included, after the bytes it wrote.
+			pw.CloseWithError(files.ReadShared(f.Shared, pw))
+		}()
+	}
+	var err error
+	if s.r, err = newChainFileReader(src, size); err != nil {
+		s.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// blobOf returns the file's blob of key group kg, nil if it has none;
+// call it for increasing key groups.
+func (s *chainStream) blobOf(kg int) ([]byte, error) {
+	for s.kg < kg {
+		next, blob, ok, err := s.r.next()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			s.kg, s.blob = MaxParallelismLimit+1, nil
+			break
+		}
+		s.kg, s.blob = next, blob
+	}
+	if s.kg != kg {
+		return nil, nil
+	}
+	return s.blob, nil
+}
+
+// finish reads the rest of the file, the key groups not restored
+// included: the file must be whole and, shared, match its checksum.
+func (s *chainStream) finish() error {
+	_, err := s.blobOf(MaxParallelismLimit + 1)
+	return err
+}
+
+// close stops the download, if any, and waits until it returned.
+func (s *chainStream) close() {
+	if s.pipe == nil {
+		return
+	}
+	_ = s.pipe.CloseWithError(errors.New("state: the restore stopped reading"))
+	<-s.ended
 }
 
 // adoptChain lets the backend's next checkpoints extend the heap chain db

@@ -2,6 +2,7 @@ package state
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -215,47 +216,134 @@ func (r *partsReader) Seek(offset int64, whence int) (int64, error) {
 	return r.off, nil
 }
 
-// decodeChainFile returns the blobs of a heap chain file by key group;
-// they alias data.
+// decodeChainFile returns the blobs of a heap chain file by key group.
 func decodeChainFile(data []byte) (map[int][]byte, error) {
-	if len(data) == 0 || data[0] != heapChainFileVersion {
-		return nil, format.CorruptBlob("a heap snapshot file of version %v, this build reads version %d", firstByte(data), heapChainFileVersion)
-	}
-	r := format.FieldReader(data[1:])
-	n, err := r.Count()
+	r, err := newChainFileReader(bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[int][]byte, n)
-	last := -1
-	for range n {
-		n, err := r.Uvarint()
+	out := make(map[int][]byte)
+	for {
+		kg, blob, ok, err := r.next()
 		if err != nil {
 			return nil, err
 		}
-		if n > MaxParallelismLimit {
-			return nil, format.CorruptBlob("key group %d in a heap snapshot file", n)
+		if !ok {
+			return out, nil
 		}
-		kg := int(n)
-		if kg <= last {
-			return nil, format.CorruptBlob("key group %d after key group %d in a heap snapshot file", kg, last)
-		}
-		last = kg
-		if out[kg], err = r.Bytes(); err != nil {
-			return nil, err
-		}
+		out[kg] = blob
 	}
-	if r.More() {
-		return nil, format.CorruptBlob("bytes after the last key group of a heap snapshot file")
-	}
-	return out, nil
 }
 
-func firstByte(b []byte) any {
-	if len(b) == 0 {
-		return "(empty)"
+// chainFileReader reads the key groups of a heap chain file one at a time
+// from a stream, checking the file's structure as it goes: a restore
+// holds one key group's blob of each file at a time, not the files.
+type chainFileReader struct {
+	r      countingReader
+	size   int64 // the file's size: no blob is longer than what is left
+	groups int   // key groups left to read
+	last   int   // the key group read last, -1 before the first
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r *bufio.Reader
+	n int64
+}
+
+func (c *countingReader) ReadByte() (byte, error) {
+	b, err := c.r.ReadByte()
+	if err == nil {
+		c.n++
 	}
-	return b[0]
+	return b, err
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// newChainFileReader reads the header of the chain file of size bytes that
+// r streams.
+func newChainFileReader(r io.Reader, size int64) (*chainFileReader, error) {
+	c := &chainFileReader{r: countingReader{r: bufio.NewReaderSize(r, 256<<10)}, size: size, last: -1}
+	v, err := c.r.ReadByte()
+	if err != nil || v != heapChainFileVersion {
+		var got any = v
+		if err != nil {
+			got = "(empty)"
+		}
+		return nil, errors.Join(format.CorruptBlob("a heap snapshot file of version %v, this build reads version %d", got, heapChainFileVersion), ignoreEOF(err))
+	}
+	n, err := c.uvarint("its count of key groups")
+	if err != nil {
+		return nil, err
+	}
+	if n > MaxParallelismLimit {
+		return nil, format.CorruptBlob("a heap snapshot file of %d key groups", n)
+	}
+	c.groups = int(n)
+	return c, nil
+}
+
+// next returns the next key group and its blob; ok is false after the
+// last, once the file was read to its end: bytes after it are an error,
+// and so is an error of the stream (a shared file's checksum).
+func (c *chainFileReader) next() (kg int, blob []byte, ok bool, err error) {
+	if c.groups == 0 {
+		if _, err := c.r.ReadByte(); err != io.EOF {
+			if err == nil {
+				return 0, nil, false, format.CorruptBlob("bytes after the last key group of a heap snapshot file")
+			}
+			return 0, nil, false, err
+		}
+		return 0, nil, false, nil
+	}
+	n, err := c.uvarint("a key group")
+	if err != nil {
+		return 0, nil, false, err
+	}
+	if n > MaxParallelismLimit {
+		return 0, nil, false, format.CorruptBlob("key group %d in a heap snapshot file", n)
+	}
+	if kg = int(n); kg <= c.last {
+		return 0, nil, false, format.CorruptBlob("key group %d after key group %d in a heap snapshot file", kg, c.last)
+	}
+	size, err := c.uvarint("the length of a blob")
+	if err != nil {
+		return 0, nil, false, err
+	}
+	if left := c.size - c.r.n; size > uint64(max(left, 0)) {
+		return 0, nil, false, format.CorruptBlob("key group %d's blob of %d bytes in a heap snapshot file with %d bytes left", kg, size, left)
+	}
+	blob = make([]byte, size)
+	if _, err := io.ReadFull(&c.r, blob); err != nil {
+		return 0, nil, false, errors.Join(format.CorruptBlob("a heap snapshot file ends inside key group %d's blob", kg), ignoreEOF(err))
+	}
+	c.last, c.groups = kg, c.groups-1
+	return kg, blob, true, nil
+}
+
+// uvarint reads a uvarint, what naming it in the error of a file that ends
+// before it.
+func (c *chainFileReader) uvarint(what string) (uint64, error) {
+	n, err := binary.ReadUvarint(&c.r)
+	if err != nil {
+		return 0, errors.Join(format.CorruptBlob("a heap snapshot file ends inside %s, or it is not a uvarint", what), ignoreEOF(err))
+	}
+	return n, nil
+}
+
+// ignoreEOF returns err unless it says only that a stream ended, which the
+// corruption error beside it says better: an error of the stream itself
+// (a checksum, a failed download) is kept.
+func ignoreEOF(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return nil
+	}
+	return err
 }
 
 // mergeChainBlobs merges the blobs one key group has in the files of a

@@ -2,6 +2,7 @@ package state
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -748,5 +749,77 @@ func TestEncodeInBatches(t *testing.T) {
 		if timers := g.b.PopDueTimers(epoch.Add(time.Hour), nil); len(timers) != 1 || timers[0].Key != "k1" {
 			t.Fatalf("batches of %d bytes: timers %v, want k1's", target, timers)
 		}
+	}
+}
+
+// failingReads is a SharedFiles whose reads of the file called name write
+// the whole file, changed by change when set, then return err: as a
+// download whose checksum does not match does.
+type failingReads struct {
+	*memShared
+	name   string
+	err    error
+	change func([]byte) []byte
+}
+
+func (f failingReads) ReadShared(sf checkpoint.SharedFile, w io.Writer) error {
+	b, err := f.read(sf)
+	if err != nil || sf.Name != f.name {
+		if err == nil {
+			_, err = w.Write(b)
+		}
+		return err
+	}
+	if f.change != nil {
+		b = f.change(slices.Clone(b))
+	}
+	if _, err := w.Write(b); err != nil {
+		return err
+	}
+	return f.err
+}
+
+// TestHeapChainRestoreReadsFilesWhole checks that a restore of a heap
+// chain, which reads its files as streams, fails on an error the download
+// reports after the file's last byte (its checksum), also when it restores
+// only some of the key groups, and fails without waiting on a file whose
+// first bytes are wrong.
+func TestHeapChainRestoreReadsFilesWhole(t *testing.T) {
+	withHeapChains(t)
+	files := newMemShared()
+	f := newChainFixture(t, HeapBackend, KeyGroupRange{0, chainMaxP})
+	m := chainModel{}
+	rnd := rand.New(rand.NewPCG(11, 11))
+	for range 600 {
+		chainOp(rnd, f, m)
+	}
+	incrementalNow(t, &fixture{b: f.b}, 1, files)
+	if err := f.b.CheckpointComplete(1); err != nil {
+		t.Fatal(err)
+	}
+	f.b.SetCurrentKey("k1")
+	f.count.Update(5)
+	m["k1"] = chainEntry{count: 5, hasCount: true, seen: m["k1"].seen}
+	snap := incrementalNow(t, &fixture{b: f.b}, 2, files)
+	if len(snap.DBs) != 1 || len(snap.DBs[0].Files) != 2 {
+		t.Fatalf("the second checkpoint: %v, want a chain of two files", snap.DBs)
+	}
+	restoreChainInto(t, "the chain", snap, files, m, rnd)
+
+	// The full snapshot's file holds every key group: a restore has read
+	// all it needs before the download reports the checksum.
+	full := snap.DBs[0].Files[0].Shared.Name
+	checksum := format.Corruptf("shared", "checksum mismatch")
+	for _, owned := range []KeyGroupRange{{0, chainMaxP}, RangeForSubtask(0, 2, chainMaxP)} {
+		g := newChainFixture(t, HeapBackend, owned)
+		err := g.b.RestoreDBs(snap.DBs, failingReads{memShared: files, name: full, err: checksum})
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "checksum mismatch") {
+			t.Errorf("restoring %v from a file whose checksum fails: %v", owned, err)
+		}
+	}
+	g := newChainFixture(t, HeapBackend, KeyGroupRange{0, chainMaxP})
+	err := g.b.RestoreDBs(snap.DBs, failingReads{memShared: files, name: full, change: func(b []byte) []byte { b[0] = 0xff; return b }})
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "version 255") {
+		t.Errorf("restoring files of another version: %v", err)
 	}
 }
