@@ -40,6 +40,18 @@ func newChainFixture(t testing.TB, kind BackendKind, owned KeyGroupRange) *chain
 		seen:  must(NewMapState[string, string, int](b.Scope(), "seen", StringCodec{}, IntCodec{}))}
 }
 
+// newChangedChainFixture returns a heap chain fixture of every key group
+// after 600 random changes from seed, its model, and the random source.
+func newChangedChainFixture(t *testing.T, seed uint64) (*chainFixture, chainModel, *rand.Rand) {
+	f := newChainFixture(t, HeapBackend, KeyGroupRange{0, chainMaxP})
+	m := chainModel{}
+	rnd := rand.New(rand.NewPCG(seed, seed))
+	for range 600 {
+		chainOp(rnd, f, m)
+	}
+	return f, m, rnd
+}
+
 const chainMaxP, chainKeys = 16, 200
 
 // chainModel is what each key holds: its count, if any, and its map.
@@ -357,12 +369,7 @@ func TestHeapChainFallsBackToFullSnapshots(t *testing.T) {
 func TestHeapChainRestoredExtends(t *testing.T) {
 	withHeapChains(t)
 	files := newMemShared()
-	f := newChainFixture(t, HeapBackend, KeyGroupRange{0, chainMaxP})
-	m := chainModel{}
-	rnd := rand.New(rand.NewPCG(5, 5))
-	for range 600 {
-		chainOp(rnd, f, m)
-	}
+	f, m, rnd := newChangedChainFixture(t, 5)
 	var snap checkpoint.SubtaskSnapshot
 	for id := checkpoint.ID(1); id <= 2; id++ { // the first starts a chain, the second extends it
 		chainOp(rnd, f, m)
@@ -452,12 +459,7 @@ func encodeSectionsOf(t *testing.T) ([]byte, error) {
 func TestHeapChainDroppedWhenBusy(t *testing.T) {
 	withHeapChains(t)
 	files := newMemShared()
-	f := newChainFixture(t, HeapBackend, KeyGroupRange{0, chainMaxP})
-	m := chainModel{}
-	rnd := rand.New(rand.NewPCG(3, 3))
-	for range 600 {
-		chainOp(rnd, f, m)
-	}
+	f, m, rnd := newChangedChainFixture(t, 3)
 	id := checkpoint.ID(0)
 	take := func() checkpoint.SubtaskSnapshot {
 		t.Helper()
@@ -710,12 +712,7 @@ func TestChainWriterSpills(t *testing.T) {
 // key group its blob, in key-group order, of the size it has when encoded
 // at once, and restores the state.
 func TestEncodeInBatches(t *testing.T) {
-	f := newChainFixture(t, HeapBackend, KeyGroupRange{0, chainMaxP})
-	m := chainModel{}
-	rnd := rand.New(rand.NewPCG(5, 5))
-	for range 600 {
-		chainOp(rnd, f, m)
-	}
+	f, m, _ := newChangedChainFixture(t, 5)
 	f.b.SetCurrentKey("k1")
 	f.b.RegisterTimer(epoch.Add(time.Minute))
 	sections := f.b.captureSections(func(table[string]) bool { return true })
@@ -787,12 +784,7 @@ func (f failingReads) ReadShared(sf checkpoint.SharedFile, w io.Writer) error {
 func TestHeapChainRestoreReadsFilesWhole(t *testing.T) {
 	withHeapChains(t)
 	files := newMemShared()
-	f := newChainFixture(t, HeapBackend, KeyGroupRange{0, chainMaxP})
-	m := chainModel{}
-	rnd := rand.New(rand.NewPCG(11, 11))
-	for range 600 {
-		chainOp(rnd, f, m)
-	}
+	f, m, rnd := newChangedChainFixture(t, 11)
 	incrementalNow(t, &fixture{b: f.b}, 1, files)
 	if err := f.b.CheckpointComplete(1); err != nil {
 		t.Fatal(err)
