@@ -85,7 +85,7 @@ func Open(base string, o Options) (*DB, error) {
 		err = fmt.Errorf("kv: opening a Pebble database in %s: %w", dir, err)
 		return nil, errors.Join(err, os.RemoveAll(dir), unlockInstance(dir, lock))
 	}
-	mallocTrimmer.acquire()
+	mallocTrimmer.acquire(o.Cache != nil)
 	return &DB{base: base, dir: dir, lock: lock, instance: instance, opts: o, db: db, views: make(map[*View]struct{})}, nil
 }
 
@@ -300,7 +300,7 @@ func (d *DB) Close() error {
 		return nil
 	}
 	d.closed = true
-	defer mallocTrimmer.release()
+	defer mallocTrimmer.release(d.opts.Cache != nil)
 	d.viewsMu.Lock()
 	var err error
 	for v := range d.views {

@@ -11,39 +11,43 @@ import (
 	"time"
 )
 
-// TestTrimmerRunsWhileADatabaseIsOpen checks that the trimmer trims every
-// trimInterval from the first acquire to the last release, and not after.
+// TestTrimmerRunsWhileADatabaseIsOpen checks that the trimmer trims from
+// the first acquire to the last release, and not after: every
+// trimInterval with databases of their own budgets open, every
+// boundedTrimInterval while a bounded one is open too.
 func TestTrimmerRunsWhileADatabaseIsOpen(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var trims atomic.Int64
+		want := func(n int64, what string) {
+			t.Helper()
+			synctest.Wait()
+			if got := trims.Load(); got != n {
+				t.Fatalf("%d trims %s, want %d", got, what, n)
+			}
+		}
 		tr := &trimmer{trim: func() { trims.Add(1) }}
-		tr.acquire()
-		tr.acquire()
+		tr.acquire(false)
+		tr.acquire(false)
 		time.Sleep(3*trimInterval + trimInterval/2)
-		synctest.Wait()
-		if n := trims.Load(); n != 3 {
-			t.Fatalf("%d trims in 3.5 intervals with two databases open, want 3", n)
-		}
-		tr.release()
-		time.Sleep(trimInterval)
-		synctest.Wait()
-		if n := trims.Load(); n != 4 {
-			t.Fatalf("%d trims after another interval with one database open, want 4", n)
-		}
-		tr.release()
+		want(3, "in 3.5 intervals with two databases open")
+		// A bounded database: after the trim due, every bounded interval.
+		tr.acquire(true)
+		time.Sleep(trimInterval / 2)
+		want(4, "at the interval due")
+		time.Sleep(3 * boundedTrimInterval)
+		want(7, "in 3 bounded intervals with a bounded database open")
+		tr.release(true)
+		tr.release(false)
+		time.Sleep(boundedTrimInterval + trimInterval)
+		want(9, "after the bounded one closed: the bounded interval due, then one interval")
+		tr.release(false)
 		time.Sleep(5 * trimInterval)
-		synctest.Wait()
-		if n := trims.Load(); n != 4 {
-			t.Fatalf("%d trims after the last database closed, want still 4", n)
-		}
+		want(9, "after the last database closed")
 		// A database opened again starts it again.
-		tr.acquire()
-		time.Sleep(trimInterval)
-		synctest.Wait()
-		tr.release()
-		if n := trims.Load(); n != 5 {
-			t.Fatalf("%d trims after a database opened again for an interval, want 5", n)
-		}
+		tr.acquire(true)
+		time.Sleep(boundedTrimInterval)
+		want(10, "after a database opened again for an interval")
+		tr.release(true)
 	})
 }
 
