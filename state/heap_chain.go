@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -445,10 +445,12 @@ func isHeapChain(db checkpoint.DBFiles) bool {
 }
 
 // restoreChain merges the key groups keys of the heap chain db, reading
-// its files from files. The files are read as streams, side by side in
-// key-group order, so that the restore holds one key group's blobs at a
-// time, not the files; each is read to its end, where a shared file's
-// checksum is checked, before the restore succeeds.
+// its files from files. Each shared file is downloaded whole, its checksum
+// checked, into a temporary file (see chainWriter for where), then the
+// files are read side by side in key-group order, so that the restore
+// holds one key group's blobs at a time, not the files. A download at the
+// pace of the restore would hold a small file's request open for the
+// whole restore, past the timeout its size gets.
 func (b *KeyedBackend[K]) restoreChain(db checkpoint.DBFiles, keys KeyGroupRange, files checkpoint.SharedFiles) (err error) {
 	streams := make([]*chainStream, 0, len(db.Files))
 	defer func() {
@@ -460,7 +462,7 @@ func (b *KeyedBackend[K]) restoreChain(db checkpoint.DBFiles, keys KeyGroupRange
 		if !strings.HasPrefix(f.Name, heapChainPrefix) {
 			return fmt.Errorf("heap snapshot: file %q: %w", f.Name, ErrCorrupt)
 		}
-		s, err := openChainStream(f, files)
+		s, err := openChainStream(f, files, b.spillDir)
 		if err != nil {
 			return fmt.Errorf("heap snapshot file %s: %w", f.Name, err)
 		}
@@ -500,17 +502,17 @@ func (b *KeyedBackend[K]) restoreChain(db checkpoint.DBFiles, keys KeyGroupRange
 // chainStream is one file of a heap chain being restored: its key groups
 // read in order, the next one held until the restore reaches it.
 type chainStream struct {
-	name  string
-	r     *chainFileReader
-	kg    int    // the key group read ahead, -1 when none
-	blob  []byte // its blob
-	pipe  *io.PipeReader
-	ended chan struct{} // closed when the download into pipe returned; nil for inline data
+	name string
+	r    *chainFileReader
+	kg   int      // the key group read ahead, -1 when none
+	blob []byte   // its blob
+	file *os.File // the downloaded shared file; nil for inline data
 }
 
 // openChainStream starts reading the heap chain file f: its inline data,
-// or its shared file, downloaded from files into a pipe as it is read.
-func openChainStream(f checkpoint.DBFile, files checkpoint.SharedFiles) (*chainStream, error) {
+// or its shared file, downloaded from files into a temporary file in dir
+// (the system's temporary directory when empty), removed from it at once.
+func openChainStream(f checkpoint.DBFile, files checkpoint.SharedFiles, dir string) (*chainStream, error) {
 	s := &chainStream{name: f.Name, kg: -1}
 	var src io.Reader = bytes.NewReader(f.Data)
 	size := int64(len(f.Data))
@@ -518,14 +520,19 @@ func openChainStream(f checkpoint.DBFile, files checkpoint.SharedFiles) (*chainS
 		if files == nil {
 			return nil, fmt.Errorf("the checkpoint's shared files cannot be read here: restore it through the job's checkpoint storage")
 		}
-		pr, pw := io.Pipe()
-		s.pipe, s.ended, src, size = pr, make(chan struct{}), pr, f.Shared.Size
-		go func() {
-			defer close(s.ended)
-			// The reader sees the download's error, a checksum's
-			// included, after the bytes it wrote.
-			pw.CloseWithError(files.ReadShared(f.Shared, pw))
-		}()
+		var err error
+		if s.file, err = tempFile(dir, "heapsnap-restore-*"); err != nil {
+			return nil, fmt.Errorf("state: a heap snapshot file is downloaded to a temporary file: %w", err)
+		}
+		if err := files.ReadShared(f.Shared, s.file); err != nil {
+			s.close()
+			return nil, err
+		}
+		if _, err := s.file.Seek(0, io.SeekStart); err != nil {
+			s.close()
+			return nil, err
+		}
+		src, size = s.file, f.Shared.Size
 	}
 	var err error
 	if s.r, err = newChainFileReader(src, size); err != nil {
@@ -562,13 +569,11 @@ func (s *chainStream) finish() error {
 	return err
 }
 
-// close stops the download, if any, and waits until it returned.
+// close closes the downloaded file, if any.
 func (s *chainStream) close() {
-	if s.pipe == nil {
-		return
+	if s.file != nil {
+		_ = s.file.Close()
 	}
-	_ = s.pipe.CloseWithError(errors.New("state: the restore stopped reading"))
-	<-s.ended
 }
 
 // adoptChain lets the backend's next checkpoints extend the heap chain db

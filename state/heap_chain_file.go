@@ -90,21 +90,9 @@ func (c *chainWriter) put(kg int, blob []byte) error {
 
 // spill moves the blobs held in memory into a new temporary file.
 func (c *chainWriter) spill() error {
-	var err error
-	if c.dir != "" {
-		err = os.MkdirAll(c.dir, 0o755)
-	}
-	var f *os.File
-	if err == nil {
-		f, err = os.CreateTemp(c.dir, "heapsnap-*")
-	}
+	f, err := tempFile(c.dir, "heapsnap-*")
 	if err != nil {
 		return fmt.Errorf("state: a heap snapshot larger than %d bytes is written to a temporary file first: %w", c.limit, err)
-	}
-	// Unlinked at once: the file lives until it is closed, whatever
-	// becomes of the process.
-	if err := os.Remove(f.Name()); err != nil {
-		return errors.Join(err, f.Close())
 	}
 	c.f, c.w, c.off = f, bufio.NewWriterSize(f, 1<<20), chainHeaderRoom
 	if _, err := c.w.Write(make([]byte, chainHeaderRoom)); err != nil {
@@ -117,6 +105,25 @@ func (c *chainWriter) spill() error {
 	}
 	c.kgs, c.blobs = nil, nil
 	return nil
+}
+
+// tempFile creates a temporary file in dir (the system's temporary
+// directory when empty), made if missing, and removes its name at once:
+// the file lives until it is closed, whatever becomes of the process.
+func tempFile(dir, pattern string) (*os.File, error) {
+	if dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	f, err := os.CreateTemp(dir, pattern)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Remove(f.Name()); err != nil {
+		return nil, errors.Join(err, f.Close())
+	}
+	return f, nil
 }
 
 func (c *chainWriter) writeGroup(kg int, blob []byte) error {

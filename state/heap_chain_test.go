@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -777,10 +778,11 @@ func (f failingReads) ReadShared(sf checkpoint.SharedFile, w io.Writer) error {
 }
 
 // TestHeapChainRestoreReadsFilesWhole checks that a restore of a heap
-// chain, which reads its files as streams, fails on an error the download
-// reports after the file's last byte (its checksum), also when it restores
-// only some of the key groups, and fails without waiting on a file whose
-// first bytes are wrong.
+// chain, which downloads its files into temporary files and reads them
+// side by side, fails on an error the download reports after the file's
+// last byte (its checksum), also when it restores only some of the key
+// groups, and on a file whose first bytes are wrong; and that it leaves no
+// temporary file behind.
 func TestHeapChainRestoreReadsFilesWhole(t *testing.T) {
 	withHeapChains(t)
 	files := newMemShared()
@@ -802,15 +804,28 @@ func TestHeapChainRestoreReadsFilesWhole(t *testing.T) {
 	// all it needs before the download reports the checksum.
 	full := snap.DBs[0].Files[0].Shared.Name
 	checksum := format.Corruptf("shared", "checksum mismatch")
-	for _, owned := range []KeyGroupRange{{0, chainMaxP}, RangeForSubtask(0, 2, chainMaxP)} {
+	restore := func(owned KeyGroupRange, files checkpoint.SharedFiles) error {
 		g := newChainFixture(t, HeapBackend, owned)
-		err := g.b.RestoreDBs(snap.DBs, failingReads{memShared: files, name: full, err: checksum})
+		g.b.spillDir = filepath.Join(t.TempDir(), "made")
+		err := g.b.RestoreDBs(snap.DBs, files)
+		if left, _ := os.ReadDir(g.b.spillDir); len(left) != 0 {
+			t.Errorf("restoring %v: %v left in the temporary directory", owned, left)
+		}
+		if err == nil {
+			g.check(t, fmt.Sprint("restored into ", owned), m)
+		}
+		return err
+	}
+	for _, owned := range []KeyGroupRange{{0, chainMaxP}, RangeForSubtask(0, 2, chainMaxP)} {
+		if err := restore(owned, files); err != nil {
+			t.Fatal(err)
+		}
+		err := restore(owned, failingReads{memShared: files, name: full, err: checksum})
 		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "checksum mismatch") {
 			t.Errorf("restoring %v from a file whose checksum fails: %v", owned, err)
 		}
 	}
-	g := newChainFixture(t, HeapBackend, KeyGroupRange{0, chainMaxP})
-	err := g.b.RestoreDBs(snap.DBs, failingReads{memShared: files, name: full, change: func(b []byte) []byte { b[0] = 0xff; return b }})
+	err := restore(KeyGroupRange{0, chainMaxP}, failingReads{memShared: files, name: full, change: func(b []byte) []byte { b[0] = 0xff; return b }})
 	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "version 255") {
 		t.Errorf("restoring files of another version: %v", err)
 	}
