@@ -16,25 +16,27 @@ import (
 	"github.com/exactlyonce/exactly/internal/testenv"
 )
 
-// closingBroker stands for a broker that restarts: until open is called it
-// closes every connection as soon as it is accepted (as a broker that is
-// starting does), then it forwards connections to the real broker. The
-// clients learn the real broker's address from the metadata and go there
-// after their first request.
+// closingBroker stands for a broker that restarts: it closes every
+// connection as soon as it is accepted (as a broker that is starting
+// does) until openAfter has passed since the first, then it forwards
+// connections to the real broker. The clients learn the real broker's
+// address from the metadata and go there after their first request.
 type closingBroker struct {
-	ln     net.Listener
-	to     string
-	open   atomic.Bool
-	closed atomic.Int64 // connections closed at once
-	wg     sync.WaitGroup
+	ln        net.Listener
+	to        string
+	openAfter time.Duration
+	opening   sync.Once
+	open      atomic.Bool
+	closed    atomic.Int64 // connections closed at once
+	wg        sync.WaitGroup
 }
 
-func newClosingBroker(t *testing.T, to string) *closingBroker {
+func newClosingBroker(t *testing.T, to string, openAfter time.Duration) *closingBroker {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &closingBroker{ln: ln, to: to}
+	b := &closingBroker{ln: ln, to: to, openAfter: openAfter}
 	b.wg.Add(1)
 	go b.serve()
 	t.Cleanup(func() { _ = ln.Close(); b.wg.Wait() })
@@ -53,6 +55,7 @@ func (b *closingBroker) serve() {
 		if !b.open.Load() {
 			b.closed.Add(1)
 			_ = c.Close()
+			b.opening.Do(func() { time.AfterFunc(b.openAfter, func() { b.open.Store(true) }) })
 			continue
 		}
 		up, err := net.Dial("tcp", b.to)
@@ -116,13 +119,12 @@ func TestStartsWaitForBrokersThatCannotBeReached(t *testing.T) {
 		}},
 	}
 	for _, s := range starts {
-		b := newClosingBroker(t, brokers)
-		// Longer than a try (twice the dial timeout): the first try fails.
-		opened := time.AfterFunc(1500*time.Millisecond, func() { b.open.Store(true) })
+		// Closed for longer than a try (twice the dial timeout) from the
+		// first connection: the first try fails.
+		b := newClosingBroker(t, brokers, 1500*time.Millisecond)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		err := s.run(ctx, kafka.Conn{Brokers: []string{b.addr()}, DialTimeout: 200 * time.Millisecond})
 		cancel()
-		opened.Stop()
 		if err != nil {
 			t.Errorf("%s while the broker restarts: %v; want it to wait for the broker", s.name, err)
 		}
