@@ -106,14 +106,22 @@ func encodeKeyGroups[K comparable](sections []capturedSection[K], disk pebble.Re
 // holds at once. A variable for tests.
 var snapshotBatchBytes int64 = 32 << 20
 
+// maxSnapshotBatches bounds the batches of encodeInBatches after its first:
+// each reads every captured key again (its encoding and hash), which for
+// many small entries costs about what encoding them does, so a large state
+// of small entries holds up to an eighth of its blobs at once instead of
+// snapshotBatchBytes.
+const maxSnapshotBatches = 8
+
 // encodeInBatches encodes the heap backend's captured sections a batch of
 // key groups at a time and hands each key group's blob to put, in
 // increasing key-group order, so that a full snapshot holds about
 // snapshotBatchBytes of blobs at once instead of the state's size. The
 // first batch is one key group; the next ones hold as many key groups as
-// snapshotBatchBytes holds at the bytes per key group so far. Each batch
-// reads every captured entry again, hashing its key, but encodes only its
-// own entries.
+// snapshotBatchBytes holds at the bytes per key group so far, and at least
+// an eighth of the owned ones (maxSnapshotBatches). Each batch reads every
+// captured entry again, hashing its key, but encodes only its own
+// entries.
 func encodeInBatches[K comparable](sections []capturedSection[K], keyCodec Codec[K], maxParallelism int, owned KeyGroupRange, put func(kg int, blob []byte) error) error {
 	var bytes int64
 	n := 1
@@ -137,6 +145,7 @@ func encodeInBatches[K comparable](sections []capturedSection[K], keyCodec Codec
 		} else {
 			n = min(2*n, owned.Len())
 		}
+		n = max(n, (owned.Len()+maxSnapshotBatches-1)/maxSnapshotBatches)
 	}
 	return nil
 }
