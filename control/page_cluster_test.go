@@ -38,7 +38,7 @@ func TestPageShowsClusterTasks(t *testing.T) {
 		`#assignment tr[data-member="m-1"]`:                      "m-1 (this instance)\thost-a\t/10.0.0.1\torders/0 orders-per-user-0-repartition/2",
 		`#assignment-meta`:                                       "2 members of group exactly-orders",
 	} {
-		got, err := chromedp.Run(ctx, chromedp.Text(sel))
+		got, err := pageText(ctx, sel)
 		if err != nil {
 			t.Fatalf("%s: %v", sel, err)
 		}
@@ -46,11 +46,11 @@ func TestPageShowsClusterTasks(t *testing.T) {
 			t.Errorf("%s shows %q, want it to contain %q", sel, got, want)
 		}
 	}
-	got, err := chromedp.Run(ctx, chromedp.Text(`#tasks tr[data-task="orders/0"]`))
+	got, err := pageText(ctx, `#tasks tr[data-task="orders/0"]`)
 	if err != nil || !strings.Contains(got, "\t3\t41 at ") {
 		t.Errorf("task orders/0 shows %q (%v), want its epoch 3 and checkpoint 41", got, err)
 	}
-	if parked, _ := chromedp.Run(ctx, chromedp.Text(`#tasks tr[data-task="orders-per-user-0-repartition/2"]`)); strings.Contains(parked, "stack") {
+	if parked, _ := pageText(ctx, `#tasks tr[data-task="orders-per-user-0-repartition/2"]`); strings.Contains(parked, "stack") {
 		t.Errorf("the parked task's error shows more than its first line: %q", parked)
 	}
 }

@@ -77,7 +77,7 @@ func TestPageShowsExceptions(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Click(`#exceptions li:nth-child(3) summary`), chromedp.WaitVisible(`#exceptions li:nth-child(3) pre`)); err != nil {
 		t.Fatal(err)
 	}
-	whole, err := chromedp.Run(ctx, chromedp.Text(`#exceptions li:nth-child(3) pre`))
+	whole, err := pageText(ctx, `#exceptions li:nth-child(3) pre`)
 	if err != nil || !strings.Contains(whole, "goroutine 7 [running]:") {
 		t.Fatalf("the restart's whole text: %q, %v; want its stack", whole, err)
 	}

@@ -59,20 +59,11 @@ func TestPageInBrowser(t *testing.T) {
 	}
 	text := func(what, sel string) string {
 		t.Helper()
-		// The page redraws its tables at every refresh: a node found may
-		// be replaced before its text is read ("No node with given id
-		// found"). Then it is looked up again.
-		for range 20 {
-			s, err := chromedp.Run(ctx, chromedp.Text(sel))
-			if err == nil {
-				return s
-			}
-			if !strings.Contains(err.Error(), "No node with given id found") {
-				t.Fatalf("%s: %v", what, err)
-			}
+		s, err := pageText(ctx, sel)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
 		}
-		t.Fatalf("%s: the node was replaced 20 times in a row while being read", what)
-		return ""
+		return s
 	}
 	// poll waits until the JavaScript expression is true.
 	poll := func(what, expr string) {
