@@ -415,8 +415,15 @@ func TestCleanStopAbortsOpenTransaction(t *testing.T) {
 		lso, hwm := stableOffsets(t, adm, out)
 		return lso == hwm
 	})
-	if ids := openTransactions(t, adm, prefix); len(ids) > 0 {
-		t.Errorf("transactions still open after a clean stop: %v", ids)
+	// The coordinator moves the transaction from PrepareAbort to
+	// CompleteAbort once the partitions answered its markers, which may be
+	// a moment after the markers made the output readable.
+	ids := openTransactions(t, adm, prefix)
+	for deadline := time.Now().Add(30 * time.Second); len(ids) > 0 && time.Now().Before(deadline); ids = openTransactions(t, adm, prefix) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(ids) > 0 {
+		t.Errorf("transactions still open 30s after a clean stop: %v", ids)
 		// Leave the broker clean for the other tests.
 		start(t, ownedCommitter(t, ownedSink(t, brokers, out, prefix), sink.WriterInfo{Job: "t", Sink: "out", Owner: sink.Owner{Epoch: 1 << 20}}), 0)
 	}
