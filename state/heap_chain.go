@@ -451,7 +451,7 @@ func isHeapChain(db checkpoint.DBFiles) bool {
 // holds one key group's blobs at a time, not the files. A download at the
 // pace of the restore would hold a small file's request open for the
 // whole restore, past the timeout its size gets.
-func (b *KeyedBackend[K]) restoreChain(db checkpoint.DBFiles, keys KeyGroupRange, files checkpoint.SharedFiles) (err error) {
+func (b *KeyedBackend[K]) restoreChain(db checkpoint.DBFiles, keys KeyGroupRange, files checkpoint.SharedFiles) error {
 	streams := make([]*chainStream, 0, len(db.Files))
 	defer func() {
 		for _, s := range streams {

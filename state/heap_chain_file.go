@@ -2,7 +2,6 @@ package state
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -221,25 +220,6 @@ func (r *partsReader) Seek(offset int64, whence int) (int64, error) {
 		r.in = int(rest)
 	}
 	return r.off, nil
-}
-
-// decodeChainFile returns the blobs of a heap chain file by key group.
-func decodeChainFile(data []byte) (map[int][]byte, error) {
-	r, err := newChainFileReader(bytes.NewReader(data), int64(len(data)))
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[int][]byte)
-	for {
-		kg, blob, ok, err := r.next()
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			return out, nil
-		}
-		out[kg] = blob
-	}
 }
 
 // chainFileReader reads the key groups of a heap chain file one at a time

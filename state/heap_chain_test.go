@@ -830,3 +830,23 @@ func TestHeapChainRestoreReadsFilesWhole(t *testing.T) {
 		t.Errorf("restoring files of another version: %v", err)
 	}
 }
+
+// decodeChainFile returns the blobs of a heap chain file by key group, as
+// a restore reads them.
+func decodeChainFile(data []byte) (map[int][]byte, error) {
+	r, err := newChainFileReader(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int][]byte)
+	for {
+		kg, blob, ok, err := r.next()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return out, nil
+		}
+		out[kg] = blob
+	}
+}
